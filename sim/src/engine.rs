@@ -1,0 +1,750 @@
+//! The device's task engine: per-stream FIFOs, execution lanes given to the most urgent
+//! ready stream, event records and waits. Pure state: the caller passes the time in and
+//! fires the collected notifications after releasing its lock.
+
+use crate::error::{SimError, SimErrorKind, SimResult, codes};
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+pub type StreamId = u64;
+pub type EventId = u64;
+
+/// Called once when what it waits for is reached (or can never be).
+pub type Waiter = Box<dyn FnOnce(SimResult<()>) + Send>;
+
+/// Something a stream's owner must hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SimReport {
+    /// A host callback reached the head of its stream.
+    Callback {
+        stream: StreamId,
+        callback: u64,
+        blocking: bool,
+        status: i32,
+    },
+    /// A task failed.
+    Exception {
+        stream: StreamId,
+        task: u64,
+        code: i32,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMode {
+    Continue,
+    Stop,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum TaskKind {
+    Delay(Duration),
+    Record { event: EventId, generation: u64 },
+    Reset { event: EventId },
+    Wait { event: EventId, generation: u64 },
+    Callback { id: u64, blocking: bool },
+}
+
+#[derive(Debug)]
+struct Task {
+    id: u64,
+    kind: TaskKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Activity {
+    Idle,
+    WaitingForLane,
+    Running,
+    OnEvent,
+    OnCallback(u64),
+}
+
+struct Stream {
+    priority: u32,
+    flags: u32,
+    queue: VecDeque<Task>,
+    activity: Activity,
+    enqueued: u64,
+    completed: u64,
+    drain_waiters: Vec<(u64, Waiter)>,
+    failure_mode: Option<FailureMode>,
+    first_failure: Option<i32>,
+    injected_failures: HashMap<u64, i32>,
+    destroyed: bool,
+    /// When the head delay became ready for a lane.
+    ready_at: Option<Instant>,
+}
+
+struct Event {
+    flags: u32,
+    timing: bool,
+    latest: u64,
+    recorded: bool,
+    pending: BTreeSet<u64>,
+    timestamp: Option<Instant>,
+    host_waiters: Vec<(u64, Waiter)>,
+    stream_waiters: Vec<(u64, StreamId)>,
+    destroyed: bool,
+}
+
+impl Event {
+    fn reached(&self, generation: u64) -> bool {
+        !self.pending.contains(&generation)
+    }
+}
+
+/// Public view of a stream's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamStatus {
+    pub priority: u32,
+    pub flags: u32,
+    pub pending_tasks: u64,
+    pub failed: bool,
+    pub failure_mode: FailureMode,
+}
+
+/// State of an event's most recent record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventState {
+    NotRecorded,
+    Pending,
+    Complete,
+}
+
+pub struct Engine {
+    lanes: usize,
+    lanes_busy: usize,
+    streams: HashMap<StreamId, Stream>,
+    events: HashMap<EventId, Event>,
+    ready: BinaryHeap<Reverse<(u32, u64, StreamId)>>,
+    running: BinaryHeap<Reverse<(Instant, StreamId)>>,
+    /// Streams whose head must be looked at, with the time it became current.
+    dirty: Vec<(StreamId, Instant)>,
+    ready_seq: u64,
+    next_id: u64,
+    /// Streams whose queue drained after they were destroyed: their hardware slot is free.
+    pub(crate) freed_streams: u32,
+    pub(crate) freed_events: u32,
+    /// Notifications to deliver once the lock is released.
+    pub(crate) fired: Vec<(Waiter, SimResult<()>)>,
+    pub(crate) reports: Vec<SimReport>,
+}
+
+impl Engine {
+    pub fn new(lanes: usize) -> Self {
+        Self {
+            lanes: lanes.max(1),
+            lanes_busy: 0,
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            ready: BinaryHeap::new(),
+            running: BinaryHeap::new(),
+            dirty: Vec::new(),
+            ready_seq: 0,
+            next_id: 1,
+            freed_streams: 0,
+            freed_events: 0,
+            fired: Vec::new(),
+            reports: Vec::new(),
+        }
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    pub fn add_stream(&mut self, priority: u32, flags: u32) -> StreamId {
+        let id = self.fresh_id();
+        self.streams.insert(
+            id,
+            Stream {
+                priority,
+                flags,
+                queue: VecDeque::new(),
+                activity: Activity::Idle,
+                enqueued: 0,
+                completed: 0,
+                drain_waiters: Vec::new(),
+                failure_mode: None,
+                first_failure: None,
+                injected_failures: HashMap::new(),
+                destroyed: false,
+                ready_at: None,
+            },
+        );
+        id
+    }
+
+    fn live_stream(&mut self, id: StreamId) -> SimResult<&mut Stream> {
+        match self.streams.get_mut(&id) {
+            Some(s) if !s.destroyed => Ok(s),
+            _ => Err(SimError::handle("stream", id)),
+        }
+    }
+
+    fn live_event(&mut self, id: EventId) -> SimResult<&mut Event> {
+        match self.events.get_mut(&id) {
+            Some(e) if !e.destroyed => Ok(e),
+            _ => Err(SimError::handle("event", id)),
+        }
+    }
+
+    /// Marks a stream destroyed. Its slot is freed when its pending work has run out.
+    pub fn destroy_stream(&mut self, id: StreamId, now: Instant) -> SimResult<()> {
+        self.live_stream(id)?.destroyed = true;
+        self.dirty.push((id, now));
+        self.advance(now);
+        Ok(())
+    }
+
+    pub fn stream_status(&mut self, id: StreamId) -> SimResult<StreamStatus> {
+        let s = self.live_stream(id)?;
+        Ok(StreamStatus {
+            priority: s.priority,
+            flags: s.flags,
+            pending_tasks: s.enqueued - s.completed,
+            failed: s.first_failure.is_some(),
+            failure_mode: s.failure_mode.unwrap_or(FailureMode::Continue),
+        })
+    }
+
+    pub fn set_failure_mode(&mut self, id: StreamId, mode: FailureMode) -> SimResult<()> {
+        let s = self.live_stream(id)?;
+        if s.failure_mode.is_some() {
+            return Err(SimError::new(
+                SimErrorKind::FailureModeAlreadySet,
+                codes::RT_PARAM_INVALID,
+                format!("failure mode of stream {id} was already set"),
+            ));
+        }
+        s.failure_mode = Some(mode);
+        Ok(())
+    }
+
+    pub fn inject_task_failure(&mut self, id: StreamId, task: u64, code: i32) -> SimResult<()> {
+        let s = self.live_stream(id)?;
+        let started =
+            task <= s.completed || (task == s.completed + 1 && s.activity != Activity::Idle);
+        if task == 0 || started {
+            return Err(SimError::invalid(format!(
+                "task {task} of stream {id} has already started"
+            )));
+        }
+        s.injected_failures.insert(task, code);
+        Ok(())
+    }
+
+    fn push_task(&mut self, id: StreamId, kind: TaskKind, now: Instant) -> SimResult<u64> {
+        let s = self.live_stream(id)?;
+        s.enqueued += 1;
+        let task = s.enqueued;
+        s.queue.push_back(Task { id: task, kind });
+        if s.activity == Activity::Idle {
+            self.dirty.push((id, now));
+            self.advance(now);
+        }
+        Ok(task)
+    }
+
+    pub fn enqueue_delay(
+        &mut self,
+        id: StreamId,
+        duration: Duration,
+        now: Instant,
+    ) -> SimResult<u64> {
+        self.push_task(id, TaskKind::Delay(duration), now)
+    }
+
+    pub fn enqueue_callback(
+        &mut self,
+        id: StreamId,
+        callback: u64,
+        blocking: bool,
+        now: Instant,
+    ) -> SimResult<u64> {
+        self.push_task(
+            id,
+            TaskKind::Callback {
+                id: callback,
+                blocking,
+            },
+            now,
+        )
+    }
+
+    /// Releases a blocking callback: the stream moves on.
+    pub fn ack_callback(&mut self, id: StreamId, callback: u64, now: Instant) -> SimResult<bool> {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return Ok(false);
+        };
+        if s.activity != Activity::OnCallback(callback) {
+            return Ok(false);
+        }
+        s.activity = Activity::Idle;
+        complete_head(s, &mut self.fired);
+        self.dirty.push((id, now));
+        self.advance(now);
+        Ok(true)
+    }
+
+    /// A blocking callback that was never acknowledged: fail the stream and move on.
+    pub fn fail_callback(&mut self, id: StreamId, callback: u64, code: i32, now: Instant) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        if s.activity != Activity::OnCallback(callback) {
+            return false;
+        }
+        s.activity = Activity::Idle;
+        let task = s.completed + 1;
+        complete_head(s, &mut self.fired);
+        self.fail_stream(id, task, code, now);
+        self.dirty.push((id, now));
+        self.advance(now);
+        true
+    }
+
+    /// Calls `waiter` when all work enqueued on the stream so far has finished.
+    pub fn on_stream_drained(&mut self, id: StreamId, waiter: Waiter) -> SimResult<()> {
+        let s = self.live_stream(id)?;
+        if s.completed >= s.enqueued {
+            let result = stream_result(s);
+            self.fired.push((waiter, result));
+        } else {
+            let target = s.enqueued;
+            s.drain_waiters.push((target, waiter));
+        }
+        Ok(())
+    }
+
+    pub fn stream_idle(&mut self, id: StreamId) -> SimResult<bool> {
+        let s = self.live_stream(id)?;
+        Ok(s.completed >= s.enqueued)
+    }
+
+    pub fn add_event(&mut self, flags: u32, timing: bool) -> EventId {
+        let id = self.fresh_id();
+        self.events.insert(
+            id,
+            Event {
+                flags,
+                timing,
+                latest: 0,
+                recorded: false,
+                pending: BTreeSet::new(),
+                timestamp: None,
+                host_waiters: Vec::new(),
+                stream_waiters: Vec::new(),
+                destroyed: false,
+            },
+        );
+        id
+    }
+
+    /// Destroys an event; one whose records are still pending goes when they complete.
+    pub fn destroy_event(&mut self, id: EventId) -> SimResult<()> {
+        let e = self.live_event(id)?;
+        e.destroyed = true;
+        if e.pending.is_empty() {
+            self.events.remove(&id);
+            self.freed_events += 1;
+        }
+        Ok(())
+    }
+
+    pub fn event_info(&mut self, id: EventId) -> SimResult<(u32, bool)> {
+        let e = self.live_event(id)?;
+        Ok((e.flags, e.timing))
+    }
+
+    pub fn record_event(
+        &mut self,
+        event: EventId,
+        stream: StreamId,
+        now: Instant,
+    ) -> SimResult<()> {
+        self.live_stream(stream)?;
+        let e = self.live_event(event)?;
+        e.latest += 1;
+        e.recorded = true;
+        e.timestamp = None;
+        let generation = e.latest;
+        e.pending.insert(generation);
+        self.push_task(stream, TaskKind::Record { event, generation }, now)
+            .map(drop)
+    }
+
+    pub fn reset_event(&mut self, event: EventId, stream: StreamId, now: Instant) -> SimResult<()> {
+        self.live_stream(stream)?;
+        let e = self.live_event(event)?;
+        if e.flags & crate::flags::EVENT_SYNC == 0 {
+            return Err(forbid(event, "reset"));
+        }
+        self.push_task(stream, TaskKind::Reset { event }, now)
+            .map(drop)
+    }
+
+    /// Later work on `stream` waits for the event's most recent record as of now.
+    pub fn stream_wait_event(
+        &mut self,
+        stream: StreamId,
+        event: EventId,
+        now: Instant,
+    ) -> SimResult<()> {
+        self.live_stream(stream)?;
+        let e = self.live_event(event)?;
+        if e.flags & crate::flags::EVENT_SYNC == 0 {
+            return Err(forbid(event, "waited on by a stream"));
+        }
+        if !e.recorded || e.reached(e.latest) {
+            // Never recorded, or already reached: a no-op, as with cuStreamWaitEvent.
+            return Ok(());
+        }
+        let generation = e.latest;
+        self.push_task(stream, TaskKind::Wait { event, generation }, now)
+            .map(drop)
+    }
+
+    pub fn event_state(&mut self, id: EventId) -> SimResult<EventState> {
+        let e = self.live_event(id)?;
+        Ok(if !e.recorded {
+            EventState::NotRecorded
+        } else if e.reached(e.latest) {
+            EventState::Complete
+        } else {
+            EventState::Pending
+        })
+    }
+
+    /// Calls `waiter` when the event's most recent record is reached (at once if none).
+    pub fn on_event_complete(&mut self, id: EventId, waiter: Waiter) -> SimResult<()> {
+        let e = self.live_event(id)?;
+        if !e.recorded || e.reached(e.latest) {
+            self.fired.push((waiter, Ok(())));
+        } else {
+            let generation = e.latest;
+            e.host_waiters.push((generation, waiter));
+        }
+        Ok(())
+    }
+
+    pub fn elapsed_ms(&mut self, start: EventId, end: EventId) -> SimResult<f32> {
+        let a = self.timestamp_of(start)?;
+        let b = self.timestamp_of(end)?;
+        let ms = if b >= a {
+            (b - a).as_secs_f64() * 1e3
+        } else {
+            -((a - b).as_secs_f64() * 1e3)
+        };
+        Ok(ms as f32)
+    }
+
+    fn timestamp_of(&mut self, id: EventId) -> SimResult<Instant> {
+        let e = self.live_event(id)?;
+        if !e.timing {
+            return Err(SimError::new(
+                SimErrorKind::EventNotTimed,
+                codes::RT_PARAM_INVALID,
+                format!("event {id} was created without timing"),
+            ));
+        }
+        if !e.recorded {
+            return Err(SimError::new(
+                SimErrorKind::EventNotRecorded,
+                codes::RT_PARAM_INVALID,
+                format!("event {id} has not been recorded"),
+            ));
+        }
+        e.timestamp.ok_or_else(|| {
+            SimError::new(
+                SimErrorKind::EventNotComplete,
+                codes::RT_EVENT_NOT_COMPLETE,
+                format!("event {id} has not completed yet"),
+            )
+        })
+    }
+
+    /// When the next running task ends, if any.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.running.peek().map(|Reverse((at, _))| *at)
+    }
+
+    /// Runs everything that can run at `now`. Tasks start at the exact time their
+    /// predecessor ended (not when this call happens to run), so timestamps do not drift.
+    pub fn advance(&mut self, now: Instant) {
+        let mut freed_lanes: VecDeque<Instant> = VecDeque::new();
+        loop {
+            while let Some(Reverse((at, id))) = self.running.peek().copied() {
+                if at > now {
+                    break;
+                }
+                self.running.pop();
+                self.lanes_busy -= 1;
+                freed_lanes.push_back(at);
+                if let Some(s) = self.streams.get_mut(&id) {
+                    s.activity = Activity::Idle;
+                    complete_head(s, &mut self.fired);
+                    self.dirty.push((id, at));
+                }
+            }
+            while let Some((id, at)) = self.dirty.pop() {
+                self.step(id, at);
+            }
+            while self.lanes_busy < self.lanes {
+                let Some(Reverse((_, _, id))) = self.ready.pop() else {
+                    break;
+                };
+                let Some(s) = self.streams.get_mut(&id) else {
+                    continue;
+                };
+                let Some(Task {
+                    kind: TaskKind::Delay(d),
+                    ..
+                }) = s.queue.front()
+                else {
+                    continue;
+                };
+                let ready_at = s.ready_at.unwrap_or(now);
+                let start = freed_lanes
+                    .pop_front()
+                    .map_or(ready_at, |lane| lane.max(ready_at));
+                s.activity = Activity::Running;
+                self.running.push(Reverse((start + *d, id)));
+                self.lanes_busy += 1;
+            }
+            let due = self
+                .running
+                .peek()
+                .is_some_and(|Reverse((at, _))| *at <= now);
+            if self.dirty.is_empty() && !due {
+                break;
+            }
+        }
+    }
+
+    /// Runs a stream's head tasks until one has to wait.
+    fn step(&mut self, id: StreamId, now: Instant) {
+        loop {
+            let Some(s) = self.streams.get_mut(&id) else {
+                return;
+            };
+            if s.activity != Activity::Idle {
+                return;
+            }
+            let Some(head) = s.queue.front() else {
+                self.drained(id);
+                return;
+            };
+            let task = head.id;
+            if let Some(code) = s.injected_failures.remove(&task) {
+                complete_head(s, &mut self.fired);
+                self.fail_stream(id, task, code, now);
+                continue;
+            }
+            match head.kind {
+                TaskKind::Delay(_) => {
+                    s.activity = Activity::WaitingForLane;
+                    s.ready_at = Some(now);
+                    self.ready_seq += 1;
+                    self.ready.push(Reverse((s.priority, self.ready_seq, id)));
+                    return;
+                }
+                TaskKind::Record { event, generation } => {
+                    complete_head(s, &mut self.fired);
+                    self.record_reached(event, generation, now);
+                }
+                TaskKind::Reset { event } => {
+                    complete_head(s, &mut self.fired);
+                    if let Some(e) = self.events.get_mut(&event) {
+                        e.recorded = false;
+                        e.timestamp = None;
+                    }
+                }
+                TaskKind::Wait { event, generation } => match self.events.get_mut(&event) {
+                    Some(e) if !e.reached(generation) => {
+                        e.stream_waiters.push((generation, id));
+                        s.activity = Activity::OnEvent;
+                        return;
+                    }
+                    _ => complete_head(s, &mut self.fired),
+                },
+                TaskKind::Callback {
+                    id: callback,
+                    blocking,
+                } => {
+                    let status = s.first_failure.unwrap_or(0);
+                    self.reports.push(SimReport::Callback {
+                        stream: id,
+                        callback,
+                        blocking,
+                        status,
+                    });
+                    if blocking {
+                        s.activity = Activity::OnCallback(callback);
+                        return;
+                    }
+                    complete_head(s, &mut self.fired);
+                }
+            }
+        }
+    }
+
+    fn record_reached(&mut self, event: EventId, generation: u64, now: Instant) {
+        let Some(e) = self.events.get_mut(&event) else {
+            return;
+        };
+        e.pending.remove(&generation);
+        if generation == e.latest {
+            e.timestamp = Some(now);
+        }
+        let (due, waiting): (Vec<_>, Vec<_>) = e
+            .host_waiters
+            .drain(..)
+            .partition(|(g, _)| *g <= generation && !e.pending.contains(g));
+        e.host_waiters = waiting;
+        self.fired.extend(due.into_iter().map(|(_, w)| (w, Ok(()))));
+        let pending = &e.pending;
+        let mut woken = Vec::new();
+        e.stream_waiters.retain(|(g, sid)| {
+            let reached = !pending.contains(g);
+            if reached {
+                woken.push(*sid);
+            }
+            !reached
+        });
+        if e.destroyed && e.pending.is_empty() {
+            self.events.remove(&event);
+            self.freed_events += 1;
+        }
+        for sid in woken {
+            if let Some(s) = self.streams.get_mut(&sid) {
+                if s.activity == Activity::OnEvent {
+                    s.activity = Activity::Idle;
+                    complete_head(s, &mut self.fired);
+                    self.dirty.push((sid, now));
+                }
+            }
+        }
+    }
+
+    fn fail_stream(&mut self, id: StreamId, task: u64, code: i32, now: Instant) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.first_failure.get_or_insert(code);
+        self.reports.push(SimReport::Exception {
+            stream: id,
+            task,
+            code,
+        });
+        if s.failure_mode == Some(FailureMode::Stop) {
+            // Discard the rest; records in it will never be reached, so release them.
+            let dropped: Vec<Task> = s.queue.drain(..).collect();
+            s.completed += dropped.len() as u64;
+            for t in dropped {
+                if let TaskKind::Record { event, generation } = t.kind {
+                    self.abandon_record(event, generation, now);
+                }
+            }
+        }
+    }
+
+    fn abandon_record(&mut self, event: EventId, generation: u64, now: Instant) {
+        let Some(e) = self.events.get_mut(&event) else {
+            return;
+        };
+        e.pending.remove(&generation);
+        if generation == e.latest {
+            e.recorded = false;
+        }
+        let fail = || {
+            SimError::new(
+                SimErrorKind::TaskFailed,
+                codes::RT_AICORE_EXCEPTION,
+                "the record was discarded by a failed stream",
+            )
+        };
+        let (due, waiting): (Vec<_>, Vec<_>) = e
+            .host_waiters
+            .drain(..)
+            .partition(|(g, _)| *g == generation);
+        e.host_waiters = waiting;
+        self.fired
+            .extend(due.into_iter().map(|(_, w)| (w, Err(fail()))));
+        let mut woken = Vec::new();
+        e.stream_waiters.retain(|(g, sid)| {
+            (*g != generation) || {
+                woken.push(*sid);
+                false
+            }
+        });
+        for sid in woken {
+            if let Some(s) = self.streams.get_mut(&sid) {
+                s.activity = Activity::Idle;
+                complete_head(s, &mut self.fired);
+                self.dirty.push((sid, now));
+            }
+        }
+    }
+
+    fn drained(&mut self, id: StreamId) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let result = stream_result(s);
+        for (_, w) in s.drain_waiters.drain(..) {
+            self.fired.push((w, result.clone()));
+        }
+        if s.destroyed {
+            self.streams.remove(&id);
+            self.freed_streams += 1;
+        }
+    }
+
+    pub fn live_streams(&self) -> usize {
+        self.streams.len()
+    }
+}
+
+/// Pops the finished head task and releases the syncs that were waiting for it.
+fn complete_head(s: &mut Stream, fired: &mut Vec<(Waiter, SimResult<()>)>) {
+    if s.queue.pop_front().is_some() {
+        s.completed += 1;
+    }
+    let completed = s.completed;
+    if s.drain_waiters
+        .iter()
+        .any(|(target, _)| *target <= completed)
+    {
+        let result = stream_result(s);
+        let (due, rest): (Vec<_>, Vec<_>) = s
+            .drain_waiters
+            .drain(..)
+            .partition(|(target, _)| *target <= completed);
+        s.drain_waiters = rest;
+        fired.extend(due.into_iter().map(|(_, w)| (w, result.clone())));
+    }
+}
+
+fn stream_result(s: &Stream) -> SimResult<()> {
+    match s.first_failure {
+        None => Ok(()),
+        Some(code) => Err(SimError::new(
+            SimErrorKind::TaskFailed,
+            code,
+            format!("a task on the stream failed with {code}"),
+        )),
+    }
+}
+
+fn forbid(event: EventId, what: &str) -> SimError {
+    SimError::new(
+        SimErrorKind::EventFlagsForbid,
+        codes::INVALID_PARAM,
+        format!("event {event} was created without ACL_EVENT_SYNC and cannot be {what}"),
+    )
+}

@@ -1,0 +1,22 @@
+//! `npu-sim`: a simulated Ascend-like device runtime.
+//!
+//! It is npud's embedded default device and the oracle its tests run against, so it
+//! models what the vendor documents (shared/seeds): a hardware stream budget per product
+//! profile that fails with 207008 when exhausted, contexts that cost a default stream,
+//! FIFO streams sharing a fixed number of execution lanes with priority when lanes are
+//! short, events whose record replaces the pending one, stream waits bound to the record
+//! current when they were enqueued, blocking and non-blocking host callbacks, and faults.
+
+mod device;
+mod engine;
+pub mod error;
+pub mod flags;
+pub mod profile;
+
+pub use device::{DeviceCounts, ReportSink, SimDevice, SimOptions};
+pub use engine::{EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
+pub use error::{SimError, SimErrorKind, SimResult, codes};
+pub use profile::{PROFILES, Profile};
+
+#[cfg(test)]
+mod tests;
