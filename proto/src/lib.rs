@@ -15,3 +15,24 @@ pub const FILE_DESCRIPTOR_SET: &[u8] =
 
 /// Metadata key that names the session of a session-scoped call.
 pub const SESSION_METADATA_KEY: &str = "npud-session";
+
+/// The socket rule both `npud` and `npuctl` follow: `--socket`, else `$NPUD_SOCKET`, else
+/// `/run/npud/npud.sock` for root and `$XDG_RUNTIME_DIR/npud.sock` (or
+/// `/tmp/npud-$UID/npud.sock`) otherwise. This function covers the last two steps.
+pub fn default_socket_path() -> std::path::PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(p) = std::env::var_os("NPUD_SOCKET").filter(|p| !p.is_empty()) {
+        return p.into();
+    }
+    // The owner of /proc/self is the effective uid, without an unsafe libc call.
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    if uid == 0 {
+        return "/run/npud/npud.sock".into();
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        Some(dir) => std::path::PathBuf::from(dir).join("npud.sock"),
+        None => format!("/tmp/npud-{uid}/npud.sock").into(),
+    }
+}

@@ -621,12 +621,12 @@ impl Engine {
             self.freed_events += 1;
         }
         for sid in woken {
-            if let Some(s) = self.streams.get_mut(&sid) {
-                if s.activity == Activity::OnEvent {
-                    s.activity = Activity::Idle;
-                    complete_head(s, &mut self.fired);
-                    self.dirty.push((sid, now));
-                }
+            if let Some(s) = self.streams.get_mut(&sid)
+                && s.activity == Activity::OnEvent
+            {
+                s.activity = Activity::Idle;
+                complete_head(s, &mut self.fired);
+                self.dirty.push((sid, now));
             }
         }
     }

@@ -1,0 +1,164 @@
+use super::{Api, convert};
+use crate::error::{NpudError, Reason};
+use crate::quota::QuotaChange;
+use npud_proto::v1::{self as pb, admin_service_server::AdminService};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+#[tonic::async_trait]
+impl AdminService for Api {
+    async fn status(
+        &self,
+        req: Request<pb::StatusRequest>,
+    ) -> Result<Response<pb::StatusResponse>, Status> {
+        let caller = self.caller(&req)?;
+        let d = &self.daemon;
+        let counts = d.registry.tenant_counts();
+        let quotas = d.quotas.all();
+        let mut tenants = Vec::new();
+        for desc in d.devices() {
+            let view = d.admission.view(desc.id);
+            let mut names: BTreeMap<Arc<str>, ()> =
+                view.tenants.keys().map(|t| (Arc::clone(t), ())).collect();
+            names.extend(quotas.keys().map(|t| (Arc::clone(t), ())));
+            names.extend(counts.keys().map(|t| (Arc::clone(t), ())));
+            for name in names.keys() {
+                if !caller.admin && name.as_ref() != caller.tenant.as_ref() {
+                    continue;
+                }
+                let fig = view.tenants.get(name).cloned().unwrap_or_default();
+                let (sessions, events) = counts.get(name).map_or((0, 0), |(s, per_dev)| {
+                    (*s, per_dev.get(&desc.id).copied().unwrap_or(0))
+                });
+                let (quota, _) = d.quotas.get(name);
+                tenants.push(pb::TenantUsage {
+                    tenant: name.to_string(),
+                    device: desc.id,
+                    streams: fig.streams,
+                    events,
+                    waiting_requests: fig.waiting_requests,
+                    waiting_streams: fig.waiting_streams,
+                    quota: Some(convert::quota(&quota)),
+                    sessions,
+                });
+            }
+        }
+        let hardware_creations = d
+            .devices()
+            .iter()
+            .map(|x| d.backend.hardware_creations(x.id))
+            .sum();
+        Ok(Response::new(pb::StatusResponse {
+            devices: self.device_list(),
+            tenants,
+            policy: d.config.policy.name().to_string(),
+            epoch: u32::from(d.epoch),
+            pool_hits: d.admission.pool_hits(),
+            hardware_creations,
+        }))
+    }
+
+    async fn list_tenants(
+        &self,
+        req: Request<pb::ListTenantsRequest>,
+    ) -> Result<Response<pb::ListTenantsResponse>, Status> {
+        let caller = self.caller(&req)?;
+        let mut all = self.daemon.quotas.all();
+        if !all.contains_key(&caller.tenant) {
+            let (q, src) = self.daemon.quotas.get(&caller.tenant);
+            all.insert(Arc::clone(&caller.tenant), (q, src));
+        }
+        let tenants = all
+            .into_iter()
+            .filter(|(t, _)| caller.admin || t.as_ref() == caller.tenant.as_ref())
+            .map(|(t, (q, src))| pb::TenantInfo {
+                name: t.to_string(),
+                quota: Some(convert::quota(&q)),
+                source: src.name().into(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListTenantsResponse { tenants }))
+    }
+
+    async fn set_quota(
+        &self,
+        req: Request<pb::SetQuotaRequest>,
+    ) -> Result<Response<pb::TenantInfo>, Status> {
+        let caller = self.admin(&req)?;
+        let r = req.into_inner();
+        crate::auth::check_tenant_name(&r.tenant)
+            .map_err(|e| NpudError::invalid(Reason::InvalidName, e))?;
+        let tenant: Arc<str> = Arc::from(r.tenant.as_str());
+        let change = QuotaChange {
+            max_streams: r.max_streams,
+            reserved_streams: r.reserved_streams,
+            max_events: r.max_events,
+            weight: r.weight,
+            highest_priority: r.highest_priority,
+        };
+        let q = self
+            .daemon
+            .quotas
+            .set(&tenant, change, self.daemon.smallest_capacity())?;
+        self.daemon
+            .admission
+            .set_reservations(&self.daemon.quotas.reservations());
+        tracing::info!(admin = %caller.tenant, %tenant, max_streams = q.max_streams, reserved = q.reserved_streams, max_events = q.max_events, weight = q.weight, "quota set");
+        Ok(Response::new(pb::TenantInfo {
+            name: r.tenant,
+            quota: Some(convert::quota(&q)),
+            source: "runtime".into(),
+        }))
+    }
+
+    async fn evict_session(
+        &self,
+        req: Request<pb::EvictSessionRequest>,
+    ) -> Result<Response<pb::EvictSessionResponse>, Status> {
+        let caller = self.admin(&req)?;
+        let id = self
+            .daemon
+            .registry
+            .owned_session(&caller, req.get_ref().session)?;
+        let (streams, events) = self.daemon.reclaim(id, "evicted by an admin").await;
+        tracing::info!(admin = %caller.tenant, session = id, streams, events, "session evicted");
+        Ok(Response::new(pb::EvictSessionResponse {
+            streams_released: streams,
+            events_released: events,
+        }))
+    }
+
+    async fn inject_fault(
+        &self,
+        req: Request<pb::InjectFaultRequest>,
+    ) -> Result<Response<pb::InjectFaultResponse>, Status> {
+        let caller = self.admin(&req)?;
+        let r = req.into_inner();
+        let d = &self.daemon;
+        d.device(r.device)?;
+        let name = d.backend.name();
+        match r.fault {
+            Some(pb::inject_fault_request::Fault::FailNextCreations(n)) => {
+                d.backend
+                    .fail_next_creations(r.device, n)
+                    .map_err(|e| crate::admission::backend_error(name, e))?;
+            }
+            Some(pb::inject_fault_request::Fault::FailTask(f)) => {
+                let s = d.registry.stream(&caller, f.stream)?;
+                d.backend
+                    .fail_task(s.device, s.raw, f.task, f.code)
+                    .map_err(|e| crate::admission::backend_error(name, e))?;
+            }
+            None => {
+                return Err(NpudError::invalid(
+                    Reason::InvalidArgumentOther,
+                    "name a fault to inject",
+                )
+                .into());
+            }
+        }
+        tracing::info!(admin = %caller.tenant, device = r.device, "fault injected");
+        Ok(Response::new(pb::InjectFaultResponse {}))
+    }
+}

@@ -1,0 +1,45 @@
+use super::{Api, convert};
+use npud_proto::v1::{self as pb, device_service_server::DeviceService};
+use tonic::{Request, Response, Status};
+
+impl Api {
+    pub(super) fn device_list(&self) -> Vec<pb::Device> {
+        let d = &self.daemon;
+        let counts = d.registry.tenant_counts();
+        d.devices()
+            .iter()
+            .map(|desc| {
+                let events: u32 = counts
+                    .values()
+                    .map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0))
+                    .sum();
+                convert::device(desc, d.backend.name(), &d.admission.view(desc.id), events)
+            })
+            .collect()
+    }
+}
+
+#[tonic::async_trait]
+impl DeviceService for Api {
+    async fn list(
+        &self,
+        req: Request<pb::ListDevicesRequest>,
+    ) -> Result<Response<pb::ListDevicesResponse>, Status> {
+        self.caller(&req)?;
+        Ok(Response::new(pb::ListDevicesResponse {
+            devices: self.device_list(),
+        }))
+    }
+
+    async fn synchronize(
+        &self,
+        req: Request<pb::SynchronizeDeviceRequest>,
+    ) -> Result<Response<pb::SynchronizeDeviceResponse>, Status> {
+        let (caller, _) = self.session(&req)?;
+        let r = req.into_inner();
+        self.daemon
+            .synchronize_device(&caller, r.device, r.timeout_ms)
+            .await?;
+        Ok(Response::new(pb::SynchronizeDeviceResponse {}))
+    }
+}

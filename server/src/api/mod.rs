@@ -1,0 +1,132 @@
+//! Thin tonic services over the daemon's domain operations. They authenticate the peer,
+//! find the session, convert messages, and nothing else.
+
+mod admin;
+mod convert;
+mod devices;
+mod events;
+mod reports;
+mod sessions;
+pub mod status;
+mod streams;
+
+use crate::auth::{Caller, Peer};
+use crate::daemon::Daemon;
+use crate::error::{NpudError, Reason};
+use npud_proto::v1::{
+    admin_service_server::AdminServiceServer, device_service_server::DeviceServiceServer,
+    event_service_server::EventServiceServer, report_service_server::ReportServiceServer,
+    session_service_server::SessionServiceServer, stream_service_server::StreamServiceServer,
+};
+use std::sync::Arc;
+use tonic::{Request, Status};
+
+/// Every service holds the daemon; cloning is an Arc bump.
+#[derive(Clone)]
+pub struct Api {
+    daemon: Arc<Daemon>,
+}
+
+/// The largest request a client may send.
+pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
+
+impl Api {
+    pub fn new(daemon: Arc<Daemon>) -> Self {
+        Self { daemon }
+    }
+
+    /// The authenticated caller of a request.
+    fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        let peer = peer_of(req).ok_or_else(|| {
+            Status::from(NpudError::new(
+                Reason::NoIdentity,
+                "the connection carries no peer identity",
+            ))
+        })?;
+        Ok(self.daemon.identities.resolve(&peer)?)
+    }
+
+    /// The caller and the live session the request names in `npud-session`.
+    fn session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
+        let caller = self.caller(req)?;
+        let id = session_id(req)?;
+        self.daemon.registry.touch(&caller, id)?;
+        Ok((caller, id))
+    }
+
+    fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        let caller = self.caller(req)?;
+        if !caller.admin {
+            return Err(NpudError::new(
+                Reason::NotAdmin,
+                format!("tenant {} is not an admin", caller.tenant),
+            )
+            .into());
+        }
+        Ok(caller)
+    }
+}
+
+fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
+    let value = req
+        .metadata()
+        .get(npud_proto::SESSION_METADATA_KEY)
+        .ok_or_else(|| {
+            Status::from(NpudError::new(
+                Reason::UnknownSession,
+                "this call needs a session: set the npud-session metadata",
+            ))
+        })?;
+    value
+        .to_str()
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .ok_or_else(|| {
+            NpudError::new(
+                Reason::UnknownSession,
+                "npud-session metadata is not a decimal session id",
+            )
+            .into()
+        })
+}
+
+fn peer_of<T>(req: &Request<T>) -> Option<Peer> {
+    if let Some(info) = req
+        .extensions()
+        .get::<tonic::transport::server::UdsConnectInfo>()
+    {
+        let cred = info.peer_cred?;
+        return Some(Peer {
+            uid: cred.uid(),
+            gid: cred.gid(),
+            pid: cred.pid(),
+        });
+    }
+    // Plain TCP (only with --insecure-tcp): no verifiable identity, so a fixed
+    // unprivileged pseudo-uid that maps to the default tenant policy.
+    req.extensions()
+        .get::<tonic::transport::server::TcpConnectInfo>()
+        .map(|_| Peer {
+            uid: INSECURE_TCP_UID,
+            gid: INSECURE_TCP_UID,
+            pid: None,
+        })
+}
+
+/// Identity given to callers on plain TCP ("nobody").
+pub const INSECURE_TCP_UID: u32 = 65534;
+
+/// All npud.v1 services as a tonic router.
+pub fn router(daemon: Arc<Daemon>) -> tonic::service::Routes {
+    let api = Api::new(daemon);
+    tonic::service::Routes::new(
+        DeviceServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES),
+    )
+    .add_service(
+        SessionServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES),
+    )
+    .add_service(StreamServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+    .add_service(EventServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+    .add_service(ReportServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+    .add_service(AdminServiceServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES))
+}

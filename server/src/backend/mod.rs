@@ -1,0 +1,165 @@
+//! The backend boundary: the seeds' vocabulary, one trait, three drivers.
+//!
+//! Calls that can block for long (hardware creation, waits) are either run by the caller
+//! on the blocking pool or returned as futures; nothing here parks an async worker.
+
+pub mod sim;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub type RawStream = u64;
+pub type RawEvent = u64;
+
+/// What the daemon needs to know about one device.
+#[derive(Debug, Clone)]
+pub struct DeviceDesc {
+    pub id: u32,
+    pub name: String,
+    pub profile: String,
+    /// Streams the hardware holds in all.
+    pub hardware_limit: u32,
+    /// Streams the runtime itself occupies (default streams of contexts, internal sync).
+    pub runtime_streams: u32,
+    pub event_limit: u32,
+    /// Most urgent priority value (numerically smallest on every supported vendor).
+    pub priority_highest: i32,
+    pub priority_lowest: i32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    InvalidArgument,
+    InvalidHandle,
+    StreamBudget,
+    EventBudget,
+    EventNotRecorded,
+    EventNotComplete,
+    EventNotTimed,
+    EventFlagsForbid,
+    TaskFailed,
+    Timeout,
+    FailureModeAlreadySet,
+    Unsupported,
+    Other,
+}
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub kind: ErrorKind,
+    pub native_code: i64,
+    pub message: String,
+}
+
+pub type BackendResult<T> = Result<T, BackendError>;
+
+/// A wait that resolves when the device reaches the point waited for.
+pub type Wait = Pin<Box<dyn Future<Output = BackendResult<()>> + Send>>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventState {
+    NotRecorded,
+    Pending,
+    Complete,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamState {
+    pub pending_tasks: u64,
+    pub failed: bool,
+    pub stop_on_failure: bool,
+}
+
+/// Asynchronous news from a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Report {
+    Callback {
+        device: u32,
+        stream: RawStream,
+        callback: u64,
+        blocking: bool,
+        status: i64,
+    },
+    Exception {
+        device: u32,
+        stream: RawStream,
+        task: u64,
+        code: i64,
+    },
+}
+
+pub type ReportSink = Arc<dyn Fn(Report) + Send + Sync>;
+
+/// Which vendor wait expired, so the right timeout code is reported.
+#[derive(Debug, Clone, Copy)]
+pub enum WaitKind {
+    Stream,
+    Event,
+    Device,
+}
+
+pub trait Backend: Send + Sync + 'static {
+    /// "sim", "acl" or "cuda": names the native codes in error details.
+    fn name(&self) -> &'static str;
+    fn devices(&self) -> &[DeviceDesc];
+    fn set_report_sink(&self, sink: ReportSink);
+    /// The vendor's code for an expired wait of this kind.
+    fn timeout_code(&self, kind: WaitKind) -> i64;
+
+    /// Creates one stream. May block (pacing and vendor creation cost): call it on the
+    /// blocking pool.
+    fn create_stream(&self, device: u32, priority: i32, flags: u32) -> BackendResult<RawStream>;
+    /// Returns at once; the hardware slot is freed when pending work has ended.
+    fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()>;
+    fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState>;
+    /// True when all work enqueued so far has finished.
+    fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool>;
+    /// Resolves when all work enqueued before this call has finished.
+    fn stream_drained(&self, device: u32, stream: RawStream) -> Wait;
+    fn stream_wait_event(
+        &self,
+        device: u32,
+        stream: RawStream,
+        event: RawEvent,
+    ) -> BackendResult<()>;
+    /// Enqueues timed work; returns the task's number on its stream.
+    fn enqueue_delay(
+        &self,
+        device: u32,
+        stream: RawStream,
+        duration: Duration,
+    ) -> BackendResult<u64>;
+    fn set_stop_on_failure(&self, device: u32, stream: RawStream, stop: bool) -> BackendResult<()>;
+
+    fn create_event(&self, device: u32, flags: u32, timing: bool) -> BackendResult<RawEvent>;
+    fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()>;
+    fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()>;
+    fn reset_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()>;
+    fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState>;
+    fn event_complete(&self, device: u32, event: RawEvent) -> Wait;
+    fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32>;
+
+    /// Enqueues a host callback; its report arrives through the sink.
+    fn launch_callback(
+        &self,
+        device: u32,
+        stream: RawStream,
+        callback: u64,
+        blocking: bool,
+    ) -> BackendResult<u64>;
+    /// Releases a blocking callback; false when the stream was not held by it.
+    fn ack_callback(&self, device: u32, stream: RawStream, callback: u64) -> BackendResult<bool>;
+    /// Fails a blocking callback nobody acknowledged in time, freeing its stream.
+    fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool;
+
+    /// Streams the device could still create (aclrtGetStreamAvailableNum).
+    fn available_streams(&self, device: u32) -> BackendResult<u32>;
+    fn hardware_creations(&self, device: u32) -> u64;
+
+    /// Fault injection (sim only).
+    fn fail_next_creations(&self, device: u32, count: u32) -> BackendResult<()>;
+    fn fail_task(&self, device: u32, stream: RawStream, task: u64, code: i64) -> BackendResult<()>;
+}

@@ -1,0 +1,60 @@
+//! Command-line flags of `npud` (the contract of DESIGN.md). Every flag can also be set in
+//! the `--config` file; a flag wins over the file.
+
+use crate::config::{BackendKind, Policy};
+use clap::Parser;
+use std::path::PathBuf;
+
+#[derive(Debug, Parser, Default)]
+#[command(
+    name = "npud",
+    version,
+    about = "Owns accelerator devices and their stream budget; serves streams and events to many tenants over gRPC",
+    after_help = "Examples:\n  npud --socket /tmp/npud.sock                    # one simulated atlas-training device\n  npud --sim-profile atlas-a2 --sim-devices 2     # two simulated A2 devices\n  npud --config /etc/npud/npud.toml --state-dir /var/lib/npud"
+)]
+pub struct Args {
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Unix socket to serve on [default: $NPUD_SOCKET, /run/npud/npud.sock for root, else $XDG_RUNTIME_DIR/npud.sock]
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Also serve gRPC on TCP (HOST:PORT).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_cert: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub tls_key: Option<PathBuf>,
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
+    /// Accept plain TCP on --listen (no TLS): only on a trusted network.
+    #[arg(long)]
+    pub insecure_tcp: bool,
+    #[arg(long, value_enum)]
+    pub backend: Option<BackendKind>,
+    #[arg(long, value_name = "PATH")]
+    pub acl_library: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    pub cuda_library: Option<PathBuf>,
+    /// atlas-training (2048 streams), atlas-a2, atlas-a3 (1984), atlas-inference (1024), atlas-200i-a2 (512).
+    #[arg(long, value_name = "NAME")]
+    pub sim_profile: Option<String>,
+    #[arg(long, value_name = "N")]
+    pub sim_devices: Option<u32>,
+    /// managed: quotas, fair queue, pacing, pool. passthrough: straight to the device.
+    #[arg(long, value_enum)]
+    pub policy: Option<Policy>,
+    /// Serve Prometheus metrics on HOST:PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics: Option<String>,
+    /// Where quotas set at run time are persisted.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Lease of client sessions, e.g. 10s: a client that stops renewing loses its resources after it.
+    #[arg(long, value_name = "DURATION")]
+    pub lease: Option<String>,
+    /// Log format: text or json. The level comes from RUST_LOG (default info).
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+}

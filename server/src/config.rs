@@ -1,0 +1,473 @@
+//! Typed configuration: a TOML file overlaid with command-line flags, validated as a whole
+//! before any socket is bound or device opened. A bad config exits with 64 (EX_USAGE).
+
+use crate::cli::Args;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+fn bad(message: impl Into<String>) -> ConfigError {
+    ConfigError(message.into())
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Sim,
+    Acl,
+    Cuda,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// Ledger, quotas, whole-batch grants, fair queue, pacing, pool.
+    Managed,
+    /// Straight to the device, partial failures and all: for comparison.
+    Passthrough,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Managed => "managed",
+            Policy::Passthrough => "passthrough",
+        }
+    }
+}
+
+/// A tenant's share of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quota {
+    pub max_streams: u32,
+    /// Guaranteed: nobody else's grants eat into it.
+    pub reserved_streams: u32,
+    pub max_events: u32,
+    /// Share of contended budget relative to other tenants.
+    pub weight: u32,
+    /// Most urgent priority this tenant may ask for (0 allows all).
+    pub highest_priority: i32,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self {
+            max_streams: u32::MAX,
+            reserved_streams: 0,
+            max_events: 65536,
+            weight: 1,
+            highest_priority: 0,
+        }
+    }
+}
+
+impl Quota {
+    pub fn validate(&self, who: &str) -> Result<(), ConfigError> {
+        if self.weight == 0 || self.weight > 1000 {
+            return Err(bad(format!(
+                "{who}: weight must be 1..=1000, got {}",
+                self.weight
+            )));
+        }
+        if self.reserved_streams > self.max_streams {
+            return Err(bad(format!(
+                "{who}: reserved_streams {} exceeds max_streams {}",
+                self.reserved_streams, self.max_streams
+            )));
+        }
+        if self.highest_priority < 0 {
+            return Err(bad(format!("{who}: highest_priority must be >= 0")));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantConfig {
+    pub name: String,
+    #[serde(default)]
+    pub uids: Vec<u32>,
+    #[serde(default)]
+    pub admin: bool,
+    #[serde(flatten)]
+    pub quota: Quota,
+}
+
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub profile: npu_sim::Profile,
+    pub devices: u32,
+    pub options: npu_sim::SimOptions,
+}
+
+#[derive(Debug, Clone)]
+pub struct BudgetConfig {
+    /// Streams held back from every device on top of what the runtime itself uses.
+    pub safety_margin: u32,
+    /// Hardware creations per paced batch.
+    pub batch_size: u32,
+    /// Pause between two batches on one device.
+    pub batch_pause: Duration,
+    /// Retries of a batch that failed with 207005/207008, with doubling backoff.
+    pub create_retries: u32,
+    pub retry_backoff: Duration,
+    /// Warm pool size per device (0 turns pooling off).
+    pub pool_max: u32,
+    /// Streams created into the pool at start-up, per device.
+    pub prewarm: u32,
+    /// Longest a create request may wait for budget.
+    pub max_wait: Duration,
+    /// Streams per device for backends with no fixed limit (CUDA).
+    pub cuda_streams_per_device: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Limits {
+    pub max_sessions_per_tenant: u32,
+    pub max_streams_per_request: u32,
+    pub max_user_data: usize,
+    pub callback_deadline: Duration,
+    pub max_pending_reports: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub socket: PathBuf,
+    pub socket_mode: u32,
+    pub socket_dir_mode: u32,
+    pub listen: Option<SocketAddr>,
+    pub insecure_tcp: bool,
+    pub backend: BackendKind,
+    pub acl_library: Option<PathBuf>,
+    pub cuda_library: Option<PathBuf>,
+    pub sim: SimConfig,
+    pub policy: Policy,
+    pub metrics: Option<SocketAddr>,
+    pub state_dir: Option<PathBuf>,
+    /// Lease of anonymous sessions (a client renews it; a dead client lets it lapse).
+    pub lease: Duration,
+    /// Default lease of named sessions, which outlive one process.
+    pub named_lease: Duration,
+    pub max_lease: Duration,
+    pub shutdown_grace: Duration,
+    pub budget: BudgetConfig,
+    pub limits: Limits,
+    pub tenants: Vec<TenantConfig>,
+    pub default_quota: Quota,
+    /// Peers no tenant entry names are refused instead of getting the default quota.
+    pub refuse_unknown: bool,
+    pub admin_uids: Vec<u32>,
+    pub log_format: String,
+}
+
+/// The file format: every key optional, flags win.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    socket: Option<PathBuf>,
+    socket_mode: Option<String>,
+    socket_dir_mode: Option<String>,
+    listen: Option<String>,
+    insecure_tcp: Option<bool>,
+    backend: Option<BackendKind>,
+    acl_library: Option<PathBuf>,
+    cuda_library: Option<PathBuf>,
+    policy: Option<Policy>,
+    metrics: Option<String>,
+    state_dir: Option<PathBuf>,
+    lease: Option<String>,
+    named_lease: Option<String>,
+    max_lease: Option<String>,
+    shutdown_grace: Option<String>,
+    log_format: Option<String>,
+    #[serde(default)]
+    sim: FileSim,
+    #[serde(default)]
+    budget: FileBudget,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    tenants: Vec<TenantConfig>,
+    default_quota: Option<Quota>,
+    refuse_unknown: Option<bool>,
+    admin_uids: Option<Vec<u32>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSim {
+    profile: Option<String>,
+    devices: Option<u32>,
+    lanes: Option<u32>,
+    create_latency: Option<String>,
+    contention_window: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileBudget {
+    safety_margin: Option<u32>,
+    batch_size: Option<u32>,
+    batch_pause: Option<String>,
+    create_retries: Option<u32>,
+    retry_backoff: Option<String>,
+    pool_max: Option<u32>,
+    prewarm: Option<u32>,
+    max_wait: Option<String>,
+    cuda_streams_per_device: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    max_sessions_per_tenant: Option<u32>,
+    max_streams_per_request: Option<u32>,
+    max_user_data: Option<usize>,
+    callback_deadline: Option<String>,
+    max_pending_reports: Option<usize>,
+}
+
+fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+    match text {
+        None => Ok(default),
+        Some(t) => humantime::parse_duration(t)
+            .map_err(|e| bad(format!("{key}: {t:?} is not a duration ({e})"))),
+    }
+}
+
+fn mode(key: &str, text: Option<&str>, default: u32) -> Result<u32, ConfigError> {
+    match text {
+        None => Ok(default),
+        Some(t) => match u32::from_str_radix(t.trim_start_matches("0o"), 8) {
+            Ok(m) if m <= 0o777 => Ok(m),
+            _ => Err(bad(format!(
+                "{key}: {t:?} is not an octal file mode like \"0660\""
+            ))),
+        },
+    }
+}
+
+fn addr(key: &str, text: Option<&str>) -> Result<Option<SocketAddr>, ConfigError> {
+    text.map(|t| {
+        t.parse()
+            .map_err(|e| bad(format!("{key}: {t:?} is not HOST:PORT ({e})")))
+    })
+    .transpose()
+}
+
+impl Config {
+    /// Builds the configuration from flags and the file they name, and validates it.
+    pub fn load(args: &Args) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => read_file(path)?,
+            None => FileConfig::default(),
+        };
+        let f = &file;
+        let profile_name = args
+            .sim_profile
+            .clone()
+            .or(f.sim.profile.clone())
+            .unwrap_or_else(|| "atlas-training".into());
+        let profile = npu_sim::Profile::by_name(&profile_name).map_err(bad)?;
+        let sim = SimConfig {
+            profile,
+            devices: args.sim_devices.or(f.sim.devices).unwrap_or(1),
+            options: npu_sim::SimOptions {
+                lanes: f.sim.lanes.unwrap_or(8) as usize,
+                create_latency: duration(
+                    "sim.create_latency",
+                    f.sim.create_latency.as_deref(),
+                    Duration::from_micros(20),
+                )?,
+                contention_window: f.sim.contention_window.unwrap_or(64),
+            },
+        };
+        let budget = BudgetConfig {
+            safety_margin: f.budget.safety_margin.unwrap_or(0),
+            batch_size: f.budget.batch_size.unwrap_or(64),
+            batch_pause: duration(
+                "budget.batch_pause",
+                f.budget.batch_pause.as_deref(),
+                Duration::ZERO,
+            )?,
+            create_retries: f.budget.create_retries.unwrap_or(5),
+            retry_backoff: duration(
+                "budget.retry_backoff",
+                f.budget.retry_backoff.as_deref(),
+                Duration::from_millis(5),
+            )?,
+            pool_max: f.budget.pool_max.unwrap_or(256),
+            prewarm: f.budget.prewarm.unwrap_or(0),
+            max_wait: duration(
+                "budget.max_wait",
+                f.budget.max_wait.as_deref(),
+                Duration::from_secs(600),
+            )?,
+            cuda_streams_per_device: f.budget.cuda_streams_per_device.unwrap_or(1024),
+        };
+        let limits = Limits {
+            max_sessions_per_tenant: f.limits.max_sessions_per_tenant.unwrap_or(1024),
+            max_streams_per_request: f.limits.max_streams_per_request.unwrap_or(1024),
+            max_user_data: f.limits.max_user_data.unwrap_or(64 * 1024),
+            callback_deadline: duration(
+                "limits.callback_deadline",
+                f.limits.callback_deadline.as_deref(),
+                Duration::from_secs(60),
+            )?,
+            max_pending_reports: f.limits.max_pending_reports.unwrap_or(65536),
+        };
+        let lease_text = args.lease.clone().or(f.lease.clone());
+        let config = Config {
+            socket: args
+                .socket
+                .clone()
+                .or(f.socket.clone())
+                .unwrap_or_else(npud_proto::default_socket_path),
+            socket_mode: mode("socket_mode", f.socket_mode.as_deref(), 0o660)?,
+            socket_dir_mode: mode("socket_dir_mode", f.socket_dir_mode.as_deref(), 0o750)?,
+            listen: addr("listen", args.listen.as_deref().or(f.listen.as_deref()))?,
+            insecure_tcp: args.insecure_tcp || f.insecure_tcp.unwrap_or(false),
+            backend: args.backend.or(f.backend).unwrap_or(BackendKind::Sim),
+            acl_library: args.acl_library.clone().or(f.acl_library.clone()),
+            cuda_library: args.cuda_library.clone().or(f.cuda_library.clone()),
+            sim,
+            policy: args.policy.or(f.policy).unwrap_or(Policy::Managed),
+            metrics: addr("metrics", args.metrics.as_deref().or(f.metrics.as_deref()))?,
+            state_dir: args.state_dir.clone().or(f.state_dir.clone()),
+            lease: duration("lease", lease_text.as_deref(), Duration::from_secs(10))?,
+            named_lease: duration(
+                "named_lease",
+                f.named_lease.as_deref(),
+                Duration::from_secs(3600),
+            )?,
+            max_lease: duration(
+                "max_lease",
+                f.max_lease.as_deref(),
+                Duration::from_secs(24 * 3600),
+            )?,
+            shutdown_grace: duration(
+                "shutdown_grace",
+                f.shutdown_grace.as_deref(),
+                Duration::from_secs(5),
+            )?,
+            budget,
+            limits,
+            tenants: file.tenants.clone(),
+            default_quota: f.default_quota.unwrap_or_default(),
+            refuse_unknown: f.refuse_unknown.unwrap_or(false),
+            admin_uids: f.admin_uids.clone().unwrap_or_else(|| vec![0]),
+            log_format: args
+                .log_format
+                .clone()
+                .or(f.log_format.clone())
+                .unwrap_or_else(|| "text".into()),
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.sim.devices == 0 || self.sim.devices > 64 {
+            return Err(bad(format!(
+                "sim devices must be 1..=64, got {}",
+                self.sim.devices
+            )));
+        }
+        if self.sim.options.lanes == 0 || self.sim.options.lanes > 1024 {
+            return Err(bad("sim.lanes must be 1..=1024"));
+        }
+        if self.sim.options.create_latency > Duration::from_secs(1) {
+            return Err(bad("sim.create_latency must be at most 1s"));
+        }
+        for (key, lease) in [("lease", self.lease), ("named_lease", self.named_lease)] {
+            if lease < Duration::from_millis(100) || lease > self.max_lease {
+                return Err(bad(format!(
+                    "{key} must be between 100ms and max_lease ({}), got {}",
+                    humantime::format_duration(self.max_lease),
+                    humantime::format_duration(lease)
+                )));
+            }
+        }
+        let b = &self.budget;
+        if b.batch_size == 0 || b.batch_size > 4096 {
+            return Err(bad("budget.batch_size must be 1..=4096"));
+        }
+        if b.create_retries > 100 {
+            return Err(bad("budget.create_retries must be at most 100"));
+        }
+        if b.safety_margin >= self.sim.profile.stream_limit && self.backend == BackendKind::Sim {
+            return Err(bad("budget.safety_margin leaves no streams to hand out"));
+        }
+        if b.prewarm > b.pool_max {
+            return Err(bad(format!(
+                "budget.prewarm {} exceeds budget.pool_max {}",
+                b.prewarm, b.pool_max
+            )));
+        }
+        if self.limits.max_streams_per_request == 0 || self.limits.max_streams_per_request > 4096 {
+            return Err(bad("limits.max_streams_per_request must be 1..=4096"));
+        }
+        if self.limits.max_user_data > 4 << 20 {
+            return Err(bad("limits.max_user_data must be at most 4 MiB"));
+        }
+        if !matches!(self.log_format.as_str(), "text" | "json") {
+            return Err(bad(format!(
+                "log format must be text or json, got {:?}",
+                self.log_format
+            )));
+        }
+        self.default_quota.validate("default_quota")?;
+        let mut seen = BTreeMap::new();
+        for t in &self.tenants {
+            crate::auth::check_tenant_name(&t.name)
+                .map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
+            t.quota.validate(&format!("tenant {}", t.name))?;
+            if seen.insert(t.name.as_str(), ()).is_some() {
+                return Err(bad(format!("tenant {:?} is defined twice", t.name)));
+            }
+        }
+        let mut uids = BTreeMap::new();
+        for t in &self.tenants {
+            for uid in &t.uids {
+                if let Some(other) = uids.insert(*uid, t.name.as_str()) {
+                    return Err(bad(format!(
+                        "uid {uid} is mapped to both {other:?} and {:?}",
+                        t.name
+                    )));
+                }
+            }
+        }
+        if self.listen.is_some() && !self.insecure_tcp {
+            return Err(bad(
+                "--listen needs TLS, which this build does not serve yet; pass --insecure-tcp to accept plain TCP on a trusted network",
+            ));
+        }
+        if self.backend != BackendKind::Sim {
+            return Err(bad(format!(
+                "backend {:?} is not available in this build; use --backend sim",
+                self.backend
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(format!("cannot read config {}: {e}", path.display())))?;
+    if text.len() > 1 << 20 {
+        return Err(bad(format!(
+            "config {} is larger than 1 MiB",
+            path.display()
+        )));
+    }
+    toml::from_str(&text).map_err(|e| bad(format!("config {}: {e}", path.display())))
+}

@@ -1,0 +1,164 @@
+//! The daemon's state, built once from a validated config and shared by every service.
+
+use crate::admission::Admission;
+use crate::auth::Identities;
+use crate::backend::{Backend, DeviceDesc, sim::SimBackend};
+use crate::config::{BackendKind, Config};
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::handle::{Minter, new_epoch};
+use crate::quota::Quotas;
+use crate::registry::Registry;
+use crate::reports::ReportHub;
+use crate::state::StateStore;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub struct Daemon {
+    pub config: Config,
+    pub backend: Arc<dyn Backend>,
+    pub registry: Registry,
+    pub admission: Arc<Admission>,
+    pub quotas: Quotas,
+    pub identities: Identities,
+    pub reports: ReportHub,
+    pub epoch: u16,
+    draining: AtomicBool,
+    /// Device reports, consumed by the dispatcher task (taken once at start).
+    report_rx:
+        std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the {backend} backend: {message}")]
+    Backend {
+        backend: &'static str,
+        message: String,
+    },
+    #[error(transparent)]
+    State(#[from] crate::state::StateError),
+    #[error("{0}")]
+    Config(String),
+}
+
+impl Daemon {
+    /// Opens the devices and restores persisted state. Nothing is bound yet.
+    pub fn open(config: Config) -> Result<Arc<Daemon>, StartError> {
+        let backend: Arc<dyn Backend> = match config.backend {
+            BackendKind::Sim => Arc::new(
+                SimBackend::new(&config.sim.profile, config.sim.devices, &config.sim.options)
+                    .map_err(|e| StartError::Backend {
+                        backend: "sim",
+                        message: e.to_string(),
+                    })?,
+            ),
+            other => {
+                return Err(StartError::Config(format!(
+                    "backend {other:?} is not available in this build"
+                )));
+            }
+        };
+        let store = StateStore::new(config.state_dir.as_deref());
+        let persisted = store.load()?;
+        let epoch = new_epoch(persisted.epoch);
+        let quotas = Quotas::new(&config, store, persisted);
+        quotas.record_epoch(epoch)?;
+        let capacities: Vec<u32> = backend
+            .devices()
+            .iter()
+            .map(|d| {
+                d.hardware_limit
+                    .saturating_sub(d.runtime_streams)
+                    .saturating_sub(config.budget.safety_margin)
+            })
+            .collect();
+        if let Some(min) = capacities.iter().min() {
+            let reserved: u32 = quotas.reservations().values().sum();
+            if reserved > *min {
+                return Err(StartError::Config(format!(
+                    "tenants reserve {reserved} streams but a device can hand out only {min}"
+                )));
+            }
+        }
+        let drain_bound = config.limits.callback_deadline + std::time::Duration::from_secs(5);
+        let admission = Arc::new(Admission::new(
+            Arc::clone(&backend),
+            config.policy,
+            config.budget.clone(),
+            &capacities,
+            drain_bound,
+        ));
+        admission.set_reservations(&quotas.reservations());
+        let minter = Arc::new(Minter::new(epoch));
+        let reports = ReportHub::new(config.limits.max_pending_reports);
+        // Devices report from their own threads; a channel hands the reports to the
+        // runtime without ever blocking the device.
+        let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel();
+        backend.set_report_sink(Arc::new(move |report| {
+            let _ = report_tx.send(report);
+        }));
+        let daemon = Arc::new(Daemon {
+            identities: Identities::new(&config),
+            registry: Registry::new(Arc::clone(&minter)),
+            reports,
+            admission,
+            quotas,
+            backend,
+            epoch,
+            config,
+            draining: AtomicBool::new(false),
+            report_rx: std::sync::Mutex::new(Some(report_rx)),
+        });
+        Ok(daemon)
+    }
+
+    pub fn devices(&self) -> &[DeviceDesc] {
+        self.backend.devices()
+    }
+
+    pub fn device(&self, id: u32) -> NpudResult<&DeviceDesc> {
+        self.devices().get(id as usize).ok_or_else(|| {
+            NpudError::new(
+                Reason::InvalidDevice,
+                format!(
+                    "no device {id}; this daemon has {} device(s)",
+                    self.devices().len()
+                ),
+            )
+        })
+    }
+
+    pub fn smallest_capacity(&self) -> u32 {
+        (0..self.devices().len() as u32)
+            .map(|d| self.admission.view(d).capacity)
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub fn take_report_receiver(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>> {
+        self.report_rx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Acquire)
+    }
+
+    pub fn start_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    pub fn refuse_if_draining(&self) -> NpudResult<()> {
+        if self.is_draining() {
+            return Err(NpudError::new(
+                Reason::Draining,
+                "npud is shutting down and accepts no new work",
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! Events: create, destroy, record, reset, query, synchronise, elapsed time.
+
+use crate::admission::backend_error;
+use crate::auth::Caller;
+use crate::backend::{EventState, WaitKind};
+use crate::daemon::Daemon;
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::registry::{EventEntry, StreamEntry};
+use npu_sim::flags::{EVENT_DEFAULT, EVENT_TIME_LINE, check_event_flags};
+use std::sync::Arc;
+
+impl Daemon {
+    pub fn create_event(
+        &self,
+        caller: &Caller,
+        session: u64,
+        device: u32,
+        flags: u32,
+        disable_timing: bool,
+    ) -> NpudResult<(u64, EventEntry)> {
+        self.refuse_if_draining()?;
+        self.device(device)?;
+        check_event_flags(flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
+        self.registry.touch(caller, session)?;
+        let (quota, _) = self.quotas.get(&caller.tenant);
+        let held = self.registry.events_held(&caller.tenant);
+        if held >= quota.max_events {
+            return Err(NpudError::new(
+                Reason::EventBudgetExhausted,
+                format!(
+                    "tenant {} holds {held} events, its quota is {}",
+                    caller.tenant, quota.max_events
+                ),
+            )
+            .with_figures(vec![
+                ("tenant_events", i64::from(held)),
+                ("max_events", i64::from(quota.max_events)),
+            ]));
+        }
+        let flags = if flags == 0 { EVENT_DEFAULT } else { flags };
+        let timing = !disable_timing && flags & EVENT_TIME_LINE != 0;
+        let raw = self
+            .backend
+            .create_event(device, flags, timing)
+            .map_err(|e| backend_error(self.backend.name(), e))?;
+        let entry = EventEntry {
+            session,
+            tenant: Arc::clone(&caller.tenant),
+            device,
+            raw,
+            flags,
+            timing,
+        };
+        match self.registry.add_event(session, entry.clone()) {
+            Ok(handle) => Ok((handle, entry)),
+            Err(e) => {
+                let _ = self.backend.destroy_event(device, raw);
+                Err(e)
+            }
+        }
+    }
+
+    /// Destroys an event; records still pending complete first (the CUDA semantics).
+    pub fn destroy_event(&self, caller: &Caller, handle: u64) -> NpudResult<()> {
+        let e = self.registry.remove_event(caller, handle)?;
+        self.backend
+            .destroy_event(e.device, e.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    fn same_device(
+        &self,
+        caller: &Caller,
+        event: u64,
+        stream: u64,
+    ) -> NpudResult<(EventEntry, StreamEntry)> {
+        let e = self.registry.event(caller, event)?;
+        let s = self.registry.stream(caller, stream)?;
+        if s.device != e.device {
+            return Err(NpudError::new(
+                Reason::DeviceMismatch,
+                format!(
+                    "event {event} is on device {} but stream {stream} is on device {}",
+                    e.device, s.device
+                ),
+            ));
+        }
+        Ok((e, s))
+    }
+
+    pub fn record_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
+        let (e, s) = self.same_device(caller, event, stream)?;
+        self.backend
+            .record_event(e.device, e.raw, s.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub fn reset_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
+        let (e, s) = self.same_device(caller, event, stream)?;
+        self.backend
+            .reset_event(e.device, e.raw, s.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub fn query_event(
+        &self,
+        caller: &Caller,
+        handle: u64,
+    ) -> NpudResult<(EventEntry, EventState)> {
+        let e = self.registry.event(caller, handle)?;
+        let state = self
+            .backend
+            .event_state(e.device, e.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))?;
+        Ok((e, state))
+    }
+
+    pub async fn synchronize_event(
+        &self,
+        caller: &Caller,
+        handle: u64,
+        timeout_ms: u32,
+    ) -> NpudResult<()> {
+        let e = self.registry.event(caller, handle)?;
+        let wait = self.backend.event_complete(e.device, e.raw);
+        self.wait(
+            wait,
+            timeout_ms,
+            WaitKind::Event,
+            &format!("event {handle}"),
+        )
+        .await
+    }
+
+    pub fn elapsed_time(&self, caller: &Caller, start: u64, end: u64) -> NpudResult<f32> {
+        let a = self.registry.event(caller, start)?;
+        let b = self.registry.event(caller, end)?;
+        if a.device != b.device {
+            return Err(NpudError::new(
+                Reason::DeviceMismatch,
+                "the two events are on different devices",
+            ));
+        }
+        self.backend
+            .elapsed_ms(a.device, a.raw, b.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub fn list_events(&self, caller: &Caller) -> Vec<(u64, EventEntry, EventState)> {
+        self.registry
+            .events_of(&caller.tenant)
+            .into_iter()
+            .map(|(h, e)| {
+                let state = self
+                    .backend
+                    .event_state(e.device, e.raw)
+                    .unwrap_or(EventState::NotRecorded);
+                (h, e, state)
+            })
+            .collect()
+    }
+}

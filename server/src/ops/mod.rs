@@ -1,0 +1,41 @@
+//! Domain operations, one file per resource. They take an authenticated caller and plain
+//! values, and return domain types; the gRPC layer converts at the edges.
+
+pub mod callbacks;
+pub mod events;
+pub mod sessions;
+pub mod streams;
+
+use crate::admission::backend_error;
+use crate::backend::WaitKind;
+use crate::daemon::Daemon;
+use crate::error::{NpudError, NpudResult, Reason};
+use std::time::Duration;
+
+/// Longest wait a single call may ask for (0 means this, bounded by the gRPC deadline).
+pub const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
+
+impl Daemon {
+    /// Awaits a device wait with an optional timeout, reporting expiry with the vendor's code.
+    pub(crate) async fn wait(
+        &self,
+        wait: crate::backend::Wait,
+        timeout_ms: u32,
+        kind: WaitKind,
+        what: &str,
+    ) -> NpudResult<()> {
+        let limit = if timeout_ms == 0 {
+            MAX_WAIT
+        } else {
+            Duration::from_millis(u64::from(timeout_ms))
+        };
+        match tokio::time::timeout(limit, wait).await {
+            Ok(result) => result.map_err(|e| backend_error(self.backend.name(), e)),
+            Err(_) => Err(NpudError::new(
+                Reason::SyncTimeout,
+                format!("{what} did not finish within {timeout_ms} ms; the work keeps running"),
+            )
+            .with_native(self.backend.name(), self.backend.timeout_code(kind))),
+        }
+    }
+}

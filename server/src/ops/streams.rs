@@ -1,0 +1,299 @@
+//! Streams: create (budgeted), destroy, inspect, synchronise, wait, put work on.
+
+use crate::admission::backend_error;
+use crate::auth::Caller;
+use crate::backend::WaitKind;
+use crate::daemon::Daemon;
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::registry::StreamEntry;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A stream as a client sees it.
+#[derive(Debug, Clone)]
+pub struct StreamView {
+    pub handle: u64,
+    pub entry: StreamEntry,
+    pub pending_tasks: u64,
+    pub failed: bool,
+    pub stop_on_failure: bool,
+}
+
+pub struct CreateRequest {
+    pub device: u32,
+    pub count: u32,
+    pub priority: i32,
+    pub flags: u32,
+    pub wait: Duration,
+}
+
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+
+impl Daemon {
+    fn check_create(
+        &self,
+        caller: &Caller,
+        req: &CreateRequest,
+    ) -> NpudResult<crate::config::Quota> {
+        let dev = self.device(req.device)?;
+        let max = self.config.limits.max_streams_per_request;
+        if req.count == 0 || req.count > max {
+            return Err(NpudError::invalid(
+                Reason::InvalidCount,
+                format!("count must be 1..={max}, got {}", req.count),
+            ));
+        }
+        if req.priority < dev.priority_highest || req.priority > dev.priority_lowest {
+            return Err(NpudError::invalid(
+                Reason::InvalidPriority,
+                format!(
+                    "priority {} is outside {}..={} of device {} ({} is the most urgent)",
+                    req.priority,
+                    dev.priority_highest,
+                    dev.priority_lowest,
+                    req.device,
+                    dev.priority_highest
+                ),
+            ));
+        }
+        npu_sim::flags::check_stream_flags(req.flags)
+            .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
+        let (quota, _) = self.quotas.get(&caller.tenant);
+        if req.priority < quota.highest_priority {
+            return Err(NpudError::invalid(
+                Reason::InvalidPriority,
+                format!(
+                    "tenant {} may not ask for priorities more urgent than {}",
+                    caller.tenant, quota.highest_priority
+                ),
+            ));
+        }
+        Ok(quota)
+    }
+
+    /// Creates `count` streams for the session: all or none (managed policy).
+    pub async fn create_streams(
+        &self,
+        caller: &Caller,
+        session: u64,
+        req: CreateRequest,
+    ) -> NpudResult<(Vec<StreamView>, Duration)> {
+        self.refuse_if_draining()?;
+        let quota = self.check_create(caller, &req)?;
+        self.registry.touch(caller, session)?;
+        let class = (req.priority, req.flags);
+        let outcome = self
+            .admission
+            .acquire(
+                req.device,
+                &caller.tenant,
+                &quota,
+                req.count,
+                class,
+                req.wait,
+            )
+            .await;
+        let entries: Vec<StreamEntry> = outcome
+            .streams
+            .iter()
+            .map(|&(raw, reused)| StreamEntry {
+                session,
+                tenant: Arc::clone(&caller.tenant),
+                device: req.device,
+                raw,
+                priority: req.priority,
+                flags: req.flags,
+                reused,
+                subscriber: None,
+            })
+            .collect();
+        let handles = match self.registry.add_streams(session, entries.clone()) {
+            Ok(h) => h,
+            Err(e) => {
+                let raws = outcome.streams.iter().map(|(s, _)| (*s, class)).collect();
+                self.admission.release(req.device, &caller.tenant, raws);
+                return Err(e);
+            }
+        };
+        if let Some(mut failure) = outcome.failure {
+            if !handles.is_empty() {
+                tracing::warn!(tenant = %caller.tenant, made = handles.len(), wanted = req.count, "passthrough creation failed part way; the streams made stay with the session");
+            }
+            failure
+                .figures
+                .push(("created_before_failure", handles.len() as i64));
+            return Err(failure);
+        }
+        let views = handles
+            .into_iter()
+            .zip(entries)
+            .map(|(handle, entry)| StreamView {
+                handle,
+                entry,
+                pending_tasks: 0,
+                failed: false,
+                stop_on_failure: false,
+            })
+            .collect();
+        Ok((views, outcome.waited))
+    }
+
+    /// Releases streams, all or none. Pending work keeps running; the budget comes back
+    /// once it has drained.
+    pub fn destroy_streams(&self, caller: &Caller, handles: &[u64]) -> NpudResult<u32> {
+        if handles.is_empty() || handles.len() > 4096 {
+            return Err(NpudError::invalid(
+                Reason::InvalidCount,
+                "name 1..=4096 stream handles",
+            ));
+        }
+        let removed = self.registry.remove_streams(caller, handles)?;
+        let n = removed.len() as u32;
+        let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+        for (h, e) in removed {
+            self.reports.forget_stream(h);
+            by_device
+                .entry(e.device)
+                .or_default()
+                .push((e.raw, (e.priority, e.flags)));
+        }
+        for (device, streams) in by_device {
+            self.admission.release(device, &caller.tenant, streams);
+        }
+        Ok(n)
+    }
+
+    pub fn stream_view(&self, caller: &Caller, handle: u64) -> NpudResult<StreamView> {
+        let entry = self.registry.stream(caller, handle)?;
+        let st = self
+            .backend
+            .stream_state(entry.device, entry.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))?;
+        Ok(StreamView {
+            handle,
+            entry,
+            pending_tasks: st.pending_tasks,
+            failed: st.failed,
+            stop_on_failure: st.stop_on_failure,
+        })
+    }
+
+    pub fn list_streams(&self, caller: &Caller) -> Vec<StreamView> {
+        self.registry
+            .streams_of(&caller.tenant)
+            .into_iter()
+            .map(|(handle, entry)| {
+                let st = self.backend.stream_state(entry.device, entry.raw).ok();
+                StreamView {
+                    handle,
+                    pending_tasks: st.map_or(0, |s| s.pending_tasks),
+                    failed: st.is_some_and(|s| s.failed),
+                    stop_on_failure: st.is_some_and(|s| s.stop_on_failure),
+                    entry,
+                }
+            })
+            .collect()
+    }
+
+    /// True when all work enqueued so far has finished.
+    pub fn query_stream(&self, caller: &Caller, handle: u64) -> NpudResult<bool> {
+        let e = self.registry.stream(caller, handle)?;
+        self.backend
+            .stream_query(e.device, e.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub async fn synchronize_stream(
+        &self,
+        caller: &Caller,
+        handle: u64,
+        timeout_ms: u32,
+    ) -> NpudResult<()> {
+        let e = self.registry.stream(caller, handle)?;
+        let wait = self.backend.stream_drained(e.device, e.raw);
+        self.wait(
+            wait,
+            timeout_ms,
+            WaitKind::Stream,
+            &format!("stream {handle}"),
+        )
+        .await
+    }
+
+    pub fn stream_wait_event(&self, caller: &Caller, stream: u64, event: u64) -> NpudResult<()> {
+        let s = self.registry.stream(caller, stream)?;
+        let e = self.registry.event(caller, event)?;
+        if s.device != e.device {
+            return Err(NpudError::new(
+                Reason::DeviceMismatch,
+                format!(
+                    "stream {stream} is on device {} but event {event} is on device {}",
+                    s.device, e.device
+                ),
+            ));
+        }
+        self.backend
+            .stream_wait_event(s.device, s.raw, e.raw)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub fn enqueue_delay(
+        &self,
+        caller: &Caller,
+        stream: u64,
+        duration: Duration,
+    ) -> NpudResult<u64> {
+        if duration.is_zero() || duration > MAX_DELAY {
+            return Err(NpudError::invalid(
+                Reason::InvalidTimeout,
+                "a delay lasts 1 µs ..= 60 s",
+            ));
+        }
+        let s = self.registry.stream(caller, stream)?;
+        self.backend
+            .enqueue_delay(s.device, s.raw, duration)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    pub fn set_failure_mode(&self, caller: &Caller, stream: u64, stop: bool) -> NpudResult<()> {
+        let s = self.registry.stream(caller, stream)?;
+        self.backend
+            .set_stop_on_failure(s.device, s.raw, stop)
+            .map_err(|e| backend_error(self.backend.name(), e))
+    }
+
+    /// Waits for the caller's own streams on the device, never another tenant's.
+    pub async fn synchronize_device(
+        &self,
+        caller: &Caller,
+        device: u32,
+        timeout_ms: u32,
+    ) -> NpudResult<()> {
+        self.device(device)?;
+        let waits: Vec<_> = self
+            .registry
+            .tenant_streams_on(&caller.tenant, device)
+            .into_iter()
+            .map(|raw| self.backend.stream_drained(device, raw))
+            .collect();
+        let all = Box::pin(async move {
+            for w in waits {
+                // A failed stream still counts as drained for a device-wide sync.
+                match w.await {
+                    Ok(()) => {}
+                    Err(e) if e.kind == crate::backend::ErrorKind::TaskFailed => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        self.wait(
+            all,
+            timeout_ms,
+            WaitKind::Device,
+            &format!("device {device}"),
+        )
+        .await
+    }
+}

@@ -1,0 +1,153 @@
+//! Quota lookup: runtime changes (persisted) over the config file over the default.
+
+use crate::config::{Config, Quota};
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::ledger::Tenant;
+use crate::state::{PersistedState, StateStore};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    Config,
+    Runtime,
+    Default,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Config => "config",
+            Source::Runtime => "runtime",
+            Source::Default => "default",
+        }
+    }
+}
+
+/// A requested change; `None` keeps the current value.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QuotaChange {
+    pub max_streams: Option<u32>,
+    pub reserved_streams: Option<u32>,
+    pub max_events: Option<u32>,
+    pub weight: Option<u32>,
+    pub highest_priority: Option<i32>,
+}
+
+pub struct Quotas {
+    from_config: HashMap<Tenant, Quota>,
+    runtime: RwLock<HashMap<Tenant, Quota>>,
+    default: Quota,
+    store: StateStore,
+    persisted: RwLock<PersistedState>,
+}
+
+impl Quotas {
+    pub fn new(config: &Config, store: StateStore, persisted: PersistedState) -> Self {
+        let from_config = config
+            .tenants
+            .iter()
+            .map(|t| (Arc::from(t.name.as_str()), t.quota))
+            .collect();
+        let runtime = persisted
+            .quotas
+            .iter()
+            .map(|(k, v)| (Arc::from(k.as_str()), *v))
+            .collect();
+        Self {
+            from_config,
+            runtime: RwLock::new(runtime),
+            default: config.default_quota,
+            store,
+            persisted: RwLock::new(persisted),
+        }
+    }
+
+    pub fn get(&self, tenant: &str) -> (Quota, Source) {
+        if let Some(q) = self
+            .runtime
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(tenant)
+        {
+            return (*q, Source::Runtime);
+        }
+        match self.from_config.get(tenant) {
+            Some(q) => (*q, Source::Config),
+            None => (self.default, Source::Default),
+        }
+    }
+
+    /// Every tenant with an explicit quota.
+    pub fn all(&self) -> BTreeMap<Tenant, (Quota, Source)> {
+        let mut out: BTreeMap<Tenant, (Quota, Source)> = self
+            .from_config
+            .iter()
+            .map(|(t, q)| (Arc::clone(t), (*q, Source::Config)))
+            .collect();
+        for (t, q) in self
+            .runtime
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            out.insert(Arc::clone(t), (*q, Source::Runtime));
+        }
+        out
+    }
+
+    /// Reservations per tenant, as the ledgers need them.
+    pub fn reservations(&self) -> HashMap<Tenant, u32> {
+        self.all()
+            .into_iter()
+            .filter(|(_, (q, _))| q.reserved_streams > 0)
+            .map(|(t, (q, _))| (t, q.reserved_streams))
+            .collect()
+    }
+
+    /// Applies a change after checking it against `capacity` (the smallest device's), and
+    /// persists it before it takes effect.
+    pub fn set(&self, tenant: &Tenant, change: QuotaChange, capacity: u32) -> NpudResult<Quota> {
+        let (mut q, _) = self.get(tenant);
+        q.max_streams = change.max_streams.unwrap_or(q.max_streams);
+        q.reserved_streams = change.reserved_streams.unwrap_or(q.reserved_streams);
+        q.max_events = change.max_events.unwrap_or(q.max_events);
+        q.weight = change.weight.unwrap_or(q.weight);
+        q.highest_priority = change.highest_priority.unwrap_or(q.highest_priority);
+        q.validate(&format!("tenant {tenant}"))
+            .map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e.0))?;
+        let others: u32 = self
+            .reservations()
+            .iter()
+            .filter(|(t, _)| t.as_ref() != tenant.as_ref())
+            .map(|(_, r)| r)
+            .sum();
+        if others + q.reserved_streams > capacity {
+            return Err(NpudError::new(
+                Reason::InvalidArgumentOther,
+                format!(
+                    "reserving {} for {tenant} would over-commit the device: capacity {capacity}, already reserved by others {others}",
+                    q.reserved_streams
+                ),
+            ));
+        }
+        let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
+        let mut next = persisted.clone();
+        next.quotas.insert(tenant.to_string(), q);
+        self.store
+            .save(&next)
+            .map_err(|e| NpudError::new(Reason::BackendError, e.to_string()))?;
+        *persisted = next;
+        self.runtime
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(Arc::clone(tenant), q);
+        Ok(q)
+    }
+
+    pub fn record_epoch(&self, epoch: u16) -> Result<(), crate::state::StateError> {
+        let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
+        persisted.epoch = Some(epoch);
+        self.store.save(&persisted)
+    }
+}

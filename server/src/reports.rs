@@ -1,0 +1,303 @@
+//! Host callbacks and exception reports, routed to the session that owns the stream.
+//!
+//! Devices hand reports to an unbounded channel (callable from any thread, never blocks);
+//! one dispatcher task routes them. Each session has a bounded buffer of reports with
+//! sequence numbers: the push stream resumes after the last sequence a client saw, so a
+//! short reconnect loses nothing, and the pull API (process_report) takes the reports of
+//! one subscriber thread. What overflows is counted and logged, never silently dropped.
+
+use crate::ledger::Tenant;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportBody {
+    Callback {
+        callback: u64,
+        stream: u64,
+        thread_id: u64,
+        user_data: Arc<[u8]>,
+        blocking: bool,
+        status: i64,
+    },
+    Exception {
+        task: u64,
+        stream: u64,
+        device: u32,
+        thread_id: u64,
+        code: i64,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionReport {
+    pub sequence: u64,
+    pub body: ReportBody,
+}
+
+impl SessionReport {
+    fn thread_id(&self) -> u64 {
+        match &self.body {
+            ReportBody::Callback { thread_id, .. } | ReportBody::Exception { thread_id, .. } => {
+                *thread_id
+            }
+        }
+    }
+}
+
+/// A launched callback that has not fired or not been acknowledged yet.
+#[derive(Debug, Clone)]
+pub struct PendingCallback {
+    pub session: u64,
+    pub tenant: Tenant,
+    pub stream: u64,
+    pub device: u32,
+    pub raw_stream: u64,
+    pub thread_id: u64,
+    pub user_data: Arc<[u8]>,
+    pub blocking: bool,
+    pub fired: bool,
+}
+
+#[derive(Default)]
+struct Mailbox {
+    reports: VecDeque<SessionReport>,
+    next_sequence: u64,
+    /// Highest sequence pushed on a report stream; kept a while for replay on reconnect.
+    sent_upto: u64,
+    exceptions_enabled: bool,
+}
+
+/// Reports already sent on a stream that are kept for a reconnecting client.
+const REPLAY_WINDOW: usize = 1024;
+
+#[derive(Default)]
+struct Inner {
+    mailboxes: HashMap<u64, Mailbox>,
+    callbacks: HashMap<u64, PendingCallback>,
+}
+
+pub struct ReportHub {
+    inner: Mutex<Inner>,
+    notify: Notify,
+    max_pending: usize,
+    dropped: AtomicU64,
+    delivered: AtomicU64,
+}
+
+impl ReportHub {
+    pub fn new(max_pending: usize) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            notify: Notify::new(),
+            max_pending,
+            dropped: AtomicU64::new(0),
+            delivered: AtomicU64::new(0),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    pub fn open_mailbox(&self, session: u64) {
+        self.lock()
+            .mailboxes
+            .entry(session)
+            .or_insert_with(|| Mailbox {
+                exceptions_enabled: true,
+                next_sequence: 1,
+                ..Mailbox::default()
+            });
+    }
+
+    /// Drops a session's mailbox and its callbacks; returns the callbacks that were still
+    /// holding a stream so the caller can release them.
+    pub fn close_mailbox(&self, session: u64) -> Vec<(u64, PendingCallback)> {
+        let mut inner = self.lock();
+        inner.mailboxes.remove(&session);
+        let ids: Vec<u64> = inner
+            .callbacks
+            .iter()
+            .filter(|(_, c)| c.session == session)
+            .map(|(id, _)| *id)
+            .collect();
+        let out = ids
+            .into_iter()
+            .filter_map(|id| inner.callbacks.remove(&id).map(|c| (id, c)))
+            .collect();
+        drop(inner);
+        self.notify.notify_waiters();
+        out
+    }
+
+    pub fn set_exceptions(&self, session: u64, enabled: bool) {
+        if let Some(m) = self.lock().mailboxes.get_mut(&session) {
+            m.exceptions_enabled = enabled;
+        }
+    }
+
+    pub fn add_callback(&self, id: u64, cb: PendingCallback) {
+        self.lock().callbacks.insert(id, cb);
+    }
+
+    pub fn remove_callback(&self, id: u64) -> Option<PendingCallback> {
+        self.lock().callbacks.remove(&id)
+    }
+
+    pub fn callback(&self, id: u64) -> Option<PendingCallback> {
+        self.lock().callbacks.get(&id).cloned()
+    }
+
+    /// Callbacks launched on a stream that is going away can never be acknowledged.
+    pub fn forget_stream(&self, stream: u64) {
+        self.lock().callbacks.retain(|_, c| c.stream != stream);
+    }
+
+    /// Callbacks not yet fired or acknowledged, for reclaim checks.
+    pub fn pending_callbacks(&self) -> usize {
+        self.lock().callbacks.len()
+    }
+
+    /// Marks a callback fired and posts its report. Returns it, or None if it is unknown
+    /// (its session has gone).
+    pub fn fire_callback(&self, id: u64, status: i64) -> Option<PendingCallback> {
+        let mut inner = self.lock();
+        let cb = inner.callbacks.get_mut(&id)?;
+        cb.fired = true;
+        let cb = cb.clone();
+        if !cb.blocking {
+            inner.callbacks.remove(&id);
+        }
+        let body = ReportBody::Callback {
+            callback: id,
+            stream: cb.stream,
+            thread_id: cb.thread_id,
+            user_data: Arc::clone(&cb.user_data),
+            blocking: cb.blocking,
+            status,
+        };
+        self.post_locked(&mut inner, cb.session, body, false);
+        drop(inner);
+        self.notify.notify_waiters();
+        Some(cb)
+    }
+
+    pub fn post(&self, session: u64, body: ReportBody) {
+        let is_exception = matches!(body, ReportBody::Exception { .. });
+        let mut inner = self.lock();
+        self.post_locked(&mut inner, session, body, is_exception);
+        drop(inner);
+        self.notify.notify_waiters();
+    }
+
+    fn post_locked(&self, inner: &mut Inner, session: u64, body: ReportBody, is_exception: bool) {
+        let Some(m) = inner.mailboxes.get_mut(&session) else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                session,
+                "report for a session that is gone; counted as undeliverable"
+            );
+            return;
+        };
+        if is_exception && !m.exceptions_enabled {
+            return;
+        }
+        if m.reports.len() >= self.max_pending
+            && m.reports
+                .pop_front()
+                .is_some_and(|r| r.sequence > m.sent_upto)
+        {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(
+                session,
+                max = self.max_pending,
+                "report buffer full: the oldest undelivered report was dropped"
+            );
+        }
+        let sequence = m.next_sequence;
+        m.next_sequence += 1;
+        m.reports.push_back(SessionReport { sequence, body });
+    }
+
+    /// A (re)connecting client has everything up to `after`: forget it.
+    pub fn confirm(&self, session: u64, after: u64) -> bool {
+        let mut inner = self.lock();
+        let Some(m) = inner.mailboxes.get_mut(&session) else {
+            return false;
+        };
+        while m.reports.front().is_some_and(|r| r.sequence <= after) {
+            m.reports.pop_front();
+        }
+        m.sent_upto = m.sent_upto.max(after);
+        true
+    }
+
+    /// Reports after `cursor`, marked as sent; None once the mailbox is closed.
+    pub fn next_batch(&self, session: u64, cursor: u64, max: usize) -> Option<Vec<SessionReport>> {
+        let mut inner = self.lock();
+        let m = inner.mailboxes.get_mut(&session)?;
+        let batch: Vec<SessionReport> = m
+            .reports
+            .iter()
+            .filter(|r| r.sequence > cursor)
+            .take(max)
+            .cloned()
+            .collect();
+        if let Some(last) = batch.last() {
+            m.sent_upto = m.sent_upto.max(last.sequence);
+            self.delivered
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        }
+        while m.reports.len() > REPLAY_WINDOW
+            && m.reports.front().is_some_and(|r| r.sequence <= m.sent_upto)
+        {
+            m.reports.pop_front();
+        }
+        Some(batch)
+    }
+
+    /// Forgets an acknowledged callback's report: it need not be replayed.
+    pub fn forget_report_of(&self, session: u64, callback: u64) {
+        if let Some(m) = self.lock().mailboxes.get_mut(&session) {
+            m.reports.retain(
+                |r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback),
+            );
+        }
+    }
+
+    /// Takes up to `max` reports addressed to `thread_id` (the pull API).
+    pub fn take_for_thread(
+        &self,
+        session: u64,
+        thread_id: u64,
+        max: usize,
+    ) -> Option<Vec<SessionReport>> {
+        let mut inner = self.lock();
+        let m = inner.mailboxes.get_mut(&session)?;
+        let mut taken = Vec::new();
+        m.reports.retain(|r| {
+            if taken.len() < max && r.thread_id() == thread_id {
+                taken.push(r.clone());
+                false
+            } else {
+                true
+            }
+        });
+        self.delivered
+            .fetch_add(taken.len() as u64, Ordering::Relaxed);
+        Some(taken)
+    }
+
+    /// Resolves when any report is posted or a mailbox closes.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.notify.notified()
+    }
+}

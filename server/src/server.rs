@@ -1,0 +1,186 @@
+//! Binding, serving and shutting down.
+//!
+//! The socket rule: create the directory (0750) if needed, refuse a symlink or a
+//! non-socket at the path, refuse to steal the socket of a live daemon, remove a stale
+//! socket left by a crashed one, bind, then chmod 0660. Shutdown stops accepting, reclaims
+//! every session, gives in-flight calls a bounded grace, destroys pooled streams and
+//! removes the socket.
+
+use crate::daemon::Daemon;
+use std::future::Future;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::UnixListener;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("socket {path}: {message}")]
+    Socket { path: PathBuf, message: String },
+    #[error("cannot listen on {addr}: {source}")]
+    Tcp {
+        addr: std::net::SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+    #[error("start-up failed: {0}")]
+    Startup(String),
+}
+
+fn socket_error(path: &Path, message: impl Into<String>) -> ServeError {
+    ServeError::Socket {
+        path: path.to_path_buf(),
+        message: message.into(),
+    }
+}
+
+/// Binds the Unix socket following the socket rule.
+pub async fn bind_socket(
+    path: &Path,
+    mode: u32,
+    dir_mode: u32,
+) -> Result<UnixListener, ServeError> {
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| socket_error(path, format!("cannot create directory: {e}")))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
+            .map_err(|e| socket_error(path, format!("cannot set directory mode: {e}")))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            return Err(socket_error(path, "is a symlink; refusing to follow it"));
+        }
+        Ok(meta) if !meta.file_type().is_socket() => {
+            return Err(socket_error(path, "exists and is not a socket"));
+        }
+        Ok(_) => {
+            if tokio::net::UnixStream::connect(path).await.is_ok() {
+                return Err(socket_error(path, "another npud is serving on it"));
+            }
+            tracing::info!(path = %path.display(), "removing stale socket left by an earlier daemon");
+            std::fs::remove_file(path)
+                .map_err(|e| socket_error(path, format!("cannot remove stale socket: {e}")))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(socket_error(path, e.to_string())),
+    }
+    let listener =
+        UnixListener::bind(path).map_err(|e| socket_error(path, format!("cannot bind: {e}")))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
+    Ok(listener)
+}
+
+/// Background work: route device reports, reap lapsed sessions.
+fn spawn_background(daemon: &Arc<Daemon>) {
+    let mut reports = daemon.take_report_receiver();
+    let d = Arc::clone(daemon);
+    tokio::spawn(async move {
+        if let Some(rx) = reports.as_mut() {
+            while let Some(report) = rx.recv().await {
+                d.route_report(report);
+            }
+        }
+    });
+    let d = Arc::clone(daemon);
+    let period = (d.config.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            // Each reclaim runs in its own task so a panic in one cannot stop the reaper.
+            let d2 = Arc::clone(&d);
+            if let Err(e) = tokio::spawn(async move { d2.reap_expired().await }).await {
+                tracing::error!(error = %e, "reaping sessions failed; will retry");
+            }
+        }
+    });
+}
+
+/// Serves until `shutdown` resolves, then drains within the configured grace.
+pub async fn serve(
+    daemon: Arc<Daemon>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let config = &daemon.config;
+    let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode).await?;
+    let socket = config.socket.clone();
+    daemon
+        .admission
+        .prewarm((
+            0,
+            npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC,
+        ))
+        .await
+        .map_err(|e| ServeError::Startup(format!("pre-warming the pool: {e}")))?;
+    spawn_background(&daemon);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let routes = crate::api::router(Arc::clone(&daemon));
+    let uds = tonic::transport::Server::builder()
+        .add_routes(routes.clone())
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(listener),
+            stopped(stop_rx.clone()),
+        );
+    let tcp = match config.listen {
+        Some(addr) => {
+            tracing::warn!(%addr, "serving plain TCP without TLS (--insecure-tcp): peers are not authenticated");
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Tcp { addr, source })?;
+            let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+            Some(
+                tonic::transport::Server::builder()
+                    .add_routes(routes)
+                    .serve_with_incoming_shutdown(incoming, stopped(stop_rx)),
+            )
+        }
+        None => None,
+    };
+    let servers = async move {
+        match tcp {
+            Some(tcp) => tokio::try_join!(uds, tcp).map(drop),
+            None => uds.await,
+        }
+    };
+    tokio::pin!(servers);
+    tracing::info!(socket = %socket.display(), policy = config.policy.name(), epoch = daemon.epoch, devices = daemon.devices().len(), "npud is serving");
+    let result = tokio::select! {
+        r = &mut servers => r.map_err(ServeError::from),
+        () = shutdown => {
+            tracing::info!("shutting down: refusing new work, reclaiming sessions");
+            daemon.start_draining();
+            let _ = stop_tx.send(true);
+            let grace = daemon.config.shutdown_grace;
+            let d = Arc::clone(&daemon);
+            let reclaim = async move {
+                for id in d.registry.all_sessions() {
+                    d.reclaim(id, "daemon shutdown").await;
+                }
+            };
+            let drained = tokio::time::timeout(grace, async { tokio::join!(reclaim, &mut servers).1 }).await;
+            match drained {
+                Ok(r) => r.map_err(ServeError::from),
+                Err(_) => {
+                    tracing::warn!(grace = ?grace, "in-flight calls did not finish within the grace; dropping them");
+                    Ok(())
+                }
+            }
+        }
+    };
+    daemon.admission.drain_pools().await;
+    if let Err(e) = std::fs::remove_file(&socket) {
+        tracing::warn!(error = %e, "could not remove the socket");
+    }
+    tracing::info!("npud stopped");
+    result
+}
