@@ -1,0 +1,198 @@
+//! npuctl's command line (the contract of DESIGN.md), kept apart from what the commands do.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "npuctl",
+    version,
+    about = "Talk to npud: devices, streams, events, sessions, budget and quotas",
+    after_help = "Examples:\n  npuctl device list\n  npuctl stream create --count 4 --flags fast-launch,fast-sync --wait 30s\n  npuctl -o json stream list\n  npuctl status\n\nExit codes: 0 success, 1 other failure, 2 usage, 3 not found, 4 budget or quota, 5 timed out, 6 bad state, 7 permission, 8 daemon unreachable."
+)]
+pub struct Cli {
+    /// npud's Unix socket [default: $NPUD_SOCKET, /run/npud/npud.sock for root, else $XDG_RUNTIME_DIR/npud.sock]
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "endpoint")]
+    pub socket: Option<PathBuf>,
+    /// Reach npud over TCP instead (http://HOST:PORT against --insecure-tcp).
+    #[arg(long, global = true, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Devices and their stream budget.
+    #[command(subcommand)]
+    Device(DeviceCmd),
+    /// Create, inspect, synchronise and destroy streams.
+    #[command(subcommand)]
+    Stream(StreamCmd),
+    /// Create, record, query, synchronise and time events.
+    #[command(subcommand)]
+    Event(EventCmd),
+    /// Budget per device, usage per tenant, the queue.
+    Status,
+    /// Your sessions (all sessions for admins).
+    #[command(subcommand)]
+    Session(SessionCmd),
+    /// Tenants and their quotas.
+    #[command(subcommand)]
+    Tenant(TenantCmd),
+    /// Change a tenant's quota (admins only).
+    #[command(subcommand)]
+    Quota(QuotaCmd),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeviceCmd {
+    /// List devices: capacity, reserved, in use, pooled, available.
+    List,
+}
+
+/// The named session a command works in; streams made by one npuctl call stay in it for
+/// the next until its lease runs out or it is closed.
+#[derive(Debug, Args, Clone)]
+pub struct SessionArg {
+    #[arg(long, value_name = "NAME", default_value = "npuctl")]
+    pub session: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum StreamCmd {
+    /// Create streams, all or none, waiting for budget up to --wait.
+    #[command(
+        after_help = "Example:\n  npuctl stream create --count 60 --flags fast-launch,fast-sync --wait 60s --session job-7"
+    )]
+    Create {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// 0 is the most urgent.
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        priority: i32,
+        /// Comma-separated: fast-launch, fast-sync, persistent, huge, cpu-schedule, device-use-only, non-blocking.
+        #[arg(long, default_value = "")]
+        flags: String,
+        /// How long to wait for budget, e.g. 30s (0 fails at once).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        wait: std::time::Duration,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Your streams.
+    List,
+    /// Destroy streams (all named handles or none).
+    Destroy {
+        #[arg(required = true, value_name = "HANDLE")]
+        handles: Vec<u64>,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Wait until all work on the stream has finished.
+    Sync {
+        handle: u64,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Whether all work on the stream has finished.
+    Query { handle: u64 },
+    /// Put timed work on a stream (npud extension), e.g. `npuctl stream delay H 20ms`.
+    Delay {
+        handle: u64,
+        #[arg(value_parser = parse_duration)]
+        duration: std::time::Duration,
+    },
+    /// Make later work on STREAM wait for EVENT's current record.
+    WaitEvent { stream: u64, event: u64 },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EventCmd {
+    /// Create an event.
+    Create {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// ACL event flags as a number (0 = default: sync + timeline).
+        #[arg(long, default_value_t = 0)]
+        flags: u32,
+        /// No timestamps (cheaper; elapsed time is refused).
+        #[arg(long)]
+        no_timing: bool,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Record EVENT on STREAM.
+    Record { event: u64, stream: u64 },
+    /// State of the event's most recent record.
+    Query { event: u64 },
+    /// Wait for the event's most recent record.
+    Sync {
+        event: u64,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Milliseconds between two recorded, completed, timed events.
+    Elapsed { start: u64, end: u64 },
+    /// Destroy events.
+    Destroy {
+        #[arg(required = true)]
+        events: Vec<u64>,
+    },
+    /// Your events.
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCmd {
+    /// Sessions with their holdings and lease.
+    List,
+    /// Close a named session: everything it holds is reclaimed.
+    Close { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCmd {
+    /// Tenants with explicit quotas (and yours).
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCmd {
+    /// Set quota fields of TENANT; fields not given keep their value. Persisted.
+    #[command(
+        after_help = "Example:\n  npuctl quota set team-a --max-streams 256 --reserved-streams 64"
+    )]
+    Set {
+        tenant: String,
+        #[arg(long)]
+        max_streams: Option<u32>,
+        #[arg(long)]
+        reserved_streams: Option<u32>,
+        #[arg(long)]
+        max_events: Option<u32>,
+        #[arg(long)]
+        weight: Option<u32>,
+        #[arg(long)]
+        highest_priority: Option<i32>,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if s == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration like 500ms or 30s: {e}"))
+}

@@ -1,0 +1,54 @@
+//! What each npuctl command does; one file per command group.
+
+pub mod device;
+pub mod event;
+pub mod session;
+pub mod status;
+pub mod stream;
+pub mod tenant;
+
+use crate::args::Output;
+use npud_client::{Client, SessionOptions, Target};
+use npud_proto::v1::{
+    admin_service_client::AdminServiceClient, session_service_client::SessionServiceClient,
+};
+use tonic::transport::Channel;
+
+pub struct Ctx {
+    pub target: Target,
+    pub output: Output,
+}
+
+impl Ctx {
+    pub async fn channel(&self) -> npud_client::Result<Channel> {
+        npud_client::channel(&self.target).await
+    }
+
+    /// Attaches to (or opens) the named session. npuctl exits right after the call, so it
+    /// does not renew: the daemon's named-session lease keeps the session alive.
+    pub async fn session(&self, name: &str) -> npud_client::Result<Client> {
+        let options = SessionOptions {
+            name: Some(name.to_string()),
+            lease: None,
+            renew: false,
+        };
+        Client::connect_with(self.target.clone(), options).await
+    }
+
+    /// A session for calls that only need the caller's identity.
+    pub async fn default_session(&self) -> npud_client::Result<Client> {
+        self.session("npuctl").await
+    }
+
+    pub async fn sessions(&self) -> npud_client::Result<SessionServiceClient<Channel>> {
+        Ok(SessionServiceClient::new(self.channel().await?))
+    }
+
+    pub async fn admin(&self) -> npud_client::Result<AdminServiceClient<Channel>> {
+        Ok(AdminServiceClient::new(self.channel().await?))
+    }
+}
+
+pub fn flag_names(flags: u32) -> Vec<&'static str> {
+    npu_sim::flags::stream_flag_names(flags)
+}

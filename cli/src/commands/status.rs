@@ -1,0 +1,78 @@
+use super::Ctx;
+use super::device::device_json;
+use crate::output::{bar, emit, table};
+use npud_proto::v1 as pb;
+use serde_json::json;
+
+pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
+    let s = ctx
+        .admin()
+        .await?
+        .status(pb::StatusRequest {})
+        .await?
+        .into_inner();
+    let json = json!({
+        "policy": s.policy,
+        "epoch": s.epoch,
+        "pool_hits": s.pool_hits,
+        "hardware_creations": s.hardware_creations,
+        "devices": s.devices.iter().map(device_json).collect::<Vec<_>>(),
+        "tenants": s.tenants.iter().map(|t| json!({
+            "tenant": t.tenant, "device": t.device, "streams": t.streams, "events": t.events,
+            "waiting_requests": t.waiting_requests, "waiting_streams": t.waiting_streams, "sessions": t.sessions,
+            "max_streams": t.quota.as_ref().map(|q| q.max_streams), "reserved_streams": t.quota.as_ref().map(|q| q.reserved_streams),
+        })).collect::<Vec<_>>(),
+    });
+    emit(ctx.output, json, || {
+        let mut out = format!(
+            "policy {}  pool hits {}  hardware creations {}\n\n",
+            s.policy, s.pool_hits, s.hardware_creations
+        );
+        for d in &s.devices {
+            let free = d.capacity.saturating_sub(d.in_use + d.pooled);
+            out.push_str(&format!(
+                "device {} {} ({})  {}  used {} / pooled {} / free {} of {}  queue {}\n",
+                d.id,
+                d.name,
+                d.profile,
+                bar(d.in_use, d.pooled, d.capacity, 40),
+                d.in_use,
+                d.pooled,
+                free,
+                d.capacity,
+                d.queued_requests
+            ));
+        }
+        let rows: Vec<Vec<String>> = s
+            .tenants
+            .iter()
+            .map(|t| {
+                let q = t.quota.unwrap_or_default();
+                let max = if q.max_streams == u32::MAX {
+                    "-".to_string()
+                } else {
+                    q.max_streams.to_string()
+                };
+                vec![
+                    t.tenant.clone(),
+                    t.device.to_string(),
+                    t.streams.to_string(),
+                    q.reserved_streams.to_string(),
+                    max,
+                    format!("{} ({} streams)", t.waiting_requests, t.waiting_streams),
+                    t.events.to_string(),
+                    t.sessions.to_string(),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            &[
+                "TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS",
+            ],
+            &rows,
+        ));
+        out
+    });
+    Ok(())
+}

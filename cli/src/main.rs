@@ -1,0 +1,145 @@
+//! `npuctl`: the command-line client of npud.
+
+mod args;
+mod commands;
+mod output;
+
+use args::{Cli, Command, DeviceCmd, EventCmd, QuotaCmd, SessionCmd, StreamCmd, TenantCmd};
+use clap::Parser;
+use commands::Ctx;
+use npud_client::Target;
+use std::process::ExitCode;
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let target = match (&cli.socket, &cli.endpoint) {
+        (Some(p), _) => Target::Socket(p.clone()),
+        (None, Some(e)) => Target::Endpoint(e.clone()),
+        (None, None) => Target::default_socket(),
+    };
+    let ctx = Ctx {
+        target,
+        output: cli.output,
+    };
+    match cli.command {
+        Command::Device(DeviceCmd::List) => commands::device::list(&ctx).await?,
+        Command::Stream(cmd) => match cmd {
+            StreamCmd::Create {
+                device,
+                count,
+                priority,
+                flags,
+                wait,
+                session,
+            } => {
+                commands::stream::create(
+                    &ctx,
+                    device,
+                    count,
+                    priority,
+                    &flags,
+                    wait,
+                    &session.session,
+                )
+                .await?
+            }
+            StreamCmd::List => commands::stream::list(&ctx).await?,
+            StreamCmd::Destroy { handles, session } => {
+                commands::stream::destroy(&ctx, handles, &session.session).await?
+            }
+            StreamCmd::Sync { handle, timeout } => {
+                commands::stream::sync(&ctx, handle, timeout).await?
+            }
+            StreamCmd::Query { handle } => commands::stream::query(&ctx, handle).await?,
+            StreamCmd::Delay { handle, duration } => {
+                commands::stream::delay(&ctx, handle, duration).await?
+            }
+            StreamCmd::WaitEvent { stream, event } => {
+                commands::stream::wait_event(&ctx, stream, event).await?
+            }
+        },
+        Command::Event(cmd) => match cmd {
+            EventCmd::Create {
+                device,
+                flags,
+                no_timing,
+                session,
+            } => commands::event::create(&ctx, device, flags, no_timing, &session.session).await?,
+            EventCmd::Record { event, stream } => {
+                commands::event::record(&ctx, event, stream).await?
+            }
+            EventCmd::Query { event } => commands::event::query(&ctx, event).await?,
+            EventCmd::Sync { event, timeout } => {
+                commands::event::sync(&ctx, event, timeout).await?
+            }
+            EventCmd::Elapsed { start, end } => commands::event::elapsed(&ctx, start, end).await?,
+            EventCmd::Destroy { events } => commands::event::destroy(&ctx, events).await?,
+            EventCmd::List => commands::event::list(&ctx).await?,
+        },
+        Command::Status => commands::status::show(&ctx).await?,
+        Command::Session(SessionCmd::List) => commands::session::list(&ctx).await?,
+        Command::Session(SessionCmd::Close { name }) => {
+            commands::session::close(&ctx, &name).await?
+        }
+        Command::Tenant(TenantCmd::List) => commands::tenant::list(&ctx).await?,
+        Command::Quota(QuotaCmd::Set {
+            tenant,
+            max_streams,
+            reserved_streams,
+            max_events,
+            weight,
+            highest_priority,
+        }) => {
+            let req = npud_proto::v1::SetQuotaRequest {
+                tenant,
+                max_streams,
+                reserved_streams,
+                max_events,
+                weight,
+                highest_priority,
+            };
+            commands::tenant::set(&ctx, req).await?
+        }
+    }
+    Ok(())
+}
+
+/// Distinct exit codes so scripts can tell a full device from a typo.
+fn exit_code(e: &anyhow::Error) -> u8 {
+    use tonic::Code;
+    match e.downcast_ref::<npud_client::Error>() {
+        Some(npud_client::Error::Connect { .. }) => 8,
+        Some(err) => match err.code() {
+            Some(Code::InvalidArgument) => 2,
+            Some(Code::NotFound) => 3,
+            Some(Code::ResourceExhausted) => 4,
+            Some(Code::DeadlineExceeded) => 5,
+            Some(Code::FailedPrecondition) => 6,
+            Some(Code::PermissionDenied | Code::Unauthenticated) => 7,
+            Some(Code::Unavailable) => 8,
+            _ => 1,
+        },
+        None => 2,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("npuctl: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("npuctl: {line}");
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}

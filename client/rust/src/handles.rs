@@ -1,0 +1,346 @@
+//! Owning handles: a Stream or Event is destroyed when dropped (in a Tokio runtime).
+
+use crate::error::Result;
+use crate::session::Client;
+use npud_proto::v1 as pb;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// 0 is the most urgent (ACL convention).
+    pub priority: i32,
+    /// OR of `pb::StreamFlag` values.
+    pub flags: u32,
+    /// How long to wait for budget.
+    pub wait: Duration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EventOptions {
+    /// OR of `pb::EventFlag` values; 0 is the vendor default (SYNC | TIME_LINE).
+    pub flags: u32,
+    pub disable_timing: bool,
+    pub blocking_sync: bool,
+}
+
+/// A device of the daemon, as seen through one client.
+#[derive(Debug, Clone)]
+pub struct Device {
+    client: Client,
+    id: u32,
+}
+
+impl Device {
+    pub(crate) fn new(client: Client, id: u32) -> Self {
+        Self { client, id }
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Creates `count` streams, all or none.
+    pub async fn create_streams(&self, count: u32, options: StreamOptions) -> Result<Vec<Stream>> {
+        let wait_ms = options.wait.as_millis().min(u128::from(u32::MAX)) as u32;
+        let r = self
+            .client
+            .streams()
+            .create(pb::CreateStreamsRequest {
+                device: self.id,
+                count,
+                priority: options.priority,
+                flags: options.flags,
+                wait_ms,
+            })
+            .await?
+            .into_inner();
+        Ok(r.streams
+            .into_iter()
+            .map(|info| Stream {
+                client: self.client.clone(),
+                info,
+                live: true,
+            })
+            .collect())
+    }
+
+    pub async fn create_stream(&self, options: StreamOptions) -> Result<Stream> {
+        let mut v = self.create_streams(1, options).await?;
+        Ok(v.remove(0))
+    }
+
+    pub async fn create_event(&self, options: EventOptions) -> Result<Event> {
+        let info = self
+            .client
+            .events()
+            .create(pb::CreateEventRequest {
+                device: self.id,
+                flags: options.flags,
+                disable_timing: options.disable_timing,
+                blocking_sync: options.blocking_sync,
+            })
+            .await?
+            .into_inner();
+        Ok(Event {
+            client: self.client.clone(),
+            info,
+            live: true,
+        })
+    }
+
+    /// Waits for this tenant's work on the device (never another tenant's).
+    pub async fn sync(&self, timeout: Option<Duration>) -> Result<()> {
+        let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u128::from(u32::MAX)) as u32);
+        self.client
+            .device_service()
+            .synchronize(pb::SynchronizeDeviceRequest {
+                device: self.id,
+                timeout_ms,
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub struct Stream {
+    client: Client,
+    info: pb::StreamInfo,
+    live: bool,
+}
+
+fn millis(timeout: Option<Duration>) -> u32 {
+    timeout.map_or(0, |t| t.as_millis().clamp(1, u128::from(u32::MAX)) as u32)
+}
+
+impl Stream {
+    pub fn handle(&self) -> u64 {
+        self.info.handle
+    }
+    pub fn device(&self) -> u32 {
+        self.info.device
+    }
+    pub fn priority(&self) -> i32 {
+        self.info.priority
+    }
+    pub fn flags(&self) -> u32 {
+        self.info.flags
+    }
+    /// True when it came from the daemon's warm pool.
+    pub fn reused(&self) -> bool {
+        self.info.reused
+    }
+
+    /// Puts timed work on the stream (npud extension); returns the task's number.
+    pub async fn delay(&self, duration: Duration) -> Result<u64> {
+        let duration_us = duration.as_micros().min(u128::from(u64::MAX)) as u64;
+        Ok(self
+            .client
+            .streams()
+            .enqueue_delay(pb::EnqueueDelayRequest {
+                stream: self.handle(),
+                duration_us,
+            })
+            .await?
+            .into_inner()
+            .task_id)
+    }
+
+    pub async fn sync(&self) -> Result<()> {
+        self.sync_timeout(None).await
+    }
+
+    pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
+        let req = pb::SynchronizeStreamRequest {
+            handle: self.handle(),
+            timeout_ms: millis(timeout),
+        };
+        self.client.streams().synchronize(req).await?;
+        Ok(())
+    }
+
+    /// True when all work enqueued so far has finished.
+    pub async fn is_done(&self) -> Result<bool> {
+        let r = self
+            .client
+            .streams()
+            .query(pb::QueryStreamRequest {
+                handle: self.handle(),
+            })
+            .await?
+            .into_inner();
+        Ok(r.state == pb::WorkState::Complete as i32)
+    }
+
+    /// Later work on this stream waits for the event's current record.
+    pub async fn wait(&self, event: &Event) -> Result<()> {
+        self.client
+            .streams()
+            .wait_event(pb::StreamWaitEventRequest {
+                stream: self.handle(),
+                event: event.handle(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn record(&self, event: &Event) -> Result<()> {
+        self.client
+            .events()
+            .record(pb::RecordEventRequest {
+                event: event.handle(),
+                stream: self.handle(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    pub async fn info(&self) -> Result<pb::StreamInfo> {
+        Ok(self
+            .client
+            .streams()
+            .get(pb::GetStreamRequest {
+                handle: self.handle(),
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// Destroys the stream now, reporting errors (dropping does it quietly).
+    pub async fn close(mut self) -> Result<()> {
+        self.live = false;
+        self.client
+            .streams()
+            .destroy(pb::DestroyStreamsRequest {
+                handles: vec![self.handle()],
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Gives up ownership without destroying (the session still holds the stream).
+    pub fn leak(mut self) -> u64 {
+        self.live = false;
+        self.handle()
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if !self.live {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let mut streams = self.client.streams();
+            let handles = vec![self.info.handle];
+            rt.spawn(async move {
+                let _ = streams.destroy(pb::DestroyStreamsRequest { handles }).await;
+            });
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Event {
+    client: Client,
+    info: pb::EventInfo,
+    live: bool,
+}
+
+impl Event {
+    pub fn handle(&self) -> u64 {
+        self.info.handle
+    }
+    pub fn timing(&self) -> bool {
+        self.info.timing
+    }
+
+    pub async fn state(&self) -> Result<pb::EventState> {
+        let r = self
+            .client
+            .events()
+            .query(pb::QueryEventRequest {
+                handle: self.handle(),
+            })
+            .await?
+            .into_inner();
+        Ok(pb::EventState::try_from(r.state).unwrap_or(pb::EventState::Unspecified))
+    }
+
+    /// cuda.core semantics: a never-recorded event counts as done.
+    pub async fn is_done(&self) -> Result<bool> {
+        Ok(self.state().await? != pb::EventState::Pending)
+    }
+
+    pub async fn sync(&self) -> Result<()> {
+        self.sync_timeout(None).await
+    }
+
+    pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
+        self.client
+            .events()
+            .synchronize(pb::SynchronizeEventRequest {
+                handle: self.handle(),
+                timeout_ms: millis(timeout),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Enqueues a reset on `stream` (ACL semantics).
+    pub async fn reset(&self, stream: &Stream) -> Result<()> {
+        self.client
+            .events()
+            .reset(pb::ResetEventRequest {
+                event: self.handle(),
+                stream: stream.handle(),
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Milliseconds from `start` to this event.
+    pub async fn elapsed_since(&self, start: &Event) -> Result<f32> {
+        let r = self
+            .client
+            .events()
+            .elapsed_time(pb::ElapsedTimeRequest {
+                start: start.handle(),
+                end: self.handle(),
+            })
+            .await?;
+        Ok(r.into_inner().milliseconds)
+    }
+
+    /// Gives up ownership without destroying (the session still holds the event).
+    pub fn leak(mut self) -> u64 {
+        self.live = false;
+        self.handle()
+    }
+
+    pub async fn close(mut self) -> Result<()> {
+        self.live = false;
+        self.client
+            .events()
+            .destroy(pb::DestroyEventRequest {
+                handle: self.handle(),
+            })
+            .await?;
+        Ok(())
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        if !self.live {
+            return;
+        }
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let mut events = self.client.events();
+            let handle = self.info.handle;
+            rt.spawn(async move {
+                let _ = events.destroy(pb::DestroyEventRequest { handle }).await;
+            });
+        }
+    }
+}

@@ -1,0 +1,311 @@
+//! Harness for end-to-end tests: starts the real `npud` binary on a temporary socket,
+//! drives it with the real `npuctl` and `npud-client`, and stops it.
+//!
+//! The binaries come from the workspace's target directory; the test command builds them
+//! first (`cargo build --workspace --bins`).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub use npud_client::{Client, Error, EventOptions, SessionOptions, StreamOptions, Target, proto};
+
+/// Path of a workspace binary (`npud`, `npuctl`, or a helper of this crate).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test>-hash → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` before the tests",
+        path.display()
+    );
+    path
+}
+
+/// A free loopback port (bound and released; good enough for tests on one machine).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+pub struct DaemonBuilder {
+    args: Vec<String>,
+    config: String,
+    tcp: bool,
+    state_dir: Option<PathBuf>,
+}
+
+pub struct Daemon {
+    child: Option<Child>,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    /// `http://127.0.0.1:PORT` when started with TCP: callers there are another tenant
+    /// (uid 65534), which lets tests play two tenants without changing uid.
+    pub endpoint: Option<String>,
+    log: PathBuf,
+}
+
+impl Default for DaemonBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DaemonBuilder {
+    pub fn new() -> Self {
+        Self {
+            args: Vec::new(),
+            config: String::new(),
+            tcp: false,
+            state_dir: None,
+        }
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.to_string());
+        self
+    }
+
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|a| a.to_string()));
+        self
+    }
+
+    /// Lines appended to the TOML config file.
+    pub fn config(mut self, toml: &str) -> Self {
+        self.config.push_str(toml);
+        self.config.push('\n');
+        self
+    }
+
+    /// Also listen on loopback TCP (plain), giving tests a second tenant.
+    pub fn tcp(mut self) -> Self {
+        self.tcp = true;
+        self
+    }
+
+    pub fn state_dir(mut self, dir: &Path) -> Self {
+        self.state_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    pub fn start(self) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("npud.sock");
+        let config_path = dir.path().join("npud.toml");
+        std::fs::write(&config_path, &self.config).expect("write config");
+        let log = dir.path().join("npud.log");
+        let mut cmd = Command::new(bin("npud"));
+        cmd.arg("--socket")
+            .arg(&socket)
+            .arg("--config")
+            .arg(&config_path)
+            .args(&self.args);
+        if let Some(state) = &self.state_dir {
+            cmd.arg("--state-dir").arg(state);
+        }
+        let endpoint = self.tcp.then(|| {
+            let port = free_port();
+            cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--insecure-tcp"]);
+            format!("http://127.0.0.1:{port}")
+        });
+        let log_file = std::fs::File::create(&log).expect("log file");
+        cmd.env("RUST_LOG", "npud=debug,info")
+            .stdout(Stdio::null())
+            .stderr(log_file);
+        let child = cmd.spawn().expect("spawn npud");
+        let mut d = Daemon {
+            child: Some(child),
+            dir,
+            socket,
+            endpoint,
+            log,
+        };
+        d.wait_ready();
+        d
+    }
+}
+
+impl Daemon {
+    pub fn start() -> Daemon {
+        DaemonBuilder::new().start()
+    }
+
+    pub fn builder() -> DaemonBuilder {
+        DaemonBuilder::new()
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                let tcp_ready = self.endpoint.as_ref().is_none_or(|e| {
+                    std::net::TcpStream::connect(e.trim_start_matches("http://")).is_ok()
+                });
+                if tcp_ready {
+                    return;
+                }
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!("npud exited with {status} before serving:\n{}", self.log());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "npud did not start within 20s:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// Runs `npuctl --socket <this daemon> ARGS`.
+    pub fn npuctl(&self, args: &[&str]) -> Output {
+        Command::new(bin("npuctl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run npuctl")
+    }
+
+    /// Runs npuctl with `-o json` and parses stdout; panics with stderr on failure.
+    pub fn npuctl_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut full = vec!["-o", "json"];
+        full.extend_from_slice(args);
+        let out = self.npuctl(&full);
+        assert!(
+            out.status.success(),
+            "npuctl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("npuctl printed JSON")
+    }
+
+    /// A client on the Unix socket (tenant of this test process: uid 0 is `root`).
+    pub async fn client(&self) -> Client {
+        Client::connect(Target::Socket(self.socket.clone()))
+            .await
+            .expect("connect")
+    }
+
+    /// A client on TCP: tenant `uid-65534`, a different tenant from `client()`.
+    pub async fn tcp_client(&self) -> Client {
+        let endpoint = self.endpoint.clone().expect("daemon started with .tcp()");
+        Client::connect(Target::Endpoint(endpoint))
+            .await
+            .expect("connect over tcp")
+    }
+
+    /// Device 0 figures as `npuctl device list -o json` prints them.
+    pub fn device0(&self) -> serde_json::Value {
+        self.npuctl_json(&["device", "list"])[0].clone()
+    }
+
+    pub fn in_use(&self) -> u64 {
+        self.device0()["in_use"].as_u64().expect("in_use")
+    }
+
+    /// Sends a signal by name ("TERM", "INT", "KILL", "HUP") with kill(1).
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args(["-s", sig, &self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill -s {sig} {}", self.pid());
+    }
+
+    /// Waits for the daemon to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        let child = self.child.as_mut()?;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                self.child = None;
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILLs the daemon and keeps its directory (for restart tests).
+    pub fn kill9(&mut self) {
+        self.signal("KILL");
+        self.wait_exit(Duration::from_secs(10)).expect("npud died");
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `check` until it is true or `timeout` passes.
+pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Async variant of [`eventually`].
+pub async fn eventually_async<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The gRPC code and npud reason of a failed call.
+pub fn failure<T: std::fmt::Debug>(
+    r: Result<T, Error>,
+) -> (tonic::Code, proto::ErrorReason, Error) {
+    let e = r.expect_err("the call should have failed");
+    (
+        e.code().unwrap_or(tonic::Code::Unknown),
+        e.reason().unwrap_or(proto::ErrorReason::Unspecified),
+        e,
+    )
+}
