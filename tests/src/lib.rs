@@ -4,6 +4,8 @@
 //! The binaries come from the workspace's target directory; the test command builds them
 //! first (`cargo build --workspace --bins`).
 
+pub mod contention;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -14,11 +16,11 @@ pub use npud_client::{Client, Error, EventOptions, SessionOptions, StreamOptions
 /// Path of a workspace binary (`npud`, `npuctl`, or a helper of this crate).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
-    // target/<profile>/deps/<test>-hash → target/<profile>/<name>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target directory");
+    // Tests run from target/<profile>/deps/, helper binaries from target/<profile>/.
+    let mut dir = exe.parent().expect("target directory");
+    if dir.ends_with("deps") {
+        dir = dir.parent().expect("target directory");
+    }
     let path = dir.join(name);
     assert!(
         path.exists(),
