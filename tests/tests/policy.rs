@@ -19,7 +19,7 @@ fn waiting(wait_s: u64) -> StreamOptions {
 async fn usage(c: &Client) -> std::collections::HashMap<String, (u32, u32)> {
     c.status()
         .await
-        .unwrap()
+        .expect("status")
         .tenants
         .into_iter()
         .map(|t| (t.tenant, (t.streams, t.waiting_requests)))
