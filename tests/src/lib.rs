@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use npud_client::{Client, Error, EventOptions, SessionOptions, StreamOptions, Target, proto};
+pub use npud_client::{
+    Client, Error, Event, EventOptions, SessionOptions, Stream, StreamOptions, Target, proto,
+};
 
 /// Path of a workspace binary (`npud`, `npuctl`, or a helper of this crate).
 pub fn bin(name: &str) -> PathBuf {
