@@ -1,4 +1,6 @@
 //! Issue 4: host callbacks and exception reports, delivered to the owning session only.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::{Client, Daemon, EventOptions, StreamOptions, failure, proto, proto::ErrorReason};
 use std::collections::HashMap;

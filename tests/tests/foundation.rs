@@ -1,5 +1,7 @@
 //! Issue 2: the daemon, its socket, sessions, the ledger and stream lifecycle, through the
 //! real binaries.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::{
     Daemon, StreamOptions, bin, eventually, eventually_async, failure, proto::ErrorReason,

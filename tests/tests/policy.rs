@@ -1,5 +1,7 @@
 //! Issue 5: the budget policy end to end: whole grants, deadlines, reservations, weighted
 //! fairness, no starvation, persisted quotas, the warm pool, and managed vs passthrough.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::contention::{Scenario, run};
 use npud_tests::{

@@ -1,6 +1,8 @@
 //! Issue 3: the seeds' stream, event and synchronisation semantics, end to end through the
 //! real daemon. Timing assertions rely on event timestamps (device time), never on the
 //! wall clock of this noisy machine, except where a wait must be seen to block.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::{
     Client, Daemon, EventOptions, StreamOptions, failure, proto::ErrorReason, proto::EventState,
