@@ -393,3 +393,66 @@ fn managed_jobs_all_succeed_where_passthrough_jobs_fail() {
         passthrough.failure_reasons
     );
 }
+
+#[tokio::test]
+async fn the_pool_shrinks_first_when_budget_is_needed_and_can_be_prewarmed() {
+    let d = Daemon::builder()
+        .args(&["--sim-profile", "atlas-200i-a2"])
+        .config("[budget]\nprewarm = 16\npool_max = 300")
+        .start();
+    let c = d.client().await;
+    let status = c.status().await.unwrap();
+    assert_eq!(status.devices[0].pooled, 16, "pre-warmed at start-up");
+    assert_eq!(
+        status.devices[0].available, 510,
+        "pooled streams count as free budget"
+    );
+    let warm = c
+        .device(0)
+        .create_streams(
+            16,
+            StreamOptions {
+                flags: 0x3,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        warm.iter().all(|s| s.reused()),
+        "pre-warmed class is fast-launch|fast-sync at priority 0"
+    );
+    drop(warm);
+    // Fill the pool with one class, then ask for the whole device in another class.
+    let a = c
+        .device(0)
+        .create_streams(
+            300,
+            StreamOptions {
+                priority: 1,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    drop(a);
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            c.status().await.unwrap().devices[0].pooled == 300
+        })
+        .await
+    );
+    let b = c
+        .device(0)
+        .create_streams(
+            510,
+            StreamOptions {
+                priority: 2,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("the pool gives way");
+    assert_eq!(b.len(), 510);
+    assert_eq!(c.status().await.unwrap().devices[0].pooled, 0);
+}

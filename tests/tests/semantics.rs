@@ -407,3 +407,51 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
         h.abort();
     }
 }
+
+#[test]
+fn npuctl_drives_events_and_stream_waits() {
+    let d = Daemon::start();
+    let streams = d.npuctl_json(&["stream", "create", "--count", "2"]);
+    let (s1, s2) = (
+        streams[0]["handle"].to_string(),
+        streams[1]["handle"].to_string(),
+    );
+    let a = d.npuctl_json(&["event", "create"])["handle"].to_string();
+    let b = d.npuctl_json(&["event", "create"])["handle"].to_string();
+    assert_eq!(
+        d.npuctl_json(&["event", "query", &a])["state"],
+        "not_recorded"
+    );
+    d.npuctl_json(&["stream", "delay", &s1, "300ms"]);
+    d.npuctl_json(&["event", "record", &a, &s1]);
+    d.npuctl_json(&["stream", "delay", &s1, "20ms"]);
+    d.npuctl_json(&["event", "record", &b, &s1]);
+    d.npuctl_json(&["stream", "wait-event", &s2, &b]);
+    assert_eq!(
+        d.npuctl_json(&["stream", "query", &s2])["state"],
+        "not_ready",
+        "s2 waits for b"
+    );
+    let out = d.npuctl(&["event", "elapsed", &a, &b]);
+    assert_eq!(
+        out.status.code(),
+        Some(6),
+        "not complete yet: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(d.npuctl_json(&["event", "sync", &b])["state"], "complete");
+    let ms = d.npuctl_json(&["event", "elapsed", &a, &b])["milliseconds"]
+        .as_f64()
+        .unwrap();
+    assert!((ms - 20.0).abs() < 0.05, "{ms}");
+    assert_eq!(
+        d.npuctl_json(&["stream", "sync", &s2, "--timeout", "5s"])["state"],
+        "complete"
+    );
+    assert_eq!(
+        d.npuctl_json(&["event", "list"]).as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(d.npuctl_json(&["event", "destroy", &a, &b])["destroyed"], 2);
+    assert_eq!(d.npuctl(&["event", "query", &a]).status.code(), Some(3));
+}
