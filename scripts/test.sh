@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it. Installs nothing globally; needs only the Rust
-# toolchain (cargo, rustfmt, clippy) that the machine ships.
+# The whole test suite, as CI runs it. Needs the Rust toolchain (cargo, rustfmt, clippy)
+# and python3; installs the Python test dependencies into ./.venv from PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,5 +10,13 @@ echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== build the binaries the end-to-end tests run"
 cargo build --workspace --bins --locked
-echo "== tests"
+echo "== Rust tests"
 cargo test --workspace --locked -- --test-threads "${NPUD_TEST_THREADS:-4}"
+
+echo "== Python client"
+if [[ ! -x .venv/bin/python ]]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e 'client/python[test]'
+.venv/bin/python -m pytest client/python/tests -q

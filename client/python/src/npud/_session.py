@@ -1,0 +1,128 @@
+"""One session per process: the channel, the session id every call carries, a background
+thread that renews the lease, and a close at exit."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pathlib
+import threading
+from typing import Optional
+
+import grpc
+
+from npud.errors import NpudError
+from npud.v1 import (
+    admin_pb2_grpc,
+    device_pb2_grpc,
+    event_pb2_grpc,
+    report_pb2_grpc,
+    session_pb2,
+    session_pb2_grpc,
+    stream_pb2_grpc,
+)
+
+SESSION_KEY = "npud-session"
+# Messages as large as the daemon accepts (callback user data is at most 64 KiB).
+_OPTIONS = [("grpc.max_receive_message_length", 8 << 20), ("grpc.max_send_message_length", 8 << 20)]
+# grpc-core sends a unix socket's path as :authority, which HTTP/2 servers (hyper, so
+# tonic) reject as malformed; name a plain authority instead.
+_UNIX_OPTIONS = [("grpc.default_authority", "localhost")]
+
+
+def default_target() -> str:
+    """`NPUD_ENDPOINT` (host:port, plain TCP), else `NPUD_SOCKET`, else npud's socket rule."""
+    endpoint = os.environ.get("NPUD_ENDPOINT")
+    if endpoint:
+        return endpoint.removeprefix("http://")
+    socket = os.environ.get("NPUD_SOCKET")
+    if not socket:
+        if os.geteuid() == 0:
+            socket = "/run/npud/npud.sock"
+        elif os.environ.get("XDG_RUNTIME_DIR"):
+            socket = str(pathlib.Path(os.environ["XDG_RUNTIME_DIR"]) / "npud.sock")
+        else:
+            socket = f"/tmp/npud-{os.geteuid()}/npud.sock"
+    return "unix:" + socket
+
+
+class Session:
+    """A connection to npud with an open session."""
+
+    def __init__(self, target: Optional[str] = None, name: str = "", lease_ms: int = 0, renew: bool = True):
+        self.target = target or default_target()
+        options = _OPTIONS + (_UNIX_OPTIONS if self.target.startswith("unix:") else [])
+        self.channel = grpc.insecure_channel(self.target, options=options)
+        self.sessions = session_pb2_grpc.SessionServiceStub(self.channel)
+        self.devices = device_pb2_grpc.DeviceServiceStub(self.channel)
+        self.streams = stream_pb2_grpc.StreamServiceStub(self.channel)
+        self.events = event_pb2_grpc.EventServiceStub(self.channel)
+        self.reports = report_pb2_grpc.ReportServiceStub(self.channel)
+        self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
+        try:
+            opened = self.sessions.Open(session_pb2.OpenSessionRequest(name=name, lease_ms=lease_ms), timeout=30)
+        except grpc.RpcError as e:
+            self.channel.close()
+            raise NpudError.from_rpc(e) from None
+        self.id = opened.session
+        self.tenant = opened.tenant
+        self.lease_ms = opened.lease_ms
+        self.metadata = ((SESSION_KEY, str(self.id)),)
+        self._closed = threading.Event()
+        if renew:
+            threading.Thread(target=self._renew, name="npud-lease", daemon=True).start()
+        atexit.register(self.close)
+
+    def call(self, method, request, timeout: Optional[float] = None):
+        """Calls `method` with the session attached; raises NpudError on failure."""
+        try:
+            return method(request, metadata=self.metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            raise NpudError.from_rpc(e) from None
+
+    def _renew(self) -> None:
+        period = max(self.lease_ms / 3000.0, 0.05)
+        while not self._closed.wait(period):
+            try:
+                self.sessions.Renew(session_pb2.RenewSessionRequest(session=self.id), timeout=max(period, 1.0))
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+                    return  # the session is gone (closed, lapsed, or the daemon restarted)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self) -> None:
+        """Closes the session: the daemon synchronises and reclaims what it holds."""
+        if self._closed.is_set():
+            return
+        self._closed.set()
+        try:
+            self.sessions.Close(session_pb2.CloseSessionRequest(session=self.id), timeout=30)
+        except grpc.RpcError:
+            pass  # the lease will lapse on its own
+        finally:
+            self.channel.close()
+            atexit.unregister(self.close)
+
+
+_lock = threading.Lock()
+_default: Optional[Session] = None
+
+
+def default_session() -> Session:
+    """The process's session, opened on first use."""
+    global _default
+    with _lock:
+        if _default is None or _default.closed:
+            _default = Session()
+        return _default
+
+
+def close_default_session() -> None:
+    global _default
+    with _lock:
+        if _default is not None:
+            _default.close()
+            _default = None

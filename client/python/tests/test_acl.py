@@ -1,0 +1,179 @@
+"""The pyACL surface over npud: a pyACL program runs with only the import changed, and the
+vendor's error codes come back for the vendor's error situations."""
+
+import threading
+import time
+
+from npud import acl
+
+ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC, ACL_STREAM_DEVICE_USE_ONLY = 0x1, 0x2, 0x20
+ACL_EVENT_TIME_LINE = 0x8
+
+
+class CallbackSample:
+    """Written the way pyACL samples are; only `from npud import acl` differs."""
+
+    def __init__(self):
+        self.device_id = 0
+        self.context = None
+        self.stream = None
+        self.callback_run_flag = True
+        self.results = []
+
+    def init_resource(self):
+        assert acl.init() == 0
+        assert acl.rt.set_device(self.device_id) == 0
+        self.context, ret = acl.rt.create_context(self.device_id)
+        assert ret == 0
+        self.stream, ret = acl.rt.create_stream()
+        assert ret == 0
+
+    def _process_callback(self, args_list):
+        context, timeout = args_list
+        assert acl.rt.set_context(context) == 0
+        while self.callback_run_flag:
+            acl.rt.process_report(timeout)
+
+    def callback_func(self, user_data):
+        self.results.append((user_data[0], threading.get_ident()))
+
+    def run(self):
+        tid, ret = acl.util.start_thread(self._process_callback, [self.context, 100])
+        assert ret == 0
+        assert acl.rt.subscribe_report(tid, self.stream) == 0
+        for i in range(5):
+            assert acl.rt.launch_callback(self.callback_func, [i], 1, self.stream) == 0
+        assert acl.rt.synchronize_stream(self.stream) == 0
+        assert acl.rt.unsubscribe_report(tid, self.stream) == 0
+        self.callback_run_flag = False
+        assert acl.util.stop_thread(tid) == 0
+        return tid
+
+    def release_resource(self):
+        assert acl.rt.destroy_stream(self.stream) == 0
+        assert acl.rt.destroy_context(self.context) == 0
+        assert acl.rt.reset_device(self.device_id) == 0
+        assert acl.finalize() == 0
+
+
+def test_a_pyacl_callback_program_runs_unmodified(daemon):
+    sample = CallbackSample()
+    sample.init_resource()
+    tid = sample.run()
+    sample.release_resource()
+    assert [r[0] for r in sample.results] == [0, 1, 2, 3, 4], "every callback ran once, in order"
+    assert all(r[1] == tid for r in sample.results), "callbacks ran in the thread that called process_report"
+
+
+def test_two_stream_ordering_with_stream_wait_event_and_elapsed_time(daemon):
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    s1, ret = acl.rt.create_stream_with_config(0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC)
+    assert ret == 0
+    s2, ret = acl.rt.create_stream()
+    assert ret == 0
+    start, ret = acl.rt.create_event()
+    end, _ = acl.rt.create_event()
+    assert ret == 0
+    status, ret = acl.rt.query_event_status(end)
+    assert (status, ret) == (0, 0), "never recorded: NOT_READY"
+    assert acl.ext.delay(s1, 200_000) == 0  # queue behind busy work: device-exact timing
+    assert acl.rt.record_event(start, s1) == 0
+    assert acl.ext.delay(s1, 30_000) == 0
+    assert acl.rt.record_event(end, s1) == 0
+    assert acl.rt.stream_wait_event(s2, end) == 0
+    status, ret = acl.rt.stream_query(s2)
+    assert (status, ret) == (1, 0), "s2 waits for s1's event"
+    assert acl.rt.synchronize_stream(s2) == 0
+    status, _ = acl.rt.query_event_status(end)
+    assert status == 1, "the record was reached before s2 could move on"
+    ms, ret = acl.rt.event_elapsed_time(start, end)
+    assert ret == 0 and abs(ms - 30.0) < 0.05, ms
+    n, ret = acl.rt.get_stream_available_num()
+    assert ret == 0 and n == 510 - 2
+    for e in (start, end):
+        assert acl.rt.destroy_event(e) == 0
+    for s in (s1, s2):
+        assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.synchronize_device() == 0
+    assert acl.finalize() == 0
+
+
+def test_stream_zero_is_the_sessions_default_stream(daemon):
+    acl.init()
+    acl.rt.set_device(0)
+    ev, _ = acl.rt.create_event()
+    assert acl.ext.delay(0, 1000) == 0
+    assert acl.rt.record_event(ev, 0) == 0
+    assert acl.rt.synchronize_stream(0) == 0
+    assert acl.rt.query_event(ev) == (0, 0)
+
+
+def test_exception_callbacks_carry_the_ids(daemon):
+    from npud.acl._state import STATE
+    from npud.v1 import admin_pb2
+
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    seen = []
+    got = threading.Event()
+
+    def on_exception(info):
+        seen.append(
+            (
+                acl.rt.get_task_id_from_exception_info(info),
+                acl.rt.get_stream_id_from_exception_info(info),
+                acl.rt.get_device_id_from_exception_info(info),
+                acl.rt.get_error_code_from_exception_info(info),
+            )
+        )
+        got.set()
+
+    assert acl.rt.set_exception_info_callback(on_exception) == 0
+    time.sleep(0.2)
+    session = STATE.session
+    fault = admin_pb2.InjectFaultRequest(device=0, fail_task=admin_pb2.FailTask(stream=s, task=2, code=507015))
+    session.call(session.admin.InjectFault, fault)
+    for _ in range(3):
+        acl.ext.delay(s, 1000)
+    assert got.wait(10), "the exception callback ran"
+    assert seen[0] == (2, s, 0, 507015)
+    assert acl.rt.get_task_id_from_exception_info(None) == 0xFFFFFFFF
+
+
+def test_vendor_error_codes_for_vendor_error_situations(daemon):
+    assert acl.rt.create_stream()[1] == 100001, "before acl.init: ACL_ERROR_UNINITIALIZE"
+    assert acl.init() == 0
+    assert acl.init() == 100002, "ACL_ERROR_REPEAT_INITIALIZE"
+    assert acl.rt.set_device(9) == 107001, "ACL_ERROR_RT_INVALID_DEVICEID"
+    assert acl.rt.set_device(0) == 0
+    s, _ = acl.rt.create_stream()
+    assert acl.rt.launch_callback(lambda d: None, [], 0, s) == 107015, "no thread subscribed: ACL_ERROR_RT_STREAM_NO_CB_REG"
+    assert acl.rt.subscribe_report(1, s) == 0
+    assert acl.rt.subscribe_report(2, s) == 107011, "subscribed twice: ACL_ERROR_RT_STREAM_SUBSCRIBE"
+    assert acl.rt.launch_callback(lambda d: None, [], 2, s) == 100000, "block type 2: ACL_ERROR_INVALID_PARAM"
+    assert acl.rt.process_report(0) == 100000, "timeout 0: ACL_ERROR_INVALID_PARAM"
+    assert acl.rt.process_report(-2) == 100000
+    assert acl.rt.process_report(50) == 107012, "this thread subscribed nothing: ACL_ERROR_RT_THREAD_SUBSCRIBE"
+    assert acl.rt.subscribe_report(threading.get_ident(), 0) == 0
+    assert acl.rt.process_report(50) == 507012, "nothing due: ACL_ERROR_RT_REPORT_TIMEOUT"
+    acl.ext.delay(s, 500_000)
+    assert acl.rt.synchronize_stream_with_timeout(s, 20) == 507046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"
+    assert acl.rt.synchronize_stream_with_timeout(s, -2) == 107000, "ACL_ERROR_RT_PARAM_INVALID"
+    ev, _ = acl.rt.create_event()
+    acl.rt.record_event(ev, s)
+    assert acl.rt.synchronize_event_with_timeout(ev, 20) == 507047, "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"
+    timeline, _ = acl.rt.create_event_with_flag(ACL_EVENT_TIME_LINE)
+    assert acl.rt.stream_wait_event(s, timeline) == 100000, "no ACL_EVENT_SYNC: cannot be waited on"
+    fresh, _ = acl.rt.create_event()
+    _, ret = acl.rt.event_elapsed_time(fresh, ev)
+    assert ret == 107000, "never recorded"
+    _, ret = acl.rt.create_stream_with_config(0, ACL_STREAM_DEVICE_USE_ONLY | ACL_STREAM_FAST_LAUNCH)
+    assert ret == 100000, "DEVICE_USE_ONLY is not OR-able"
+    assert acl.rt.destroy_stream(0x7FFF_0000_0000_0001) == 107017, "unknown handle: ACL_ERROR_RT_INVALID_HANDLE"
+    # Take the whole budget, then one more: the wait expires with ACL_ERROR_RT_NO_STREAM_RESOURCE.
+    n, _ = acl.rt.get_stream_available_num()
+    held = [acl.rt.create_stream() for _ in range(n)]
+    assert all(ret == 0 for _, ret in held)
+    assert acl.rt.create_stream() == (0, 207008)

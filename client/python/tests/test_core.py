@@ -1,0 +1,59 @@
+"""The cuda.core-like API over npud."""
+
+import grpc
+import pytest
+
+from npud import NpudError
+from npud.core import Device, EventOptions, StreamOptions
+from npud.v1 import errors_pb2
+
+
+def test_two_stream_ordering_in_core_style(daemon):
+    dev = Device(0)
+    dev.set_current()
+    with dev.create_stream() as producer, dev.create_stream(StreamOptions(nonblocking=True, priority=2)) as consumer:
+        assert producer.is_nonblocking and consumer.priority == 2
+        timed = EventOptions(enable_timing=True)
+        producer.delay(200)
+        start = producer.record(options=timed)
+        producer.delay(25)
+        end = producer.record(options=timed)
+        consumer.wait(end)
+        assert not consumer.is_done
+        consumer.sync()
+        assert end.is_done
+        assert abs((end - start) - 25.0) < 0.05
+        consumer.wait(producer)  # waiting on a stream waits for its current work
+        consumer.sync()
+        dev.sync()
+    assert dev.stream_budget["in_use"] == 0
+
+
+def test_untimed_events_refuse_elapsed_time_with_a_typed_error(daemon):
+    dev = Device(0)
+    s = dev.create_stream()
+    a, b = s.record(), s.record()
+    s.sync()
+    with pytest.raises(NpudError) as info:
+        _ = b - a
+    assert info.value.code == grpc.StatusCode.FAILED_PRECONDITION
+    assert info.value.reason == errors_pb2.EVENT_NOT_TIMED
+    s.close()
+
+
+def test_errors_carry_reason_and_native_code(daemon):
+    dev = Device(0)
+    s = dev.create_stream()
+    s.delay(500)
+    never = dev.create_event()
+    assert never.is_done, "a never-recorded event is done"
+    with pytest.raises(NpudError) as info:
+        dev.create_stream(StreamOptions(priority=99))
+    assert info.value.reason == errors_pb2.INVALID_PRIORITY
+    held = [dev.create_stream(StreamOptions(wait=0)) for _ in range(dev.stream_budget["available"])]
+    with pytest.raises(NpudError) as info:
+        dev.create_stream(StreamOptions(wait=0.2))
+    assert info.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert info.value.reason == errors_pb2.GRANT_WAIT_EXPIRED
+    assert info.value.figures["capacity"] == 510
+    assert len(held) == 509
