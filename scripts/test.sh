@@ -19,4 +19,5 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e 'client/python[test]'
-.venv/bin/python -m pytest client/python/tests -q
+target_dir="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)"
+NPUD_BIN="$target_dir/debug/npud" .venv/bin/python -m pytest client/python/tests -q
