@@ -31,10 +31,10 @@ _UNIX_OPTIONS = [("grpc.default_authority", "localhost")]
 
 
 def default_target() -> str:
-    """`NPUD_ENDPOINT` (host:port, plain TCP), else `NPUD_SOCKET`, else npud's socket rule."""
+    """`NPUD_ENDPOINT` (host:port), else `NPUD_SOCKET`, else npud's socket rule."""
     endpoint = os.environ.get("NPUD_ENDPOINT")
     if endpoint:
-        return endpoint.removeprefix("http://")
+        return endpoint.removeprefix("http://").removeprefix("https://")
     socket = os.environ.get("NPUD_SOCKET")
     if not socket:
         if os.geteuid() == 0:
@@ -46,13 +46,35 @@ def default_target() -> str:
     return "unix:" + socket
 
 
+def _read(var: str) -> Optional[bytes]:
+    path = os.environ.get(var)
+    return pathlib.Path(path).read_bytes() if path else None
+
+
+def _tls_credentials() -> "Optional[grpc.ChannelCredentials]":
+    """TLS for TCP: `NPUD_ENDPOINT=https://...` or any of `NPUD_TLS_CA` (roots to trust),
+    `NPUD_TLS_CERT` + `NPUD_TLS_KEY` (client certificate for mTLS)."""
+    wanted = os.environ.get("NPUD_ENDPOINT", "").startswith("https://") or any(
+        os.environ.get(v) for v in ("NPUD_TLS_CA", "NPUD_TLS_CERT", "NPUD_TLS_KEY")
+    )
+    if not wanted:
+        return None
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read("NPUD_TLS_CA"), private_key=_read("NPUD_TLS_KEY"), certificate_chain=_read("NPUD_TLS_CERT")
+    )
+
+
 class Session:
     """A connection to npud with an open session."""
 
     def __init__(self, target: Optional[str] = None, name: str = "", lease_ms: int = 0, renew: bool = True):
         self.target = target or default_target()
         options = _OPTIONS + (_UNIX_OPTIONS if self.target.startswith("unix:") else [])
-        self.channel = grpc.insecure_channel(self.target, options=options)
+        credentials = _tls_credentials() if not self.target.startswith("unix:") else None
+        if credentials is not None:
+            self.channel = grpc.secure_channel(self.target, credentials, options=options)
+        else:
+            self.channel = grpc.insecure_channel(self.target, options=options)
         self.sessions = session_pb2_grpc.SessionServiceStub(self.channel)
         self.devices = device_pb2_grpc.DeviceServiceStub(self.channel)
         self.streams = stream_pb2_grpc.StreamServiceStub(self.channel)
