@@ -21,9 +21,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let fds = protox::compile(PROTOS, ["."])?;
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("npud_descriptor.bin"), fds.encode_to_vec())?;
-    tonic_prost_build::configure()
-        .build_client(true)
-        .build_server(true)
-        .compile_fds(fds)?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
     Ok(())
 }

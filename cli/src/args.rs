@@ -171,9 +171,7 @@ pub enum TenantCmd {
 #[derive(Debug, Subcommand)]
 pub enum QuotaCmd {
     /// Set quota fields of TENANT; fields not given keep their value. Persisted.
-    #[command(
-        after_help = "Example:\n  npuctl quota set team-a --max-streams 256 --reserved-streams 64"
-    )]
+    #[command(after_help = "Example:\n  npuctl quota set team-a --max-streams 256 --reserved-streams 64")]
     Set {
         tenant: String,
         #[arg(long)]
@@ -193,6 +191,5 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if s == "0" {
         return Ok(std::time::Duration::ZERO);
     }
-    humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration like 500ms or 30s: {e}"))
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 500ms or 30s: {e}"))
 }

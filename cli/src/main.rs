@@ -16,70 +16,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         (None, Some(e)) => Target::Endpoint(e.clone()),
         (None, None) => Target::default_socket(),
     };
-    let ctx = Ctx {
-        target,
-        output: cli.output,
-    };
+    let ctx = Ctx { target, output: cli.output };
     match cli.command {
         Command::Device(DeviceCmd::List) => commands::device::list(&ctx).await?,
         Command::Stream(cmd) => match cmd {
-            StreamCmd::Create {
-                device,
-                count,
-                priority,
-                flags,
-                wait,
-                session,
-            } => {
-                commands::stream::create(
-                    &ctx,
-                    device,
-                    count,
-                    priority,
-                    &flags,
-                    wait,
-                    &session.session,
-                )
-                .await?
+            StreamCmd::Create { device, count, priority, flags, wait, session } => {
+                commands::stream::create(&ctx, device, count, priority, &flags, wait, &session.session).await?
             }
             StreamCmd::List => commands::stream::list(&ctx).await?,
             StreamCmd::Destroy { handles, session } => {
                 commands::stream::destroy(&ctx, handles, &session.session).await?
             }
-            StreamCmd::Sync { handle, timeout } => {
-                commands::stream::sync(&ctx, handle, timeout).await?
-            }
+            StreamCmd::Sync { handle, timeout } => commands::stream::sync(&ctx, handle, timeout).await?,
             StreamCmd::Query { handle } => commands::stream::query(&ctx, handle).await?,
-            StreamCmd::Delay { handle, duration } => {
-                commands::stream::delay(&ctx, handle, duration).await?
-            }
-            StreamCmd::WaitEvent { stream, event } => {
-                commands::stream::wait_event(&ctx, stream, event).await?
-            }
+            StreamCmd::Delay { handle, duration } => commands::stream::delay(&ctx, handle, duration).await?,
+            StreamCmd::WaitEvent { stream, event } => commands::stream::wait_event(&ctx, stream, event).await?,
         },
         Command::Event(cmd) => match cmd {
-            EventCmd::Create {
-                device,
-                flags,
-                no_timing,
-                session,
-            } => commands::event::create(&ctx, device, flags, no_timing, &session.session).await?,
-            EventCmd::Record { event, stream } => {
-                commands::event::record(&ctx, event, stream).await?
+            EventCmd::Create { device, flags, no_timing, session } => {
+                commands::event::create(&ctx, device, flags, no_timing, &session.session).await?
             }
+            EventCmd::Record { event, stream } => commands::event::record(&ctx, event, stream).await?,
             EventCmd::Query { event } => commands::event::query(&ctx, event).await?,
-            EventCmd::Sync { event, timeout } => {
-                commands::event::sync(&ctx, event, timeout).await?
-            }
+            EventCmd::Sync { event, timeout } => commands::event::sync(&ctx, event, timeout).await?,
             EventCmd::Elapsed { start, end } => commands::event::elapsed(&ctx, start, end).await?,
             EventCmd::Destroy { events } => commands::event::destroy(&ctx, events).await?,
             EventCmd::List => commands::event::list(&ctx).await?,
         },
         Command::Status => commands::status::show(&ctx).await?,
         Command::Session(SessionCmd::List) => commands::session::list(&ctx).await?,
-        Command::Session(SessionCmd::Close { name }) => {
-            commands::session::close(&ctx, &name).await?
-        }
+        Command::Session(SessionCmd::Close { name }) => commands::session::close(&ctx, &name).await?,
         Command::Tenant(TenantCmd::List) => commands::tenant::list(&ctx).await?,
         Command::Quota(QuotaCmd::Set {
             tenant,
@@ -124,10 +90,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("npuctl: cannot start: {e}");

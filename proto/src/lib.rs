@@ -10,8 +10,7 @@ pub mod v1 {
 }
 
 /// Encoded `FileDescriptorSet` of the whole package, for gRPC server reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/npud_descriptor.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/npud_descriptor.bin"));
 
 /// Metadata key that names the session of a session-scoped call.
 pub const SESSION_METADATA_KEY: &str = "npud-session";
@@ -25,9 +24,7 @@ pub fn default_socket_path() -> std::path::PathBuf {
         return p.into();
     }
     // The owner of /proc/self is the effective uid, without an unsafe libc call.
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0);
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
     if uid == 0 {
         return "/run/npud/npud.sock".into();
     }

@@ -89,28 +89,15 @@ impl Admission {
         let devices = capacities
             .iter()
             .map(|&c| DeviceBudget {
-                state: Mutex::new(DeviceState {
-                    ledger: Ledger::new(c),
-                    pool: HashMap::new(),
-                }),
+                state: Mutex::new(DeviceState { ledger: Ledger::new(c), pool: HashMap::new() }),
                 pacer: tokio::sync::Mutex::new(()),
             })
             .collect();
-        Self {
-            backend,
-            policy,
-            config,
-            devices,
-            pool_hits: AtomicU64::new(0),
-            drain_bound,
-        }
+        Self { backend, policy, config, devices, pool_hits: AtomicU64::new(0), drain_bound }
     }
 
     fn lock(&self, device: u32) -> MutexGuard<'_, DeviceState> {
-        self.devices[device as usize]
-            .state
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        self.devices[device as usize].state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     pub fn pool_hits(&self) -> u64 {
@@ -158,35 +145,16 @@ impl Admission {
                 failure,
             };
         }
-        if let Err(e) = self
-            .wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait))
-            .await
-        {
-            return Outcome {
-                streams: Vec::new(),
-                waited: started.elapsed(),
-                failure: Some(e),
-            };
+        if let Err(e) = self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await {
+            return Outcome { streams: Vec::new(), waited: started.elapsed(), failure: Some(e) };
         }
         let waited = started.elapsed();
+        crate::metrics::global().grant_wait.observe(waited.as_secs_f64());
         match self.materialize(device, count, class).await {
-            Ok(streams) => Outcome {
-                streams,
-                waited,
-                failure: None,
-            },
+            Ok(streams) => Outcome { streams, waited, failure: None },
             Err((e, made)) => {
-                self.give_back(
-                    device,
-                    tenant,
-                    count,
-                    made.into_iter().map(|s| (s, class)).collect(),
-                );
-                Outcome {
-                    streams: Vec::new(),
-                    waited,
-                    failure: Some(e),
-                }
+                self.give_back(device, tenant, count, made.into_iter().map(|s| (s, class)).collect());
+                Outcome { streams: Vec::new(), waited, failure: Some(e) }
             }
         }
     }
@@ -212,14 +180,7 @@ impl Admission {
         };
         // If this future is dropped (the client went away), the guard withdraws the request.
         // It owns the receiver, so a grant can never be sent into the void while queued.
-        let mut guard = TicketGuard {
-            admission: self,
-            device,
-            ticket: Some(ticket),
-            tenant,
-            count,
-            rx,
-        };
+        let mut guard = TicketGuard { admission: self, device, ticket: Some(ticket), tenant, count, rx };
         let granted = tokio::time::timeout(wait, &mut guard.rx).await;
         match granted {
             Ok(Ok(())) => {
@@ -274,11 +235,7 @@ impl Admission {
                 let take = v.len().min(count as usize);
                 v.split_off(v.len() - take)
             });
-            let reused: Vec<(RawStream, bool)> = pooled
-                .unwrap_or_default()
-                .into_iter()
-                .map(|s| (s, true))
-                .collect();
+            let reused: Vec<(RawStream, bool)> = pooled.unwrap_or_default().into_iter().map(|s| (s, true)).collect();
             // Evict other classes' pooled streams if hardware would overflow otherwise.
             let mut pooled_total: u32 = st.pool.values().map(|v| v.len() as u32).sum();
             let l = &st.ledger;
@@ -297,8 +254,7 @@ impl Admission {
             st.ledger.set_pooled(pooled_total);
             (reused, evicted)
         };
-        self.pool_hits
-            .fetch_add(streams.len() as u64, Ordering::Relaxed);
+        self.pool_hits.fetch_add(streams.len() as u64, Ordering::Relaxed);
         self.destroy_all(device, evicted).await;
         let missing = count as usize - streams.len();
         if missing > 0 {
@@ -326,7 +282,9 @@ impl Admission {
         let mut backoff = self.config.retry_backoff;
         while made.len() < count as usize {
             let batch = (count as usize - made.len()).min(self.config.batch_size as usize) as u32;
+            let batch_started = Instant::now();
             let (created, failure) = self.create_batch(device, batch, class).await;
+            crate::metrics::global().hardware_create.observe(batch_started.elapsed().as_secs_f64());
             made.extend(created);
             match failure {
                 None => {
@@ -335,10 +293,7 @@ impl Admission {
                         tokio::time::sleep(self.config.batch_pause).await;
                     }
                 }
-                Some(e)
-                    if e.kind == ErrorKind::StreamBudget
-                        && retries < self.config.create_retries =>
-                {
+                Some(e) if e.kind == ErrorKind::StreamBudget && retries < self.config.create_retries => {
                     retries += 1;
                     tracing::debug!(
                         device,
@@ -400,19 +355,12 @@ impl Admission {
         class: Class,
     ) -> (Vec<RawStream>, Option<NpudError>) {
         let (made, failure) = self.create_batch(device, count, class).await;
-        self.lock(device)
-            .ledger
-            .force_take(tenant, made.len() as u32);
+        self.lock(device).ledger.force_take(tenant, made.len() as u32);
         (made, failure.map(|e| backend_error(self.backend.name(), e)))
     }
 
     /// Gives streams back to the device: drained first, then pooled or destroyed.
-    pub fn release(
-        self: &Arc<Self>,
-        device: u32,
-        tenant: &Tenant,
-        streams: Vec<(RawStream, Class)>,
-    ) {
+    pub fn release(self: &Arc<Self>, device: u32, tenant: &Tenant, streams: Vec<(RawStream, Class)>) {
         if streams.is_empty() {
             return;
         }
@@ -424,8 +372,7 @@ impl Admission {
             if managed {
                 this.drain_and_pool(device, streams).await;
             } else {
-                this.destroy_all(device, streams.into_iter().map(|(s, _)| s).collect())
-                    .await;
+                this.destroy_all(device, streams.into_iter().map(|(s, _)| s).collect()).await;
             }
         });
     }
@@ -444,21 +391,11 @@ impl Admission {
     }
 
     async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>) {
-        let waits: Vec<_> = streams
-            .iter()
-            .map(|(s, _)| self.backend.stream_drained(device, *s))
-            .collect();
+        let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
         let mut healthy = Vec::with_capacity(streams.len());
         for ((s, class), wait) in streams.into_iter().zip(waits) {
-            let drained = matches!(
-                tokio::time::timeout(self.drain_bound, wait).await,
-                Ok(Ok(()))
-            );
-            let ok = drained
-                && self
-                    .backend
-                    .stream_state(device, s)
-                    .is_ok_and(|st| !st.failed);
+            let drained = matches!(tokio::time::timeout(self.drain_bound, wait).await, Ok(Ok(())));
+            let ok = drained && self.backend.stream_state(device, s).is_ok_and(|st| !st.failed);
             healthy.push((s, class, ok));
         }
         let mut destroy = Vec::new();
@@ -506,10 +443,7 @@ impl Admission {
         }
         for device in 0..self.devices.len() as u32 {
             let n = self.config.prewarm.min(self.lock(device).ledger.capacity());
-            let made = self
-                .create_paced(device, n, class)
-                .await
-                .map_err(|(e, _)| e)?;
+            let made = self.create_paced(device, n, class).await.map_err(|(e, _)| e)?;
             let mut st = self.lock(device);
             st.ledger.drained(0, made.len() as u32);
             st.pool.entry(class).or_default().extend(made);

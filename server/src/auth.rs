@@ -34,14 +34,8 @@ pub struct Identities {
 pub fn check_tenant_name(name: &str) -> Result<(), String> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
-    if ok {
-        Ok(())
-    } else {
-        Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into())
-    }
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
+    if ok { Ok(()) } else { Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into()) }
 }
 
 impl Identities {
@@ -72,20 +66,13 @@ impl Identities {
             None if self.refuse_unknown && !admin_uid => {
                 return Err(NpudError::new(
                     Reason::TenantRefused,
-                    format!(
-                        "uid {} is not mapped to a tenant and this daemon refuses unknown peers",
-                        peer.uid
-                    ),
+                    format!("uid {} is not mapped to a tenant and this daemon refuses unknown peers", peer.uid),
                 ));
             }
             None if peer.uid == 0 => Arc::from("root"),
             None => Arc::from(format!("uid-{}", peer.uid)),
         };
         let admin = admin_uid || self.admin_tenants.contains(&tenant);
-        Ok(Caller {
-            tenant,
-            admin,
-            uid: peer.uid,
-        })
+        Ok(Caller { tenant, admin, uid: peer.uid })
     }
 }

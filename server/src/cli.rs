@@ -54,7 +54,11 @@ pub struct Args {
     /// Lease of client sessions, e.g. 10s: a client that stops renewing loses its resources after it.
     #[arg(long, value_name = "DURATION")]
     pub lease: Option<String>,
-    /// Log format: text or json. The level comes from RUST_LOG (default info).
+    /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+    /// Log level or filter (error, warn, info, debug, trace, or a RUST_LOG-style filter).
+    /// Without it, RUST_LOG applies, else info.
+    #[arg(long, value_name = "LEVEL")]
+    pub log_level: Option<String>,
 }

@@ -58,23 +58,14 @@ pub struct Quota {
 
 impl Default for Quota {
     fn default() -> Self {
-        Self {
-            max_streams: u32::MAX,
-            reserved_streams: 0,
-            max_events: 65536,
-            weight: 1,
-            highest_priority: 0,
-        }
+        Self { max_streams: u32::MAX, reserved_streams: 0, max_events: 65536, weight: 1, highest_priority: 0 }
     }
 }
 
 impl Quota {
     pub fn validate(&self, who: &str) -> Result<(), ConfigError> {
         if self.weight == 0 || self.weight > 1000 {
-            return Err(bad(format!(
-                "{who}: weight must be 1..=1000, got {}",
-                self.weight
-            )));
+            return Err(bad(format!("{who}: weight must be 1..=1000, got {}", self.weight)));
         }
         if self.reserved_streams > self.max_streams {
             return Err(bad(format!(
@@ -238,8 +229,7 @@ struct FileLimits {
 fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
     match text {
         None => Ok(default),
-        Some(t) => humantime::parse_duration(t)
-            .map_err(|e| bad(format!("{key}: {t:?} is not a duration ({e})"))),
+        Some(t) => humantime::parse_duration(t).map_err(|e| bad(format!("{key}: {t:?} is not a duration ({e})"))),
     }
 }
 
@@ -248,19 +238,13 @@ fn mode(key: &str, text: Option<&str>, default: u32) -> Result<u32, ConfigError>
         None => Ok(default),
         Some(t) => match u32::from_str_radix(t.trim_start_matches("0o"), 8) {
             Ok(m) if m <= 0o777 => Ok(m),
-            _ => Err(bad(format!(
-                "{key}: {t:?} is not an octal file mode like \"0660\""
-            ))),
+            _ => Err(bad(format!("{key}: {t:?} is not an octal file mode like \"0660\""))),
         },
     }
 }
 
 fn addr(key: &str, text: Option<&str>) -> Result<Option<SocketAddr>, ConfigError> {
-    text.map(|t| {
-        t.parse()
-            .map_err(|e| bad(format!("{key}: {t:?} is not HOST:PORT ({e})")))
-    })
-    .transpose()
+    text.map(|t| t.parse().map_err(|e| bad(format!("{key}: {t:?} is not HOST:PORT ({e})")))).transpose()
 }
 
 impl Config {
@@ -271,11 +255,8 @@ impl Config {
             None => FileConfig::default(),
         };
         let f = &file;
-        let profile_name = args
-            .sim_profile
-            .clone()
-            .or(f.sim.profile.clone())
-            .unwrap_or_else(|| "atlas-training".into());
+        let profile_name =
+            args.sim_profile.clone().or(f.sim.profile.clone()).unwrap_or_else(|| "atlas-training".into());
         let profile = npu_sim::Profile::by_name(&profile_name).map_err(bad)?;
         let sim = SimConfig {
             profile,
@@ -293,11 +274,7 @@ impl Config {
         let budget = BudgetConfig {
             safety_margin: f.budget.safety_margin.unwrap_or(0),
             batch_size: f.budget.batch_size.unwrap_or(64),
-            batch_pause: duration(
-                "budget.batch_pause",
-                f.budget.batch_pause.as_deref(),
-                Duration::ZERO,
-            )?,
+            batch_pause: duration("budget.batch_pause", f.budget.batch_pause.as_deref(), Duration::ZERO)?,
             create_retries: f.budget.create_retries.unwrap_or(5),
             retry_backoff: duration(
                 "budget.retry_backoff",
@@ -306,11 +283,7 @@ impl Config {
             )?,
             pool_max: f.budget.pool_max.unwrap_or(256),
             prewarm: f.budget.prewarm.unwrap_or(0),
-            max_wait: duration(
-                "budget.max_wait",
-                f.budget.max_wait.as_deref(),
-                Duration::from_secs(600),
-            )?,
+            max_wait: duration("budget.max_wait", f.budget.max_wait.as_deref(), Duration::from_secs(600))?,
             cuda_streams_per_device: f.budget.cuda_streams_per_device.unwrap_or(1024),
         };
         let limits = Limits {
@@ -326,11 +299,7 @@ impl Config {
         };
         let lease_text = args.lease.clone().or(f.lease.clone());
         let config = Config {
-            socket: args
-                .socket
-                .clone()
-                .or(f.socket.clone())
-                .unwrap_or_else(npud_proto::default_socket_path),
+            socket: args.socket.clone().or(f.socket.clone()).unwrap_or_else(npud_proto::default_socket_path),
             socket_mode: mode("socket_mode", f.socket_mode.as_deref(), 0o660)?,
             socket_dir_mode: mode("socket_dir_mode", f.socket_dir_mode.as_deref(), 0o750)?,
             listen: addr("listen", args.listen.as_deref().or(f.listen.as_deref()))?,
@@ -343,32 +312,16 @@ impl Config {
             metrics: addr("metrics", args.metrics.as_deref().or(f.metrics.as_deref()))?,
             state_dir: args.state_dir.clone().or(f.state_dir.clone()),
             lease: duration("lease", lease_text.as_deref(), Duration::from_secs(10))?,
-            named_lease: duration(
-                "named_lease",
-                f.named_lease.as_deref(),
-                Duration::from_secs(3600),
-            )?,
-            max_lease: duration(
-                "max_lease",
-                f.max_lease.as_deref(),
-                Duration::from_secs(24 * 3600),
-            )?,
-            shutdown_grace: duration(
-                "shutdown_grace",
-                f.shutdown_grace.as_deref(),
-                Duration::from_secs(5),
-            )?,
+            named_lease: duration("named_lease", f.named_lease.as_deref(), Duration::from_secs(3600))?,
+            max_lease: duration("max_lease", f.max_lease.as_deref(), Duration::from_secs(24 * 3600))?,
+            shutdown_grace: duration("shutdown_grace", f.shutdown_grace.as_deref(), Duration::from_secs(5))?,
             budget,
             limits,
             tenants: file.tenants.clone(),
             default_quota: f.default_quota.unwrap_or_default(),
             refuse_unknown: f.refuse_unknown.unwrap_or(false),
             admin_uids: f.admin_uids.clone().unwrap_or_else(|| vec![0]),
-            log_format: args
-                .log_format
-                .clone()
-                .or(f.log_format.clone())
-                .unwrap_or_else(|| "text".into()),
+            log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| "text".into()),
         };
         config.validate()?;
         Ok(config)
@@ -376,10 +329,7 @@ impl Config {
 
     fn validate(&self) -> Result<(), ConfigError> {
         if self.sim.devices == 0 || self.sim.devices > 64 {
-            return Err(bad(format!(
-                "sim devices must be 1..=64, got {}",
-                self.sim.devices
-            )));
+            return Err(bad(format!("sim devices must be 1..=64, got {}", self.sim.devices)));
         }
         if self.sim.options.lanes == 0 || self.sim.options.lanes > 1024 {
             return Err(bad("sim.lanes must be 1..=1024"));
@@ -407,10 +357,7 @@ impl Config {
             return Err(bad("budget.safety_margin leaves no streams to hand out"));
         }
         if b.prewarm > b.pool_max {
-            return Err(bad(format!(
-                "budget.prewarm {} exceeds budget.pool_max {}",
-                b.prewarm, b.pool_max
-            )));
+            return Err(bad(format!("budget.prewarm {} exceeds budget.pool_max {}", b.prewarm, b.pool_max)));
         }
         if self.limits.max_streams_per_request == 0 || self.limits.max_streams_per_request > 4096 {
             return Err(bad("limits.max_streams_per_request must be 1..=4096"));
@@ -419,16 +366,12 @@ impl Config {
             return Err(bad("limits.max_user_data must be at most 4 MiB"));
         }
         if !matches!(self.log_format.as_str(), "text" | "json") {
-            return Err(bad(format!(
-                "log format must be text or json, got {:?}",
-                self.log_format
-            )));
+            return Err(bad(format!("log format must be text or json, got {:?}", self.log_format)));
         }
         self.default_quota.validate("default_quota")?;
         let mut seen = BTreeMap::new();
         for t in &self.tenants {
-            crate::auth::check_tenant_name(&t.name)
-                .map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
+            crate::auth::check_tenant_name(&t.name).map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
             t.quota.validate(&format!("tenant {}", t.name))?;
             if seen.insert(t.name.as_str(), ()).is_some() {
                 return Err(bad(format!("tenant {:?} is defined twice", t.name)));
@@ -438,10 +381,7 @@ impl Config {
         for t in &self.tenants {
             for uid in &t.uids {
                 if let Some(other) = uids.insert(*uid, t.name.as_str()) {
-                    return Err(bad(format!(
-                        "uid {uid} is mapped to both {other:?} and {:?}",
-                        t.name
-                    )));
+                    return Err(bad(format!("uid {uid} is mapped to both {other:?} and {:?}", t.name)));
                 }
             }
         }
@@ -451,23 +391,16 @@ impl Config {
             ));
         }
         if self.backend != BackendKind::Sim {
-            return Err(bad(format!(
-                "backend {:?} is not available in this build; use --backend sim",
-                self.backend
-            )));
+            return Err(bad(format!("backend {:?} is not available in this build; use --backend sim", self.backend)));
         }
         Ok(())
     }
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| bad(format!("cannot read config {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| bad(format!("cannot read config {}: {e}", path.display())))?;
     if text.len() > 1 << 20 {
-        return Err(bad(format!(
-            "config {} is larger than 1 MiB",
-            path.display()
-        )));
+        return Err(bad(format!("config {} is larger than 1 MiB", path.display())));
     }
     toml::from_str(&text).map_err(|e| bad(format!("config {}: {e}", path.display())))
 }

@@ -19,22 +19,18 @@ pub struct Daemon {
     pub registry: Registry,
     pub admission: Arc<Admission>,
     pub quotas: Quotas,
-    pub identities: Identities,
+    pub identities: std::sync::RwLock<Identities>,
     pub reports: ReportHub,
     pub epoch: u16,
     draining: AtomicBool,
     /// Device reports, consumed by the dispatcher task (taken once at start).
-    report_rx:
-        std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>>>,
+    report_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error("cannot open the {backend} backend: {message}")]
-    Backend {
-        backend: &'static str,
-        message: String,
-    },
+    Backend { backend: &'static str, message: String },
     #[error(transparent)]
     State(#[from] crate::state::StateError),
     #[error("{0}")]
@@ -47,15 +43,10 @@ impl Daemon {
         let backend: Arc<dyn Backend> = match config.backend {
             BackendKind::Sim => Arc::new(
                 SimBackend::new(&config.sim.profile, config.sim.devices, &config.sim.options)
-                    .map_err(|e| StartError::Backend {
-                        backend: "sim",
-                        message: e.to_string(),
-                    })?,
+                    .map_err(|e| StartError::Backend { backend: "sim", message: e.to_string() })?,
             ),
             other => {
-                return Err(StartError::Config(format!(
-                    "backend {other:?} is not available in this build"
-                )));
+                return Err(StartError::Config(format!("backend {other:?} is not available in this build")));
             }
         };
         let store = StateStore::new(config.state_dir.as_deref());
@@ -66,11 +57,7 @@ impl Daemon {
         let capacities: Vec<u32> = backend
             .devices()
             .iter()
-            .map(|d| {
-                d.hardware_limit
-                    .saturating_sub(d.runtime_streams)
-                    .saturating_sub(config.budget.safety_margin)
-            })
+            .map(|d| d.hardware_limit.saturating_sub(d.runtime_streams).saturating_sub(config.budget.safety_margin))
             .collect();
         if let Some(min) = capacities.iter().min() {
             let reserved: u32 = quotas.reservations().values().sum();
@@ -98,7 +85,7 @@ impl Daemon {
             let _ = report_tx.send(report);
         }));
         let daemon = Arc::new(Daemon {
-            identities: Identities::new(&config),
+            identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
             reports,
             admission,
@@ -112,6 +99,20 @@ impl Daemon {
         Ok(daemon)
     }
 
+    /// Applies a re-read config file (SIGHUP): tenant mappings, admins and quotas change;
+    /// sessions, streams and everything else stay as they are.
+    pub fn reload(&self, config: &Config) -> Result<(), StartError> {
+        let reserved: u32 = config.tenants.iter().map(|t| t.quota.reserved_streams).sum();
+        if reserved > self.smallest_capacity() {
+            return Err(StartError::Config(format!("tenants reserve {reserved} streams, more than a device holds")));
+        }
+        *self.identities.write().unwrap_or_else(|e| e.into_inner()) = Identities::new(config);
+        self.quotas.reload(config);
+        self.admission.set_reservations(&self.quotas.reservations());
+        tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
+        Ok(())
+    }
+
     pub fn devices(&self) -> &[DeviceDesc] {
         self.backend.devices()
     }
@@ -120,28 +121,17 @@ impl Daemon {
         self.devices().get(id as usize).ok_or_else(|| {
             NpudError::new(
                 Reason::InvalidDevice,
-                format!(
-                    "no device {id}; this daemon has {} device(s)",
-                    self.devices().len()
-                ),
+                format!("no device {id}; this daemon has {} device(s)", self.devices().len()),
             )
         })
     }
 
     pub fn smallest_capacity(&self) -> u32 {
-        (0..self.devices().len() as u32)
-            .map(|d| self.admission.view(d).capacity)
-            .min()
-            .unwrap_or(0)
+        (0..self.devices().len() as u32).map(|d| self.admission.view(d).capacity).min().unwrap_or(0)
     }
 
-    pub fn take_report_receiver(
-        &self,
-    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>> {
-        self.report_rx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
+    pub fn take_report_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>> {
+        self.report_rx.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     pub fn is_draining(&self) -> bool {
@@ -154,10 +144,7 @@ impl Daemon {
 
     pub fn refuse_if_draining(&self) -> NpudResult<()> {
         if self.is_draining() {
-            return Err(NpudError::new(
-                Reason::Draining,
-                "npud is shutting down and accepts no new work",
-            ));
+            return Err(NpudError::new(Reason::Draining, "npud is shutting down and accepts no new work"));
         }
         Ok(())
     }

@@ -18,12 +18,7 @@ pub type NpudResult<T> = Result<T, NpudError>;
 
 impl NpudError {
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-            native: None,
-            figures: Vec::new(),
-        }
+        Self { reason, message: message.into(), native: None, figures: Vec::new() }
     }
 
     pub fn with_native(mut self, backend: &'static str, code: i64) -> Self {
@@ -46,9 +41,6 @@ impl NpudError {
     }
 
     pub fn unknown_session() -> Self {
-        Self::new(
-            Reason::UnknownSession,
-            "no such session (it was closed or its lease lapsed)",
-        )
+        Self::new(Reason::UnknownSession, "no such session (it was closed or its lease lapsed)")
     }
 }

@@ -36,10 +36,7 @@ pub struct Minter {
 
 impl Minter {
     pub fn new(epoch: u16) -> Self {
-        Self {
-            epoch,
-            next: AtomicU64::new(1),
-        }
+        Self { epoch, next: AtomicU64::new(1) }
     }
 
     pub fn epoch(&self) -> u16 {
@@ -79,10 +76,8 @@ impl Minter {
 
 /// A boot epoch that differs from `previous` (when the last one is known) and is nonzero.
 pub fn new_epoch(previous: Option<u16>) -> u16 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mut x = nanos ^ (u64::from(std::process::id()) << 32);
     // splitmix64 finaliser: spreads the clock's low bits over the 16 we keep.
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -104,23 +99,11 @@ mod tests {
         let m = Minter::new(7);
         let h = m.mint(Kind::Stream);
         assert_eq!(m.check(h, Kind::Stream).unwrap(), h);
-        assert_eq!(
-            m.check(h, Kind::Event).unwrap_err().reason,
-            Reason::InvalidHandleKind
-        );
+        assert_eq!(m.check(h, Kind::Event).unwrap_err().reason, Reason::InvalidHandleKind);
         let other = Minter::new(8);
-        assert_eq!(
-            other.check(h, Kind::Stream).unwrap_err().reason,
-            Reason::StaleEpoch
-        );
-        assert_eq!(
-            m.check(0, Kind::Stream).unwrap_err().reason,
-            Reason::UnknownHandle
-        );
-        assert_eq!(
-            m.check(12345, Kind::Stream).unwrap_err().reason,
-            Reason::UnknownHandle
-        );
+        assert_eq!(other.check(h, Kind::Stream).unwrap_err().reason, Reason::StaleEpoch);
+        assert_eq!(m.check(0, Kind::Stream).unwrap_err().reason, Reason::UnknownHandle);
+        assert_eq!(m.check(12345, Kind::Stream).unwrap_err().reason, Reason::UnknownHandle);
     }
 
     #[test]

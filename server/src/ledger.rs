@@ -124,12 +124,8 @@ impl<W> Ledger<W> {
     /// Sum over tenants of max(held, reserved): what the budget is committed to.
     fn committed(&self) -> u32 {
         let held: u32 = self.used.iter().map(|(t, &u)| self.claim(t, u)).sum();
-        let idle_reserved: u32 = self
-            .reservations
-            .iter()
-            .filter(|(t, _)| !self.used.contains_key(*t))
-            .map(|(_, &r)| r)
-            .sum();
+        let idle_reserved: u32 =
+            self.reservations.iter().filter(|(t, _)| !self.used.contains_key(*t)).map(|(_, &r)| r).sum();
         held + idle_reserved
     }
 
@@ -139,8 +135,7 @@ impl<W> Ledger<W> {
 
     fn fits_budget(&self, tenant: &str, count: u32) -> bool {
         let used = self.used_by(tenant);
-        let committed =
-            self.committed() - self.claim(tenant, used) + self.claim(tenant, used + count);
+        let committed = self.committed() - self.claim(tenant, used) + self.claim(tenant, used + count);
         committed.saturating_add(self.draining) <= self.capacity
     }
 
@@ -157,13 +152,7 @@ impl<W> Ledger<W> {
     }
 
     /// Admits, queues or refuses a request for `count` streams.
-    pub fn request(
-        &mut self,
-        tenant: &Tenant,
-        count: u32,
-        quota: &Quota,
-        waiter: W,
-    ) -> Result<Admit<W>, NpudError> {
+    pub fn request(&mut self, tenant: &Tenant, count: u32, quota: &Quota, waiter: W) -> Result<Admit<W>, NpudError> {
         if count > quota.max_streams {
             return Err(NpudError::new(
                 Reason::QuotaExceeded,
@@ -174,12 +163,8 @@ impl<W> Ledger<W> {
             )
             .with_figures(self.figures(tenant, quota)));
         }
-        let others_reserved: u32 = self
-            .reservations
-            .iter()
-            .filter(|(t, _)| t.as_ref() != tenant.as_ref())
-            .map(|(_, &r)| r)
-            .sum();
+        let others_reserved: u32 =
+            self.reservations.iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, &r)| r).sum();
         let reachable = self.capacity.saturating_sub(others_reserved);
         if count > reachable {
             return Err(NpudError::new(
@@ -196,8 +181,7 @@ impl<W> Ledger<W> {
             Tag(f64::NEG_INFINITY)
         } else {
             let last = self.tenant_tag.get(tenant).copied().unwrap_or(0.0);
-            let tag =
-                self.virtual_time.max(last) + f64::from(count) / f64::from(quota.weight.max(1));
+            let tag = self.virtual_time.max(last) + f64::from(count) / f64::from(quota.weight.max(1));
             self.tenant_tag.insert(Arc::clone(tenant), tag);
             Tag(tag)
         };
@@ -212,15 +196,7 @@ impl<W> Ledger<W> {
             self.take(tenant, count, tag);
             return Ok(Admit::Granted(waiter));
         }
-        self.queue.insert(
-            key,
-            Pending {
-                tenant: Arc::clone(tenant),
-                count,
-                quota: *quota,
-                waiter,
-            },
-        );
+        self.queue.insert(key, Pending { tenant: Arc::clone(tenant), count, quota: *quota, waiter });
         self.tickets.insert(ticket, key);
         Ok(Admit::Queued(ticket))
     }
@@ -314,12 +290,7 @@ mod tests {
     use super::*;
 
     fn quota(max: u32, reserved: u32, weight: u32) -> Quota {
-        Quota {
-            max_streams: max,
-            reserved_streams: reserved,
-            weight,
-            ..Quota::default()
-        }
+        Quota { max_streams: max, reserved_streams: reserved, weight, ..Quota::default() }
     }
 
     fn t(name: &str) -> Tenant {
@@ -357,10 +328,7 @@ mod tests {
         let mut l: Ledger<()> = Ledger::new(100);
         let err = l.request(&t("a"), 11, &quota(10, 0, 1), ()).err().unwrap();
         assert_eq!(err.reason, Reason::QuotaExceeded);
-        let err = l
-            .request(&t("a"), 101, &quota(1000, 0, 1), ())
-            .err()
-            .unwrap();
+        let err = l.request(&t("a"), 101, &quota(1000, 0, 1), ()).err().unwrap();
         assert_eq!(err.reason, Reason::BudgetExhausted);
         assert!(err.figures.contains(&("capacity", 100)));
     }
@@ -399,10 +367,7 @@ mod tests {
             l.release(&tenant, n, false);
         }
         let (ga, gb) = (counts[&'a'], counts[&'b']);
-        assert!(
-            gb >= 2 * ga && gb <= 4 * ga,
-            "weight 3 vs 1 got {gb} vs {ga}"
-        );
+        assert!(gb >= 2 * ga && gb <= 4 * ga, "weight 3 vs 1 got {gb} vs {ga}");
     }
 
     #[test]
@@ -436,8 +401,7 @@ mod tests {
         queued(l.request(&t("capped"), 5, &capped, 1));
         // Budget is free; the capped tenant's own quota must not block others.
         let other = l.request(&t("other"), 50, &quota(1000, 0, 1), 2);
-        let granted_now =
-            matches!(other, Ok(Admit::Granted(_))) || l.process().iter().any(|(_, _, w)| *w == 2);
+        let granted_now = matches!(other, Ok(Admit::Granted(_))) || l.process().iter().any(|(_, _, w)| *w == 2);
         assert!(granted_now);
     }
 
@@ -453,10 +417,7 @@ mod tests {
         assert_eq!(l.cancel(first), None);
         l.release("a", 10, true);
         queued(l.request(&t("b"), 5, &q, 3));
-        assert!(
-            l.process().is_empty(),
-            "draining streams still hold hardware"
-        );
+        assert!(l.process().is_empty(), "draining streams still hold hardware");
         l.drained(10, 0);
         assert_eq!(l.process().len(), 1);
     }

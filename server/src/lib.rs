@@ -14,12 +14,14 @@ pub mod daemon;
 pub mod error;
 pub mod handle;
 pub mod ledger;
+pub mod metrics;
 pub mod ops;
 pub mod quota;
 pub mod registry;
 pub mod reports;
 pub mod server;
 pub mod state;
+pub mod systemd;
 
 pub use config::Config;
 pub use daemon::Daemon;

@@ -4,35 +4,58 @@
 use clap::Parser;
 use npud::{Config, Daemon, cli::Args};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 const EX_USAGE: u8 = 64;
 const EX_UNAVAILABLE: u8 = 69;
 
-fn init_tracing(format: &str) {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+fn init_tracing(format: &str, level: Option<&str>) -> Result<(), String> {
+    use std::io::IsTerminal;
+    let filter = match level {
+        Some(l) => tracing_subscriber::EnvFilter::try_new(l).map_err(|e| format!("--log-level {l:?}: {e}"))?,
+        None => tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if format == "json" {
         builder.json().init();
     } else {
         builder.init();
     }
+    Ok(())
 }
 
 async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
         tracing::error!("cannot install signal handlers; stop npud with SIGKILL");
         return std::future::pending().await;
     };
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = int.recv() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// SIGHUP re-reads the config file and applies tenants and quotas; a bad file is logged
+/// and changes nothing.
+async fn reload_on_sighup(daemon: Arc<Daemon>, args: Args) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        tracing::warn!("cannot install the SIGHUP handler; reloading is unavailable");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        match Config::load(&args) {
+            Ok(config) => {
+                if let Err(e) = daemon.reload(&config) {
+                    tracing::error!(error = %e, "reload refused; the running configuration stays");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reload failed; the running configuration stays"),
+        }
     }
 }
 
@@ -45,25 +68,26 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
-    init_tracing(&config.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("npud")
-        .build()
-    {
+    if let Err(e) = init_tracing(&config.log_format, args.log_level.as_deref()) {
+        eprintln!("npud: invalid configuration: {e}");
+        return ExitCode::from(EX_USAGE);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("npud").build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("npud: cannot start the runtime: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let daemon = match Daemon::open(config) {
+    // Devices are opened inside the runtime: backends may spawn tasks.
+    let daemon = match runtime.block_on(async { Daemon::open(config) }) {
         Ok(d) => d,
         Err(e) => {
             eprintln!("npud: {e}");
             return ExitCode::from(EX_UNAVAILABLE);
         }
     };
+    runtime.spawn(reload_on_sighup(Arc::clone(&daemon), args));
     match runtime.block_on(npud::serve(daemon, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -35,62 +35,55 @@ pub struct QuotaChange {
 }
 
 pub struct Quotas {
-    from_config: HashMap<Tenant, Quota>,
+    from_config: RwLock<HashMap<Tenant, Quota>>,
     runtime: RwLock<HashMap<Tenant, Quota>>,
-    default: Quota,
+    default: RwLock<Quota>,
     store: StateStore,
     persisted: RwLock<PersistedState>,
 }
 
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn config_quotas(config: &Config) -> HashMap<Tenant, Quota> {
+    config.tenants.iter().map(|t| (Arc::from(t.name.as_str()), t.quota)).collect()
+}
+
 impl Quotas {
     pub fn new(config: &Config, store: StateStore, persisted: PersistedState) -> Self {
-        let from_config = config
-            .tenants
-            .iter()
-            .map(|t| (Arc::from(t.name.as_str()), t.quota))
-            .collect();
-        let runtime = persisted
-            .quotas
-            .iter()
-            .map(|(k, v)| (Arc::from(k.as_str()), *v))
-            .collect();
+        let runtime = persisted.quotas.iter().map(|(k, v)| (Arc::from(k.as_str()), *v)).collect();
         Self {
-            from_config,
+            from_config: RwLock::new(config_quotas(config)),
             runtime: RwLock::new(runtime),
-            default: config.default_quota,
+            default: RwLock::new(config.default_quota),
             store,
             persisted: RwLock::new(persisted),
         }
     }
 
+    /// Takes the config file's tenants and default quota (SIGHUP). Changes made through
+    /// the admin API still win over the file.
+    pub fn reload(&self, config: &Config) {
+        *self.from_config.write().unwrap_or_else(|e| e.into_inner()) = config_quotas(config);
+        *self.default.write().unwrap_or_else(|e| e.into_inner()) = config.default_quota;
+    }
+
     pub fn get(&self, tenant: &str) -> (Quota, Source) {
-        if let Some(q) = self
-            .runtime
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(tenant)
-        {
+        if let Some(q) = read(&self.runtime).get(tenant) {
             return (*q, Source::Runtime);
         }
-        match self.from_config.get(tenant) {
+        match read(&self.from_config).get(tenant) {
             Some(q) => (*q, Source::Config),
-            None => (self.default, Source::Default),
+            None => (*read(&self.default), Source::Default),
         }
     }
 
     /// Every tenant with an explicit quota.
     pub fn all(&self) -> BTreeMap<Tenant, (Quota, Source)> {
-        let mut out: BTreeMap<Tenant, (Quota, Source)> = self
-            .from_config
-            .iter()
-            .map(|(t, q)| (Arc::clone(t), (*q, Source::Config)))
-            .collect();
-        for (t, q) in self
-            .runtime
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
+        let mut out: BTreeMap<Tenant, (Quota, Source)> =
+            read(&self.from_config).iter().map(|(t, q)| (Arc::clone(t), (*q, Source::Config))).collect();
+        for (t, q) in read(&self.runtime).iter() {
             out.insert(Arc::clone(t), (*q, Source::Runtime));
         }
         out
@@ -114,14 +107,9 @@ impl Quotas {
         q.max_events = change.max_events.unwrap_or(q.max_events);
         q.weight = change.weight.unwrap_or(q.weight);
         q.highest_priority = change.highest_priority.unwrap_or(q.highest_priority);
-        q.validate(&format!("tenant {tenant}"))
-            .map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e.0))?;
-        let others: u32 = self
-            .reservations()
-            .iter()
-            .filter(|(t, _)| t.as_ref() != tenant.as_ref())
-            .map(|(_, r)| r)
-            .sum();
+        q.validate(&format!("tenant {tenant}")).map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e.0))?;
+        let others: u32 =
+            self.reservations().iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, r)| r).sum();
         if others + q.reserved_streams > capacity {
             return Err(NpudError::new(
                 Reason::InvalidArgumentOther,
@@ -134,14 +122,9 @@ impl Quotas {
         let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
         let mut next = persisted.clone();
         next.quotas.insert(tenant.to_string(), q);
-        self.store
-            .save(&next)
-            .map_err(|e| NpudError::new(Reason::BackendError, e.to_string()))?;
+        self.store.save(&next).map_err(|e| NpudError::new(Reason::BackendError, e.to_string()))?;
         *persisted = next;
-        self.runtime
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(Arc::clone(tenant), q);
+        self.runtime.write().unwrap_or_else(|e| e.into_inner()).insert(Arc::clone(tenant), q);
         Ok(q)
     }
 

@@ -85,10 +85,7 @@ pub struct Registry {
 
 impl Registry {
     pub fn new(minter: Arc<Minter>) -> Self {
-        Self {
-            inner: Mutex::new(Inner::default()),
-            minter,
-        }
+        Self { inner: Mutex::new(Inner::default()), minter }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -121,26 +118,15 @@ impl Registry {
         if count >= max_sessions {
             return Err(NpudError::new(
                 Reason::TooManySessions,
-                format!(
-                    "tenant {} already has {count} sessions, the most allowed",
-                    caller.tenant
-                ),
+                format!("tenant {} already has {count} sessions, the most allowed", caller.tenant),
             )
-            .with_figures(vec![
-                ("sessions", i64::from(count)),
-                ("max_sessions", i64::from(max_sessions)),
-            ]));
+            .with_figures(vec![("sessions", i64::from(count)), ("max_sessions", i64::from(max_sessions))]));
         }
         let id = self.minter.mint(Kind::Session);
         if let Some(name) = &name {
-            inner
-                .names
-                .insert((Arc::clone(&caller.tenant), name.clone()), id);
+            inner.names.insert((Arc::clone(&caller.tenant), name.clone()), id);
         }
-        *inner
-            .per_tenant
-            .entry(Arc::clone(&caller.tenant))
-            .or_insert(0) += 1;
+        *inner.per_tenant.entry(Arc::clone(&caller.tenant)).or_insert(0) += 1;
         inner.sessions.insert(
             id,
             SessionEntry {
@@ -172,10 +158,7 @@ impl Registry {
     }
 
     pub fn find_named(&self, caller: &Caller, name: &str) -> Option<u64> {
-        self.lock()
-            .names
-            .get(&(Arc::clone(&caller.tenant), name.to_string()))
-            .copied()
+        self.lock().names.get(&(Arc::clone(&caller.tenant), name.to_string())).copied()
     }
 
     pub fn set_report_stream(&self, session: u64, open: bool) {
@@ -223,10 +206,7 @@ impl Registry {
         };
         let h = self.minter.mint(Kind::Event);
         s.events.insert(h);
-        *inner
-            .events_per_tenant
-            .entry(Arc::clone(&entry.tenant))
-            .or_insert(0) += 1;
+        *inner.events_per_tenant.entry(Arc::clone(&entry.tenant)).or_insert(0) += 1;
         inner.events.insert(h, entry);
         Ok(h)
     }
@@ -248,13 +228,7 @@ impl Registry {
     }
 
     /// Routes a stream's callbacks to (session, thread); a stream has one subscriber.
-    pub fn subscribe(
-        &self,
-        caller: &Caller,
-        handle: u64,
-        session: u64,
-        thread: u64,
-    ) -> NpudResult<()> {
+    pub fn subscribe(&self, caller: &Caller, handle: u64, session: u64, thread: u64) -> NpudResult<()> {
         self.minter.check(handle, Kind::Stream)?;
         match self.lock().streams.get_mut(&handle) {
             Some(e) if e.tenant == caller.tenant => match e.subscriber {
@@ -289,21 +263,14 @@ impl Registry {
     }
 
     /// Removes streams, all or none: one bad handle leaves every stream in place.
-    pub fn remove_streams(
-        &self,
-        caller: &Caller,
-        handles: &[u64],
-    ) -> NpudResult<Vec<(u64, StreamEntry)>> {
+    pub fn remove_streams(&self, caller: &Caller, handles: &[u64]) -> NpudResult<Vec<(u64, StreamEntry)>> {
         for &h in handles {
             self.minter.check(h, Kind::Stream)?;
         }
         let mut inner = self.lock();
         let unique: HashSet<u64> = handles.iter().copied().collect();
         if unique.len() != handles.len() {
-            return Err(NpudError::new(
-                Reason::InvalidArgumentOther,
-                "a handle is listed twice",
-            ));
+            return Err(NpudError::new(Reason::InvalidArgumentOther, "a handle is listed twice"));
         }
         for &h in handles {
             match inner.streams.get(&h) {
@@ -331,10 +298,7 @@ impl Registry {
             Some(e) if e.tenant == caller.tenant => {}
             _ => return Err(NpudError::unknown_handle(handle)),
         }
-        let e = inner
-            .events
-            .remove(&handle)
-            .ok_or_else(|| NpudError::unknown_handle(handle))?;
+        let e = inner.events.remove(&handle).ok_or_else(|| NpudError::unknown_handle(handle))?;
         dec(&mut inner.events_per_tenant, &e.tenant, 1);
         if let Some(s) = inner.sessions.get_mut(&e.session) {
             s.events.remove(&handle);
@@ -350,25 +314,13 @@ impl Registry {
             inner.names.remove(&(Arc::clone(&s.tenant), name.clone()));
         }
         dec(&mut inner.per_tenant, &s.tenant, 1);
-        let streams: Vec<StreamEntry> = s
-            .streams
-            .iter()
-            .filter_map(|h| inner.streams.remove(h))
-            .collect();
+        let streams: Vec<StreamEntry> = s.streams.iter().filter_map(|h| inner.streams.remove(h)).collect();
         for e in &streams {
             inner.by_raw.remove(&(e.device, e.raw));
         }
-        let events: Vec<EventEntry> = s
-            .events
-            .iter()
-            .filter_map(|h| inner.events.remove(h))
-            .collect();
+        let events: Vec<EventEntry> = s.events.iter().filter_map(|h| inner.events.remove(h)).collect();
         dec(&mut inner.events_per_tenant, &s.tenant, events.len() as u32);
-        Some(Reclaim {
-            tenant: Some(s.tenant),
-            streams,
-            events,
-        })
+        Some(Reclaim { tenant: Some(s.tenant), streams, events })
     }
 
     /// The caller's session by id, checked for ownership (admins may name any session).
@@ -382,12 +334,7 @@ impl Registry {
 
     /// Sessions whose lease lapsed and that have no open report stream.
     pub fn expired(&self, now: Instant) -> Vec<u64> {
-        self.lock()
-            .sessions
-            .values()
-            .filter(|s| s.report_streams == 0 && s.expires <= now)
-            .map(|s| s.id)
-            .collect()
+        self.lock().sessions.values().filter(|s| s.report_streams == 0 && s.expires <= now).map(|s| s.id).collect()
     }
 
     pub fn all_sessions(&self) -> Vec<u64> {
@@ -451,11 +398,7 @@ impl Registry {
             out.entry(Arc::clone(t)).or_default().0 = *n;
         }
         for e in inner.events.values() {
-            *out.entry(Arc::clone(&e.tenant))
-                .or_default()
-                .1
-                .entry(e.device)
-                .or_insert(0) += 1;
+            *out.entry(Arc::clone(&e.tenant)).or_default().1.entry(e.device).or_insert(0) += 1;
         }
         out
     }
@@ -473,18 +416,11 @@ impl Registry {
     /// Whether `thread` of `session` is subscribed to any stream (process_report needs it).
     pub fn thread_subscribed(&self, session: u64, thread: u64) -> bool {
         let inner = self.lock();
-        inner
-            .streams
-            .values()
-            .any(|e| e.subscriber == Some((session, thread)))
+        inner.streams.values().any(|e| e.subscriber == Some((session, thread)))
     }
 
     pub fn events_held(&self, tenant: &str) -> u32 {
-        self.lock()
-            .events_per_tenant
-            .get(tenant)
-            .copied()
-            .unwrap_or(0)
+        self.lock().events_per_tenant.get(tenant).copied().unwrap_or(0)
     }
 
     pub fn stream_by_raw(&self, device: u32, raw: RawStream) -> Option<(u64, StreamEntry)> {
@@ -495,11 +431,7 @@ impl Registry {
 
     pub fn totals(&self) -> (usize, usize, usize) {
         let inner = self.lock();
-        (
-            inner.sessions.len(),
-            inner.streams.len(),
-            inner.events.len(),
-        )
+        (inner.sessions.len(), inner.streams.len(), inner.events.len())
     }
 }
 

@@ -14,22 +14,8 @@ use tokio::sync::Notify;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReportBody {
-    Callback {
-        callback: u64,
-        stream: u64,
-        thread_id: u64,
-        user_data: Arc<[u8]>,
-        blocking: bool,
-        status: i64,
-    },
-    Exception {
-        task: u64,
-        stream: u64,
-        device: u32,
-        thread_id: u64,
-        code: i64,
-        message: String,
-    },
+    Callback { callback: u64, stream: u64, thread_id: u64, user_data: Arc<[u8]>, blocking: bool, status: i64 },
+    Exception { task: u64, stream: u64, device: u32, thread_id: u64, code: i64, message: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,9 +27,7 @@ pub struct SessionReport {
 impl SessionReport {
     fn thread_id(&self) -> u64 {
         match &self.body {
-            ReportBody::Callback { thread_id, .. } | ReportBody::Exception { thread_id, .. } => {
-                *thread_id
-            }
+            ReportBody::Callback { thread_id, .. } | ReportBody::Exception { thread_id, .. } => *thread_id,
         }
     }
 }
@@ -108,14 +92,11 @@ impl ReportHub {
     }
 
     pub fn open_mailbox(&self, session: u64) {
-        self.lock()
-            .mailboxes
-            .entry(session)
-            .or_insert_with(|| Mailbox {
-                exceptions_enabled: true,
-                next_sequence: 1,
-                ..Mailbox::default()
-            });
+        self.lock().mailboxes.entry(session).or_insert_with(|| Mailbox {
+            exceptions_enabled: true,
+            next_sequence: 1,
+            ..Mailbox::default()
+        });
     }
 
     /// Drops a session's mailbox and its callbacks; returns the callbacks that were still
@@ -123,16 +104,8 @@ impl ReportHub {
     pub fn close_mailbox(&self, session: u64) -> Vec<(u64, PendingCallback)> {
         let mut inner = self.lock();
         inner.mailboxes.remove(&session);
-        let ids: Vec<u64> = inner
-            .callbacks
-            .iter()
-            .filter(|(_, c)| c.session == session)
-            .map(|(id, _)| *id)
-            .collect();
-        let out = ids
-            .into_iter()
-            .filter_map(|id| inner.callbacks.remove(&id).map(|c| (id, c)))
-            .collect();
+        let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.session == session).map(|(id, _)| *id).collect();
+        let out = ids.into_iter().filter_map(|id| inner.callbacks.remove(&id).map(|c| (id, c))).collect();
         drop(inner);
         self.notify.notify_waiters();
         out
@@ -201,20 +174,13 @@ impl ReportHub {
     fn post_locked(&self, inner: &mut Inner, session: u64, body: ReportBody, is_exception: bool) {
         let Some(m) = inner.mailboxes.get_mut(&session) else {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                session,
-                "report for a session that is gone; counted as undeliverable"
-            );
+            tracing::warn!(session, "report for a session that is gone; counted as undeliverable");
             return;
         };
         if is_exception && !m.exceptions_enabled {
             return;
         }
-        if m.reports.len() >= self.max_pending
-            && m.reports
-                .pop_front()
-                .is_some_and(|r| r.sequence > m.sent_upto)
-        {
+        if m.reports.len() >= self.max_pending && m.reports.pop_front().is_some_and(|r| r.sequence > m.sent_upto) {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(
                 session,
@@ -244,21 +210,12 @@ impl ReportHub {
     pub fn next_batch(&self, session: u64, cursor: u64, max: usize) -> Option<Vec<SessionReport>> {
         let mut inner = self.lock();
         let m = inner.mailboxes.get_mut(&session)?;
-        let batch: Vec<SessionReport> = m
-            .reports
-            .iter()
-            .filter(|r| r.sequence > cursor)
-            .take(max)
-            .cloned()
-            .collect();
+        let batch: Vec<SessionReport> = m.reports.iter().filter(|r| r.sequence > cursor).take(max).cloned().collect();
         if let Some(last) = batch.last() {
             m.sent_upto = m.sent_upto.max(last.sequence);
-            self.delivered
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.delivered.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
-        while m.reports.len() > REPLAY_WINDOW
-            && m.reports.front().is_some_and(|r| r.sequence <= m.sent_upto)
-        {
+        while m.reports.len() > REPLAY_WINDOW && m.reports.front().is_some_and(|r| r.sequence <= m.sent_upto) {
             m.reports.pop_front();
         }
         Some(batch)
@@ -267,19 +224,12 @@ impl ReportHub {
     /// Forgets an acknowledged callback's report: it need not be replayed.
     pub fn forget_report_of(&self, session: u64, callback: u64) {
         if let Some(m) = self.lock().mailboxes.get_mut(&session) {
-            m.reports.retain(
-                |r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback),
-            );
+            m.reports.retain(|r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback));
         }
     }
 
     /// Takes up to `max` reports addressed to `thread_id` (the pull API).
-    pub fn take_for_thread(
-        &self,
-        session: u64,
-        thread_id: u64,
-        max: usize,
-    ) -> Option<Vec<SessionReport>> {
+    pub fn take_for_thread(&self, session: u64, thread_id: u64, max: usize) -> Option<Vec<SessionReport>> {
         let mut inner = self.lock();
         let m = inner.mailboxes.get_mut(&session)?;
         let mut taken = Vec::new();
@@ -291,8 +241,7 @@ impl ReportHub {
                 true
             }
         });
-        self.delivered
-            .fetch_add(taken.len() as u64, Ordering::Relaxed);
+        self.delivered.fetch_add(taken.len() as u64, Ordering::Relaxed);
         Some(taken)
     }
 

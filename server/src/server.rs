@@ -19,10 +19,7 @@ pub enum ServeError {
     #[error("socket {path}: {message}")]
     Socket { path: PathBuf, message: String },
     #[error("cannot listen on {addr}: {source}")]
-    Tcp {
-        addr: std::net::SocketAddr,
-        source: std::io::Error,
-    },
+    Tcp { addr: std::net::SocketAddr, source: std::io::Error },
     #[error("gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
     #[error("start-up failed: {0}")]
@@ -30,24 +27,13 @@ pub enum ServeError {
 }
 
 fn socket_error(path: &Path, message: impl Into<String>) -> ServeError {
-    ServeError::Socket {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
+    ServeError::Socket { path: path.to_path_buf(), message: message.into() }
 }
 
 /// Binds the Unix socket following the socket rule.
-pub async fn bind_socket(
-    path: &Path,
-    mode: u32,
-    dir_mode: u32,
-) -> Result<UnixListener, ServeError> {
-    if let Some(dir) = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
-    {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| socket_error(path, format!("cannot create directory: {e}")))?;
+pub async fn bind_socket(path: &Path, mode: u32, dir_mode: u32) -> Result<UnixListener, ServeError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        std::fs::create_dir_all(dir).map_err(|e| socket_error(path, format!("cannot create directory: {e}")))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
             .map_err(|e| socket_error(path, format!("cannot set directory mode: {e}")))?;
     }
@@ -63,14 +49,12 @@ pub async fn bind_socket(
                 return Err(socket_error(path, "another npud is serving on it"));
             }
             tracing::info!(path = %path.display(), "removing stale socket left by an earlier daemon");
-            std::fs::remove_file(path)
-                .map_err(|e| socket_error(path, format!("cannot remove stale socket: {e}")))?;
+            std::fs::remove_file(path).map_err(|e| socket_error(path, format!("cannot remove stale socket: {e}")))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(socket_error(path, e.to_string())),
     }
-    let listener =
-        UnixListener::bind(path).map_err(|e| socket_error(path, format!("cannot bind: {e}")))?;
+    let listener = UnixListener::bind(path).map_err(|e| socket_error(path, format!("cannot bind: {e}")))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
     Ok(listener)
@@ -104,19 +88,13 @@ fn spawn_background(daemon: &Arc<Daemon>) {
 }
 
 /// Serves until `shutdown` resolves, then drains within the configured grace.
-pub async fn serve(
-    daemon: Arc<Daemon>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), ServeError> {
+pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let config = &daemon.config;
     let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode).await?;
     let socket = config.socket.clone();
     daemon
         .admission
-        .prewarm((
-            0,
-            npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC,
-        ))
+        .prewarm((0, npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC))
         .await
         .map_err(|e| ServeError::Startup(format!("pre-warming the pool: {e}")))?;
     spawn_background(&daemon);
@@ -124,19 +102,37 @@ pub async fn serve(
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let routes = crate::api::router(Arc::clone(&daemon));
-    let uds = tonic::transport::Server::builder()
-        .add_routes(routes.clone())
-        .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(listener),
-            stopped(stop_rx.clone()),
-        );
+    let (health, health_service) = tonic_health::server::health_reporter();
+    for name in crate::api::SERVICE_NAMES {
+        health.set_service_status(*name, tonic_health::ServingStatus::Serving).await;
+    }
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(npud_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .map_err(|e| ServeError::Startup(format!("reflection: {e}")))?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(npud_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()
+        .map_err(|e| ServeError::Startup(format!("reflection: {e}")))?;
+    let routes = crate::api::router(Arc::clone(&daemon))
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    if let Some(addr) = config.metrics {
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
+        tracing::info!(%addr, "serving Prometheus metrics on /metrics");
+        tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
+    }
+    let uds = tonic::transport::Server::builder().add_routes(routes.clone()).serve_with_incoming_shutdown(
+        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        stopped(stop_rx.clone()),
+    );
     let tcp = match config.listen {
         Some(addr) => {
             tracing::warn!(%addr, "serving plain TCP without TLS (--insecure-tcp): peers are not authenticated");
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| ServeError::Tcp { addr, source })?;
+            let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
             Some(
                 tonic::transport::Server::builder()
@@ -154,10 +150,16 @@ pub async fn serve(
     };
     tokio::pin!(servers);
     tracing::info!(socket = %socket.display(), policy = config.policy.name(), epoch = daemon.epoch, devices = daemon.devices().len(), "npud is serving");
+    crate::systemd::notify("READY=1");
     let result = tokio::select! {
         r = &mut servers => r.map_err(ServeError::from),
         () = shutdown => {
             tracing::info!("shutting down: refusing new work, reclaiming sessions");
+            crate::systemd::notify("STOPPING=1");
+            health.set_not_serving::<tonic_health::pb::health_server::HealthServer<tonic_health::server::HealthService>>().await;
+            for name in crate::api::SERVICE_NAMES {
+                health.set_service_status(*name, tonic_health::ServingStatus::NotServing).await;
+            }
             daemon.start_draining();
             let _ = stop_tx.send(true);
             let grace = daemon.config.shutdown_grace;

@@ -18,20 +18,11 @@ pub struct PersistedState {
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("cannot read state file {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("state file {path} is corrupt: {source}")]
-    Parse {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Parse { path: PathBuf, source: serde_json::Error },
     #[error("cannot write state file {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
 }
 
 #[derive(Debug, Clone)]
@@ -41,9 +32,7 @@ pub struct StateStore {
 
 impl StateStore {
     pub fn new(dir: Option<&Path>) -> Self {
-        Self {
-            path: dir.map(|d| d.join("state.json")),
-        }
+        Self { path: dir.map(|d| d.join("state.json")) }
     }
 
     pub fn load(&self) -> Result<PersistedState, StateError> {
@@ -51,15 +40,11 @@ impl StateStore {
             return Ok(PersistedState::default());
         };
         match std::fs::read(path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StateError::Parse {
-                path: path.clone(),
-                source,
-            }),
+            Ok(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|source| StateError::Parse { path: path.clone(), source })
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PersistedState::default()),
-            Err(source) => Err(StateError::Read {
-                path: path.clone(),
-                source,
-            }),
+            Err(source) => Err(StateError::Read { path: path.clone(), source }),
         }
     }
 
@@ -67,10 +52,7 @@ impl StateStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let err = |source| StateError::Write {
-            path: path.clone(),
-            source,
-        };
+        let err = |source| StateError::Write { path: path.clone(), source };
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir).map_err(err)?;
         let tmp = path.with_extension("json.tmp");
@@ -79,9 +61,7 @@ impl StateStore {
         file.write_all(&bytes).map_err(err)?;
         file.sync_all().map_err(err)?;
         std::fs::rename(&tmp, path).map_err(err)?;
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(err)?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
         Ok(())
     }
 }
@@ -95,17 +75,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = StateStore::new(Some(dir.path()));
         assert!(store.load().unwrap().quotas.is_empty());
-        let mut s = PersistedState {
-            epoch: Some(9),
-            ..Default::default()
-        };
-        s.quotas.insert(
-            "team".into(),
-            Quota {
-                max_streams: 5,
-                ..Quota::default()
-            },
-        );
+        let mut s = PersistedState { epoch: Some(9), ..Default::default() };
+        s.quotas.insert("team".into(), Quota { max_streams: 5, ..Quota::default() });
         store.save(&s).unwrap();
         let back = store.load().unwrap();
         assert_eq!(back.epoch, Some(9));

@@ -1,9 +1,7 @@
 //! One simulated device: the hardware stream and event ledgers, the contention fault
 //! model, and a timer thread that finishes running tasks on time.
 
-use crate::engine::{
-    Engine, EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter,
-};
+use crate::engine::{Engine, EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
 use crate::error::{SimError, SimErrorKind, SimResult, codes};
 use crate::flags;
 use crate::profile::Profile;
@@ -31,11 +29,7 @@ pub struct SimOptions {
 
 impl Default for SimOptions {
     fn default() -> Self {
-        Self {
-            lanes: 8,
-            create_latency: Duration::ZERO,
-            contention_window: 0,
-        }
+        Self { lanes: 8, create_latency: Duration::ZERO, contention_window: 0 }
     }
 }
 
@@ -74,10 +68,7 @@ pub struct SimDevice {
 
 impl std::fmt::Debug for SimDevice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SimDevice")
-            .field("id", &self.id)
-            .field("profile", &self.profile.name)
-            .finish()
+        f.debug_struct("SimDevice").field("id", &self.id).field("profile", &self.profile.name).finish()
     }
 }
 
@@ -97,17 +88,9 @@ impl SimDevice {
             wake: Condvar::new(),
         });
         let timer_shared = Arc::clone(&shared);
-        let timer = std::thread::Builder::new()
-            .name(format!("npu-sim-dev{id}"))
-            .spawn(move || run_timer(&timer_shared))
-            .ok();
-        Self {
-            id,
-            profile,
-            options,
-            shared,
-            timer,
-        }
+        let timer =
+            std::thread::Builder::new().name(format!("npu-sim-dev{id}")).spawn(move || run_timer(&timer_shared)).ok();
+        Self { id, profile, options, shared, timer }
     }
 
     pub fn id(&self) -> u32 {
@@ -193,9 +176,7 @@ impl SimDevice {
                 return Err(SimError::new(
                     SimErrorKind::StreamBudget,
                     codes::RT_RESOURCE_ALLOC_FAIL,
-                    format!(
-                        "Alloc sq cq fail: concurrent stream creation with only {left} streams left"
-                    ),
+                    format!("Alloc sq cq fail: concurrent stream creation with only {left} streams left"),
                 ));
             }
             state.streams_in_use += 1;
@@ -237,12 +218,7 @@ impl SimDevice {
         self.with(|s, _| s.engine.set_failure_mode(stream, mode))
     }
 
-    pub fn launch_callback(
-        &self,
-        stream: StreamId,
-        callback: u64,
-        blocking: bool,
-    ) -> SimResult<u64> {
+    pub fn launch_callback(&self, stream: StreamId, callback: u64, blocking: bool) -> SimResult<u64> {
         self.with(|s, now| s.engine.enqueue_callback(stream, callback, blocking, now))
     }
 
@@ -263,10 +239,7 @@ impl SimDevice {
                 return Err(SimError::new(
                     SimErrorKind::EventBudget,
                     codes::RT_NO_EVENT_RESOURCE,
-                    format!(
-                        "all {} events of the device are in use",
-                        self.profile.event_limit
-                    ),
+                    format!("all {} events of the device are in use", self.profile.event_limit),
                 ));
             }
             s.events_in_use += 1;
@@ -390,11 +363,7 @@ fn run_timer(shared: &Shared) {
         state = match state.engine.next_deadline() {
             Some(at) => {
                 let wait = at.saturating_duration_since(now);
-                shared
-                    .wake
-                    .wait_timeout(state, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0
+                shared.wake.wait_timeout(state, wait).unwrap_or_else(|e| e.into_inner()).0
             }
             None => shared.wake.wait(state).unwrap_or_else(|e| e.into_inner()),
         };

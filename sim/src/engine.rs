@@ -17,18 +17,9 @@ pub type Waiter = Box<dyn FnOnce(SimResult<()>) + Send>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SimReport {
     /// A host callback reached the head of its stream.
-    Callback {
-        stream: StreamId,
-        callback: u64,
-        blocking: bool,
-        status: i32,
-    },
+    Callback { stream: StreamId, callback: u64, blocking: bool, status: i32 },
     /// A task failed.
-    Exception {
-        stream: StreamId,
-        task: u64,
-        code: i32,
-    },
+    Exception { stream: StreamId, task: u64, code: i32 },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -227,12 +218,9 @@ impl Engine {
 
     pub fn inject_task_failure(&mut self, id: StreamId, task: u64, code: i32) -> SimResult<()> {
         let s = self.live_stream(id)?;
-        let started =
-            task <= s.completed || (task == s.completed + 1 && s.activity != Activity::Idle);
+        let started = task <= s.completed || (task == s.completed + 1 && s.activity != Activity::Idle);
         if task == 0 || started {
-            return Err(SimError::invalid(format!(
-                "task {task} of stream {id} has already started"
-            )));
+            return Err(SimError::invalid(format!("task {task} of stream {id} has already started")));
         }
         s.injected_failures.insert(task, code);
         Ok(())
@@ -250,30 +238,12 @@ impl Engine {
         Ok(task)
     }
 
-    pub fn enqueue_delay(
-        &mut self,
-        id: StreamId,
-        duration: Duration,
-        now: Instant,
-    ) -> SimResult<u64> {
+    pub fn enqueue_delay(&mut self, id: StreamId, duration: Duration, now: Instant) -> SimResult<u64> {
         self.push_task(id, TaskKind::Delay(duration), now)
     }
 
-    pub fn enqueue_callback(
-        &mut self,
-        id: StreamId,
-        callback: u64,
-        blocking: bool,
-        now: Instant,
-    ) -> SimResult<u64> {
-        self.push_task(
-            id,
-            TaskKind::Callback {
-                id: callback,
-                blocking,
-            },
-            now,
-        )
+    pub fn enqueue_callback(&mut self, id: StreamId, callback: u64, blocking: bool, now: Instant) -> SimResult<u64> {
+        self.push_task(id, TaskKind::Callback { id: callback, blocking }, now)
     }
 
     /// Releases a blocking callback: the stream moves on.
@@ -361,12 +331,7 @@ impl Engine {
         Ok((e.flags, e.timing))
     }
 
-    pub fn record_event(
-        &mut self,
-        event: EventId,
-        stream: StreamId,
-        now: Instant,
-    ) -> SimResult<()> {
+    pub fn record_event(&mut self, event: EventId, stream: StreamId, now: Instant) -> SimResult<()> {
         self.live_stream(stream)?;
         let e = self.live_event(event)?;
         e.latest += 1;
@@ -374,8 +339,7 @@ impl Engine {
         e.timestamp = None;
         let generation = e.latest;
         e.pending.insert(generation);
-        self.push_task(stream, TaskKind::Record { event, generation }, now)
-            .map(drop)
+        self.push_task(stream, TaskKind::Record { event, generation }, now).map(drop)
     }
 
     pub fn reset_event(&mut self, event: EventId, stream: StreamId, now: Instant) -> SimResult<()> {
@@ -384,17 +348,11 @@ impl Engine {
         if e.flags & crate::flags::EVENT_SYNC == 0 {
             return Err(forbid(event, "reset"));
         }
-        self.push_task(stream, TaskKind::Reset { event }, now)
-            .map(drop)
+        self.push_task(stream, TaskKind::Reset { event }, now).map(drop)
     }
 
     /// Later work on `stream` waits for the event's most recent record as of now.
-    pub fn stream_wait_event(
-        &mut self,
-        stream: StreamId,
-        event: EventId,
-        now: Instant,
-    ) -> SimResult<()> {
+    pub fn stream_wait_event(&mut self, stream: StreamId, event: EventId, now: Instant) -> SimResult<()> {
         self.live_stream(stream)?;
         let e = self.live_event(event)?;
         if e.flags & crate::flags::EVENT_SYNC == 0 {
@@ -405,8 +363,7 @@ impl Engine {
             return Ok(());
         }
         let generation = e.latest;
-        self.push_task(stream, TaskKind::Wait { event, generation }, now)
-            .map(drop)
+        self.push_task(stream, TaskKind::Wait { event, generation }, now).map(drop)
     }
 
     pub fn event_state(&mut self, id: EventId) -> SimResult<EventState> {
@@ -435,11 +392,7 @@ impl Engine {
     pub fn elapsed_ms(&mut self, start: EventId, end: EventId) -> SimResult<f32> {
         let a = self.timestamp_of(start)?;
         let b = self.timestamp_of(end)?;
-        let ms = if b >= a {
-            (b - a).as_secs_f64() * 1e3
-        } else {
-            -((a - b).as_secs_f64() * 1e3)
-        };
+        let ms = if b >= a { (b - a).as_secs_f64() * 1e3 } else { -((a - b).as_secs_f64() * 1e3) };
         Ok(ms as f32)
     }
 
@@ -501,25 +454,16 @@ impl Engine {
                 let Some(s) = self.streams.get_mut(&id) else {
                     continue;
                 };
-                let Some(Task {
-                    kind: TaskKind::Delay(d),
-                    ..
-                }) = s.queue.front()
-                else {
+                let Some(Task { kind: TaskKind::Delay(d), .. }) = s.queue.front() else {
                     continue;
                 };
                 let ready_at = s.ready_at.unwrap_or(now);
-                let start = freed_lanes
-                    .pop_front()
-                    .map_or(ready_at, |lane| lane.max(ready_at));
+                let start = freed_lanes.pop_front().map_or(ready_at, |lane| lane.max(ready_at));
                 s.activity = Activity::Running;
                 self.running.push(Reverse((start + *d, id)));
                 self.lanes_busy += 1;
             }
-            let due = self
-                .running
-                .peek()
-                .is_some_and(|Reverse((at, _))| *at <= now);
+            let due = self.running.peek().is_some_and(|Reverse((at, _))| *at <= now);
             if self.dirty.is_empty() && !due {
                 break;
             }
@@ -572,17 +516,9 @@ impl Engine {
                     }
                     _ => complete_head(s, &mut self.fired),
                 },
-                TaskKind::Callback {
-                    id: callback,
-                    blocking,
-                } => {
+                TaskKind::Callback { id: callback, blocking } => {
                     let status = s.first_failure.unwrap_or(0);
-                    self.reports.push(SimReport::Callback {
-                        stream: id,
-                        callback,
-                        blocking,
-                        status,
-                    });
+                    self.reports.push(SimReport::Callback { stream: id, callback, blocking, status });
                     if blocking {
                         s.activity = Activity::OnCallback(callback);
                         return;
@@ -601,10 +537,8 @@ impl Engine {
         if generation == e.latest {
             e.timestamp = Some(now);
         }
-        let (due, waiting): (Vec<_>, Vec<_>) = e
-            .host_waiters
-            .drain(..)
-            .partition(|(g, _)| *g <= generation && !e.pending.contains(g));
+        let (due, waiting): (Vec<_>, Vec<_>) =
+            e.host_waiters.drain(..).partition(|(g, _)| *g <= generation && !e.pending.contains(g));
         e.host_waiters = waiting;
         self.fired.extend(due.into_iter().map(|(_, w)| (w, Ok(()))));
         let pending = &e.pending;
@@ -636,11 +570,7 @@ impl Engine {
             return;
         };
         s.first_failure.get_or_insert(code);
-        self.reports.push(SimReport::Exception {
-            stream: id,
-            task,
-            code,
-        });
+        self.reports.push(SimReport::Exception { stream: id, task, code });
         if s.failure_mode == Some(FailureMode::Stop) {
             // Discard the rest; records in it will never be reached, so release them.
             let dropped: Vec<Task> = s.queue.drain(..).collect();
@@ -668,13 +598,9 @@ impl Engine {
                 "the record was discarded by a failed stream",
             )
         };
-        let (due, waiting): (Vec<_>, Vec<_>) = e
-            .host_waiters
-            .drain(..)
-            .partition(|(g, _)| *g == generation);
+        let (due, waiting): (Vec<_>, Vec<_>) = e.host_waiters.drain(..).partition(|(g, _)| *g == generation);
         e.host_waiters = waiting;
-        self.fired
-            .extend(due.into_iter().map(|(_, w)| (w, Err(fail()))));
+        self.fired.extend(due.into_iter().map(|(_, w)| (w, Err(fail()))));
         let mut woken = Vec::new();
         e.stream_waiters.retain(|(g, sid)| {
             (*g != generation) || {
@@ -716,15 +642,9 @@ fn complete_head(s: &mut Stream, fired: &mut Vec<(Waiter, SimResult<()>)>) {
         s.completed += 1;
     }
     let completed = s.completed;
-    if s.drain_waiters
-        .iter()
-        .any(|(target, _)| *target <= completed)
-    {
+    if s.drain_waiters.iter().any(|(target, _)| *target <= completed) {
         let result = stream_result(s);
-        let (due, rest): (Vec<_>, Vec<_>) = s
-            .drain_waiters
-            .drain(..)
-            .partition(|(target, _)| *target <= completed);
+        let (due, rest): (Vec<_>, Vec<_>) = s.drain_waiters.drain(..).partition(|(target, _)| *target <= completed);
         s.drain_waiters = rest;
         fired.extend(due.into_iter().map(|(_, w)| (w, result.clone())));
     }
@@ -733,11 +653,9 @@ fn complete_head(s: &mut Stream, fired: &mut Vec<(Waiter, SimResult<()>)>) {
 fn stream_result(s: &Stream) -> SimResult<()> {
     match s.first_failure {
         None => Ok(()),
-        Some(code) => Err(SimError::new(
-            SimErrorKind::TaskFailed,
-            code,
-            format!("a task on the stream failed with {code}"),
-        )),
+        Some(code) => {
+            Err(SimError::new(SimErrorKind::TaskFailed, code, format!("a task on the stream failed with {code}")))
+        }
     }
 }
 

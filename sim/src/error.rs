@@ -44,21 +44,13 @@ pub struct SimError {
 
 impl SimError {
     pub fn new(kind: SimErrorKind, code: i32, message: impl Into<String>) -> Self {
-        Self {
-            kind,
-            code,
-            message: message.into(),
-        }
+        Self { kind, code, message: message.into() }
     }
     pub(crate) fn invalid(message: impl Into<String>) -> Self {
         Self::new(SimErrorKind::InvalidArgument, codes::INVALID_PARAM, message)
     }
     pub(crate) fn handle(what: &str, id: u64) -> Self {
-        Self::new(
-            SimErrorKind::InvalidHandle,
-            codes::RT_INVALID_HANDLE,
-            format!("invalid {what} handle {id}"),
-        )
+        Self::new(SimErrorKind::InvalidHandle, codes::RT_INVALID_HANDLE, format!("invalid {what} handle {id}"))
     }
 }
 

@@ -22,22 +22,15 @@ pub const EVENT_TIME_LINE: u32 = 0x8;
 pub const EVENT_DEVICE_USE_ONLY: u32 = 0x10;
 pub const EVENT_EXTERNAL: u32 = 0x20;
 pub const EVENT_IPC: u32 = 0x40;
-const EVENT_KNOWN: u32 = EVENT_SYNC
-    | EVENT_CAPTURE_STREAM_PROGRESS
-    | EVENT_TIME_LINE
-    | EVENT_DEVICE_USE_ONLY
-    | EVENT_EXTERNAL
-    | EVENT_IPC;
+const EVENT_KNOWN: u32 =
+    EVENT_SYNC | EVENT_CAPTURE_STREAM_PROGRESS | EVENT_TIME_LINE | EVENT_DEVICE_USE_ONLY | EVENT_EXTERNAL | EVENT_IPC;
 /// What aclrtCreateEvent gives: usable by stream waits and resets, and timed.
 pub const EVENT_DEFAULT: u32 = EVENT_SYNC | EVENT_TIME_LINE;
 
 /// Checks a stream flag word: known bits only, DEVICE_USE_ONLY on its own.
 pub fn check_stream_flags(flags: u32) -> Result<(), String> {
     if flags & !STREAM_KNOWN != 0 {
-        return Err(format!(
-            "unknown stream flag bits {:#x}",
-            flags & !STREAM_KNOWN
-        ));
+        return Err(format!("unknown stream flag bits {:#x}", flags & !STREAM_KNOWN));
     }
     if flags & STREAM_DEVICE_USE_ONLY != 0 && flags != STREAM_DEVICE_USE_ONLY {
         return Err("DEVICE_USE_ONLY cannot be combined with other stream flags".into());
@@ -48,10 +41,7 @@ pub fn check_stream_flags(flags: u32) -> Result<(), String> {
 /// Checks an event flag word: known bits only, EXTERNAL on its own.
 pub fn check_event_flags(flags: u32) -> Result<(), String> {
     if flags & !EVENT_KNOWN != 0 {
-        return Err(format!(
-            "unknown event flag bits {:#x}",
-            flags & !EVENT_KNOWN
-        ));
+        return Err(format!("unknown event flag bits {:#x}", flags & !EVENT_KNOWN));
     }
     if flags & EVENT_EXTERNAL != 0 && flags != EVENT_EXTERNAL {
         return Err("EXTERNAL cannot be combined with other event flags".into());

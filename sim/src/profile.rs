@@ -14,13 +14,7 @@ pub struct Profile {
 }
 
 const fn profile(name: &'static str, stream_limit: u32, event_limit: u32) -> Profile {
-    Profile {
-        name,
-        stream_limit,
-        event_limit,
-        internal_sync_streams: 1,
-        priority_lowest: 7,
-    }
+    Profile { name, stream_limit, event_limit, internal_sync_streams: 1, priority_lowest: 7 }
 }
 
 /// Every named profile; the first is the default.
@@ -35,17 +29,10 @@ pub const PROFILES: &[Profile] = &[
 impl Profile {
     /// Looks a profile up by name; the error lists the valid names.
     pub fn by_name(name: &str) -> Result<Profile, String> {
-        PROFILES
-            .iter()
-            .find(|p| p.name == name)
-            .cloned()
-            .ok_or_else(|| {
-                let names: Vec<_> = PROFILES.iter().map(|p| p.name).collect();
-                format!(
-                    "unknown sim profile {name:?}; expected one of {}",
-                    names.join(", ")
-                )
-            })
+        PROFILES.iter().find(|p| p.name == name).cloned().ok_or_else(|| {
+            let names: Vec<_> = PROFILES.iter().map(|p| p.name).collect();
+            format!("unknown sim profile {name:?}; expected one of {}", names.join(", "))
+        })
     }
 }
 

@@ -13,12 +13,7 @@ fn ms(n: u64) -> Duration {
 fn done_flag(engine: &mut Engine, stream: u64) -> Arc<Mutex<Option<bool>>> {
     let flag = Arc::new(Mutex::new(None));
     let f = Arc::clone(&flag);
-    engine
-        .on_stream_drained(
-            stream,
-            Box::new(move |r| *f.lock().unwrap() = Some(r.is_ok())),
-        )
-        .unwrap();
+    engine.on_stream_drained(stream, Box::new(move |r| *f.lock().unwrap() = Some(r.is_ok()))).unwrap();
     flag
 }
 
@@ -39,10 +34,7 @@ fn one_stream_serialises_two_streams_overlap() {
     e.enqueue_delay(b, ms(10), t0).unwrap();
     e.advance(t0 + ms(10));
     assert!(e.stream_idle(b).unwrap(), "b ran alongside a");
-    assert!(
-        !e.stream_idle(a).unwrap(),
-        "a's second delay waits for its first"
-    );
+    assert!(!e.stream_idle(a).unwrap(), "a's second delay waits for its first");
     e.advance(t0 + ms(20));
     assert!(e.stream_idle(a).unwrap());
 }
@@ -58,10 +50,7 @@ fn urgent_stream_takes_the_only_lane_first() {
     e.enqueue_delay(low, ms(5), t0).unwrap();
     e.enqueue_delay(high, ms(5), t0).unwrap();
     e.advance(t0 + ms(10));
-    assert!(
-        e.stream_idle(high).unwrap(),
-        "high priority ran right after the blocker"
-    );
+    assert!(e.stream_idle(high).unwrap(), "high priority ran right after the blocker");
     assert!(!e.stream_idle(low).unwrap());
     e.advance(t0 + ms(15));
     assert!(e.stream_idle(low).unwrap());
@@ -82,10 +71,7 @@ fn wait_binds_to_the_record_current_when_enqueued() {
     e.record_event(ev, producer, t0).unwrap();
     e.enqueue_delay(consumer, ms(1), t0).unwrap();
     e.advance(t0 + ms(11));
-    assert!(
-        e.stream_idle(consumer).unwrap(),
-        "consumer was released by the first record"
-    );
+    assert!(e.stream_idle(consumer).unwrap(), "consumer was released by the first record");
     assert_eq!(e.event_state(ev).unwrap(), EventState::Pending);
     e.advance(t0 + ms(110));
     assert_eq!(e.event_state(ev).unwrap(), EventState::Complete);
@@ -109,27 +95,18 @@ fn elapsed_time_is_exact_around_a_delay() {
     let t0 = Instant::now();
     let mut e = Engine::new(4);
     let s = e.add_stream(0, 0);
-    let (a, b) = (
-        e.add_event(EVENT_DEFAULT, true),
-        e.add_event(EVENT_DEFAULT, true),
-    );
+    let (a, b) = (e.add_event(EVENT_DEFAULT, true), e.add_event(EVENT_DEFAULT, true));
     e.record_event(a, s, t0).unwrap();
     e.enqueue_delay(s, ms(20), t0).unwrap();
     e.record_event(b, s, t0).unwrap();
-    assert_eq!(
-        e.elapsed_ms(a, b).unwrap_err().kind,
-        SimErrorKind::EventNotComplete
-    );
+    assert_eq!(e.elapsed_ms(a, b).unwrap_err().kind, SimErrorKind::EventNotComplete);
     // The engine runs late; the timestamps still say 20 ms.
     e.advance(t0 + ms(27));
     let elapsed = e.elapsed_ms(a, b).unwrap();
     assert!((elapsed - 20.0).abs() < 0.01, "{elapsed}");
     let untimed = e.add_event(EVENT_DEFAULT, false);
     e.record_event(untimed, s, t0 + ms(27)).unwrap();
-    assert_eq!(
-        e.elapsed_ms(a, untimed).unwrap_err().kind,
-        SimErrorKind::EventNotTimed
-    );
+    assert_eq!(e.elapsed_ms(a, untimed).unwrap_err().kind, SimErrorKind::EventNotTimed);
 }
 
 #[test]
@@ -138,14 +115,8 @@ fn event_without_sync_flag_cannot_be_waited_or_reset() {
     let mut e = Engine::new(1);
     let s = e.add_stream(0, 0);
     let ev = e.add_event(crate::flags::EVENT_TIME_LINE, true);
-    assert_eq!(
-        e.stream_wait_event(s, ev, t0).unwrap_err().kind,
-        SimErrorKind::EventFlagsForbid
-    );
-    assert_eq!(
-        e.reset_event(ev, s, t0).unwrap_err().kind,
-        SimErrorKind::EventFlagsForbid
-    );
+    assert_eq!(e.stream_wait_event(s, ev, t0).unwrap_err().kind, SimErrorKind::EventFlagsForbid);
+    assert_eq!(e.reset_event(ev, s, t0).unwrap_err().kind, SimErrorKind::EventFlagsForbid);
 }
 
 #[test]
@@ -157,10 +128,7 @@ fn destroyed_stream_finishes_its_work_first() {
     let flag = done_flag(&mut e, s);
     e.destroy_stream(s, t0).unwrap();
     assert_eq!(e.freed_streams, 0, "slot is held while work is pending");
-    assert!(
-        e.enqueue_delay(s, ms(1), t0).is_err(),
-        "no new work on a destroyed stream"
-    );
+    assert!(e.enqueue_delay(s, ms(1), t0).is_err(), "no new work on a destroyed stream");
     e.advance(t0 + ms(5));
     fire(&mut e);
     assert_eq!(e.freed_streams, 1);
@@ -176,15 +144,7 @@ fn blocking_callback_holds_the_stream_until_acked() {
     e.enqueue_callback(s, 7, true, t0).unwrap();
     e.enqueue_delay(s, ms(1), t0).unwrap();
     e.advance(t0 + ms(5));
-    assert_eq!(
-        e.reports,
-        vec![SimReport::Callback {
-            stream: s,
-            callback: 7,
-            blocking: true,
-            status: 0
-        }]
-    );
+    assert_eq!(e.reports, vec![SimReport::Callback { stream: s, callback: 7, blocking: true, status: 0 }]);
     assert!(!e.stream_idle(s).unwrap());
     assert!(e.ack_callback(s, 7, t0 + ms(5)).unwrap());
     e.advance(t0 + ms(6));
@@ -197,10 +157,7 @@ fn failure_mode_stop_discards_the_rest() {
     let mut e = Engine::new(2);
     let s = e.add_stream(0, 0);
     e.set_failure_mode(s, FailureMode::Stop).unwrap();
-    assert!(
-        e.set_failure_mode(s, FailureMode::Continue).is_err(),
-        "only once per stream"
-    );
+    assert!(e.set_failure_mode(s, FailureMode::Continue).is_err(), "only once per stream");
     e.inject_task_failure(s, 2, 507015).unwrap();
     for _ in 0..3 {
         e.enqueue_delay(s, ms(1), t0).unwrap();
@@ -208,14 +165,7 @@ fn failure_mode_stop_discards_the_rest() {
     let flag = done_flag(&mut e, s);
     e.advance(t0 + ms(1));
     fire(&mut e);
-    assert_eq!(
-        e.reports,
-        vec![SimReport::Exception {
-            stream: s,
-            task: 2,
-            code: 507015
-        }]
-    );
+    assert_eq!(e.reports, vec![SimReport::Exception { stream: s, task: 2, code: 507015 }]);
     assert!(e.stream_idle(s).unwrap(), "task 3 was discarded, not run");
     assert_eq!(*flag.lock().unwrap(), Some(false));
 }
@@ -232,14 +182,8 @@ fn device_budget_counts_internal_and_default_streams() {
     assert_eq!(err.code, codes::RT_NO_STREAM_RESOURCE);
     dev.destroy_stream(streams[0]).unwrap();
     assert!(dev.create_stream(0, 0).is_ok());
-    assert!(
-        dev.create_stream(0, 0x21).is_err(),
-        "DEVICE_USE_ONLY is not OR-able"
-    );
-    assert!(
-        dev.create_stream(8, 0).is_err(),
-        "priority past the profile's range"
-    );
+    assert!(dev.create_stream(0, 0x21).is_err(), "DEVICE_USE_ONLY is not OR-able");
+    assert!(dev.create_stream(8, 0).is_err(), "priority past the profile's range");
 }
 
 #[test]
@@ -248,8 +192,7 @@ fn device_timer_finishes_delays_and_wakes_waiters() {
     let s = dev.create_stream(0, 0).unwrap();
     dev.enqueue_delay(s, ms(5)).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
-    dev.on_stream_drained(s, Box::new(move |r| tx.send(r).unwrap()))
-        .unwrap();
+    dev.on_stream_drained(s, Box::new(move |r| tx.send(r).unwrap())).unwrap();
     assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
     assert!(dev.stream_query(s).unwrap());
 }

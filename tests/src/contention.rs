@@ -63,14 +63,7 @@ impl Outcome {
 }
 
 pub fn run(scenario: &Scenario) -> Outcome {
-    let daemon = Daemon::builder()
-        .args(&[
-            "--policy",
-            &scenario.policy,
-            "--sim-profile",
-            &scenario.profile,
-        ])
-        .start();
+    let daemon = Daemon::builder().args(&["--policy", &scenario.policy, "--sim-profile", &scenario.profile]).start();
     let started = Instant::now();
     let socket = daemon.socket.clone();
     let npuctl = bin("npuctl");
@@ -83,22 +76,8 @@ pub fn run(scenario: &Scenario) -> Outcome {
                 let out = Command::new(&npuctl)
                     .arg("--socket")
                     .arg(&socket)
-                    .args([
-                        "-o",
-                        "json",
-                        "stream",
-                        "create",
-                        "--flags",
-                        "fast-launch,fast-sync",
-                        "--session",
-                        &session,
-                    ])
-                    .args([
-                        "--count",
-                        &s.streams_per_job.to_string(),
-                        "--wait",
-                        &format!("{}ms", s.wait.as_millis()),
-                    ])
+                    .args(["-o", "json", "stream", "create", "--flags", "fast-launch,fast-sync", "--session", &session])
+                    .args(["--count", &s.streams_per_job.to_string(), "--wait", &format!("{}ms", s.wait.as_millis())])
                     .output();
                 let granted = asked.elapsed();
                 match out {

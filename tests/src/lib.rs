@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use npud_client::{
-    Client, Error, Event, EventOptions, SessionOptions, Stream, StreamOptions, Target, proto,
-};
+pub use npud_client::{Client, Error, Event, EventOptions, SessionOptions, Stream, StreamOptions, Target, proto};
 
 /// Path of a workspace binary (`npud`, `npuctl`, or a helper of this crate).
 pub fn bin(name: &str) -> PathBuf {
@@ -24,20 +22,13 @@ pub fn bin(name: &str) -> PathBuf {
         dir = dir.parent().expect("target directory");
     }
     let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo build --workspace --bins` before the tests",
-        path.display()
-    );
+    assert!(path.exists(), "{} is missing: run `cargo build --workspace --bins` before the tests", path.display());
     path
 }
 
 /// A free loopback port (bound and released; good enough for tests on one machine).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
 pub struct DaemonBuilder {
@@ -65,12 +56,7 @@ impl Default for DaemonBuilder {
 
 impl DaemonBuilder {
     pub fn new() -> Self {
-        Self {
-            args: Vec::new(),
-            config: String::new(),
-            tcp: false,
-            state_dir: None,
-        }
+        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None }
     }
 
     pub fn arg(mut self, a: &str) -> Self {
@@ -108,11 +94,7 @@ impl DaemonBuilder {
         std::fs::write(&config_path, &self.config).expect("write config");
         let log = dir.path().join("npud.log");
         let mut cmd = Command::new(bin("npud"));
-        cmd.arg("--socket")
-            .arg(&socket)
-            .arg("--config")
-            .arg(&config_path)
-            .args(&self.args);
+        cmd.arg("--socket").arg(&socket).arg("--config").arg(&config_path).args(&self.args);
         if let Some(state) = &self.state_dir {
             cmd.arg("--state-dir").arg(state);
         }
@@ -122,17 +104,9 @@ impl DaemonBuilder {
             format!("http://127.0.0.1:{port}")
         });
         let log_file = std::fs::File::create(&log).expect("log file");
-        cmd.env("RUST_LOG", "npud=debug,info")
-            .stdout(Stdio::null())
-            .stderr(log_file);
+        cmd.env("RUST_LOG", "npud=debug,info").stdout(Stdio::null()).stderr(log_file);
         let child = cmd.spawn().expect("spawn npud");
-        let mut d = Daemon {
-            child: Some(child),
-            dir,
-            socket,
-            endpoint,
-            log,
-        };
+        let mut d = Daemon { child: Some(child), dir, socket, endpoint, log };
         d.wait_ready();
         d
     }
@@ -151,25 +125,18 @@ impl Daemon {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
-                let tcp_ready = self.endpoint.as_ref().is_none_or(|e| {
-                    std::net::TcpStream::connect(e.trim_start_matches("http://")).is_ok()
-                });
+                let tcp_ready = self
+                    .endpoint
+                    .as_ref()
+                    .is_none_or(|e| std::net::TcpStream::connect(e.trim_start_matches("http://")).is_ok());
                 if tcp_ready {
                     return;
                 }
             }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("npud exited with {status} before serving:\n{}", self.log());
             }
-            assert!(
-                Instant::now() < deadline,
-                "npud did not start within 20s:\n{}",
-                self.log()
-            );
+            assert!(Instant::now() < deadline, "npud did not start within 20s:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -184,12 +151,7 @@ impl Daemon {
 
     /// Runs `npuctl --socket <this daemon> ARGS`.
     pub fn npuctl(&self, args: &[&str]) -> Output {
-        Command::new(bin("npuctl"))
-            .arg("--socket")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .expect("run npuctl")
+        Command::new(bin("npuctl")).arg("--socket").arg(&self.socket).args(args).output().expect("run npuctl")
     }
 
     /// Runs npuctl with `-o json` and parses stdout; panics with stderr on failure.
@@ -197,27 +159,19 @@ impl Daemon {
         let mut full = vec!["-o", "json"];
         full.extend_from_slice(args);
         let out = self.npuctl(&full);
-        assert!(
-            out.status.success(),
-            "npuctl {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert!(out.status.success(), "npuctl {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
         serde_json::from_slice(&out.stdout).expect("npuctl printed JSON")
     }
 
     /// A client on the Unix socket (tenant of this test process: uid 0 is `root`).
     pub async fn client(&self) -> Client {
-        Client::connect(Target::Socket(self.socket.clone()))
-            .await
-            .expect("connect")
+        Client::connect(Target::Socket(self.socket.clone())).await.expect("connect")
     }
 
     /// A client on TCP: tenant `uid-65534`, a different tenant from `client()`.
     pub async fn tcp_client(&self) -> Client {
         let endpoint = self.endpoint.clone().expect("daemon started with .tcp()");
-        Client::connect(Target::Endpoint(endpoint))
-            .await
-            .expect("connect over tcp")
+        Client::connect(Target::Endpoint(endpoint)).await.expect("connect over tcp")
     }
 
     /// Device 0 figures as `npuctl device list -o json` prints them.
@@ -231,10 +185,7 @@ impl Daemon {
 
     /// Sends a signal by name ("TERM", "INT", "KILL", "HUP") with kill(1).
     pub fn signal(&self, sig: &str) {
-        let status = Command::new("kill")
-            .args(["-s", sig, &self.pid().to_string()])
-            .status()
-            .expect("run kill");
+        let status = Command::new("kill").args(["-s", sig, &self.pid().to_string()]).status().expect("run kill");
         assert!(status.success(), "kill -s {sig} {}", self.pid());
     }
 
@@ -303,13 +254,7 @@ where
 }
 
 /// The gRPC code and npud reason of a failed call.
-pub fn failure<T: std::fmt::Debug>(
-    r: Result<T, Error>,
-) -> (tonic::Code, proto::ErrorReason, Error) {
+pub fn failure<T: std::fmt::Debug>(r: Result<T, Error>) -> (tonic::Code, proto::ErrorReason, Error) {
     let e = r.expect_err("the call should have failed");
-    (
-        e.code().unwrap_or(tonic::Code::Unknown),
-        e.reason().unwrap_or(proto::ErrorReason::Unspecified),
-        e,
-    )
+    (e.code().unwrap_or(tonic::Code::Unknown), e.reason().unwrap_or(proto::ErrorReason::Unspecified), e)
 }

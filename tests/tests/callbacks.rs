@@ -35,11 +35,7 @@ fn exception(r: &proto::Report) -> &proto::ExceptionReport {
 }
 
 async fn subscribed(c: &Client, thread: u64) -> npud_tests::Stream {
-    let s = c
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
     c.subscribe(thread, s.handle()).await.unwrap();
     s
 }
@@ -50,51 +46,21 @@ async fn a_blocking_callback_holds_its_stream_until_acknowledged() {
     let c = d.client().await;
     let mut reports = c.report_stream(0).await.unwrap();
     let s = subscribed(&c, 1).await;
-    let id = c
-        .launch_callback(s.handle(), b"hello".to_vec(), true)
-        .await
-        .unwrap();
+    let id = c.launch_callback(s.handle(), b"hello".to_vec(), true).await.unwrap();
     s.delay(ms(5)).await.unwrap();
     let r = next_report(&mut reports).await;
     let cb = callback(&r);
-    assert_eq!(
-        (
-            cb.callback_id,
-            cb.stream,
-            cb.thread_id,
-            cb.user_data.as_slice()
-        ),
-        (id, s.handle(), 1, &b"hello"[..])
-    );
-    assert_eq!(
-        cb.block_type,
-        proto::CallbackBlockType::CallbackBlock as i32
-    );
+    assert_eq!((cb.callback_id, cb.stream, cb.thread_id, cb.user_data.as_slice()), (id, s.handle(), 1, &b"hello"[..]));
+    assert_eq!(cb.block_type, proto::CallbackBlockType::CallbackBlock as i32);
     let (c2, h) = (c.clone(), s.handle());
     let sync = tokio::spawn(async move {
-        c2.streams()
-            .synchronize(proto::SynchronizeStreamRequest {
-                handle: h,
-                timeout_ms: 0,
-            })
-            .await
-            .map(drop)
+        c2.streams().synchronize(proto::SynchronizeStreamRequest { handle: h, timeout_ms: 0 }).await.map(drop)
     });
     tokio::time::sleep(ms(300)).await;
-    assert!(
-        !sync.is_finished(),
-        "synchronize waits for the acknowledgement"
-    );
-    assert!(
-        !s.is_done().await.unwrap(),
-        "the delay behind the callback has not run"
-    );
+    assert!(!sync.is_finished(), "synchronize waits for the acknowledgement");
+    assert!(!s.is_done().await.unwrap(), "the delay behind the callback has not run");
     c.ack(id).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), sync)
-        .await
-        .expect("sync returns after the ack")
-        .unwrap()
-        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), sync).await.expect("sync returns after the ack").unwrap().unwrap();
     assert!(s.is_done().await.unwrap());
     let (code, ..) = failure(c.ack(id).await);
     assert_eq!(code, Code::NotFound, "a callback is acknowledged once");
@@ -107,9 +73,7 @@ async fn a_non_blocking_callback_does_not_hold_its_stream() {
     let s = subscribed(&c, 1).await;
     c.launch_callback(s.handle(), vec![], false).await.unwrap();
     s.delay(ms(5)).await.unwrap();
-    s.sync_timeout(Some(Duration::from_secs(10)))
-        .await
-        .expect("nobody acknowledged, and nobody had to");
+    s.sync_timeout(Some(Duration::from_secs(10))).await.expect("nobody acknowledged, and nobody had to");
 }
 
 #[tokio::test]
@@ -118,29 +82,15 @@ async fn callbacks_fire_in_stream_order_after_earlier_work() {
     let c = d.client().await;
     let mut reports = c.report_stream(0).await.unwrap();
     let s = subscribed(&c, 3).await;
-    let first_done = c
-        .device(0)
-        .create_event(EventOptions::default())
-        .await
-        .unwrap();
+    let first_done = c.device(0).create_event(EventOptions::default()).await.unwrap();
     s.delay(ms(60)).await.unwrap();
     s.record(&first_done).await.unwrap();
-    let a = c
-        .launch_callback(s.handle(), b"a".to_vec(), false)
-        .await
-        .unwrap();
+    let a = c.launch_callback(s.handle(), b"a".to_vec(), false).await.unwrap();
     s.delay(ms(60)).await.unwrap();
-    let b = c
-        .launch_callback(s.handle(), b"b".to_vec(), false)
-        .await
-        .unwrap();
+    let b = c.launch_callback(s.handle(), b"b".to_vec(), false).await.unwrap();
     let r1 = next_report(&mut reports).await;
     assert_eq!(callback(&r1).callback_id, a);
-    assert_eq!(
-        first_done.state().await.unwrap(),
-        proto::EventState::Complete,
-        "the work before it had finished"
-    );
+    assert_eq!(first_done.state().await.unwrap(), proto::EventState::Complete, "the work before it had finished");
     let r2 = next_report(&mut reports).await;
     assert_eq!(callback(&r2).callback_id, b);
     assert!(r2.sequence > r1.sequence);
@@ -148,9 +98,7 @@ async fn callbacks_fire_in_stream_order_after_earlier_work() {
 
 #[tokio::test]
 async fn an_unacknowledged_blocking_callback_fails_its_stream_at_the_deadline() {
-    let d = Daemon::builder()
-        .config("[limits]\ncallback_deadline = \"300ms\"")
-        .start();
+    let d = Daemon::builder().config("[limits]\ncallback_deadline = \"300ms\"").start();
     let c = d.client().await;
     let mut reports = c.report_stream(0).await.unwrap();
     let s = subscribed(&c, 9).await;
@@ -166,10 +114,7 @@ async fn an_unacknowledged_blocking_callback_fails_its_stream_at_the_deadline() 
     );
     // The stream is freed (failed, not stuck): a sync returns with the failure.
     let (code, reason, _) = failure(s.sync_timeout(Some(Duration::from_secs(10))).await);
-    assert_eq!(
-        (code, reason),
-        (Code::FailedPrecondition, ErrorReason::StreamFailed)
-    );
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed));
     assert!(s.info().await.unwrap().failed);
 }
 
@@ -186,21 +131,16 @@ async fn an_injected_task_failure_reaches_only_the_owner() {
     }
     let fault = proto::InjectFaultRequest {
         device: 0,
-        fault: Some(proto::inject_fault_request::Fault::FailTask(
-            proto::FailTask {
-                stream: s.handle(),
-                task: 3,
-                code: 507015,
-            },
-        )),
+        fault: Some(proto::inject_fault_request::Fault::FailTask(proto::FailTask {
+            stream: s.handle(),
+            task: 3,
+            code: 507015,
+        })),
     };
     owner.admin().inject_fault(fault).await.unwrap();
     let r = next_report(&mut mine).await;
     let e = exception(&r);
-    assert_eq!(
-        (e.task_id, e.stream, e.device, e.thread_id, e.error_code),
-        (3, s.handle(), 0, 42, 507015)
-    );
+    assert_eq!((e.task_id, e.stream, e.device, e.thread_id, e.error_code), (3, s.handle(), 0, 42, 507015));
     let leaked = tokio::time::timeout(ms(500), theirs.next()).await;
     assert!(leaked.is_err(), "another tenant saw {leaked:?}");
     // Fault injection is an admin call.
@@ -220,48 +160,19 @@ async fn failure_modes_continue_and_stop_are_honoured() {
     let c = d.client().await;
     let inject = |stream: u64| proto::InjectFaultRequest {
         device: 0,
-        fault: Some(proto::inject_fault_request::Fault::FailTask(
-            proto::FailTask {
-                stream,
-                task: 2,
-                code: 507015,
-            },
-        )),
+        fault: Some(proto::inject_fault_request::Fault::FailTask(proto::FailTask { stream, task: 2, code: 507015 })),
     };
-    for (mode, later_runs) in [
-        (proto::FailureMode::Continue, true),
-        (proto::FailureMode::Stop, false),
-    ] {
-        let s = c
-            .device(0)
-            .create_stream(StreamOptions::default())
-            .await
-            .unwrap();
+    for (mode, later_runs) in [(proto::FailureMode::Continue, true), (proto::FailureMode::Stop, false)] {
+        let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
         c.streams()
-            .set_failure_mode(proto::SetFailureModeRequest {
-                stream: s.handle(),
-                mode: mode as i32,
-            })
+            .set_failure_mode(proto::SetFailureModeRequest { stream: s.handle(), mode: mode as i32 })
             .await
             .unwrap();
-        let r = c
-            .streams()
-            .set_failure_mode(proto::SetFailureModeRequest {
-                stream: s.handle(),
-                mode: mode as i32,
-            })
-            .await;
-        assert_eq!(
-            r.unwrap_err().code(),
-            Code::FailedPrecondition,
-            "once per stream"
-        );
+        let r =
+            c.streams().set_failure_mode(proto::SetFailureModeRequest { stream: s.handle(), mode: mode as i32 }).await;
+        assert_eq!(r.unwrap_err().code(), Code::FailedPrecondition, "once per stream");
         c.admin().inject_fault(inject(s.handle())).await.unwrap();
-        let ev = c
-            .device(0)
-            .create_event(EventOptions::default())
-            .await
-            .unwrap();
+        let ev = c.device(0).create_event(EventOptions::default()).await.unwrap();
         s.delay(ms(30)).await.unwrap();
         s.delay(ms(1)).await.unwrap();
         s.record(&ev).await.unwrap();
@@ -279,50 +190,20 @@ async fn failure_modes_continue_and_stop_are_honoured() {
 async fn subscription_rules_follow_the_vendor() {
     let d = Daemon::start();
     let c = d.client().await;
-    let s = c
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
     let (code, reason, e) = failure(c.launch_callback(s.handle(), vec![], false).await);
-    assert_eq!(
-        (code, reason, e.native_code()),
-        (
-            Code::FailedPrecondition,
-            ErrorReason::StreamNotSubscribed,
-            107015
-        )
-    );
+    assert_eq!((code, reason, e.native_code()), (Code::FailedPrecondition, ErrorReason::StreamNotSubscribed, 107015));
     c.subscribe(1, s.handle()).await.unwrap();
     let (_, reason, e) = failure(c.subscribe(2, s.handle()).await);
-    assert_eq!(
-        (reason, e.native_code()),
-        (ErrorReason::StreamAlreadySubscribed, 107011)
-    );
-    let (code, reason, _) = failure(
-        c.launch_callback(s.handle(), vec![0; 64 * 1024 + 1], false)
-            .await,
-    );
-    assert_eq!(
-        (code, reason),
-        (Code::InvalidArgument, ErrorReason::PayloadTooLarge)
-    );
-    c.launch_callback(s.handle(), vec![0; 64 * 1024], false)
-        .await
-        .expect("64 KiB is allowed");
+    assert_eq!((reason, e.native_code()), (ErrorReason::StreamAlreadySubscribed, 107011));
+    let (code, reason, _) = failure(c.launch_callback(s.handle(), vec![0; 64 * 1024 + 1], false).await);
+    assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::PayloadTooLarge));
+    c.launch_callback(s.handle(), vec![0; 64 * 1024], false).await.expect("64 KiB is allowed");
     let r = c
         .reports()
-        .launch_callback(proto::LaunchCallbackRequest {
-            stream: s.handle(),
-            user_data: vec![],
-            block_type: 2,
-        })
+        .launch_callback(proto::LaunchCallbackRequest { stream: s.handle(), user_data: vec![], block_type: 2 })
         .await;
-    assert_eq!(
-        r.unwrap_err().code(),
-        Code::InvalidArgument,
-        "block types other than 0 and 1"
-    );
+    assert_eq!(r.unwrap_err().code(), Code::InvalidArgument, "block types other than 0 and 1");
     c.unsubscribe(1, s.handle()).await.unwrap();
     let (_, _, e) = failure(c.launch_callback(s.handle(), vec![], false).await);
     assert_eq!(e.native_code(), 107015, "unsubscribed: no more delivery");
@@ -333,38 +214,16 @@ async fn process_report_pulls_the_reports_of_one_thread() {
     let d = Daemon::start();
     let c = d.client().await;
     let (code, _, e) = failure(c.process_reports(7, ms(10), 10).await);
-    assert_eq!(
-        (code, e.native_code()),
-        (Code::FailedPrecondition, 107012),
-        "no subscription for this thread"
-    );
+    assert_eq!((code, e.native_code()), (Code::FailedPrecondition, 107012), "no subscription for this thread");
     let s7 = subscribed(&c, 7).await;
     let s8 = subscribed(&c, 8).await;
-    c.launch_callback(s8.handle(), b"eight".to_vec(), false)
-        .await
-        .unwrap();
-    c.launch_callback(s7.handle(), b"seven".to_vec(), false)
-        .await
-        .unwrap();
-    let got = c
-        .process_reports(7, Duration::from_secs(5), 10)
-        .await
-        .unwrap();
+    c.launch_callback(s8.handle(), b"eight".to_vec(), false).await.unwrap();
+    c.launch_callback(s7.handle(), b"seven".to_vec(), false).await.unwrap();
+    let got = c.process_reports(7, Duration::from_secs(5), 10).await.unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(callback(&got[0]).user_data, b"seven");
-    assert!(
-        c.process_reports(7, ms(50), 10).await.unwrap().is_empty(),
-        "taken once; an empty pull means timeout"
-    );
-    assert_eq!(
-        callback(
-            &c.process_reports(8, Duration::from_secs(5), 10)
-                .await
-                .unwrap()[0]
-        )
-        .user_data,
-        b"eight"
-    );
+    assert!(c.process_reports(7, ms(50), 10).await.unwrap().is_empty(), "taken once; an empty pull means timeout");
+    assert_eq!(callback(&c.process_reports(8, Duration::from_secs(5), 10).await.unwrap()[0]).user_data, b"eight");
 }
 
 #[tokio::test]
@@ -373,17 +232,11 @@ async fn reports_survive_a_reconnect_of_the_report_stream() {
     let c = d.client().await;
     let s = subscribed(&c, 1).await;
     let mut reports = c.report_stream(0).await.unwrap();
-    c.launch_callback(s.handle(), b"1".to_vec(), false)
-        .await
-        .unwrap();
+    c.launch_callback(s.handle(), b"1".to_vec(), false).await.unwrap();
     let seen = next_report(&mut reports).await.sequence;
     drop(reports);
-    c.launch_callback(s.handle(), b"2".to_vec(), false)
-        .await
-        .unwrap();
-    c.launch_callback(s.handle(), b"3".to_vec(), false)
-        .await
-        .unwrap();
+    c.launch_callback(s.handle(), b"2".to_vec(), false).await.unwrap();
+    c.launch_callback(s.handle(), b"3".to_vec(), false).await.unwrap();
     s.sync().await.unwrap();
     let mut again = c.report_stream(seen).await.unwrap();
     assert_eq!(callback(&next_report(&mut again).await).user_data, b"2");
@@ -408,9 +261,7 @@ async fn ten_thousand_callbacks_on_sixteen_streams_arrive_once_in_stream_order()
             let c = c.clone();
             tokio::spawn(async move {
                 for n in 0..PER_STREAM as u32 {
-                    c.launch_callback(h, n.to_le_bytes().to_vec(), false)
-                        .await
-                        .unwrap();
+                    c.launch_callback(h, n.to_le_bytes().to_vec(), false).await.unwrap();
                 }
             })
         })

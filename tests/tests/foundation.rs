@@ -3,9 +3,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{
-    Daemon, StreamOptions, bin, eventually, eventually_async, failure, proto::ErrorReason,
-};
+use npud_tests::{Daemon, StreamOptions, bin, eventually, eventually_async, failure, proto::ErrorReason};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -15,21 +13,10 @@ use tonic::Code;
 fn npuctl_creates_and_destroys_streams_and_the_ledger_follows() {
     let d = Daemon::start();
     let before = d.device0();
-    assert_eq!(
-        before["capacity"], 2046,
-        "2048 - default stream - internal sync stream"
-    );
+    assert_eq!(before["capacity"], 2046, "2048 - default stream - internal sync stream");
     assert_eq!(before["in_use"], 0);
-    let created = d.npuctl_json(&[
-        "stream",
-        "create",
-        "--count",
-        "4",
-        "--flags",
-        "fast-launch,fast-sync",
-        "--priority",
-        "2",
-    ]);
+    let created =
+        d.npuctl_json(&["stream", "create", "--count", "4", "--flags", "fast-launch,fast-sync", "--priority", "2"]);
     let created = created.as_array().expect("array of streams");
     assert_eq!(created.len(), 4);
     for s in created {
@@ -54,28 +41,17 @@ fn npuctl_creates_and_destroys_streams_and_the_ledger_follows() {
 
 #[tokio::test]
 async fn creating_past_the_budget_is_resource_exhausted_with_the_numbers() {
-    let d = Daemon::builder()
-        .args(&["--sim-profile", "atlas-200i-a2"])
-        .start();
+    let d = Daemon::builder().args(&["--sim-profile", "atlas-200i-a2"]).start();
     let c = d.client().await;
     let dev = c.device(0);
-    let held = dev
-        .create_streams(500, StreamOptions::default())
-        .await
-        .expect("500 of 510");
+    let held = dev.create_streams(500, StreamOptions::default()).await.expect("500 of 510");
     // More than the device can ever hand out: refused at once.
     let (code, reason, e) = failure(dev.create_streams(511, StreamOptions::default()).await);
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::BudgetExhausted)
-    );
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::BudgetExhausted));
     assert!(e.to_string().contains("capacity is 510"), "{e}");
     // Would fit an empty device but not now, and no wait was allowed: the numbers explain why.
     let (code, reason, e) = failure(dev.create_streams(20, StreamOptions::default()).await);
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::GrantWaitExpired)
-    );
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::GrantWaitExpired));
     assert_eq!(e.figure("capacity"), Some(510));
     assert_eq!(e.figure("in_use"), Some(500));
     assert_eq!(e.figure("queue_position"), Some(1));
@@ -92,54 +68,14 @@ async fn invalid_requests_are_invalid_argument_and_change_nothing() {
         (0, 0, StreamOptions::default(), ErrorReason::InvalidCount),
         (0, 5000, StreamOptions::default(), ErrorReason::InvalidCount),
         (7, 1, StreamOptions::default(), ErrorReason::InvalidDevice),
-        (
-            0,
-            1,
-            StreamOptions {
-                priority: 8,
-                ..Default::default()
-            },
-            ErrorReason::InvalidPriority,
-        ),
-        (
-            0,
-            1,
-            StreamOptions {
-                priority: -1,
-                ..Default::default()
-            },
-            ErrorReason::InvalidPriority,
-        ),
-        (
-            0,
-            1,
-            StreamOptions {
-                flags: 0x21,
-                ..Default::default()
-            },
-            ErrorReason::InvalidFlags,
-        ),
-        (
-            0,
-            1,
-            StreamOptions {
-                flags: 0x4000,
-                ..Default::default()
-            },
-            ErrorReason::InvalidFlags,
-        ),
+        (0, 1, StreamOptions { priority: 8, ..Default::default() }, ErrorReason::InvalidPriority),
+        (0, 1, StreamOptions { priority: -1, ..Default::default() }, ErrorReason::InvalidPriority),
+        (0, 1, StreamOptions { flags: 0x21, ..Default::default() }, ErrorReason::InvalidFlags),
+        (0, 1, StreamOptions { flags: 0x4000, ..Default::default() }, ErrorReason::InvalidFlags),
     ];
     for (device, count, options, want) in cases {
-        let (code, reason, e) = failure(
-            c.device(device)
-                .create_streams(count, options.clone())
-                .await,
-        );
-        assert_eq!(
-            (code, reason),
-            (Code::InvalidArgument, want),
-            "device {device} count {count} {options:?}: {e}"
-        );
+        let (code, reason, e) = failure(c.device(device).create_streams(count, options.clone()).await);
+        assert_eq!((code, reason), (Code::InvalidArgument, want), "device {device} count {count} {options:?}: {e}");
     }
     assert_eq!(d.in_use(), 0);
     // The CLI says so in one line and exits non-zero.
@@ -149,23 +85,14 @@ async fn invalid_requests_are_invalid_argument_and_change_nothing() {
     assert!(err.contains("DEVICE_USE_ONLY cannot be combined"), "{err}");
     assert_eq!(err.trim().lines().count(), 1);
     let out = d.npuctl(&["stream", "create", "--count", "0"]);
-    assert_eq!(
-        out.status.code(),
-        Some(2),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]
 fn a_sigkilled_client_leaks_nothing_once_its_lease_lapses() {
     let d = Daemon::builder().args(&["--lease", "600ms"]).start();
-    let mut holder = Command::new(bin("npud-holder"))
-        .arg(&d.socket)
-        .arg("8")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn holder");
+    let mut holder =
+        Command::new(bin("npud-holder")).arg(&d.socket).arg("8").stdout(Stdio::piped()).spawn().expect("spawn holder");
     let mut lines = BufReader::new(holder.stdout.take().expect("stdout")).lines();
     let mut handles = 0;
     for line in lines.by_ref() {
@@ -182,20 +109,9 @@ fn a_sigkilled_client_leaks_nothing_once_its_lease_lapses() {
     assert_eq!(d.in_use(), 8, "a live client keeps its streams");
     holder.kill().expect("SIGKILL the client");
     holder.wait().expect("reap");
-    assert!(
-        eventually(Duration::from_secs(10), || d.in_use() == 0),
-        "streams were not reclaimed:\n{}",
-        d.log()
-    );
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "streams were not reclaimed:\n{}", d.log());
     let sessions = d.npuctl_json(&["session", "list"]);
-    assert!(
-        sessions
-            .as_array()
-            .expect("array")
-            .iter()
-            .all(|s| s["name"] == "npuctl"),
-        "{sessions}"
-    );
+    assert!(sessions.as_array().expect("array").iter().all(|s| s["name"] == "npuctl"), "{sessions}");
 }
 
 #[tokio::test]
@@ -204,55 +120,30 @@ async fn another_tenants_handle_is_not_found_and_indistinguishable_from_a_missin
     let mine = d.client().await;
     let theirs = d.tcp_client().await;
     assert_ne!(mine.tenant(), theirs.tenant());
-    let s = mine
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .expect("create");
+    let s = mine.device(0).create_stream(StreamOptions::default()).await.expect("create");
     let foreign = s.handle();
     let missing = foreign + 1_000;
     let mut svc = theirs.streams();
     for handle in [foreign, missing] {
-        let r = svc
-            .get(npud_tests::proto::GetStreamRequest { handle })
-            .await
-            .map_err(npud_tests::Error::from);
+        let r = svc.get(npud_tests::proto::GetStreamRequest { handle }).await.map_err(npud_tests::Error::from);
         let (code, reason, e) = failure(r);
         assert_eq!((code, reason), (Code::NotFound, ErrorReason::UnknownHandle));
         assert_eq!(e.to_string(), format!("no such handle {handle}"));
     }
     let r = svc
-        .destroy(npud_tests::proto::DestroyStreamsRequest {
-            handles: vec![foreign],
-        })
+        .destroy(npud_tests::proto::DestroyStreamsRequest { handles: vec![foreign] })
         .await
         .map_err(npud_tests::Error::from);
     assert_eq!(failure(r).0, Code::NotFound);
-    let listed = svc
-        .list(npud_tests::proto::ListStreamsRequest {})
-        .await
-        .expect("list")
-        .into_inner()
-        .streams;
+    let listed = svc.list(npud_tests::proto::ListStreamsRequest {}).await.expect("list").into_inner().streams;
     assert!(listed.is_empty(), "another tenant's streams are invisible");
     // Via the CLI as that tenant, too.
     let endpoint = d.endpoint.clone().expect("tcp");
     let out = Command::new(bin("npuctl"))
-        .args([
-            "--endpoint",
-            &endpoint,
-            "stream",
-            "query",
-            &foreign.to_string(),
-        ])
+        .args(["--endpoint", &endpoint, "stream", "query", &foreign.to_string()])
         .output()
         .expect("npuctl");
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(s.is_done().await.expect("still mine"));
 }
 
@@ -271,19 +162,11 @@ fn a_stale_socket_from_a_crashed_daemon_does_not_block_a_new_one() {
         .spawn()
         .expect("spawn");
     let mut child = out;
-    assert!(eventually(Duration::from_secs(10), || {
-        std::os::unix::net::UnixStream::connect(&socket).is_ok()
-    }));
-    let listed = Command::new(bin("npuctl"))
-        .arg("--socket")
-        .arg(&socket)
-        .args(["device", "list"])
-        .output()
-        .expect("npuctl");
+    assert!(eventually(Duration::from_secs(10), || { std::os::unix::net::UnixStream::connect(&socket).is_ok() }));
+    let listed =
+        Command::new(bin("npuctl")).arg("--socket").arg(&socket).args(["device", "list"]).output().expect("npuctl");
     assert!(listed.status.success());
-    let _ = Command::new("kill")
-        .args(["-s", "TERM", &child.id().to_string()])
-        .status();
+    let _ = Command::new("kill").args(["-s", "TERM", &child.id().to_string()]).status();
     let status = child.wait().expect("exit");
     assert!(status.success(), "SIGTERM exits 0");
     assert!(!socket.exists(), "graceful shutdown removes the socket");
@@ -292,11 +175,7 @@ fn a_stale_socket_from_a_crashed_daemon_does_not_block_a_new_one() {
 #[test]
 fn a_live_daemons_socket_is_never_stolen() {
     let d = Daemon::start();
-    let out = Command::new(bin("npud"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .output()
-        .expect("npud");
+    let out = Command::new(bin("npud")).arg("--socket").arg(&d.socket).output().expect("npud");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("another npud is serving"));
     assert_eq!(d.device0()["in_use"], 0, "the first daemon still serves");
@@ -316,27 +195,13 @@ fn bad_configuration_exits_64_before_binding() {
     ];
     for text in cases {
         std::fs::write(&config, text).expect("write");
-        let out = Command::new(bin("npud"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--config")
-            .arg(&config)
-            .output()
-            .expect("npud");
-        assert_eq!(
-            out.status.code(),
-            Some(64),
-            "{text}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out =
+            Command::new(bin("npud")).arg("--socket").arg(&socket).arg("--config").arg(&config).output().expect("npud");
+        assert_eq!(out.status.code(), Some(64), "{text}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(!socket.exists(), "nothing was bound for {text}");
     }
-    let out = Command::new(bin("npud"))
-        .args(["--socket"])
-        .arg(&socket)
-        .args(["--sim-devices", "0"])
-        .output()
-        .expect("npud");
+    let out =
+        Command::new(bin("npud")).args(["--socket"]).arg(&socket).args(["--sim-devices", "0"]).output().expect("npud");
     assert_eq!(out.status.code(), Some(64));
 }
 
@@ -345,32 +210,17 @@ async fn the_rust_client_destroys_on_drop_and_closes_sessions() {
     let d = Daemon::start();
     let c = d.client().await;
     {
-        let _streams = c
-            .device(0)
-            .create_streams(3, StreamOptions::default())
-            .await
-            .expect("create");
+        let _streams = c.device(0).create_streams(3, StreamOptions::default()).await.expect("create");
         assert_eq!(d.in_use(), 3);
     }
     let destroyed = eventually_async(Duration::from_secs(5), || async { d.in_use() == 0 }).await;
     assert!(destroyed, "dropped streams are destroyed");
-    let kept = c
-        .device(0)
-        .create_streams(2, StreamOptions::default())
-        .await
-        .expect("create");
+    let kept = c.device(0).create_streams(2, StreamOptions::default()).await.expect("create");
     let (streams, _) = c.close().await.expect("close");
     assert_eq!(streams, 2);
     assert_eq!(d.in_use(), 0);
     let (code, reason, _) = failure(kept[0].sync().await);
-    assert_eq!(
-        (code, reason),
-        (Code::NotFound, ErrorReason::UnknownHandle),
-        "its streams went with it"
-    );
+    assert_eq!((code, reason), (Code::NotFound, ErrorReason::UnknownHandle), "its streams went with it");
     let (code, reason, _) = failure(c.renew().await);
-    assert_eq!(
-        (code, reason),
-        (Code::NotFound, ErrorReason::UnknownSession)
-    );
+    assert_eq!((code, reason), (Code::NotFound, ErrorReason::UnknownSession));
 }

@@ -4,107 +4,58 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::contention::{Scenario, run};
-use npud_tests::{
-    Client, Daemon, StreamOptions, eventually_async, failure, proto, proto::ErrorReason,
-};
+use npud_tests::{Client, Daemon, StreamOptions, eventually_async, failure, proto, proto::ErrorReason};
 use std::time::Duration;
 use tonic::Code;
 
 fn waiting(wait_s: u64) -> StreamOptions {
-    StreamOptions {
-        wait: Duration::from_secs(wait_s),
-        ..Default::default()
-    }
+    StreamOptions { wait: Duration::from_secs(wait_s), ..Default::default() }
 }
 
 /// `status` rows per tenant on device 0: (streams, waiting requests).
 async fn usage(c: &Client) -> std::collections::HashMap<String, (u32, u32)> {
-    c.status()
-        .await
-        .expect("status")
-        .tenants
-        .into_iter()
-        .map(|t| (t.tenant, (t.streams, t.waiting_requests)))
-        .collect()
+    c.status().await.expect("status").tenants.into_iter().map(|t| (t.tenant, (t.streams, t.waiting_requests))).collect()
 }
 
 /// A small device (capacity 10) so queues form quickly.
 fn small_device() -> npud_tests::DaemonBuilder {
-    Daemon::builder()
-        .tcp()
-        .args(&["--sim-profile", "atlas-200i-a2"])
-        .config("[budget]\nsafety_margin = 500")
+    Daemon::builder().tcp().args(&["--sim-profile", "atlas-200i-a2"]).config("[budget]\nsafety_margin = 500")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_is_granted_whole_never_in_part() {
-    let d = Daemon::builder()
-        .tcp()
-        .args(&["--sim-profile", "atlas-200i-a2"])
-        .start();
+    let d = Daemon::builder().tcp().args(&["--sim-profile", "atlas-200i-a2"]).start();
     let (a, b) = (d.client().await, d.tcp_client().await);
-    let held = a
-        .device(0)
-        .create_streams(450, StreamOptions::default())
-        .await
-        .unwrap();
+    let held = a.device(0).create_streams(450, StreamOptions::default()).await.unwrap();
     let bd = b.device(0);
-    let wanted =
-        tokio::spawn(async move { bd.create_streams(100, waiting(30)).await.map(|v| v.len()) });
+    let wanted = tokio::spawn(async move { bd.create_streams(100, waiting(30)).await.map(|v| v.len()) });
     assert!(
-        eventually_async(Duration::from_secs(5), || async {
-            usage(&a).await.get("uid-65534").map(|u| u.1) == Some(1)
-        })
-        .await
+        eventually_async(Duration::from_secs(5), || async { usage(&a).await.get("uid-65534").map(|u| u.1) == Some(1) })
+            .await
     );
     // 60 are free; the request keeps waiting and takes none of them.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.in_use(), 450);
     assert_eq!(usage(&a).await.get("uid-65534").map(|u| u.0), Some(0));
     drop(held.into_iter().take(50).collect::<Vec<_>>());
-    let got = tokio::time::timeout(Duration::from_secs(20), wanted)
-        .await
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), wanted).await.unwrap().unwrap().unwrap();
     assert_eq!(got, 100);
 }
 
 #[tokio::test]
 async fn an_expired_wait_explains_itself() {
-    let d = Daemon::builder()
-        .args(&["--sim-profile", "atlas-200i-a2"])
-        .start();
+    let d = Daemon::builder().args(&["--sim-profile", "atlas-200i-a2"]).start();
     let c = d.client().await;
-    let _held = c
-        .device(0)
-        .create_streams(500, StreamOptions::default())
-        .await
-        .unwrap();
-    let opts = StreamOptions {
-        wait: Duration::from_millis(300),
-        ..Default::default()
-    };
+    let _held = c.device(0).create_streams(500, StreamOptions::default()).await.unwrap();
+    let opts = StreamOptions { wait: Duration::from_millis(300), ..Default::default() };
     let (code, reason, e) = failure(c.device(0).create_streams(20, opts).await);
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::GrantWaitExpired)
-    );
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::GrantWaitExpired));
     let text = e.to_string();
-    for needle in [
-        "within 300ms",
-        "capacity 510",
-        "in use 500",
-        "queue position 1",
-    ] {
+    for needle in ["within 300ms", "capacity 510", "in use 500", "queue position 1"] {
         assert!(text.contains(needle), "{needle:?} missing from {text:?}");
     }
     assert_eq!(e.figure("requested"), Some(20));
-    assert_eq!(
-        c.status().await.unwrap().devices[0].queued_requests,
-        0,
-        "the expired request left the queue"
-    );
+    assert_eq!(c.status().await.unwrap().devices[0].queued_requests, 0, "the expired request left the queue");
 }
 
 #[tokio::test]
@@ -117,63 +68,30 @@ async fn a_reservation_holds_against_a_greedy_tenant() {
     let (greedy, small) = (d.client().await, d.tcp_client().await);
     assert_eq!(small.tenant(), "guaranteed");
     let (code, reason, e) = failure(greedy.device(0).create_streams(411, waiting(5)).await);
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::BudgetExhausted),
-        "{e}"
-    );
-    let _mine = greedy
-        .device(0)
-        .create_streams(410, StreamOptions::default())
-        .await
-        .unwrap();
-    let opts = StreamOptions {
-        wait: Duration::from_millis(200),
-        ..Default::default()
-    };
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::BudgetExhausted), "{e}");
+    let _mine = greedy.device(0).create_streams(410, StreamOptions::default()).await.unwrap();
+    let opts = StreamOptions { wait: Duration::from_millis(200), ..Default::default() };
     let (code, ..) = failure(greedy.device(0).create_streams(1, opts).await);
-    assert_eq!(
-        code,
-        Code::ResourceExhausted,
-        "the unreserved pool is empty"
-    );
-    let theirs = small
-        .device(0)
-        .create_streams(100, StreamOptions::default())
-        .await
-        .expect("the reservation is there");
+    assert_eq!(code, Code::ResourceExhausted, "the unreserved pool is empty");
+    let theirs = small.device(0).create_streams(100, StreamOptions::default()).await.expect("the reservation is there");
     assert_eq!(theirs.len(), 100);
     assert_eq!(d.device0()["reserved"], 100);
     // Over max_streams can never be granted.
-    let (code, reason, _) = failure(
-        small
-            .device(0)
-            .create_streams(201, StreamOptions::default())
-            .await,
-    );
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::QuotaExceeded)
-    );
+    let (code, reason, _) = failure(small.device(0).create_streams(201, StreamOptions::default()).await);
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::QuotaExceeded));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contended_budget_is_shared_by_weight() {
     let d = small_device().config("[[tenants]]\nname = \"light\"\nuids = [0]\nweight = 1\n[[tenants]]\nname = \"heavy\"\nuids = [65534]\nweight = 3").start();
     let (light, heavy) = (d.client().await, d.tcp_client().await);
-    let filler = light
-        .device(0)
-        .create_streams(10, StreamOptions::default())
-        .await
-        .unwrap();
+    let filler = light.device(0).create_streams(10, StreamOptions::default()).await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..20 {
         for c in [&light, &heavy] {
             let dev = c.device(0);
             // The granted streams live in the task's output until the test ends.
-            tasks.push(tokio::spawn(async move {
-                dev.create_streams(1, waiting(30)).await
-            }));
+            tasks.push(tokio::spawn(async move { dev.create_streams(1, waiting(30)).await }));
         }
     }
     assert!(
@@ -192,10 +110,7 @@ async fn contended_budget_is_shared_by_weight() {
     );
     let u = usage(&light).await;
     let (l, h) = (u["light"].0, u["heavy"].0);
-    assert!(
-        l >= 1 && h >= 2 * l,
-        "weight 3 vs 1 shared 10 streams as heavy {h} / light {l}"
-    );
+    assert!(l >= 1 && h >= 2 * l, "weight 3 vs 1 shared 10 streams as heavy {h} / light {l}");
     for t in tasks {
         t.abort();
     }
@@ -205,14 +120,9 @@ async fn contended_budget_is_shared_by_weight() {
 async fn a_large_request_is_not_starved_by_a_stream_of_small_ones() {
     let d = small_device().start();
     let (small, big) = (d.client().await, d.tcp_client().await);
-    let mut mine = small
-        .device(0)
-        .create_streams(9, StreamOptions::default())
-        .await
-        .unwrap();
+    let mut mine = small.device(0).create_streams(9, StreamOptions::default()).await.unwrap();
     let bd = big.device(0);
-    let big_request =
-        tokio::spawn(async move { bd.create_streams(10, waiting(60)).await.map(|v| v.len()) });
+    let big_request = tokio::spawn(async move { bd.create_streams(10, waiting(60)).await.map(|v| v.len()) });
     assert!(
         eventually_async(Duration::from_secs(5), || async {
             small.status().await.unwrap().devices[0].queued_requests == 1
@@ -220,10 +130,7 @@ async fn a_large_request_is_not_starved_by_a_stream_of_small_ones() {
         .await
     );
     // The small tenant keeps giving one back and asking for one again.
-    let short = StreamOptions {
-        wait: Duration::from_millis(200),
-        ..Default::default()
-    };
+    let short = StreamOptions { wait: Duration::from_millis(200), ..Default::default() };
     for _ in 0..60 {
         if big_request.is_finished() {
             break;
@@ -235,10 +142,7 @@ async fn a_large_request_is_not_starved_by_a_stream_of_small_ones() {
             mine.append(&mut more);
         }
     }
-    let got = tokio::time::timeout(Duration::from_secs(20), big_request)
-        .await
-        .expect("big request finished")
-        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(20), big_request).await.expect("big request finished").unwrap();
     assert_eq!(got.expect("the large request was granted"), 10);
 }
 
@@ -246,52 +150,19 @@ async fn a_large_request_is_not_starved_by_a_stream_of_small_ones() {
 async fn quotas_set_at_run_time_survive_a_sigkill_and_restart() {
     let state = tempfile::tempdir().unwrap();
     let mut d = Daemon::builder().tcp().state_dir(state.path()).start();
-    let set = d.npuctl_json(&[
-        "quota",
-        "set",
-        "uid-65534",
-        "--max-streams",
-        "5",
-        "--max-events",
-        "9",
-    ]);
+    let set = d.npuctl_json(&["quota", "set", "uid-65534", "--max-streams", "5", "--max-events", "9"]);
     assert_eq!(set["quota"]["max_streams"], 5);
-    let (code, reason, _) = failure(
-        d.tcp_client()
-            .await
-            .device(0)
-            .create_streams(6, StreamOptions::default())
-            .await,
-    );
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::QuotaExceeded)
-    );
+    let (code, reason, _) = failure(d.tcp_client().await.device(0).create_streams(6, StreamOptions::default()).await);
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::QuotaExceeded));
     d.kill9();
     let d2 = Daemon::builder().tcp().state_dir(state.path()).start();
     let tenants = d2.npuctl_json(&["tenant", "list"]);
-    let row = tenants
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "uid-65534")
-        .expect("persisted tenant")
-        .clone();
+    let row = tenants.as_array().unwrap().iter().find(|t| t["name"] == "uid-65534").expect("persisted tenant").clone();
     assert_eq!(row["quota"]["max_streams"], 5);
     assert_eq!(row["quota"]["max_events"], 9);
     assert_eq!(row["source"], "runtime");
-    let (code, ..) = failure(
-        d2.tcp_client()
-            .await
-            .device(0)
-            .create_streams(6, StreamOptions::default())
-            .await,
-    );
-    assert_eq!(
-        code,
-        Code::ResourceExhausted,
-        "still enforced after the restart"
-    );
+    let (code, ..) = failure(d2.tcp_client().await.device(0).create_streams(6, StreamOptions::default()).await);
+    assert_eq!(code, Code::ResourceExhausted, "still enforced after the restart");
     // A handle from the old instance is recognised as stale.
     drop(d);
 }
@@ -302,17 +173,10 @@ async fn only_admins_change_quotas() {
     let outsider = d.tcp_client().await;
     let r = outsider
         .admin()
-        .set_quota(proto::SetQuotaRequest {
-            tenant: "root".into(),
-            max_streams: Some(1),
-            ..Default::default()
-        })
+        .set_quota(proto::SetQuotaRequest { tenant: "root".into(), max_streams: Some(1), ..Default::default() })
         .await;
     let (code, reason, _) = failure(r.map_err(npud_tests::Error::from));
-    assert_eq!(
-        (code, reason),
-        (Code::PermissionDenied, ErrorReason::NotAdmin)
-    );
+    assert_eq!((code, reason), (Code::PermissionDenied, ErrorReason::NotAdmin));
     let bad = d.npuctl(&["quota", "set", "someone", "--reserved-streams", "9999"]);
     assert_eq!(
         bad.status.code(),
@@ -326,38 +190,22 @@ async fn only_admins_change_quotas() {
 async fn released_streams_are_reused_from_the_warm_pool() {
     let d = Daemon::start();
     let c = d.client().await;
-    let opts = StreamOptions {
-        flags: 0x3,
-        ..Default::default()
-    };
+    let opts = StreamOptions { flags: 0x3, ..Default::default() };
     let first = c.device(0).create_stream(opts.clone()).await.unwrap();
     assert!(!first.reused());
     first.close().await.unwrap();
     assert!(
-        eventually_async(Duration::from_secs(5), || async {
-            c.status().await.unwrap().devices[0].pooled == 1
-        })
-        .await
+        eventually_async(Duration::from_secs(5), || async { c.status().await.unwrap().devices[0].pooled == 1 }).await
     );
     let created = c.status().await.unwrap().hardware_creations;
     let second = c.device(0).create_stream(opts).await.unwrap();
     assert!(second.reused(), "handed out of the pool");
     let status = c.status().await.unwrap();
-    assert_eq!(
-        status.hardware_creations, created,
-        "no new hardware creation"
-    );
+    assert_eq!(status.hardware_creations, created, "no new hardware creation");
     assert_eq!(status.pool_hits, 1);
     assert_eq!(status.devices[0].pooled, 0);
     // Another class does not match the pooled one.
-    let other = c
-        .device(0)
-        .create_stream(StreamOptions {
-            priority: 5,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let other = c.device(0).create_stream(StreamOptions { priority: 5, ..Default::default() }).await.unwrap();
     assert!(!other.reused());
 }
 
@@ -372,23 +220,12 @@ fn managed_jobs_all_succeed_where_passthrough_jobs_fail() {
         wait: Duration::from_secs(60),
     };
     let managed = run(&scenario("managed"));
-    assert_eq!(
-        (managed.succeeded, managed.failed),
-        (12, 0),
-        "{:?}",
-        managed.failure_reasons
-    );
+    assert_eq!((managed.succeeded, managed.failed), (12, 0), "{:?}", managed.failure_reasons);
     assert_eq!(managed.leaked_streams, 0);
     let passthrough = run(&scenario("passthrough"));
+    assert!(passthrough.failed >= 1, "12 × 60 streams cannot all fit 510 at once");
     assert!(
-        passthrough.failed >= 1,
-        "12 × 60 streams cannot all fit 510 at once"
-    );
-    assert!(
-        passthrough
-            .failure_reasons
-            .iter()
-            .all(|r| r.contains("207005") || r.contains("207008")),
+        passthrough.failure_reasons.iter().all(|r| r.contains("207005") || r.contains("207008")),
         "{:?}",
         passthrough.failure_reasons
     );
@@ -403,54 +240,20 @@ async fn the_pool_shrinks_first_when_budget_is_needed_and_can_be_prewarmed() {
     let c = d.client().await;
     let status = c.status().await.unwrap();
     assert_eq!(status.devices[0].pooled, 16, "pre-warmed at start-up");
-    assert_eq!(
-        status.devices[0].available, 510,
-        "pooled streams count as free budget"
-    );
-    let warm = c
-        .device(0)
-        .create_streams(
-            16,
-            StreamOptions {
-                flags: 0x3,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(
-        warm.iter().all(|s| s.reused()),
-        "pre-warmed class is fast-launch|fast-sync at priority 0"
-    );
+    assert_eq!(status.devices[0].available, 510, "pooled streams count as free budget");
+    let warm = c.device(0).create_streams(16, StreamOptions { flags: 0x3, ..Default::default() }).await.unwrap();
+    assert!(warm.iter().all(|s| s.reused()), "pre-warmed class is fast-launch|fast-sync at priority 0");
     drop(warm);
     // Fill the pool with one class, then ask for the whole device in another class.
-    let a = c
-        .device(0)
-        .create_streams(
-            300,
-            StreamOptions {
-                priority: 1,
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let a = c.device(0).create_streams(300, StreamOptions { priority: 1, ..Default::default() }).await.unwrap();
     drop(a);
     assert!(
-        eventually_async(Duration::from_secs(10), || async {
-            c.status().await.unwrap().devices[0].pooled == 300
-        })
-        .await
+        eventually_async(Duration::from_secs(10), || async { c.status().await.unwrap().devices[0].pooled == 300 })
+            .await
     );
     let b = c
         .device(0)
-        .create_streams(
-            510,
-            StreamOptions {
-                priority: 2,
-                ..Default::default()
-            },
-        )
+        .create_streams(510, StreamOptions { priority: 2, ..Default::default() })
         .await
         .expect("the pool gives way");
     assert_eq!(b.len(), 510);

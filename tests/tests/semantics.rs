@@ -4,9 +4,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{
-    Client, Daemon, EventOptions, StreamOptions, failure, proto::ErrorReason, proto::EventState,
-};
+use npud_tests::{Client, Daemon, EventOptions, StreamOptions, failure, proto::ErrorReason, proto::EventState};
 use std::time::Duration;
 use tonic::Code;
 
@@ -41,15 +39,8 @@ async fn a_wait_binds_to_the_record_current_when_it_was_enqueued() {
     consumer.record(&done).await.unwrap();
     done.sync().await.unwrap();
     let waited = done.elapsed_since(&start).await.unwrap();
-    assert!(
-        (29.0..200.0).contains(&waited),
-        "consumer was released by the first record after {waited} ms"
-    );
-    assert_eq!(
-        ev.state().await.unwrap(),
-        EventState::Pending,
-        "the second record is still pending"
-    );
+    assert!((29.0..200.0).contains(&waited), "consumer was released by the first record after {waited} ms");
+    assert_eq!(ev.state().await.unwrap(), EventState::Pending, "the second record is still pending");
 }
 
 #[tokio::test]
@@ -59,18 +50,11 @@ async fn waiting_on_a_never_recorded_event_is_a_no_op_and_it_queries_as_not_reco
     let s = dev.create_stream(StreamOptions::default()).await.unwrap();
     let ev = dev.create_event(EventOptions::default()).await.unwrap();
     assert_eq!(ev.state().await.unwrap(), EventState::NotRecorded);
-    assert!(
-        ev.is_done().await.unwrap(),
-        "cuda.core: a never-recorded event is done"
-    );
-    ev.sync()
-        .await
-        .expect("synchronising a never-recorded event returns at once");
+    assert!(ev.is_done().await.unwrap(), "cuda.core: a never-recorded event is done");
+    ev.sync().await.expect("synchronising a never-recorded event returns at once");
     s.wait(&ev).await.unwrap();
     s.delay(ms(1)).await.unwrap();
-    s.sync_timeout(Some(ms(2000)))
-        .await
-        .expect("the wait did not block the stream");
+    s.sync_timeout(Some(ms(2000))).await.expect("the wait did not block the stream");
 }
 
 #[tokio::test]
@@ -82,10 +66,7 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     let b = dev.create_event(EventOptions::default()).await.unwrap();
     // Unrecorded.
     let (code, reason, _) = failure(b.elapsed_since(&a).await);
-    assert_eq!(
-        (code, reason),
-        (Code::FailedPrecondition, ErrorReason::EventNotRecorded)
-    );
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotRecorded));
     // Enqueue behind a busy head so the three tasks chain back to back on the device
     // (an idle stream would start the delay only when its RPC arrives).
     s.delay(ms(200)).await.unwrap();
@@ -94,30 +75,18 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     s.record(&b).await.unwrap();
     // Recorded but not complete yet.
     let (code, reason, e) = failure(b.elapsed_since(&a).await);
-    assert_eq!(
-        (code, reason),
-        (Code::FailedPrecondition, ErrorReason::EventNotComplete)
-    );
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotComplete));
     assert_eq!(e.native_code(), 507006, "ACL_ERROR_RT_EVENT_NOT_COMPLETE");
     s.sync().await.unwrap();
     let elapsed = b.elapsed_since(&a).await.unwrap();
     assert!((elapsed - 20.0).abs() < 0.05, "elapsed {elapsed} ms");
     // Untimed.
-    let untimed = dev
-        .create_event(EventOptions {
-            disable_timing: true,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let untimed = dev.create_event(EventOptions { disable_timing: true, ..Default::default() }).await.unwrap();
     assert!(!untimed.timing());
     s.record(&untimed).await.unwrap();
     s.sync().await.unwrap();
     let (code, reason, _) = failure(untimed.elapsed_since(&a).await);
-    assert_eq!(
-        (code, reason),
-        (Code::FailedPrecondition, ErrorReason::EventNotTimed)
-    );
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotTimed));
 }
 
 #[tokio::test]
@@ -129,11 +98,7 @@ async fn two_streams_overlap_while_one_stream_serialises() {
         dev.create_stream(StreamOptions::default()).await.unwrap(),
     );
     let ev = || dev.create_event(EventOptions::default());
-    let (t0, t1, t2) = (
-        ev().await.unwrap(),
-        ev().await.unwrap(),
-        ev().await.unwrap(),
-    );
+    let (t0, t1, t2) = (ev().await.unwrap(), ev().await.unwrap(), ev().await.unwrap());
     // Serial: two 40 ms delays on one stream take 80 ms (enqueued behind a busy head).
     s1.delay(ms(200)).await.unwrap();
     s1.record(&t0).await.unwrap();
@@ -151,10 +116,7 @@ async fn two_streams_overlap_while_one_stream_serialises() {
     s2.record(&t2).await.unwrap();
     dev.sync(None).await.unwrap();
     let both = t2.elapsed_since(&t0).await.unwrap();
-    assert!(
-        both < 70.0,
-        "the second stream's delay overlapped the first ({both} ms, serial would be 80)"
-    );
+    assert!(both < 70.0, "the second stream's delay overlapped the first ({both} ms, serial would be 80)");
 }
 
 #[tokio::test]
@@ -162,10 +124,7 @@ async fn a_high_priority_stream_overtakes_when_lanes_are_short() {
     let d = Daemon::builder().config("[sim]\nlanes = 1").start();
     let c = d.client().await;
     let dev = c.device(0);
-    let opts = |priority| StreamOptions {
-        priority,
-        ..Default::default()
-    };
+    let opts = |priority| StreamOptions { priority, ..Default::default() };
     let blocker = dev.create_stream(opts(3)).await.unwrap();
     let low = dev.create_stream(opts(7)).await.unwrap();
     let high = dev.create_stream(opts(0)).await.unwrap();
@@ -181,74 +140,41 @@ async fn a_high_priority_stream_overtakes_when_lanes_are_short() {
     high.record(&high_done).await.unwrap();
     dev.sync(None).await.unwrap();
     let gap = low_done.elapsed_since(&high_done).await.unwrap();
-    assert!(
-        (gap - 10.0).abs() < 0.5,
-        "high ran first, then low: low ended {gap} ms after high"
-    );
+    assert!((gap - 10.0).abs() < 0.5, "high ran first, then low: low ended {gap} ms after high");
     assert_eq!(high.info().await.unwrap().priority, 0);
 }
 
 #[tokio::test]
 async fn synchronize_with_timeout_reports_the_vendor_code_and_leaves_work_running() {
     let (_d, c) = setup().await;
-    let s = c
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
     s.delay(ms(300)).await.unwrap();
     let (code, reason, e) = failure(s.sync_timeout(Some(ms(20))).await);
-    assert_eq!(
-        (code, reason),
-        (Code::DeadlineExceeded, ErrorReason::SyncTimeout)
-    );
+    assert_eq!((code, reason), (Code::DeadlineExceeded, ErrorReason::SyncTimeout));
     assert_eq!(e.native_code(), 507046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT");
     assert!(!s.is_done().await.unwrap(), "the work keeps running");
     s.sync().await.unwrap();
     assert!(s.is_done().await.unwrap());
-    let ev = c
-        .device(0)
-        .create_event(EventOptions::default())
-        .await
-        .unwrap();
+    let ev = c.device(0).create_event(EventOptions::default()).await.unwrap();
     s.delay(ms(300)).await.unwrap();
     s.record(&ev).await.unwrap();
     let (code, _, e) = failure(ev.sync_timeout(Some(ms(20))).await);
-    assert_eq!(
-        (code, e.native_code()),
-        (Code::DeadlineExceeded, 507047),
-        "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"
-    );
+    assert_eq!((code, e.native_code()), (Code::DeadlineExceeded, 507047), "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT");
 }
 
 #[tokio::test]
 async fn device_sync_waits_for_the_callers_work_only() {
     let d = Daemon::builder().tcp().config("[sim]\nlanes = 4").start();
     let (a, b) = (d.client().await, d.tcp_client().await);
-    let long = b
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let long = b.device(0).create_stream(StreamOptions::default()).await.unwrap();
     long.delay(Duration::from_secs(30)).await.unwrap();
-    let mine = a
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let mine = a.device(0).create_stream(StreamOptions::default()).await.unwrap();
     mine.delay(ms(10)).await.unwrap();
     // Generous bound: B's 30 s of work must not be waited for.
-    a.device(0)
-        .sync(Some(Duration::from_secs(10)))
-        .await
-        .expect("A's device sync ignores B's streams");
+    a.device(0).sync(Some(Duration::from_secs(10))).await.expect("A's device sync ignores B's streams");
     assert!(mine.is_done().await.unwrap());
     let (code, ..) = failure(b.device(0).sync(Some(ms(50))).await);
-    assert_eq!(
-        code,
-        Code::DeadlineExceeded,
-        "B's own sync does wait for B's work"
-    );
+    assert_eq!(code, Code::DeadlineExceeded, "B's own sync does wait for B's work");
 }
 
 #[tokio::test]
@@ -262,30 +188,16 @@ async fn destroying_what_pending_work_still_uses_follows_the_seeds() {
     let watcher = dev.create_stream(StreamOptions::default()).await.unwrap();
     watcher.wait(&ev).await.unwrap();
     // cuEventDestroy: returns at once; the pending record still completes for its waiters.
-    ev.close()
-        .await
-        .expect("destroying an event with a pending record");
-    watcher
-        .sync_timeout(Some(Duration::from_secs(10)))
-        .await
-        .expect("the waiter is released by the record");
+    ev.close().await.expect("destroying an event with a pending record");
+    watcher.sync_timeout(Some(Duration::from_secs(10))).await.expect("the waiter is released by the record");
     let other = dev.create_stream(StreamOptions::default()).await.unwrap();
     other.delay(ms(400)).await.unwrap();
     let before = d.device0();
     // cuStreamDestroy: returns at once; the budget comes back when the work has ended.
-    other
-        .close()
-        .await
-        .expect("destroying a stream with pending work");
+    other.close().await.expect("destroying a stream with pending work");
     let right_after = d.device0();
-    assert_eq!(
-        right_after["in_use"].as_u64(),
-        before["in_use"].as_u64().map(|n| n - 1)
-    );
-    assert_eq!(
-        right_after["available"], before["available"],
-        "still draining: not yet free"
-    );
+    assert_eq!(right_after["in_use"].as_u64(), before["in_use"].as_u64().map(|n| n - 1));
+    assert_eq!(right_after["available"], before["available"], "still draining: not yet free");
     assert!(
         npud_tests::eventually_async(Duration::from_secs(10), || async {
             d.device0()["available"].as_u64() == before["available"].as_u64().map(|n| n + 1)
@@ -296,48 +208,24 @@ async fn destroying_what_pending_work_still_uses_follows_the_seeds() {
 
 #[tokio::test]
 async fn events_without_the_sync_flag_cannot_be_waited_on_or_reset_and_the_event_budget_holds() {
-    let d = Daemon::builder()
-        .args(&["--sim-profile", "atlas-inference"])
-        .start();
+    let d = Daemon::builder().args(&["--sim-profile", "atlas-inference"]).start();
     let c = d.client().await;
     let dev = c.device(0);
     let s = dev.create_stream(StreamOptions::default()).await.unwrap();
-    let timeline_only = dev
-        .create_event(EventOptions {
-            flags: 0x8,
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let timeline_only = dev.create_event(EventOptions { flags: 0x8, ..Default::default() }).await.unwrap();
     let (code, reason, _) = failure(s.wait(&timeline_only).await);
-    assert_eq!(
-        (code, reason),
-        (Code::FailedPrecondition, ErrorReason::EventFlagsForbid)
-    );
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventFlagsForbid));
     let (_, reason, _) = failure(timeline_only.reset(&s).await);
     assert_eq!(reason, ErrorReason::EventFlagsForbid);
-    let (code, reason, _) = failure(
-        dev.create_event(EventOptions {
-            flags: 0x21,
-            ..Default::default()
-        })
-        .await,
-    );
-    assert_eq!(
-        (code, reason),
-        (Code::InvalidArgument, ErrorReason::InvalidFlags),
-        "EXTERNAL is not OR-able"
-    );
+    let (code, reason, _) = failure(dev.create_event(EventOptions { flags: 0x21, ..Default::default() }).await);
+    assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::InvalidFlags), "EXTERNAL is not OR-able");
     // atlas-inference holds 1023 events.
     let mut events = vec![timeline_only];
     for _ in 0..1022 {
         events.push(dev.create_event(EventOptions::default()).await.unwrap());
     }
     let (code, reason, e) = failure(dev.create_event(EventOptions::default()).await);
-    assert_eq!(
-        (code, reason),
-        (Code::ResourceExhausted, ErrorReason::EventBudgetExhausted)
-    );
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::EventBudgetExhausted));
     assert_eq!(e.native_code(), 207007, "ACL_ERROR_RT_NO_EVENT_RESOURCE");
 }
 
@@ -352,11 +240,7 @@ async fn reset_returns_an_event_to_not_recorded_once_the_stream_reaches_it() {
     assert_eq!(ev.state().await.unwrap(), EventState::Complete);
     s.delay(ms(50)).await.unwrap();
     ev.reset(&s).await.unwrap();
-    assert_eq!(
-        ev.state().await.unwrap(),
-        EventState::Complete,
-        "the reset waits for the stream's earlier work"
-    );
+    assert_eq!(ev.state().await.unwrap(), EventState::Complete, "the reset waits for the stream's earlier work");
     s.sync().await.unwrap();
     assert_eq!(ev.state().await.unwrap(), EventState::NotRecorded);
 }
@@ -365,11 +249,7 @@ async fn reset_returns_an_event_to_not_recorded_once_the_stream_reaches_it() {
 async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
     let d = Daemon::builder().config("[sim]\nlanes = 4").start();
     let owner = d.client().await;
-    let s = owner
-        .device(0)
-        .create_stream(StreamOptions::default())
-        .await
-        .unwrap();
+    let s = owner.device(0).create_stream(StreamOptions::default()).await.unwrap();
     s.delay(Duration::from_secs(20)).await.unwrap();
     let handle = s.handle();
     let mut blocked = Vec::new();
@@ -377,11 +257,7 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
         let c = d.client().await;
         blocked.push(tokio::spawn(async move {
             let mut svc = c.streams();
-            svc.synchronize(npud_tests::proto::SynchronizeStreamRequest {
-                handle,
-                timeout_ms: 0,
-            })
-            .await
+            svc.synchronize(npud_tests::proto::SynchronizeStreamRequest { handle, timeout_ms: 0 }).await
         }));
     }
     tokio::time::sleep(ms(200)).await;
@@ -396,13 +272,8 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
             assert_eq!(ev.state().await.unwrap(), EventState::Complete);
         }
     };
-    tokio::time::timeout(Duration::from_secs(15), work)
-        .await
-        .expect("the 51st client was not held up");
-    assert!(
-        blocked.iter().all(|h| !h.is_finished()),
-        "the fifty are still waiting"
-    );
+    tokio::time::timeout(Duration::from_secs(15), work).await.expect("the 51st client was not held up");
+    assert!(blocked.iter().all(|h| !h.is_finished()), "the fifty are still waiting");
     for h in blocked {
         h.abort();
     }
@@ -412,46 +283,23 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
 fn npuctl_drives_events_and_stream_waits() {
     let d = Daemon::start();
     let streams = d.npuctl_json(&["stream", "create", "--count", "2"]);
-    let (s1, s2) = (
-        streams[0]["handle"].to_string(),
-        streams[1]["handle"].to_string(),
-    );
+    let (s1, s2) = (streams[0]["handle"].to_string(), streams[1]["handle"].to_string());
     let a = d.npuctl_json(&["event", "create"])["handle"].to_string();
     let b = d.npuctl_json(&["event", "create"])["handle"].to_string();
-    assert_eq!(
-        d.npuctl_json(&["event", "query", &a])["state"],
-        "not_recorded"
-    );
+    assert_eq!(d.npuctl_json(&["event", "query", &a])["state"], "not_recorded");
     d.npuctl_json(&["stream", "delay", &s1, "300ms"]);
     d.npuctl_json(&["event", "record", &a, &s1]);
     d.npuctl_json(&["stream", "delay", &s1, "20ms"]);
     d.npuctl_json(&["event", "record", &b, &s1]);
     d.npuctl_json(&["stream", "wait-event", &s2, &b]);
-    assert_eq!(
-        d.npuctl_json(&["stream", "query", &s2])["state"],
-        "not_ready",
-        "s2 waits for b"
-    );
+    assert_eq!(d.npuctl_json(&["stream", "query", &s2])["state"], "not_ready", "s2 waits for b");
     let out = d.npuctl(&["event", "elapsed", &a, &b]);
-    assert_eq!(
-        out.status.code(),
-        Some(6),
-        "not complete yet: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(6), "not complete yet: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(d.npuctl_json(&["event", "sync", &b])["state"], "complete");
-    let ms = d.npuctl_json(&["event", "elapsed", &a, &b])["milliseconds"]
-        .as_f64()
-        .unwrap();
+    let ms = d.npuctl_json(&["event", "elapsed", &a, &b])["milliseconds"].as_f64().unwrap();
     assert!((ms - 20.0).abs() < 0.05, "{ms}");
-    assert_eq!(
-        d.npuctl_json(&["stream", "sync", &s2, "--timeout", "5s"])["state"],
-        "complete"
-    );
-    assert_eq!(
-        d.npuctl_json(&["event", "list"]).as_array().map(Vec::len),
-        Some(2)
-    );
+    assert_eq!(d.npuctl_json(&["stream", "sync", &s2, "--timeout", "5s"])["state"], "complete");
+    assert_eq!(d.npuctl_json(&["event", "list"]).as_array().map(Vec::len), Some(2));
     assert_eq!(d.npuctl_json(&["event", "destroy", &a, &b])["destroyed"], 2);
     assert_eq!(d.npuctl(&["event", "query", &a]).status.code(), Some(3));
 }

@@ -15,46 +15,26 @@ pub fn device_json(d: &pb::Device) -> serde_json::Value {
 }
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
-    let devices = DeviceServiceClient::new(ctx.channel().await?)
-        .list(pb::ListDevicesRequest {})
-        .await?
-        .into_inner()
-        .devices;
-    emit(
-        ctx.output,
-        json!(devices.iter().map(device_json).collect::<Vec<_>>()),
-        || {
-            let rows: Vec<Vec<String>> = devices
-                .iter()
-                .map(|d| {
-                    vec![
-                        d.id.to_string(),
-                        d.name.clone(),
-                        d.profile.clone(),
-                        d.capacity.to_string(),
-                        d.reserved.to_string(),
-                        d.in_use.to_string(),
-                        d.pooled.to_string(),
-                        d.available.to_string(),
-                        d.queued_requests.to_string(),
-                    ]
-                })
-                .collect();
-            table(
-                &[
-                    "ID",
-                    "NAME",
-                    "PROFILE",
-                    "CAPACITY",
-                    "RESERVED",
-                    "IN USE",
-                    "POOLED",
-                    "AVAILABLE",
-                    "QUEUED",
-                ],
-                &rows,
-            )
-        },
-    );
+    let devices =
+        DeviceServiceClient::new(ctx.channel().await?).list(pb::ListDevicesRequest {}).await?.into_inner().devices;
+    emit(ctx.output, json!(devices.iter().map(device_json).collect::<Vec<_>>()), || {
+        let rows: Vec<Vec<String>> = devices
+            .iter()
+            .map(|d| {
+                vec![
+                    d.id.to_string(),
+                    d.name.clone(),
+                    d.profile.clone(),
+                    d.capacity.to_string(),
+                    d.reserved.to_string(),
+                    d.in_use.to_string(),
+                    d.pooled.to_string(),
+                    d.available.to_string(),
+                    d.queued_requests.to_string(),
+                ]
+            })
+            .collect();
+        table(&["ID", "NAME", "PROFILE", "CAPACITY", "RESERVED", "IN USE", "POOLED", "AVAILABLE", "QUEUED"], &rows)
+    });
     Ok(())
 }

@@ -18,89 +18,45 @@ async fn events(ctx: &Ctx) -> npud_client::Result<EventServiceClient<tonic::tran
     Ok(EventServiceClient::new(ctx.channel().await?))
 }
 
-pub async fn create(
-    ctx: &Ctx,
-    device: u32,
-    flags: u32,
-    no_timing: bool,
-    session: &str,
-) -> npud_client::Result<()> {
+pub async fn create(ctx: &Ctx, device: u32, flags: u32, no_timing: bool, session: &str) -> npud_client::Result<()> {
     let client = ctx.session(session).await?;
     let ev = client
         .device(device)
-        .create_event(EventOptions {
-            flags,
-            disable_timing: no_timing,
-            blocking_sync: false,
-        })
+        .create_event(EventOptions { flags, disable_timing: no_timing, blocking_sync: false })
         .await?;
     let timing = ev.timing();
     let handle = ev.leak(); // it belongs to the named session, for later npuctl calls
-    emit(
-        ctx.output,
-        json!({ "handle": handle, "device": device, "timing": timing }),
-        || format!("event {handle} on device {device}"),
-    );
+    emit(ctx.output, json!({ "handle": handle, "device": device, "timing": timing }), || {
+        format!("event {handle} on device {device}")
+    });
     Ok(())
 }
 
 pub async fn record(ctx: &Ctx, event: u64, stream: u64) -> npud_client::Result<()> {
-    events(ctx)
-        .await?
-        .record(pb::RecordEventRequest { event, stream })
-        .await?;
-    emit(
-        ctx.output,
-        json!({ "event": event, "stream": stream }),
-        || format!("event {event} recorded on stream {stream}"),
-    );
+    events(ctx).await?.record(pb::RecordEventRequest { event, stream }).await?;
+    emit(ctx.output, json!({ "event": event, "stream": stream }), || {
+        format!("event {event} recorded on stream {stream}")
+    });
     Ok(())
 }
 
 pub async fn query(ctx: &Ctx, event: u64) -> npud_client::Result<()> {
-    let r = events(ctx)
-        .await?
-        .query(pb::QueryEventRequest { handle: event })
-        .await?
-        .into_inner();
+    let r = events(ctx).await?.query(pb::QueryEventRequest { handle: event }).await?.into_inner();
     let state = state_name(r.state);
-    emit(
-        ctx.output,
-        json!({ "event": event, "state": state }),
-        || format!("event {event}: {state}"),
-    );
+    emit(ctx.output, json!({ "event": event, "state": state }), || format!("event {event}: {state}"));
     Ok(())
 }
 
 pub async fn sync(ctx: &Ctx, event: u64, timeout: Option<Duration>) -> npud_client::Result<()> {
     let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u128::from(u32::MAX)) as u32);
-    events(ctx)
-        .await?
-        .synchronize(pb::SynchronizeEventRequest {
-            handle: event,
-            timeout_ms,
-        })
-        .await?;
-    emit(
-        ctx.output,
-        json!({ "event": event, "state": "complete" }),
-        || format!("event {event}: complete"),
-    );
+    events(ctx).await?.synchronize(pb::SynchronizeEventRequest { handle: event, timeout_ms }).await?;
+    emit(ctx.output, json!({ "event": event, "state": "complete" }), || format!("event {event}: complete"));
     Ok(())
 }
 
 pub async fn elapsed(ctx: &Ctx, start: u64, end: u64) -> npud_client::Result<()> {
-    let ms = events(ctx)
-        .await?
-        .elapsed_time(pb::ElapsedTimeRequest { start, end })
-        .await?
-        .into_inner()
-        .milliseconds;
-    emit(
-        ctx.output,
-        json!({ "start": start, "end": end, "milliseconds": ms }),
-        || format!("{ms:.3} ms"),
-    );
+    let ms = events(ctx).await?.elapsed_time(pb::ElapsedTimeRequest { start, end }).await?.into_inner().milliseconds;
+    emit(ctx.output, json!({ "start": start, "end": end, "milliseconds": ms }), || format!("{ms:.3} ms"));
     Ok(())
 }
 
@@ -109,19 +65,12 @@ pub async fn destroy(ctx: &Ctx, handles: Vec<u64>) -> npud_client::Result<()> {
     for &handle in &handles {
         svc.destroy(pb::DestroyEventRequest { handle }).await?;
     }
-    emit(ctx.output, json!({ "destroyed": handles.len() }), || {
-        format!("destroyed {} event(s)", handles.len())
-    });
+    emit(ctx.output, json!({ "destroyed": handles.len() }), || format!("destroyed {} event(s)", handles.len()));
     Ok(())
 }
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
-    let list = events(ctx)
-        .await?
-        .list(pb::ListEventsRequest {})
-        .await?
-        .into_inner()
-        .events;
+    let list = events(ctx).await?.list(pb::ListEventsRequest {}).await?.into_inner().events;
     let json = json!(list.iter().map(|e| json!({"handle": e.handle, "device": e.device, "flags": e.flags, "timing": e.timing, "state": state_name(e.state)})).collect::<Vec<_>>());
     emit(ctx.output, json, || {
         let rows: Vec<Vec<String>> = list

@@ -9,9 +9,7 @@ pub mod tenant;
 
 use crate::args::Output;
 use npud_client::{Client, SessionOptions, Target};
-use npud_proto::v1::{
-    admin_service_client::AdminServiceClient, session_service_client::SessionServiceClient,
-};
+use npud_proto::v1::{admin_service_client::AdminServiceClient, session_service_client::SessionServiceClient};
 use tonic::transport::Channel;
 
 pub struct Ctx {
@@ -27,11 +25,7 @@ impl Ctx {
     /// Attaches to (or opens) the named session. npuctl exits right after the call, so it
     /// does not renew: the daemon's named-session lease keeps the session alive.
     pub async fn session(&self, name: &str) -> npud_client::Result<Client> {
-        let options = SessionOptions {
-            name: Some(name.to_string()),
-            lease: None,
-            renew: false,
-        };
+        let options = SessionOptions { name: Some(name.to_string()), lease: None, renew: false };
         Client::connect_with(self.target.clone(), options).await
     }
 

@@ -4,13 +4,7 @@ use npud_proto::v1 as pb;
 use serde_json::json;
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
-    let sessions = ctx
-        .sessions()
-        .await?
-        .list(pb::ListSessionsRequest {})
-        .await?
-        .into_inner()
-        .sessions;
+    let sessions = ctx.sessions().await?.list(pb::ListSessionsRequest {}).await?.into_inner().sessions;
     let json = json!(sessions
         .iter()
         .map(|s| json!({"session": s.session, "name": s.name, "tenant": s.tenant, "streams": s.streams, "events": s.events, "lease_remaining_ms": s.lease_remaining_ms, "report_stream_open": s.report_stream_open}))
@@ -34,33 +28,18 @@ pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
                 ]
             })
             .collect();
-        table(
-            &["SESSION", "NAME", "TENANT", "STREAMS", "EVENTS", "LEASE"],
-            &rows,
-        )
+        table(&["SESSION", "NAME", "TENANT", "STREAMS", "EVENTS", "LEASE"], &rows)
     });
     Ok(())
 }
 
 pub async fn close(ctx: &Ctx, name: &str) -> npud_client::Result<()> {
-    let r = ctx
-        .sessions()
-        .await?
-        .close(pb::CloseSessionRequest {
-            session: 0,
-            name: name.to_string(),
-        })
-        .await?
-        .into_inner();
+    let r =
+        ctx.sessions().await?.close(pb::CloseSessionRequest { session: 0, name: name.to_string() }).await?.into_inner();
     emit(
         ctx.output,
         json!({ "name": name, "streams_released": r.streams_released, "events_released": r.events_released }),
-        || {
-            format!(
-                "closed {name}: released {} stream(s), {} event(s)",
-                r.streams_released, r.events_released
-            )
-        },
+        || format!("closed {name}: released {} stream(s), {} event(s)", r.streams_released, r.events_released),
     );
     Ok(())
 }

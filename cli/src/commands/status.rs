@@ -5,12 +5,7 @@ use npud_proto::v1 as pb;
 use serde_json::json;
 
 pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
-    let s = ctx
-        .admin()
-        .await?
-        .status(pb::StatusRequest {})
-        .await?
-        .into_inner();
+    let s = ctx.admin().await?.status(pb::StatusRequest {}).await?.into_inner();
     let json = json!({
         "policy": s.policy,
         "epoch": s.epoch,
@@ -24,10 +19,8 @@ pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
         })).collect::<Vec<_>>(),
     });
     emit(ctx.output, json, || {
-        let mut out = format!(
-            "policy {}  pool hits {}  hardware creations {}\n\n",
-            s.policy, s.pool_hits, s.hardware_creations
-        );
+        let mut out =
+            format!("policy {}  pool hits {}  hardware creations {}\n\n", s.policy, s.pool_hits, s.hardware_creations);
         for d in &s.devices {
             let free = d.capacity.saturating_sub(d.in_use + d.pooled);
             out.push_str(&format!(
@@ -48,11 +41,7 @@ pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
             .iter()
             .map(|t| {
                 let q = t.quota.unwrap_or_default();
-                let max = if q.max_streams == u32::MAX {
-                    "-".to_string()
-                } else {
-                    q.max_streams.to_string()
-                };
+                let max = if q.max_streams == u32::MAX { "-".to_string() } else { q.max_streams.to_string() };
                 vec![
                     t.tenant.clone(),
                     t.device.to_string(),
@@ -66,12 +55,7 @@ pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
             })
             .collect();
         out.push('\n');
-        out.push_str(&table(
-            &[
-                "TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS",
-            ],
-            &rows,
-        ));
+        out.push_str(&table(&["TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS"], &rows));
         out
     });
     Ok(())

@@ -23,18 +23,11 @@ fn stream_rows(streams: &[pb::StreamInfo]) -> String {
                 s.priority.to_string(),
                 flag_names(s.flags).join(","),
                 s.pending_tasks.to_string(),
-                if s.failed {
-                    "failed".into()
-                } else {
-                    "ok".into()
-                },
+                if s.failed { "failed".into() } else { "ok".into() },
             ]
         })
         .collect();
-    table(
-        &["HANDLE", "DEVICE", "PRIORITY", "FLAGS", "PENDING", "STATE"],
-        &rows,
-    )
+    table(&["HANDLE", "DEVICE", "PRIORITY", "FLAGS", "PENDING", "STATE"], &rows)
 }
 
 pub async fn create(
@@ -48,17 +41,7 @@ pub async fn create(
 ) -> anyhow::Result<()> {
     let flags = npu_sim::flags::parse_stream_flags(flags).map_err(anyhow::Error::msg)?;
     let client = ctx.session(session).await?;
-    let streams = client
-        .device(device)
-        .create_streams(
-            count,
-            StreamOptions {
-                priority,
-                flags,
-                wait,
-            },
-        )
-        .await?;
+    let streams = client.device(device).create_streams(count, StreamOptions { priority, flags, wait }).await?;
     // The streams belong to the named session; the next npuctl call can use them.
     let infos: Vec<pb::StreamInfo> = streams
         .into_iter()
@@ -75,41 +58,21 @@ pub async fn create(
             info
         })
         .collect();
-    emit(
-        ctx.output,
-        json!(infos.iter().map(stream_json).collect::<Vec<_>>()),
-        || stream_rows(&infos),
-    );
+    emit(ctx.output, json!(infos.iter().map(stream_json).collect::<Vec<_>>()), || stream_rows(&infos));
     Ok(())
 }
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
     let client = ctx.default_session().await?;
-    let streams = client
-        .streams()
-        .list(pb::ListStreamsRequest {})
-        .await?
-        .into_inner()
-        .streams;
-    emit(
-        ctx.output,
-        json!(streams.iter().map(stream_json).collect::<Vec<_>>()),
-        || stream_rows(&streams),
-    );
+    let streams = client.streams().list(pb::ListStreamsRequest {}).await?.into_inner().streams;
+    emit(ctx.output, json!(streams.iter().map(stream_json).collect::<Vec<_>>()), || stream_rows(&streams));
     Ok(())
 }
 
 pub async fn destroy(ctx: &Ctx, handles: Vec<u64>, session: &str) -> npud_client::Result<()> {
     let client = ctx.session(session).await?;
-    let n = client
-        .streams()
-        .destroy(pb::DestroyStreamsRequest { handles })
-        .await?
-        .into_inner()
-        .destroyed;
-    emit(ctx.output, json!({ "destroyed": n }), || {
-        format!("destroyed {n} stream(s)")
-    });
+    let n = client.streams().destroy(pb::DestroyStreamsRequest { handles }).await?.into_inner().destroyed;
+    emit(ctx.output, json!({ "destroyed": n }), || format!("destroyed {n} stream(s)"));
     Ok(())
 }
 
@@ -118,57 +81,31 @@ pub async fn sync(ctx: &Ctx, handle: u64, timeout: Option<Duration>) -> npud_cli
     StreamServiceClient::new(ctx.channel().await?)
         .synchronize(pb::SynchronizeStreamRequest { handle, timeout_ms })
         .await?;
-    emit(
-        ctx.output,
-        json!({ "handle": handle, "state": "complete" }),
-        || format!("stream {handle}: complete"),
-    );
+    emit(ctx.output, json!({ "handle": handle, "state": "complete" }), || format!("stream {handle}: complete"));
     Ok(())
 }
 
 pub async fn query(ctx: &Ctx, handle: u64) -> npud_client::Result<()> {
-    let r = StreamServiceClient::new(ctx.channel().await?)
-        .query(pb::QueryStreamRequest { handle })
-        .await?
-        .into_inner();
-    let state = if r.state == pb::WorkState::Complete as i32 {
-        "complete"
-    } else {
-        "not_ready"
-    };
-    emit(
-        ctx.output,
-        json!({ "handle": handle, "state": state }),
-        || format!("stream {handle}: {state}"),
-    );
+    let r = StreamServiceClient::new(ctx.channel().await?).query(pb::QueryStreamRequest { handle }).await?.into_inner();
+    let state = if r.state == pb::WorkState::Complete as i32 { "complete" } else { "not_ready" };
+    emit(ctx.output, json!({ "handle": handle, "state": state }), || format!("stream {handle}: {state}"));
     Ok(())
 }
 
 pub async fn delay(ctx: &Ctx, handle: u64, duration: Duration) -> npud_client::Result<()> {
     let duration_us = duration.as_micros().min(u128::from(u64::MAX)) as u64;
     let r = StreamServiceClient::new(ctx.channel().await?)
-        .enqueue_delay(pb::EnqueueDelayRequest {
-            stream: handle,
-            duration_us,
-        })
+        .enqueue_delay(pb::EnqueueDelayRequest { stream: handle, duration_us })
         .await?;
     let task = r.into_inner().task_id;
-    emit(
-        ctx.output,
-        json!({ "handle": handle, "task_id": task }),
-        || format!("stream {handle}: task {task} enqueued"),
-    );
+    emit(ctx.output, json!({ "handle": handle, "task_id": task }), || format!("stream {handle}: task {task} enqueued"));
     Ok(())
 }
 
 pub async fn wait_event(ctx: &Ctx, stream: u64, event: u64) -> npud_client::Result<()> {
-    StreamServiceClient::new(ctx.channel().await?)
-        .wait_event(pb::StreamWaitEventRequest { stream, event })
-        .await?;
-    emit(
-        ctx.output,
-        json!({ "stream": stream, "event": event }),
-        || format!("stream {stream} waits for event {event}"),
-    );
+    StreamServiceClient::new(ctx.channel().await?).wait_event(pb::StreamWaitEventRequest { stream, event }).await?;
+    emit(ctx.output, json!({ "stream": stream, "event": event }), || {
+        format!("stream {stream} waits for event {event}")
+    });
     Ok(())
 }

@@ -28,31 +28,25 @@ impl Target {
 }
 
 pub async fn channel(target: &Target) -> Result<Channel> {
-    let fail = |message: String| Error::Connect {
-        target: target.describe(),
-        message,
-    };
+    let fail = |message: String| Error::Connect { target: target.describe(), message };
     match target {
         Target::Socket(path) => {
             let path: PathBuf = path.clone();
             // The URI is required by the API but unused: the connector dials the socket.
-            let endpoint =
-                Endpoint::try_from("http://[::1]:50051").map_err(|e| fail(e.to_string()))?;
+            let endpoint = Endpoint::try_from("http://[::1]:50051").map_err(|e| fail(e.to_string()))?;
             endpoint
                 .connect_with_connector(tower::service_fn(move |_: Uri| {
                     let path = path.clone();
-                    async move {
-                        Ok::<_, std::io::Error>(TokioIo::new(
-                            tokio::net::UnixStream::connect(path).await?,
-                        ))
-                    }
+                    async move { Ok::<_, std::io::Error>(TokioIo::new(tokio::net::UnixStream::connect(path).await?)) }
                 }))
                 .await
                 .map_err(|e| fail(source_chain(&e)))
         }
         Target::Endpoint(url) => {
             if url.starts_with("https://") {
-                return Err(fail("TLS endpoints are not supported by this client build; use a Unix socket or http://".into()));
+                return Err(fail(
+                    "TLS endpoints are not supported by this client build; use a Unix socket or http://".into(),
+                ));
             }
             let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| fail(e.to_string()))?;
             endpoint.connect().await.map_err(|e| fail(source_chain(&e)))

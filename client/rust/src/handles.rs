@@ -54,14 +54,7 @@ impl Device {
             })
             .await?
             .into_inner();
-        Ok(r.streams
-            .into_iter()
-            .map(|info| Stream {
-                client: self.client.clone(),
-                info,
-                live: true,
-            })
-            .collect())
+        Ok(r.streams.into_iter().map(|info| Stream { client: self.client.clone(), info, live: true }).collect())
     }
 
     pub async fn create_stream(&self, options: StreamOptions) -> Result<Stream> {
@@ -81,23 +74,13 @@ impl Device {
             })
             .await?
             .into_inner();
-        Ok(Event {
-            client: self.client.clone(),
-            info,
-            live: true,
-        })
+        Ok(Event { client: self.client.clone(), info, live: true })
     }
 
     /// Waits for this tenant's work on the device (never another tenant's).
     pub async fn sync(&self, timeout: Option<Duration>) -> Result<()> {
         let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u128::from(u32::MAX)) as u32);
-        self.client
-            .device_service()
-            .synchronize(pb::SynchronizeDeviceRequest {
-                device: self.id,
-                timeout_ms,
-            })
-            .await?;
+        self.client.device_service().synchronize(pb::SynchronizeDeviceRequest { device: self.id, timeout_ms }).await?;
         Ok(())
     }
 }
@@ -137,10 +120,7 @@ impl Stream {
         Ok(self
             .client
             .streams()
-            .enqueue_delay(pb::EnqueueDelayRequest {
-                stream: self.handle(),
-                duration_us,
-            })
+            .enqueue_delay(pb::EnqueueDelayRequest { stream: self.handle(), duration_us })
             .await?
             .into_inner()
             .task_id)
@@ -151,24 +131,14 @@ impl Stream {
     }
 
     pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
-        let req = pb::SynchronizeStreamRequest {
-            handle: self.handle(),
-            timeout_ms: millis(timeout),
-        };
+        let req = pb::SynchronizeStreamRequest { handle: self.handle(), timeout_ms: millis(timeout) };
         self.client.streams().synchronize(req).await?;
         Ok(())
     }
 
     /// True when all work enqueued so far has finished.
     pub async fn is_done(&self) -> Result<bool> {
-        let r = self
-            .client
-            .streams()
-            .query(pb::QueryStreamRequest {
-                handle: self.handle(),
-            })
-            .await?
-            .into_inner();
+        let r = self.client.streams().query(pb::QueryStreamRequest { handle: self.handle() }).await?.into_inner();
         Ok(r.state == pb::WorkState::Complete as i32)
     }
 
@@ -176,45 +146,24 @@ impl Stream {
     pub async fn wait(&self, event: &Event) -> Result<()> {
         self.client
             .streams()
-            .wait_event(pb::StreamWaitEventRequest {
-                stream: self.handle(),
-                event: event.handle(),
-            })
+            .wait_event(pb::StreamWaitEventRequest { stream: self.handle(), event: event.handle() })
             .await?;
         Ok(())
     }
 
     pub async fn record(&self, event: &Event) -> Result<()> {
-        self.client
-            .events()
-            .record(pb::RecordEventRequest {
-                event: event.handle(),
-                stream: self.handle(),
-            })
-            .await?;
+        self.client.events().record(pb::RecordEventRequest { event: event.handle(), stream: self.handle() }).await?;
         Ok(())
     }
 
     pub async fn info(&self) -> Result<pb::StreamInfo> {
-        Ok(self
-            .client
-            .streams()
-            .get(pb::GetStreamRequest {
-                handle: self.handle(),
-            })
-            .await?
-            .into_inner())
+        Ok(self.client.streams().get(pb::GetStreamRequest { handle: self.handle() }).await?.into_inner())
     }
 
     /// Destroys the stream now, reporting errors (dropping does it quietly).
     pub async fn close(mut self) -> Result<()> {
         self.live = false;
-        self.client
-            .streams()
-            .destroy(pb::DestroyStreamsRequest {
-                handles: vec![self.handle()],
-            })
-            .await?;
+        self.client.streams().destroy(pb::DestroyStreamsRequest { handles: vec![self.handle()] }).await?;
         Ok(())
     }
 
@@ -256,14 +205,7 @@ impl Event {
     }
 
     pub async fn state(&self) -> Result<pb::EventState> {
-        let r = self
-            .client
-            .events()
-            .query(pb::QueryEventRequest {
-                handle: self.handle(),
-            })
-            .await?
-            .into_inner();
+        let r = self.client.events().query(pb::QueryEventRequest { handle: self.handle() }).await?.into_inner();
         Ok(pb::EventState::try_from(r.state).unwrap_or(pb::EventState::Unspecified))
     }
 
@@ -279,23 +221,14 @@ impl Event {
     pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         self.client
             .events()
-            .synchronize(pb::SynchronizeEventRequest {
-                handle: self.handle(),
-                timeout_ms: millis(timeout),
-            })
+            .synchronize(pb::SynchronizeEventRequest { handle: self.handle(), timeout_ms: millis(timeout) })
             .await?;
         Ok(())
     }
 
     /// Enqueues a reset on `stream` (ACL semantics).
     pub async fn reset(&self, stream: &Stream) -> Result<()> {
-        self.client
-            .events()
-            .reset(pb::ResetEventRequest {
-                event: self.handle(),
-                stream: stream.handle(),
-            })
-            .await?;
+        self.client.events().reset(pb::ResetEventRequest { event: self.handle(), stream: stream.handle() }).await?;
         Ok(())
     }
 
@@ -304,10 +237,7 @@ impl Event {
         let r = self
             .client
             .events()
-            .elapsed_time(pb::ElapsedTimeRequest {
-                start: start.handle(),
-                end: self.handle(),
-            })
+            .elapsed_time(pb::ElapsedTimeRequest { start: start.handle(), end: self.handle() })
             .await?;
         Ok(r.into_inner().milliseconds)
     }
@@ -320,12 +250,7 @@ impl Event {
 
     pub async fn close(mut self) -> Result<()> {
         self.live = false;
-        self.client
-            .events()
-            .destroy(pb::DestroyEventRequest {
-                handle: self.handle(),
-            })
-            .await?;
+        self.client.events().destroy(pb::DestroyEventRequest { handle: self.handle() }).await?;
         Ok(())
     }
 }

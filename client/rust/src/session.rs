@@ -5,10 +5,9 @@ use crate::connect::{Target, channel};
 use crate::error::{Error, Result};
 use crate::handles::Device;
 use npud_proto::v1::{
-    self as pb, admin_service_client::AdminServiceClient,
-    device_service_client::DeviceServiceClient, event_service_client::EventServiceClient,
-    report_service_client::ReportServiceClient, session_service_client::SessionServiceClient,
-    stream_service_client::StreamServiceClient,
+    self as pb, admin_service_client::AdminServiceClient, device_service_client::DeviceServiceClient,
+    event_service_client::EventServiceClient, report_service_client::ReportServiceClient,
+    session_service_client::SessionServiceClient, stream_service_client::StreamServiceClient,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +28,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self {
-            name: None,
-            lease: None,
-            renew: true,
-        }
+        Self { name: None, lease: None, renew: true }
     }
 }
 
@@ -41,12 +36,8 @@ impl Default for SessionOptions {
 pub struct SessionHeader(MetadataValue<Ascii>);
 
 impl tonic::service::Interceptor for SessionHeader {
-    fn call(
-        &mut self,
-        mut req: tonic::Request<()>,
-    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
-        req.metadata_mut()
-            .insert(npud_proto::SESSION_METADATA_KEY, self.0.clone());
+    fn call(&mut self, mut req: tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+        req.metadata_mut().insert(npud_proto::SESSION_METADATA_KEY, self.0.clone());
         Ok(req)
     }
 }
@@ -80,10 +71,7 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client")
-            .field("session", &self.inner.session)
-            .field("tenant", &self.inner.tenant)
-            .finish()
+        f.debug_struct("Client").field("session", &self.inner.session).field("tenant", &self.inner.tenant).finish()
     }
 }
 
@@ -95,26 +83,16 @@ impl Client {
 
     pub async fn connect_with(target: Target, options: SessionOptions) -> Result<Client> {
         let channel = channel(&target).await?;
-        let lease_ms = options
-            .lease
-            .map_or(0, |l| l.as_millis().min(u128::from(u32::MAX)) as u32);
+        let lease_ms = options.lease.map_or(0, |l| l.as_millis().min(u128::from(u32::MAX)) as u32);
         let opened = SessionServiceClient::new(channel.clone())
-            .open(pb::OpenSessionRequest {
-                name: options.name.clone().unwrap_or_default(),
-                lease_ms,
-            })
+            .open(pb::OpenSessionRequest { name: options.name.clone().unwrap_or_default(), lease_ms })
             .await?
             .into_inner();
-        let value =
-            MetadataValue::try_from(opened.session.to_string()).map_err(|e| Error::Connect {
-                target: format!("{target:?}"),
-                message: e.to_string(),
-            })?;
+        let value = MetadataValue::try_from(opened.session.to_string())
+            .map_err(|e| Error::Connect { target: format!("{target:?}"), message: e.to_string() })?;
         let header = SessionHeader(value);
         let lease = Duration::from_millis(u64::from(opened.lease_ms));
-        let renewer = options
-            .renew
-            .then(|| spawn_renewer(channel.clone(), opened.session, lease));
+        let renewer = options.renew.then(|| spawn_renewer(channel.clone(), opened.session, lease));
         Ok(Client {
             inner: Arc::new(Inner {
                 channel,
@@ -170,12 +148,7 @@ impl Client {
     }
 
     pub async fn devices(&self) -> Result<Vec<pb::Device>> {
-        Ok(self
-            .device_service()
-            .list(pb::ListDevicesRequest {})
-            .await?
-            .into_inner()
-            .devices)
+        Ok(self.device_service().list(pb::ListDevicesRequest {}).await?.into_inner().devices)
     }
 
     pub fn device(&self, id: u32) -> Device {
@@ -183,22 +156,12 @@ impl Client {
     }
 
     pub async fn status(&self) -> Result<pb::StatusResponse> {
-        Ok(self
-            .admin()
-            .status(pb::StatusRequest {})
-            .await?
-            .into_inner())
+        Ok(self.admin().status(pb::StatusRequest {}).await?.into_inner())
     }
 
     /// Renews the lease now.
     pub async fn renew(&self) -> Result<Duration> {
-        let r = self
-            .sessions()
-            .renew(pb::RenewSessionRequest {
-                session: self.inner.session,
-            })
-            .await?
-            .into_inner();
+        let r = self.sessions().renew(pb::RenewSessionRequest { session: self.inner.session }).await?.into_inner();
         Ok(Duration::from_millis(u64::from(r.lease_ms)))
     }
 
@@ -206,10 +169,7 @@ impl Client {
     pub async fn close(&self) -> Result<(u32, u32)> {
         let r = self
             .sessions()
-            .close(pb::CloseSessionRequest {
-                session: self.inner.session,
-                name: String::new(),
-            })
+            .close(pb::CloseSessionRequest { session: self.inner.session, name: String::new() })
             .await?
             .into_inner();
         Ok((r.streams_released, r.events_released))
@@ -217,67 +177,35 @@ impl Client {
 
     /// Routes a stream's host callbacks to this session, labelled with `thread_id`.
     pub async fn subscribe(&self, thread_id: u64, stream: u64) -> Result<()> {
-        self.reports()
-            .subscribe(pb::SubscribeRequest { thread_id, stream })
-            .await?;
+        self.reports().subscribe(pb::SubscribeRequest { thread_id, stream }).await?;
         Ok(())
     }
 
     pub async fn unsubscribe(&self, thread_id: u64, stream: u64) -> Result<()> {
-        self.reports()
-            .unsubscribe(pb::UnsubscribeRequest { thread_id, stream })
-            .await?;
+        self.reports().unsubscribe(pb::UnsubscribeRequest { thread_id, stream }).await?;
         Ok(())
     }
 
     /// Enqueues a host callback; it is reported when all earlier work on the stream is done.
-    pub async fn launch_callback(
-        &self,
-        stream: u64,
-        user_data: Vec<u8>,
-        blocking: bool,
-    ) -> Result<u64> {
-        let block_type = if blocking {
-            pb::CallbackBlockType::CallbackBlock
-        } else {
-            pb::CallbackBlockType::CallbackNoBlock
-        };
+    pub async fn launch_callback(&self, stream: u64, user_data: Vec<u8>, blocking: bool) -> Result<u64> {
+        let block_type =
+            if blocking { pb::CallbackBlockType::CallbackBlock } else { pb::CallbackBlockType::CallbackNoBlock };
         let r = self
             .reports()
-            .launch_callback(pb::LaunchCallbackRequest {
-                stream,
-                user_data,
-                block_type: block_type as i32,
-            })
+            .launch_callback(pb::LaunchCallbackRequest { stream, user_data, block_type: block_type as i32 })
             .await?;
         Ok(r.into_inner().callback_id)
     }
 
     /// The session's reports as an async stream, resuming after `after_sequence`.
     pub async fn report_stream(&self, after_sequence: u64) -> Result<tonic::Streaming<pb::Report>> {
-        Ok(self
-            .reports()
-            .reports(pb::ReportsRequest { after_sequence })
-            .await?
-            .into_inner())
+        Ok(self.reports().reports(pb::ReportsRequest { after_sequence }).await?.into_inner())
     }
 
     /// Pull form (process_report): waits up to `timeout` for reports for `thread_id`.
-    pub async fn process_reports(
-        &self,
-        thread_id: u64,
-        timeout: Duration,
-        max: u32,
-    ) -> Result<Vec<pb::Report>> {
+    pub async fn process_reports(&self, thread_id: u64, timeout: Duration, max: u32) -> Result<Vec<pb::Report>> {
         let timeout_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
-        let r = self
-            .reports()
-            .process(pb::ProcessReportRequest {
-                thread_id,
-                timeout_ms,
-                max_reports: max,
-            })
-            .await?;
+        let r = self.reports().process(pb::ProcessReportRequest { thread_id, timeout_ms, max_reports: max }).await?;
         Ok(r.into_inner().reports)
     }
 
@@ -296,17 +224,8 @@ fn spawn_renewer(channel: Channel, session: u64, lease: Duration) -> tokio::task
             tokio::time::sleep(period).await;
             match client.renew(pb::RenewSessionRequest { session }).await {
                 Ok(_) => {}
-                Err(s)
-                    if matches!(
-                        s.code(),
-                        tonic::Code::NotFound | tonic::Code::FailedPrecondition
-                    ) =>
-                {
-                    tracing::warn!(
-                        session,
-                        "session is gone ({}); lease renewal stops",
-                        s.message()
-                    );
+                Err(s) if matches!(s.code(), tonic::Code::NotFound | tonic::Code::FailedPrecondition) => {
+                    tracing::warn!(session, "session is gone ({}); lease renewal stops", s.message());
                     return;
                 }
                 Err(s) => tracing::debug!(session, "lease renewal failed: {}", s.message()),

@@ -8,10 +8,7 @@ use tonic::{Request, Response, Status};
 
 #[tonic::async_trait]
 impl AdminService for Api {
-    async fn status(
-        &self,
-        req: Request<pb::StatusRequest>,
-    ) -> Result<Response<pb::StatusResponse>, Status> {
+    async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
         let caller = self.caller(&req)?;
         let d = &self.daemon;
         let counts = d.registry.tenant_counts();
@@ -19,8 +16,7 @@ impl AdminService for Api {
         let mut tenants = Vec::new();
         for desc in d.devices() {
             let view = d.admission.view(desc.id);
-            let mut names: BTreeMap<Arc<str>, ()> =
-                view.tenants.keys().map(|t| (Arc::clone(t), ())).collect();
+            let mut names: BTreeMap<Arc<str>, ()> = view.tenants.keys().map(|t| (Arc::clone(t), ())).collect();
             names.extend(quotas.keys().map(|t| (Arc::clone(t), ())));
             names.extend(counts.keys().map(|t| (Arc::clone(t), ())));
             for name in names.keys() {
@@ -28,9 +24,8 @@ impl AdminService for Api {
                     continue;
                 }
                 let fig = view.tenants.get(name).cloned().unwrap_or_default();
-                let (sessions, events) = counts.get(name).map_or((0, 0), |(s, per_dev)| {
-                    (*s, per_dev.get(&desc.id).copied().unwrap_or(0))
-                });
+                let (sessions, events) =
+                    counts.get(name).map_or((0, 0), |(s, per_dev)| (*s, per_dev.get(&desc.id).copied().unwrap_or(0)));
                 let (quota, _) = d.quotas.get(name);
                 tenants.push(pb::TenantUsage {
                     tenant: name.to_string(),
@@ -44,11 +39,7 @@ impl AdminService for Api {
                 });
             }
         }
-        let hardware_creations = d
-            .devices()
-            .iter()
-            .map(|x| d.backend.hardware_creations(x.id))
-            .sum();
+        let hardware_creations = d.devices().iter().map(|x| d.backend.hardware_creations(x.id)).sum();
         Ok(Response::new(pb::StatusResponse {
             devices: self.device_list(),
             tenants,
@@ -81,14 +72,10 @@ impl AdminService for Api {
         Ok(Response::new(pb::ListTenantsResponse { tenants }))
     }
 
-    async fn set_quota(
-        &self,
-        req: Request<pb::SetQuotaRequest>,
-    ) -> Result<Response<pb::TenantInfo>, Status> {
+    async fn set_quota(&self, req: Request<pb::SetQuotaRequest>) -> Result<Response<pb::TenantInfo>, Status> {
         let caller = self.admin(&req)?;
         let r = req.into_inner();
-        crate::auth::check_tenant_name(&r.tenant)
-            .map_err(|e| NpudError::invalid(Reason::InvalidName, e))?;
+        crate::auth::check_tenant_name(&r.tenant).map_err(|e| NpudError::invalid(Reason::InvalidName, e))?;
         let tenant: Arc<str> = Arc::from(r.tenant.as_str());
         let change = QuotaChange {
             max_streams: r.max_streams,
@@ -97,19 +84,10 @@ impl AdminService for Api {
             weight: r.weight,
             highest_priority: r.highest_priority,
         };
-        let q = self
-            .daemon
-            .quotas
-            .set(&tenant, change, self.daemon.smallest_capacity())?;
-        self.daemon
-            .admission
-            .set_reservations(&self.daemon.quotas.reservations());
+        let q = self.daemon.quotas.set(&tenant, change, self.daemon.smallest_capacity())?;
+        self.daemon.admission.set_reservations(&self.daemon.quotas.reservations());
         tracing::info!(admin = %caller.tenant, %tenant, max_streams = q.max_streams, reserved = q.reserved_streams, max_events = q.max_events, weight = q.weight, "quota set");
-        Ok(Response::new(pb::TenantInfo {
-            name: r.tenant,
-            quota: Some(convert::quota(&q)),
-            source: "runtime".into(),
-        }))
+        Ok(Response::new(pb::TenantInfo { name: r.tenant, quota: Some(convert::quota(&q)), source: "runtime".into() }))
     }
 
     async fn evict_session(
@@ -117,16 +95,10 @@ impl AdminService for Api {
         req: Request<pb::EvictSessionRequest>,
     ) -> Result<Response<pb::EvictSessionResponse>, Status> {
         let caller = self.admin(&req)?;
-        let id = self
-            .daemon
-            .registry
-            .owned_session(&caller, req.get_ref().session)?;
+        let id = self.daemon.registry.owned_session(&caller, req.get_ref().session)?;
         let (streams, events) = self.daemon.reclaim(id, "evicted by an admin").await;
         tracing::info!(admin = %caller.tenant, session = id, streams, events, "session evicted");
-        Ok(Response::new(pb::EvictSessionResponse {
-            streams_released: streams,
-            events_released: events,
-        }))
+        Ok(Response::new(pb::EvictSessionResponse { streams_released: streams, events_released: events }))
     }
 
     async fn inject_fault(
@@ -140,9 +112,7 @@ impl AdminService for Api {
         let name = d.backend.name();
         match r.fault {
             Some(pb::inject_fault_request::Fault::FailNextCreations(n)) => {
-                d.backend
-                    .fail_next_creations(r.device, n)
-                    .map_err(|e| crate::admission::backend_error(name, e))?;
+                d.backend.fail_next_creations(r.device, n).map_err(|e| crate::admission::backend_error(name, e))?;
             }
             Some(pb::inject_fault_request::Fault::FailTask(f)) => {
                 let s = d.registry.stream(&caller, f.stream)?;
@@ -151,11 +121,7 @@ impl AdminService for Api {
                     .map_err(|e| crate::admission::backend_error(name, e))?;
             }
             None => {
-                return Err(NpudError::invalid(
-                    Reason::InvalidArgumentOther,
-                    "name a fault to inject",
-                )
-                .into());
+                return Err(NpudError::invalid(Reason::InvalidArgumentOther, "name a fault to inject").into());
             }
         }
         tracing::info!(admin = %caller.tenant, device = r.device, "fault injected");

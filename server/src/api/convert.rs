@@ -14,11 +14,7 @@ pub fn stream(v: &StreamView) -> pb::StreamInfo {
         flags: v.entry.flags,
         pending_tasks: v.pending_tasks,
         failed: v.failed,
-        failure_mode: if v.stop_on_failure {
-            pb::FailureMode::Stop
-        } else {
-            pb::FailureMode::Continue
-        } as i32,
+        failure_mode: if v.stop_on_failure { pb::FailureMode::Stop } else { pb::FailureMode::Continue } as i32,
         reused: v.entry.reused,
     }
 }
@@ -32,13 +28,7 @@ pub fn event_state(s: EventState) -> pb::EventState {
 }
 
 pub fn event(handle: u64, e: &EventEntry, state: EventState) -> pb::EventInfo {
-    pb::EventInfo {
-        handle,
-        device: e.device,
-        flags: e.flags,
-        timing: e.timing,
-        state: event_state(state) as i32,
-    }
+    pb::EventInfo { handle, device: e.device, flags: e.flags, timing: e.timing, state: event_state(state) as i32 }
 }
 
 pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, events_in_use: u32) -> pb::Device {

@@ -9,10 +9,7 @@ impl Api {
         d.devices()
             .iter()
             .map(|desc| {
-                let events: u32 = counts
-                    .values()
-                    .map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0))
-                    .sum();
+                let events: u32 = counts.values().map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0)).sum();
                 convert::device(desc, d.backend.name(), &d.admission.view(desc.id), events)
             })
             .collect()
@@ -21,14 +18,9 @@ impl Api {
 
 #[tonic::async_trait]
 impl DeviceService for Api {
-    async fn list(
-        &self,
-        req: Request<pb::ListDevicesRequest>,
-    ) -> Result<Response<pb::ListDevicesResponse>, Status> {
+    async fn list(&self, req: Request<pb::ListDevicesRequest>) -> Result<Response<pb::ListDevicesResponse>, Status> {
         self.caller(&req)?;
-        Ok(Response::new(pb::ListDevicesResponse {
-            devices: self.device_list(),
-        }))
+        Ok(Response::new(pb::ListDevicesResponse { devices: self.device_list() }))
     }
 
     async fn synchronize(
@@ -37,9 +29,7 @@ impl DeviceService for Api {
     ) -> Result<Response<pb::SynchronizeDeviceResponse>, Status> {
         let (caller, _) = self.session(&req)?;
         let r = req.into_inner();
-        self.daemon
-            .synchronize_device(&caller, r.device, r.timeout_ms)
-            .await?;
+        self.daemon.synchronize_device(&caller, r.device, r.timeout_ms).await?;
         Ok(Response::new(pb::SynchronizeDeviceResponse {}))
     }
 }

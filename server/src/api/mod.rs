@@ -38,12 +38,10 @@ impl Api {
     /// The authenticated caller of a request.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let peer = peer_of(req).ok_or_else(|| {
-            Status::from(NpudError::new(
-                Reason::NoIdentity,
-                "the connection carries no peer identity",
-            ))
+            Status::from(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity"))
         })?;
-        Ok(self.daemon.identities.resolve(&peer)?)
+        let identities = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner());
+        Ok(identities.resolve(&peer)?)
     }
 
     /// The caller and the live session the request names in `npud-session`.
@@ -57,61 +55,45 @@ impl Api {
     fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let caller = self.caller(req)?;
         if !caller.admin {
-            return Err(NpudError::new(
-                Reason::NotAdmin,
-                format!("tenant {} is not an admin", caller.tenant),
-            )
-            .into());
+            return Err(NpudError::new(Reason::NotAdmin, format!("tenant {} is not an admin", caller.tenant)).into());
         }
         Ok(caller)
     }
 }
 
 fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
-    let value = req
-        .metadata()
-        .get(npud_proto::SESSION_METADATA_KEY)
-        .ok_or_else(|| {
-            Status::from(NpudError::new(
-                Reason::UnknownSession,
-                "this call needs a session: set the npud-session metadata",
-            ))
-        })?;
-    value
-        .to_str()
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .ok_or_else(|| {
-            NpudError::new(
-                Reason::UnknownSession,
-                "npud-session metadata is not a decimal session id",
-            )
-            .into()
-        })
+    let value = req.metadata().get(npud_proto::SESSION_METADATA_KEY).ok_or_else(|| {
+        Status::from(NpudError::new(Reason::UnknownSession, "this call needs a session: set the npud-session metadata"))
+    })?;
+    value.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok()).ok_or_else(|| {
+        NpudError::new(Reason::UnknownSession, "npud-session metadata is not a decimal session id").into()
+    })
 }
 
 fn peer_of<T>(req: &Request<T>) -> Option<Peer> {
-    if let Some(info) = req
-        .extensions()
-        .get::<tonic::transport::server::UdsConnectInfo>()
-    {
+    if let Some(info) = req.extensions().get::<tonic::transport::server::UdsConnectInfo>() {
         let cred = info.peer_cred?;
-        return Some(Peer {
-            uid: cred.uid(),
-            gid: cred.gid(),
-            pid: cred.pid(),
-        });
+        return Some(Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid() });
     }
     // Plain TCP (only with --insecure-tcp): no verifiable identity, so a fixed
     // unprivileged pseudo-uid that maps to the default tenant policy.
-    req.extensions()
-        .get::<tonic::transport::server::TcpConnectInfo>()
-        .map(|_| Peer {
-            uid: INSECURE_TCP_UID,
-            gid: INSECURE_TCP_UID,
-            pid: None,
-        })
+    req.extensions().get::<tonic::transport::server::TcpConnectInfo>().map(|_| Peer {
+        uid: INSECURE_TCP_UID,
+        gid: INSECURE_TCP_UID,
+        pid: None,
+    })
 }
+
+/// Fully qualified names of the npud services, for health reporting.
+pub const SERVICE_NAMES: &[&str] = &[
+    "",
+    "npud.v1.DeviceService",
+    "npud.v1.SessionService",
+    "npud.v1.StreamService",
+    "npud.v1.EventService",
+    "npud.v1.ReportService",
+    "npud.v1.AdminService",
+];
 
 /// Identity given to callers on plain TCP ("nobody").
 pub const INSECURE_TCP_UID: u32 = 65534;
@@ -119,14 +101,10 @@ pub const INSECURE_TCP_UID: u32 = 65534;
 /// All npud.v1 services as a tonic router.
 pub fn router(daemon: Arc<Daemon>) -> tonic::service::Routes {
     let api = Api::new(daemon);
-    tonic::service::Routes::new(
-        DeviceServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES),
-    )
-    .add_service(
-        SessionServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES),
-    )
-    .add_service(StreamServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-    .add_service(EventServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-    .add_service(ReportServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-    .add_service(AdminServiceServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES))
+    tonic::service::Routes::new(DeviceServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(SessionServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(StreamServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(EventServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(ReportServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(AdminServiceServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES))
 }

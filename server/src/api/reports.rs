@@ -11,45 +11,32 @@ use tonic::{Request, Response, Status};
 
 fn to_pb(r: &SessionReport) -> pb::Report {
     let kind = match &r.body {
-        ReportBody::Callback {
-            callback,
-            stream,
-            thread_id,
-            user_data,
-            blocking,
-            status,
-        } => pb::report::Kind::Callback(pb::CallbackReport {
-            callback_id: *callback,
-            stream: *stream,
-            thread_id: *thread_id,
-            user_data: user_data.to_vec(),
-            block_type: if *blocking {
-                pb::CallbackBlockType::CallbackBlock
-            } else {
-                pb::CallbackBlockType::CallbackNoBlock
-            } as i32,
-            status: *status,
-        }),
-        ReportBody::Exception {
-            task,
-            stream,
-            device,
-            thread_id,
-            code,
-            message,
-        } => pb::report::Kind::Exception(pb::ExceptionReport {
-            task_id: *task,
-            stream: *stream,
-            device: *device,
-            thread_id: *thread_id,
-            error_code: *code,
-            message: message.clone(),
-        }),
+        ReportBody::Callback { callback, stream, thread_id, user_data, blocking, status } => {
+            pb::report::Kind::Callback(pb::CallbackReport {
+                callback_id: *callback,
+                stream: *stream,
+                thread_id: *thread_id,
+                user_data: user_data.to_vec(),
+                block_type: if *blocking {
+                    pb::CallbackBlockType::CallbackBlock
+                } else {
+                    pb::CallbackBlockType::CallbackNoBlock
+                } as i32,
+                status: *status,
+            })
+        }
+        ReportBody::Exception { task, stream, device, thread_id, code, message } => {
+            pb::report::Kind::Exception(pb::ExceptionReport {
+                task_id: *task,
+                stream: *stream,
+                device: *device,
+                thread_id: *thread_id,
+                error_code: *code,
+                message: message.clone(),
+            })
+        }
     };
-    pb::Report {
-        sequence: r.sequence,
-        kind: Some(kind),
-    }
+    pb::Report { sequence: r.sequence, kind: Some(kind) }
 }
 
 /// Keeps the session alive while its report stream is open.
@@ -66,17 +53,9 @@ const MAX_PULL_WAIT: Duration = Duration::from_secs(24 * 3600);
 impl ReportService for Api {
     type ReportsStream = Pin<Box<dyn Stream<Item = Result<pb::Report, Status>> + Send>>;
 
-    async fn subscribe(
-        &self,
-        req: Request<pb::SubscribeRequest>,
-    ) -> Result<Response<pb::SubscribeResponse>, Status> {
+    async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<pb::SubscribeResponse>, Status> {
         let (caller, session) = self.session(&req)?;
-        self.daemon.subscribe_report(
-            &caller,
-            session,
-            req.get_ref().thread_id,
-            req.get_ref().stream,
-        )?;
+        self.daemon.subscribe_report(&caller, session, req.get_ref().thread_id, req.get_ref().stream)?;
         Ok(Response::new(pb::SubscribeResponse {}))
     }
 
@@ -85,8 +64,7 @@ impl ReportService for Api {
         req: Request<pb::UnsubscribeRequest>,
     ) -> Result<Response<pb::UnsubscribeResponse>, Status> {
         let (caller, _) = self.session(&req)?;
-        self.daemon
-            .unsubscribe_report(&caller, req.get_ref().thread_id, req.get_ref().stream)?;
+        self.daemon.unsubscribe_report(&caller, req.get_ref().thread_id, req.get_ref().stream)?;
         Ok(Response::new(pb::UnsubscribeResponse {}))
     }
 
@@ -102,30 +80,20 @@ impl ReportService for Api {
             Err(_) => {
                 return Err(NpudError::invalid(
                     Reason::InvalidArgumentOther,
-                    format!(
-                        "block type {} is neither NO_BLOCK (0) nor BLOCK (1)",
-                        r.block_type
-                    ),
+                    format!("block type {} is neither NO_BLOCK (0) nor BLOCK (1)", r.block_type),
                 )
                 .with_native(self.daemon.backend.name(), acl_codes::INVALID_PARAM)
                 .into());
             }
         };
-        let callback_id = self
-            .daemon
-            .launch_callback(&caller, r.stream, r.user_data, blocking)?;
+        let callback_id = self.daemon.launch_callback(&caller, r.stream, r.user_data, blocking)?;
         Ok(Response::new(pb::LaunchCallbackResponse { callback_id }))
     }
 
-    async fn reports(
-        &self,
-        req: Request<pb::ReportsRequest>,
-    ) -> Result<Response<Self::ReportsStream>, Status> {
+    async fn reports(&self, req: Request<pb::ReportsRequest>) -> Result<Response<Self::ReportsStream>, Status> {
         let (_, session) = self.session(&req)?;
         let daemon = Arc::clone(&self.daemon);
-        daemon
-            .reports
-            .confirm(session, req.get_ref().after_sequence);
+        daemon.reports.confirm(session, req.get_ref().after_sequence);
         daemon.registry.set_report_stream(session, true);
         let (tx, rx) = tokio::sync::mpsc::channel(256);
         let mut cursor = req.get_ref().after_sequence;
@@ -153,9 +121,7 @@ impl ReportService for Api {
                 }
             }
         });
-        Ok(Response::new(Box::pin(
-            tokio_stream::wrappers::ReceiverStream::new(rx),
-        )))
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
 
     async fn process(
@@ -165,9 +131,7 @@ impl ReportService for Api {
         let (_, session) = self.session(&req)?;
         let r = req.into_inner();
         if r.max_reports == 0 || r.max_reports > 1024 {
-            return Err(
-                NpudError::invalid(Reason::InvalidCount, "max_reports must be 1..=1024").into(),
-            );
+            return Err(NpudError::invalid(Reason::InvalidCount, "max_reports must be 1..=1024").into());
         }
         if !self.daemon.registry.thread_subscribed(session, r.thread_id) {
             return Err(NpudError::new(
@@ -189,9 +153,7 @@ impl ReportService for Api {
                 .take_for_thread(session, r.thread_id, r.max_reports as usize)
                 .ok_or_else(|| Status::from(NpudError::unknown_session()))?;
             if !taken.is_empty() {
-                return Ok(Response::new(pb::ProcessReportResponse {
-                    reports: taken.iter().map(to_pb).collect(),
-                }));
+                return Ok(Response::new(pb::ProcessReportResponse { reports: taken.iter().map(to_pb).collect() }));
             }
             tokio::select! {
                 _ = &mut changed => {}
@@ -215,9 +177,7 @@ impl ReportService for Api {
         req: Request<pb::SetExceptionReportsRequest>,
     ) -> Result<Response<pb::SetExceptionReportsResponse>, Status> {
         let (_, session) = self.session(&req)?;
-        self.daemon
-            .reports
-            .set_exceptions(session, req.get_ref().enabled);
+        self.daemon.reports.set_exceptions(session, req.get_ref().enabled);
         Ok(Response::new(pb::SetExceptionReportsResponse {}))
     }
 }

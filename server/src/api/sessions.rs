@@ -4,10 +4,7 @@ use tonic::{Request, Response, Status};
 
 #[tonic::async_trait]
 impl SessionService for Api {
-    async fn open(
-        &self,
-        req: Request<pb::OpenSessionRequest>,
-    ) -> Result<Response<pb::OpenSessionResponse>, Status> {
+    async fn open(&self, req: Request<pb::OpenSessionRequest>) -> Result<Response<pb::OpenSessionResponse>, Status> {
         let caller = self.caller(&req)?;
         let r = req.into_inner();
         let (session, lease, attached) = self.daemon.open_session(&caller, &r.name, r.lease_ms)?;
@@ -20,43 +17,22 @@ impl SessionService for Api {
         }))
     }
 
-    async fn renew(
-        &self,
-        req: Request<pb::RenewSessionRequest>,
-    ) -> Result<Response<pb::RenewSessionResponse>, Status> {
+    async fn renew(&self, req: Request<pb::RenewSessionRequest>) -> Result<Response<pb::RenewSessionResponse>, Status> {
         let caller = self.caller(&req)?;
         let lease = self.daemon.registry.touch(&caller, req.get_ref().session)?;
-        Ok(Response::new(pb::RenewSessionResponse {
-            lease_ms: lease.as_millis() as u32,
-        }))
+        Ok(Response::new(pb::RenewSessionResponse { lease_ms: lease.as_millis() as u32 }))
     }
 
-    async fn close(
-        &self,
-        req: Request<pb::CloseSessionRequest>,
-    ) -> Result<Response<pb::CloseSessionResponse>, Status> {
+    async fn close(&self, req: Request<pb::CloseSessionRequest>) -> Result<Response<pb::CloseSessionResponse>, Status> {
         let caller = self.caller(&req)?;
         let r = req.into_inner();
-        let (streams, events) = self
-            .daemon
-            .close_session(&caller, r.session, &r.name)
-            .await?;
-        Ok(Response::new(pb::CloseSessionResponse {
-            streams_released: streams,
-            events_released: events,
-        }))
+        let (streams, events) = self.daemon.close_session(&caller, r.session, &r.name).await?;
+        Ok(Response::new(pb::CloseSessionResponse { streams_released: streams, events_released: events }))
     }
 
-    async fn list(
-        &self,
-        req: Request<pb::ListSessionsRequest>,
-    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+    async fn list(&self, req: Request<pb::ListSessionsRequest>) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let caller = self.caller(&req)?;
-        let scope = if caller.admin {
-            None
-        } else {
-            Some(caller.tenant.as_ref())
-        };
+        let scope = if caller.admin { None } else { Some(caller.tenant.as_ref()) };
         let sessions = self
             .daemon
             .registry

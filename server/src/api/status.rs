@@ -8,10 +8,8 @@ use tonic::{Code, Status};
 pub fn code_of(reason: Reason) -> Code {
     use Reason::*;
     match reason {
-        InvalidCount | InvalidPriority | InvalidFlags | InvalidDevice | InvalidTimeout
-        | InvalidName | PayloadTooLarge | InvalidHandleKind | InvalidArgumentOther => {
-            Code::InvalidArgument
-        }
+        InvalidCount | InvalidPriority | InvalidFlags | InvalidDevice | InvalidTimeout | InvalidName
+        | PayloadTooLarge | InvalidHandleKind | InvalidArgumentOther => Code::InvalidArgument,
         UnknownHandle | UnknownSession | UnknownTenant => Code::NotFound,
         BudgetExhausted
         | QuotaExceeded
@@ -42,15 +40,12 @@ pub fn code_of(reason: Reason) -> Code {
 
 impl From<NpudError> for Status {
     fn from(e: NpudError) -> Status {
+        crate::metrics::global().failure(e.reason.as_str_name(), e.native.map(|(_, c)| c));
         let detail = ErrorDetail {
             reason: e.reason as i32,
             native_code: e.native.map_or(0, |(_, c)| c),
             backend: e.native.map_or(String::new(), |(b, _)| b.to_string()),
-            figures: e
-                .figures
-                .iter()
-                .map(|(k, v)| ((*k).to_string(), *v))
-                .collect(),
+            figures: e.figures.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
         };
         let mut message = e.message;
         if let Some((backend, code)) = e.native {

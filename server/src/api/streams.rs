@@ -20,10 +20,7 @@ impl StreamService for Api {
             flags: r.flags,
             wait: Duration::from_millis(u64::from(r.wait_ms)),
         };
-        let (streams, waited) = self
-            .daemon
-            .create_streams(&caller, session, request)
-            .await?;
+        let (streams, waited) = self.daemon.create_streams(&caller, session, request).await?;
         Ok(Response::new(pb::CreateStreamsResponse {
             streams: streams.iter().map(convert::stream).collect(),
             waited_ms: waited.as_millis().min(u128::from(u32::MAX)) as u32,
@@ -35,50 +32,26 @@ impl StreamService for Api {
         req: Request<pb::DestroyStreamsRequest>,
     ) -> Result<Response<pb::DestroyStreamsResponse>, Status> {
         let (caller, _) = self.session(&req)?;
-        let destroyed = self
-            .daemon
-            .destroy_streams(&caller, &req.get_ref().handles)?;
+        let destroyed = self.daemon.destroy_streams(&caller, &req.get_ref().handles)?;
         Ok(Response::new(pb::DestroyStreamsResponse { destroyed }))
     }
 
-    async fn list(
-        &self,
-        req: Request<pb::ListStreamsRequest>,
-    ) -> Result<Response<pb::ListStreamsResponse>, Status> {
+    async fn list(&self, req: Request<pb::ListStreamsRequest>) -> Result<Response<pb::ListStreamsResponse>, Status> {
         let caller = self.caller(&req)?;
-        let streams = self
-            .daemon
-            .list_streams(&caller)
-            .iter()
-            .map(convert::stream)
-            .collect();
+        let streams = self.daemon.list_streams(&caller).iter().map(convert::stream).collect();
         Ok(Response::new(pb::ListStreamsResponse { streams }))
     }
 
-    async fn get(
-        &self,
-        req: Request<pb::GetStreamRequest>,
-    ) -> Result<Response<pb::StreamInfo>, Status> {
+    async fn get(&self, req: Request<pb::GetStreamRequest>) -> Result<Response<pb::StreamInfo>, Status> {
         let caller = self.caller(&req)?;
-        Ok(Response::new(convert::stream(
-            &self.daemon.stream_view(&caller, req.get_ref().handle)?,
-        )))
+        Ok(Response::new(convert::stream(&self.daemon.stream_view(&caller, req.get_ref().handle)?)))
     }
 
-    async fn query(
-        &self,
-        req: Request<pb::QueryStreamRequest>,
-    ) -> Result<Response<pb::QueryStreamResponse>, Status> {
+    async fn query(&self, req: Request<pb::QueryStreamRequest>) -> Result<Response<pb::QueryStreamResponse>, Status> {
         let caller = self.caller(&req)?;
         let done = self.daemon.query_stream(&caller, req.get_ref().handle)?;
-        let state = if done {
-            pb::WorkState::Complete
-        } else {
-            pb::WorkState::NotReady
-        };
-        Ok(Response::new(pb::QueryStreamResponse {
-            state: state as i32,
-        }))
+        let state = if done { pb::WorkState::Complete } else { pb::WorkState::NotReady };
+        Ok(Response::new(pb::QueryStreamResponse { state: state as i32 }))
     }
 
     async fn synchronize(
@@ -87,9 +60,7 @@ impl StreamService for Api {
     ) -> Result<Response<pb::SynchronizeStreamResponse>, Status> {
         let caller = self.caller(&req)?;
         let r = req.into_inner();
-        self.daemon
-            .synchronize_stream(&caller, r.handle, r.timeout_ms)
-            .await?;
+        self.daemon.synchronize_stream(&caller, r.handle, r.timeout_ms).await?;
         Ok(Response::new(pb::SynchronizeStreamResponse {}))
     }
 
@@ -98,8 +69,7 @@ impl StreamService for Api {
         req: Request<pb::StreamWaitEventRequest>,
     ) -> Result<Response<pb::StreamWaitEventResponse>, Status> {
         let caller = self.caller(&req)?;
-        self.daemon
-            .stream_wait_event(&caller, req.get_ref().stream, req.get_ref().event)?;
+        self.daemon.stream_wait_event(&caller, req.get_ref().stream, req.get_ref().event)?;
         Ok(Response::new(pb::StreamWaitEventResponse {}))
     }
 
@@ -109,9 +79,7 @@ impl StreamService for Api {
     ) -> Result<Response<pb::EnqueueDelayResponse>, Status> {
         let caller = self.caller(&req)?;
         let r = req.into_inner();
-        let task_id =
-            self.daemon
-                .enqueue_delay(&caller, r.stream, Duration::from_micros(r.duration_us))?;
+        let task_id = self.daemon.enqueue_delay(&caller, r.stream, Duration::from_micros(r.duration_us))?;
         Ok(Response::new(pb::EnqueueDelayResponse { task_id }))
     }
 

@@ -76,19 +76,8 @@ pub struct StreamState {
 /// Asynchronous news from a device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Report {
-    Callback {
-        device: u32,
-        stream: RawStream,
-        callback: u64,
-        blocking: bool,
-        status: i64,
-    },
-    Exception {
-        device: u32,
-        stream: RawStream,
-        task: u64,
-        code: i64,
-    },
+    Callback { device: u32, stream: RawStream, callback: u64, blocking: bool, status: i64 },
+    Exception { device: u32, stream: RawStream, task: u64, code: i64 },
 }
 
 pub type ReportSink = Arc<dyn Fn(Report) + Send + Sync>;
@@ -119,19 +108,9 @@ pub trait Backend: Send + Sync + 'static {
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool>;
     /// Resolves when all work enqueued before this call has finished.
     fn stream_drained(&self, device: u32, stream: RawStream) -> Wait;
-    fn stream_wait_event(
-        &self,
-        device: u32,
-        stream: RawStream,
-        event: RawEvent,
-    ) -> BackendResult<()>;
+    fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()>;
     /// Enqueues timed work; returns the task's number on its stream.
-    fn enqueue_delay(
-        &self,
-        device: u32,
-        stream: RawStream,
-        duration: Duration,
-    ) -> BackendResult<u64>;
+    fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64>;
     fn set_stop_on_failure(&self, device: u32, stream: RawStream, stop: bool) -> BackendResult<()>;
 
     fn create_event(&self, device: u32, flags: u32, timing: bool) -> BackendResult<RawEvent>;
@@ -143,13 +122,7 @@ pub trait Backend: Send + Sync + 'static {
     fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32>;
 
     /// Enqueues a host callback; its report arrives through the sink.
-    fn launch_callback(
-        &self,
-        device: u32,
-        stream: RawStream,
-        callback: u64,
-        blocking: bool,
-    ) -> BackendResult<u64>;
+    fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64>;
     /// Releases a blocking callback; false when the stream was not held by it.
     fn ack_callback(&self, device: u32, stream: RawStream, callback: u64) -> BackendResult<bool>;
     /// Fails a blocking callback nobody acknowledged in time, freeing its stream.

@@ -1,12 +1,10 @@
 //! The `sim` backend: drives in-process `npu-sim` devices.
 
 use super::{
-    Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream,
-    Report, ReportSink, StreamState, Wait, WaitKind,
+    Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
+    StreamState, Wait, WaitKind,
 };
-use npu_sim::{
-    FailureMode, Profile, SimDevice, SimError, SimErrorKind, SimOptions, SimReport, codes,
-};
+use npu_sim::{FailureMode, Profile, SimDevice, SimError, SimErrorKind, SimOptions, SimReport, codes};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,25 +38,17 @@ impl SimBackend {
     }
 
     fn dev(&self, device: u32) -> BackendResult<&SimDevice> {
-        self.devices
-            .get(device as usize)
-            .map(|d| d.as_ref())
-            .ok_or_else(|| BackendError {
-                kind: ErrorKind::InvalidArgument,
-                native_code: i64::from(codes::RT_INVALID_DEVICEID),
-                message: format!("no device {device}"),
-            })
+        self.devices.get(device as usize).map(|d| d.as_ref()).ok_or_else(|| BackendError {
+            kind: ErrorKind::InvalidArgument,
+            native_code: i64::from(codes::RT_INVALID_DEVICEID),
+            message: format!("no device {device}"),
+        })
     }
 
-    fn wait_on(
-        &self,
-        device: u32,
-        register: impl FnOnce(&SimDevice, npu_sim::Waiter) -> Result<(), SimError>,
-    ) -> Wait {
+    fn wait_on(&self, device: u32, register: impl FnOnce(&SimDevice, npu_sim::Waiter) -> Result<(), SimError>) -> Wait {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let registered = self
-            .dev(device)
-            .and_then(|d| register(d, Box::new(move |r| drop(tx.send(r)))).map_err(convert));
+        let registered =
+            self.dev(device).and_then(|d| register(d, Box::new(move |r| drop(tx.send(r)))).map_err(convert));
         Box::pin(async move {
             registered?;
             match rx.await {
@@ -86,11 +76,7 @@ fn convert(e: SimError) -> BackendError {
         SimErrorKind::TaskFailed => ErrorKind::TaskFailed,
         SimErrorKind::FailureModeAlreadySet => ErrorKind::FailureModeAlreadySet,
     };
-    BackendError {
-        kind,
-        native_code: i64::from(e.code),
-        message: e.message,
-    }
+    BackendError { kind, native_code: i64::from(e.code), message: e.message }
 }
 
 fn code(code: i64) -> BackendResult<i32> {
@@ -116,24 +102,12 @@ impl Backend for SimBackend {
             let device = d.id();
             d.set_report_sink(Arc::new(move |r| {
                 sink(match r {
-                    SimReport::Callback {
-                        stream,
-                        callback,
-                        blocking,
-                        status,
-                    } => Report::Callback {
-                        device,
-                        stream,
-                        callback,
-                        blocking,
-                        status: i64::from(status),
-                    },
-                    SimReport::Exception { stream, task, code } => Report::Exception {
-                        device,
-                        stream,
-                        task,
-                        code: i64::from(code),
-                    },
+                    SimReport::Callback { stream, callback, blocking, status } => {
+                        Report::Callback { device, stream, callback, blocking, status: i64::from(status) }
+                    }
+                    SimReport::Exception { stream, task, code } => {
+                        Report::Exception { device, stream, task, code: i64::from(code) }
+                    }
                 })
             }));
         }
@@ -152,9 +126,7 @@ impl Backend for SimBackend {
             native_code: i64::from(codes::INVALID_PARAM),
             message: format!("priority {priority} is negative"),
         })?;
-        self.dev(device)?
-            .create_stream(priority, flags)
-            .map_err(convert)
+        self.dev(device)?.create_stream(priority, flags).map_err(convert)
     }
 
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
@@ -178,43 +150,21 @@ impl Backend for SimBackend {
         self.wait_on(device, |d, w| d.on_stream_drained(stream, w))
     }
 
-    fn stream_wait_event(
-        &self,
-        device: u32,
-        stream: RawStream,
-        event: RawEvent,
-    ) -> BackendResult<()> {
-        self.dev(device)?
-            .stream_wait_event(stream, event)
-            .map_err(convert)
+    fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
+        self.dev(device)?.stream_wait_event(stream, event).map_err(convert)
     }
 
-    fn enqueue_delay(
-        &self,
-        device: u32,
-        stream: RawStream,
-        duration: Duration,
-    ) -> BackendResult<u64> {
-        self.dev(device)?
-            .enqueue_delay(stream, duration)
-            .map_err(convert)
+    fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
+        self.dev(device)?.enqueue_delay(stream, duration).map_err(convert)
     }
 
     fn set_stop_on_failure(&self, device: u32, stream: RawStream, stop: bool) -> BackendResult<()> {
-        let mode = if stop {
-            FailureMode::Stop
-        } else {
-            FailureMode::Continue
-        };
-        self.dev(device)?
-            .set_failure_mode(stream, mode)
-            .map_err(convert)
+        let mode = if stop { FailureMode::Stop } else { FailureMode::Continue };
+        self.dev(device)?.set_failure_mode(stream, mode).map_err(convert)
     }
 
     fn create_event(&self, device: u32, flags: u32, timing: bool) -> BackendResult<RawEvent> {
-        self.dev(device)?
-            .create_event(flags, timing)
-            .map_err(convert)
+        self.dev(device)?.create_event(flags, timing).map_err(convert)
     }
 
     fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
@@ -222,25 +172,19 @@ impl Backend for SimBackend {
     }
 
     fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?
-            .record_event(event, stream)
-            .map_err(convert)
+        self.dev(device)?.record_event(event, stream).map_err(convert)
     }
 
     fn reset_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?
-            .reset_event(event, stream)
-            .map_err(convert)
+        self.dev(device)?.reset_event(event, stream).map_err(convert)
     }
 
     fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
-        Ok(
-            match self.dev(device)?.event_state(event).map_err(convert)? {
-                npu_sim::EventState::NotRecorded => EventState::NotRecorded,
-                npu_sim::EventState::Pending => EventState::Pending,
-                npu_sim::EventState::Complete => EventState::Complete,
-            },
-        )
+        Ok(match self.dev(device)?.event_state(event).map_err(convert)? {
+            npu_sim::EventState::NotRecorded => EventState::NotRecorded,
+            npu_sim::EventState::Pending => EventState::Pending,
+            npu_sim::EventState::Complete => EventState::Complete,
+        })
     }
 
     fn event_complete(&self, device: u32, event: RawEvent) -> Wait {
@@ -251,28 +195,17 @@ impl Backend for SimBackend {
         self.dev(device)?.elapsed_ms(start, end).map_err(convert)
     }
 
-    fn launch_callback(
-        &self,
-        device: u32,
-        stream: RawStream,
-        callback: u64,
-        blocking: bool,
-    ) -> BackendResult<u64> {
-        self.dev(device)?
-            .launch_callback(stream, callback, blocking)
-            .map_err(convert)
+    fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64> {
+        self.dev(device)?.launch_callback(stream, callback, blocking).map_err(convert)
     }
 
     fn ack_callback(&self, device: u32, stream: RawStream, callback: u64) -> BackendResult<bool> {
-        self.dev(device)?
-            .ack_callback(stream, callback)
-            .map_err(convert)
+        self.dev(device)?.ack_callback(stream, callback).map_err(convert)
     }
 
     fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
         let code = i32::try_from(code).unwrap_or(codes::RT_INTERNAL_ERROR);
-        self.dev(device)
-            .is_ok_and(|d| d.fail_callback(stream, callback, code))
+        self.dev(device).is_ok_and(|d| d.fail_callback(stream, callback, code))
     }
 
     fn available_streams(&self, device: u32) -> BackendResult<u32> {
@@ -280,9 +213,7 @@ impl Backend for SimBackend {
     }
 
     fn hardware_creations(&self, device: u32) -> u64 {
-        self.dev(device)
-            .map(|d| d.counts().hardware_creations)
-            .unwrap_or(0)
+        self.dev(device).map(|d| d.counts().hardware_creations).unwrap_or(0)
     }
 
     fn fail_next_creations(&self, device: u32, count: u32) -> BackendResult<()> {
@@ -290,15 +221,7 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn fail_task(
-        &self,
-        device: u32,
-        stream: RawStream,
-        task: u64,
-        native: i64,
-    ) -> BackendResult<()> {
-        self.dev(device)?
-            .fail_task(stream, task, code(native)?)
-            .map_err(convert)
+    fn fail_task(&self, device: u32, stream: RawStream, task: u64, native: i64) -> BackendResult<()> {
+        self.dev(device)?.fail_task(stream, task, code(native)?).map_err(convert)
     }
 }

@@ -21,57 +21,33 @@ pub mod acl_codes {
 }
 
 impl Daemon {
-    pub fn subscribe_report(
-        &self,
-        caller: &Caller,
-        session: u64,
-        thread_id: u64,
-        stream: u64,
-    ) -> NpudResult<()> {
+    pub fn subscribe_report(&self, caller: &Caller, session: u64, thread_id: u64, stream: u64) -> NpudResult<()> {
         self.registry.touch(caller, session)?;
-        self.registry
-            .subscribe(caller, stream, session, thread_id)
-            .map_err(|e| {
-                if e.reason == Reason::StreamAlreadySubscribed {
-                    e.with_native(self.backend.name(), acl_codes::RT_STREAM_SUBSCRIBE)
-                } else {
-                    e
-                }
-            })
+        self.registry.subscribe(caller, stream, session, thread_id).map_err(|e| {
+            if e.reason == Reason::StreamAlreadySubscribed {
+                e.with_native(self.backend.name(), acl_codes::RT_STREAM_SUBSCRIBE)
+            } else {
+                e
+            }
+        })
     }
 
-    pub fn unsubscribe_report(
-        &self,
-        caller: &Caller,
-        thread_id: u64,
-        stream: u64,
-    ) -> NpudResult<()> {
-        self.registry
-            .unsubscribe(caller, stream, thread_id)
-            .map_err(|e| {
-                if e.reason == Reason::StreamNotSubscribed {
-                    e.with_native(self.backend.name(), acl_codes::STREAM_NOT_SUBSCRIBE)
-                } else {
-                    e
-                }
-            })
+    pub fn unsubscribe_report(&self, caller: &Caller, thread_id: u64, stream: u64) -> NpudResult<()> {
+        self.registry.unsubscribe(caller, stream, thread_id).map_err(|e| {
+            if e.reason == Reason::StreamNotSubscribed {
+                e.with_native(self.backend.name(), acl_codes::STREAM_NOT_SUBSCRIBE)
+            } else {
+                e
+            }
+        })
     }
 
-    pub fn launch_callback(
-        &self,
-        caller: &Caller,
-        stream: u64,
-        user_data: Vec<u8>,
-        blocking: bool,
-    ) -> NpudResult<u64> {
+    pub fn launch_callback(&self, caller: &Caller, stream: u64, user_data: Vec<u8>, blocking: bool) -> NpudResult<u64> {
         let max = self.config.limits.max_user_data;
         if user_data.len() > max {
             return Err(NpudError::invalid(
                 Reason::PayloadTooLarge,
-                format!(
-                    "callback user data is {} bytes, the limit is {max}",
-                    user_data.len()
-                ),
+                format!("callback user data is {} bytes, the limit is {max}", user_data.len()),
             ));
         }
         let s = self.registry.stream(caller, stream)?;
@@ -110,17 +86,11 @@ impl Daemon {
         let cb = match self.reports.callback(id) {
             Some(cb) if cb.tenant == caller.tenant => cb,
             _ => {
-                return Err(NpudError::new(
-                    Reason::UnknownHandle,
-                    format!("no callback {id} awaits acknowledgement"),
-                ));
+                return Err(NpudError::new(Reason::UnknownHandle, format!("no callback {id} awaits acknowledgement")));
             }
         };
         if !cb.fired {
-            return Err(NpudError::new(
-                Reason::InvalidArgumentOther,
-                format!("callback {id} has not fired yet"),
-            ));
+            return Err(NpudError::new(Reason::InvalidArgumentOther, format!("callback {id} has not fired yet")));
         }
         self.reports.remove_callback(id);
         if cb.blocking {
@@ -134,13 +104,7 @@ impl Daemon {
     /// Routes one device report (run by the dispatcher task, in device order).
     pub fn route_report(self: &Arc<Self>, report: Report) {
         match report {
-            Report::Callback {
-                device,
-                stream,
-                callback,
-                blocking,
-                status,
-            } => {
+            Report::Callback { device, stream, callback, blocking, status } => {
                 match self.reports.fire_callback(callback, status) {
                     Some(cb) if cb.blocking => self.arm_callback_deadline(callback),
                     Some(_) => {}
@@ -151,12 +115,7 @@ impl Daemon {
                     None => {}
                 }
             }
-            Report::Exception {
-                device,
-                stream,
-                task,
-                code,
-            } => match self.registry.stream_by_raw(device, stream) {
+            Report::Exception { device, stream, task, code } => match self.registry.stream_by_raw(device, stream) {
                 Some((handle, entry)) => {
                     let thread_id = entry.subscriber.map_or(0, |(_, t)| t);
                     tracing::info!(tenant = %entry.tenant, stream = handle, task, code, "task failed on the device");
@@ -192,12 +151,7 @@ impl Daemon {
             let Some(cb) = this.reports.remove_callback(id) else {
                 return;
             };
-            if this.backend.fail_callback(
-                cb.device,
-                cb.raw_stream,
-                id,
-                acl_codes::WAIT_CALLBACK_TIMEOUT,
-            ) {
+            if this.backend.fail_callback(cb.device, cb.raw_stream, id, acl_codes::WAIT_CALLBACK_TIMEOUT) {
                 tracing::warn!(tenant = %cb.tenant, stream = cb.stream, callback = id, "blocking callback was not acknowledged in time; stream failed");
             }
         });

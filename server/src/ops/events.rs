@@ -27,30 +27,15 @@ impl Daemon {
         if held >= quota.max_events {
             return Err(NpudError::new(
                 Reason::EventBudgetExhausted,
-                format!(
-                    "tenant {} holds {held} events, its quota is {}",
-                    caller.tenant, quota.max_events
-                ),
+                format!("tenant {} holds {held} events, its quota is {}", caller.tenant, quota.max_events),
             )
-            .with_figures(vec![
-                ("tenant_events", i64::from(held)),
-                ("max_events", i64::from(quota.max_events)),
-            ]));
+            .with_figures(vec![("tenant_events", i64::from(held)), ("max_events", i64::from(quota.max_events))]));
         }
         let flags = if flags == 0 { EVENT_DEFAULT } else { flags };
         let timing = !disable_timing && flags & EVENT_TIME_LINE != 0;
-        let raw = self
-            .backend
-            .create_event(device, flags, timing)
-            .map_err(|e| backend_error(self.backend.name(), e))?;
-        let entry = EventEntry {
-            session,
-            tenant: Arc::clone(&caller.tenant),
-            device,
-            raw,
-            flags,
-            timing,
-        };
+        let raw =
+            self.backend.create_event(device, flags, timing).map_err(|e| backend_error(self.backend.name(), e))?;
+        let entry = EventEntry { session, tenant: Arc::clone(&caller.tenant), device, raw, flags, timing };
         match self.registry.add_event(session, entry.clone()) {
             Ok(handle) => Ok((handle, entry)),
             Err(e) => {
@@ -63,26 +48,16 @@ impl Daemon {
     /// Destroys an event; records still pending complete first (the CUDA semantics).
     pub fn destroy_event(&self, caller: &Caller, handle: u64) -> NpudResult<()> {
         let e = self.registry.remove_event(caller, handle)?;
-        self.backend
-            .destroy_event(e.device, e.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.destroy_event(e.device, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
-    fn same_device(
-        &self,
-        caller: &Caller,
-        event: u64,
-        stream: u64,
-    ) -> NpudResult<(EventEntry, StreamEntry)> {
+    fn same_device(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<(EventEntry, StreamEntry)> {
         let e = self.registry.event(caller, event)?;
         let s = self.registry.stream(caller, stream)?;
         if s.device != e.device {
             return Err(NpudError::new(
                 Reason::DeviceMismatch,
-                format!(
-                    "event {event} is on device {} but stream {stream} is on device {}",
-                    e.device, s.device
-                ),
+                format!("event {event} is on device {} but stream {stream} is on device {}", e.device, s.device),
             ));
         }
         Ok((e, s))
@@ -90,60 +65,33 @@ impl Daemon {
 
     pub fn record_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
         let (e, s) = self.same_device(caller, event, stream)?;
-        self.backend
-            .record_event(e.device, e.raw, s.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.record_event(e.device, e.raw, s.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
     pub fn reset_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
         let (e, s) = self.same_device(caller, event, stream)?;
-        self.backend
-            .reset_event(e.device, e.raw, s.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.reset_event(e.device, e.raw, s.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
-    pub fn query_event(
-        &self,
-        caller: &Caller,
-        handle: u64,
-    ) -> NpudResult<(EventEntry, EventState)> {
+    pub fn query_event(&self, caller: &Caller, handle: u64) -> NpudResult<(EventEntry, EventState)> {
         let e = self.registry.event(caller, handle)?;
-        let state = self
-            .backend
-            .event_state(e.device, e.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))?;
+        let state = self.backend.event_state(e.device, e.raw).map_err(|e| backend_error(self.backend.name(), e))?;
         Ok((e, state))
     }
 
-    pub async fn synchronize_event(
-        &self,
-        caller: &Caller,
-        handle: u64,
-        timeout_ms: u32,
-    ) -> NpudResult<()> {
+    pub async fn synchronize_event(&self, caller: &Caller, handle: u64, timeout_ms: u32) -> NpudResult<()> {
         let e = self.registry.event(caller, handle)?;
         let wait = self.backend.event_complete(e.device, e.raw);
-        self.wait(
-            wait,
-            timeout_ms,
-            WaitKind::Event,
-            &format!("event {handle}"),
-        )
-        .await
+        self.wait(wait, timeout_ms, WaitKind::Event, &format!("event {handle}")).await
     }
 
     pub fn elapsed_time(&self, caller: &Caller, start: u64, end: u64) -> NpudResult<f32> {
         let a = self.registry.event(caller, start)?;
         let b = self.registry.event(caller, end)?;
         if a.device != b.device {
-            return Err(NpudError::new(
-                Reason::DeviceMismatch,
-                "the two events are on different devices",
-            ));
+            return Err(NpudError::new(Reason::DeviceMismatch, "the two events are on different devices"));
         }
-        self.backend
-            .elapsed_ms(a.device, a.raw, b.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.elapsed_ms(a.device, a.raw, b.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
     pub fn list_events(&self, caller: &Caller) -> Vec<(u64, EventEntry, EventState)> {
@@ -151,10 +99,7 @@ impl Daemon {
             .events_of(&caller.tenant)
             .into_iter()
             .map(|(h, e)| {
-                let state = self
-                    .backend
-                    .event_state(e.device, e.raw)
-                    .unwrap_or(EventState::NotRecorded);
+                let state = self.backend.event_state(e.device, e.raw).unwrap_or(EventState::NotRecorded);
                 (h, e, state)
             })
             .collect()

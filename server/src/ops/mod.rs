@@ -24,11 +24,7 @@ impl Daemon {
         kind: WaitKind,
         what: &str,
     ) -> NpudResult<()> {
-        let limit = if timeout_ms == 0 {
-            MAX_WAIT
-        } else {
-            Duration::from_millis(u64::from(timeout_ms))
-        };
+        let limit = if timeout_ms == 0 { MAX_WAIT } else { Duration::from_millis(u64::from(timeout_ms)) };
         match tokio::time::timeout(limit, wait).await {
             Ok(result) => result.map_err(|e| backend_error(self.backend.name(), e)),
             Err(_) => Err(NpudError::new(

@@ -11,9 +11,7 @@ use std::time::Duration;
 pub fn check_session_name(name: &str) -> NpudResult<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if ok {
         Ok(())
     } else {
@@ -25,12 +23,7 @@ pub fn check_session_name(name: &str) -> NpudResult<()> {
 }
 
 impl Daemon {
-    pub fn open_session(
-        &self,
-        caller: &Caller,
-        name: &str,
-        lease_ms: u32,
-    ) -> NpudResult<(u64, Duration, bool)> {
+    pub fn open_session(&self, caller: &Caller, name: &str, lease_ms: u32) -> NpudResult<(u64, Duration, bool)> {
         self.refuse_if_draining()?;
         let name = if name.is_empty() {
             None
@@ -38,43 +31,22 @@ impl Daemon {
             check_session_name(name)?;
             Some(name.to_string())
         };
-        let default = if name.is_some() {
-            self.config.named_lease
-        } else {
-            self.config.lease
-        };
+        let default = if name.is_some() { self.config.named_lease } else { self.config.lease };
         let lease = match lease_ms {
             0 => default,
-            ms => Duration::from_millis(u64::from(ms))
-                .clamp(Duration::from_millis(100), self.config.max_lease),
+            ms => Duration::from_millis(u64::from(ms)).clamp(Duration::from_millis(100), self.config.max_lease),
         };
-        let (id, attached) = self.registry.open(
-            caller,
-            name,
-            lease,
-            self.config.limits.max_sessions_per_tenant,
-        )?;
+        let (id, attached) = self.registry.open(caller, name, lease, self.config.limits.max_sessions_per_tenant)?;
         self.reports.open_mailbox(id);
         Ok((id, lease, attached))
     }
 
-    pub async fn close_session(
-        &self,
-        caller: &Caller,
-        id: u64,
-        name: &str,
-    ) -> NpudResult<(u32, u32)> {
+    pub async fn close_session(&self, caller: &Caller, id: u64, name: &str) -> NpudResult<(u32, u32)> {
         let id = match (id, name) {
             (0, "") => {
-                return Err(NpudError::invalid(
-                    Reason::InvalidName,
-                    "name a session by id or by name",
-                ));
+                return Err(NpudError::invalid(Reason::InvalidName, "name a session by id or by name"));
             }
-            (0, name) => self
-                .registry
-                .find_named(caller, name)
-                .ok_or_else(NpudError::unknown_session)?,
+            (0, name) => self.registry.find_named(caller, name).ok_or_else(NpudError::unknown_session)?,
             (id, _) => id,
         };
         self.registry.owned_session(caller, id)?;
@@ -84,12 +56,7 @@ impl Daemon {
     /// Takes everything a session held back: streams drain and return to the budget,
     /// events are destroyed, blocking callbacks are released.
     pub async fn reclaim(&self, session: u64, why: &str) -> (u32, u32) {
-        let Some(Reclaim {
-            tenant,
-            streams,
-            events,
-        }) = self.registry.take_session(session)
-        else {
+        let Some(Reclaim { tenant, streams, events }) = self.registry.take_session(session) else {
             return (0, 0);
         };
         let Some(tenant) = tenant else { return (0, 0) };
@@ -101,10 +68,7 @@ impl Daemon {
         let (n_streams, n_events) = (streams.len() as u32, events.len() as u32);
         let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
         for s in streams {
-            by_device
-                .entry(s.device)
-                .or_default()
-                .push((s.raw, (s.priority, s.flags)));
+            by_device.entry(s.device).or_default().push((s.raw, (s.priority, s.flags)));
         }
         for (device, list) in by_device {
             self.admission.release(device, &tenant, list);
@@ -114,6 +78,7 @@ impl Daemon {
                 tracing::warn!(%tenant, error = %err, "destroying a reclaimed event");
             }
         }
+        crate::metrics::global().reclaimed(n_streams, n_events);
         tracing::info!(%tenant, session, streams = n_streams, events = n_events, reason = why, "session reclaimed");
         (n_streams, n_events)
     }

@@ -31,11 +31,7 @@ pub struct CreateRequest {
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl Daemon {
-    fn check_create(
-        &self,
-        caller: &Caller,
-        req: &CreateRequest,
-    ) -> NpudResult<crate::config::Quota> {
+    fn check_create(&self, caller: &Caller, req: &CreateRequest) -> NpudResult<crate::config::Quota> {
         let dev = self.device(req.device)?;
         let max = self.config.limits.max_streams_per_request;
         if req.count == 0 || req.count > max {
@@ -49,16 +45,11 @@ impl Daemon {
                 Reason::InvalidPriority,
                 format!(
                     "priority {} is outside {}..={} of device {} ({} is the most urgent)",
-                    req.priority,
-                    dev.priority_highest,
-                    dev.priority_lowest,
-                    req.device,
-                    dev.priority_highest
+                    req.priority, dev.priority_highest, dev.priority_lowest, req.device, dev.priority_highest
                 ),
             ));
         }
-        npu_sim::flags::check_stream_flags(req.flags)
-            .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
+        npu_sim::flags::check_stream_flags(req.flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         let (quota, _) = self.quotas.get(&caller.tenant);
         if req.priority < quota.highest_priority {
             return Err(NpudError::invalid(
@@ -83,17 +74,7 @@ impl Daemon {
         let quota = self.check_create(caller, &req)?;
         self.registry.touch(caller, session)?;
         let class = (req.priority, req.flags);
-        let outcome = self
-            .admission
-            .acquire(
-                req.device,
-                &caller.tenant,
-                &quota,
-                req.count,
-                class,
-                req.wait,
-            )
-            .await;
+        let outcome = self.admission.acquire(req.device, &caller.tenant, &quota, req.count, class, req.wait).await;
         let entries: Vec<StreamEntry> = outcome
             .streams
             .iter()
@@ -120,9 +101,7 @@ impl Daemon {
             if !handles.is_empty() {
                 tracing::warn!(tenant = %caller.tenant, made = handles.len(), wanted = req.count, "passthrough creation failed part way; the streams made stay with the session");
             }
-            failure
-                .figures
-                .push(("created_before_failure", handles.len() as i64));
+            failure.figures.push(("created_before_failure", handles.len() as i64));
             return Err(failure);
         }
         let views = handles
@@ -143,20 +122,14 @@ impl Daemon {
     /// once it has drained.
     pub fn destroy_streams(&self, caller: &Caller, handles: &[u64]) -> NpudResult<u32> {
         if handles.is_empty() || handles.len() > 4096 {
-            return Err(NpudError::invalid(
-                Reason::InvalidCount,
-                "name 1..=4096 stream handles",
-            ));
+            return Err(NpudError::invalid(Reason::InvalidCount, "name 1..=4096 stream handles"));
         }
         let removed = self.registry.remove_streams(caller, handles)?;
         let n = removed.len() as u32;
         let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
         for (h, e) in removed {
             self.reports.forget_stream(h);
-            by_device
-                .entry(e.device)
-                .or_default()
-                .push((e.raw, (e.priority, e.flags)));
+            by_device.entry(e.device).or_default().push((e.raw, (e.priority, e.flags)));
         }
         for (device, streams) in by_device {
             self.admission.release(device, &caller.tenant, streams);
@@ -166,10 +139,8 @@ impl Daemon {
 
     pub fn stream_view(&self, caller: &Caller, handle: u64) -> NpudResult<StreamView> {
         let entry = self.registry.stream(caller, handle)?;
-        let st = self
-            .backend
-            .stream_state(entry.device, entry.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))?;
+        let st =
+            self.backend.stream_state(entry.device, entry.raw).map_err(|e| backend_error(self.backend.name(), e))?;
         Ok(StreamView {
             handle,
             entry,
@@ -199,26 +170,13 @@ impl Daemon {
     /// True when all work enqueued so far has finished.
     pub fn query_stream(&self, caller: &Caller, handle: u64) -> NpudResult<bool> {
         let e = self.registry.stream(caller, handle)?;
-        self.backend
-            .stream_query(e.device, e.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.stream_query(e.device, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
-    pub async fn synchronize_stream(
-        &self,
-        caller: &Caller,
-        handle: u64,
-        timeout_ms: u32,
-    ) -> NpudResult<()> {
+    pub async fn synchronize_stream(&self, caller: &Caller, handle: u64, timeout_ms: u32) -> NpudResult<()> {
         let e = self.registry.stream(caller, handle)?;
         let wait = self.backend.stream_drained(e.device, e.raw);
-        self.wait(
-            wait,
-            timeout_ms,
-            WaitKind::Stream,
-            &format!("stream {handle}"),
-        )
-        .await
+        self.wait(wait, timeout_ms, WaitKind::Stream, &format!("stream {handle}")).await
     }
 
     pub fn stream_wait_event(&self, caller: &Caller, stream: u64, event: u64) -> NpudResult<()> {
@@ -227,49 +185,27 @@ impl Daemon {
         if s.device != e.device {
             return Err(NpudError::new(
                 Reason::DeviceMismatch,
-                format!(
-                    "stream {stream} is on device {} but event {event} is on device {}",
-                    s.device, e.device
-                ),
+                format!("stream {stream} is on device {} but event {event} is on device {}", s.device, e.device),
             ));
         }
-        self.backend
-            .stream_wait_event(s.device, s.raw, e.raw)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.stream_wait_event(s.device, s.raw, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
-    pub fn enqueue_delay(
-        &self,
-        caller: &Caller,
-        stream: u64,
-        duration: Duration,
-    ) -> NpudResult<u64> {
+    pub fn enqueue_delay(&self, caller: &Caller, stream: u64, duration: Duration) -> NpudResult<u64> {
         if duration.is_zero() || duration > MAX_DELAY {
-            return Err(NpudError::invalid(
-                Reason::InvalidTimeout,
-                "a delay lasts 1 µs ..= 60 s",
-            ));
+            return Err(NpudError::invalid(Reason::InvalidTimeout, "a delay lasts 1 µs ..= 60 s"));
         }
         let s = self.registry.stream(caller, stream)?;
-        self.backend
-            .enqueue_delay(s.device, s.raw, duration)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.enqueue_delay(s.device, s.raw, duration).map_err(|e| backend_error(self.backend.name(), e))
     }
 
     pub fn set_failure_mode(&self, caller: &Caller, stream: u64, stop: bool) -> NpudResult<()> {
         let s = self.registry.stream(caller, stream)?;
-        self.backend
-            .set_stop_on_failure(s.device, s.raw, stop)
-            .map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.set_stop_on_failure(s.device, s.raw, stop).map_err(|e| backend_error(self.backend.name(), e))
     }
 
     /// Waits for the caller's own streams on the device, never another tenant's.
-    pub async fn synchronize_device(
-        &self,
-        caller: &Caller,
-        device: u32,
-        timeout_ms: u32,
-    ) -> NpudResult<()> {
+    pub async fn synchronize_device(&self, caller: &Caller, device: u32, timeout_ms: u32) -> NpudResult<()> {
         self.device(device)?;
         let waits: Vec<_> = self
             .registry
@@ -288,12 +224,6 @@ impl Daemon {
             }
             Ok(())
         });
-        self.wait(
-            all,
-            timeout_ms,
-            WaitKind::Device,
-            &format!("device {device}"),
-        )
-        .await
+        self.wait(all, timeout_ms, WaitKind::Device, &format!("device {device}")).await
     }
 }

@@ -18,10 +18,7 @@ fn main() -> anyhow::Result<()> {
     let mut json_path = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = || {
-            args.next()
-                .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))
-        };
+        let mut value = || args.next().ok_or_else(|| anyhow::anyhow!("{flag} needs a value"));
         match flag.as_str() {
             "--jobs" => jobs = value()?.parse()?,
             "--streams" => streams = value()?.parse()?,
@@ -46,14 +43,7 @@ fn main() -> anyhow::Result<()> {
         "policy", "jobs", "streams", "ok", "failed", "leaked", "grant p50", "grant p99", "makespan"
     );
     for policy in policies {
-        let o = run(&Scenario {
-            policy,
-            profile: profile.clone(),
-            jobs,
-            streams_per_job: streams,
-            hold,
-            wait,
-        });
+        let o = run(&Scenario { policy, profile: profile.clone(), jobs, streams_per_job: streams, hold, wait });
         println!(
             "{:<12} {:>5} {:>8} {:>7} {:>7} {:>8} {:>8.1}ms {:>8.1}ms {:>8.2}s",
             o.scenario.policy,

@@ -7,15 +7,10 @@ use npud_client::{Client, StreamOptions, Target};
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
-    let socket = args
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("usage: npud-holder SOCKET COUNT"))?;
+    let socket = args.next().ok_or_else(|| anyhow::anyhow!("usage: npud-holder SOCKET COUNT"))?;
     let count: u32 = args.next().unwrap_or_else(|| "1".into()).parse()?;
     let client = Client::connect(Target::Socket(socket.into())).await?;
-    let streams = client
-        .device(0)
-        .create_streams(count, StreamOptions::default())
-        .await?;
+    let streams = client.device(0).create_streams(count, StreamOptions::default()).await?;
     for s in &streams {
         println!("{}", s.handle());
     }
