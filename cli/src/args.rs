@@ -42,7 +42,35 @@ pub enum Command {
     #[command(subcommand)]
     Event(EventCmd),
     /// Budget per device, usage per tenant, the queue.
+    #[command(after_help = "Examples:\n  npuctl status\n  npuctl -o json status | jq '.devices[0].available'")]
     Status,
+    /// `status`, refreshed live until interrupted.
+    #[command(after_help = "Examples:\n  npuctl top\n  npuctl top --interval 500ms")]
+    Top {
+        /// Time between refreshes.
+        #[arg(long, default_value = "1s", value_parser = parse_duration)]
+        interval: std::time::Duration,
+        /// Stop after this many refreshes (0: until interrupted).
+        #[arg(long, default_value_t = 0)]
+        iterations: u32,
+    },
+    /// Ask npud's gRPC health service whether it serves (exit 0) or not (non-zero).
+    #[command(
+        after_help = "Examples:\n  npuctl health\n  npuctl health --service npud.v1.StreamService   # a Kubernetes exec probe"
+    )]
+    Health {
+        /// Service to check; empty means the daemon as a whole.
+        #[arg(long, default_value = "")]
+        service: String,
+    },
+    /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  npuctl completions bash > /etc/bash_completion.d/npuctl\n  npuctl completions zsh > ~/.zfunc/_npuctl"
+    )]
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  npuctl man > /usr/local/share/man/man1/npuctl.1")]
+    Man,
     /// Your sessions (all sessions for admins).
     #[command(subcommand)]
     Session(SessionCmd),
@@ -57,6 +85,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum DeviceCmd {
     /// List devices: capacity, reserved, in use, pooled, available.
+    #[command(after_help = "Examples:\n  npuctl device list\n  npuctl -o json device list")]
     List,
 }
 
@@ -92,8 +121,10 @@ pub enum StreamCmd {
         session: SessionArg,
     },
     /// Your streams.
+    #[command(after_help = "Example:\n  npuctl stream list")]
     List,
     /// Destroy streams (all named handles or none).
+    #[command(after_help = "Example:\n  npuctl stream destroy 1234 1235 --session job-7")]
     Destroy {
         #[arg(required = true, value_name = "HANDLE")]
         handles: Vec<u64>,
@@ -101,26 +132,31 @@ pub enum StreamCmd {
         session: SessionArg,
     },
     /// Wait until all work on the stream has finished.
+    #[command(after_help = "Example:\n  npuctl stream sync 1234 --timeout 5s")]
     Sync {
         handle: u64,
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<std::time::Duration>,
     },
     /// Whether all work on the stream has finished.
+    #[command(after_help = "Example:\n  npuctl stream query 1234")]
     Query { handle: u64 },
-    /// Put timed work on a stream (npud extension), e.g. `npuctl stream delay H 20ms`.
+    /// Put timed work on a stream (npud extension).
+    #[command(after_help = "Example:\n  npuctl stream delay 1234 20ms")]
     Delay {
         handle: u64,
         #[arg(value_parser = parse_duration)]
         duration: std::time::Duration,
     },
     /// Make later work on STREAM wait for EVENT's current record.
+    #[command(after_help = "Example:\n  npuctl stream wait-event 1235 77")]
     WaitEvent { stream: u64, event: u64 },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum EventCmd {
     /// Create an event.
+    #[command(after_help = "Examples:\n  npuctl event create\n  npuctl event create --no-timing --session job-7")]
     Create {
         #[arg(long, default_value_t = 0)]
         device: u32,
@@ -134,37 +170,46 @@ pub enum EventCmd {
         session: SessionArg,
     },
     /// Record EVENT on STREAM.
+    #[command(after_help = "Example:\n  npuctl event record 77 1234")]
     Record { event: u64, stream: u64 },
     /// State of the event's most recent record.
+    #[command(after_help = "Example:\n  npuctl event query 77")]
     Query { event: u64 },
     /// Wait for the event's most recent record.
+    #[command(after_help = "Example:\n  npuctl event sync 77 --timeout 2s")]
     Sync {
         event: u64,
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<std::time::Duration>,
     },
     /// Milliseconds between two recorded, completed, timed events.
+    #[command(after_help = "Example:\n  npuctl event elapsed 77 78")]
     Elapsed { start: u64, end: u64 },
     /// Destroy events.
+    #[command(after_help = "Example:\n  npuctl event destroy 77 78")]
     Destroy {
         #[arg(required = true)]
         events: Vec<u64>,
     },
     /// Your events.
+    #[command(after_help = "Example:\n  npuctl event list")]
     List,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SessionCmd {
     /// Sessions with their holdings and lease.
+    #[command(after_help = "Example:\n  npuctl session list")]
     List,
     /// Close a named session: everything it holds is reclaimed.
+    #[command(after_help = "Example:\n  npuctl session close job-7")]
     Close { name: String },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum TenantCmd {
     /// Tenants with explicit quotas (and yours).
+    #[command(after_help = "Example:\n  npuctl tenant list")]
     List,
 }
 

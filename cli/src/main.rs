@@ -44,6 +44,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             EventCmd::List => commands::event::list(&ctx).await?,
         },
         Command::Status => commands::status::show(&ctx).await?,
+        Command::Top { interval, iterations } => commands::status::top(&ctx, interval, iterations).await?,
+        Command::Health { service } => commands::status::health(&ctx, service).await?,
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "npuctl", &mut script);
+            output::write_bytes(&script);
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
+            output::write_bytes(&page);
+        }
         Command::Session(SessionCmd::List) => commands::session::list(&ctx).await?,
         Command::Session(SessionCmd::Close { name }) => commands::session::close(&ctx, &name).await?,
         Command::Tenant(TenantCmd::List) => commands::tenant::list(&ctx).await?,

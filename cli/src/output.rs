@@ -5,13 +5,31 @@ use serde_json::Value;
 
 pub fn emit(output: Output, json: Value, table: impl FnOnce() -> String) {
     match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&json).unwrap_or_else(|_| json.to_string())),
+        Output::Json => write_out(&serde_json::to_string_pretty(&json).unwrap_or_else(|_| json.to_string())),
         Output::Table => {
             let text = table();
             if !text.is_empty() {
-                println!("{}", text.trim_end());
+                write_out(text.trim_end());
             }
         }
+    }
+}
+
+/// Writes a line to stdout. A closed pipe (`npuctl ... | head`) ends the program quietly
+/// instead of panicking as `println!` would.
+pub fn write_out(text: &str) {
+    write_bytes(format!("{text}\n").as_bytes());
+}
+
+pub fn write_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(bytes).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("npuctl: cannot write output: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -34,15 +52,26 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-/// A budget bar: used `#`, pooled `+`, free `.`.
+/// Colours only on a terminal, and never with NO_COLOR set.
+pub fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// A budget bar: used `#`, pooled `+`, free `.` (red, yellow, green on a terminal).
 pub fn bar(in_use: u32, pooled: u32, capacity: u32, width: usize) -> String {
+    bar_styled(in_use, pooled, capacity, width, colour())
+}
+
+pub fn bar_styled(in_use: u32, pooled: u32, capacity: u32, width: usize, colour: bool) -> String {
     if capacity == 0 {
         return String::new();
     }
     let scale = |n: u32| ((u64::from(n) * width as u64).div_ceil(u64::from(capacity)) as usize).min(width);
     let used = scale(in_use);
     let pool = scale(pooled).min(width - used);
-    format!("[{}{}{}]", "#".repeat(used), "+".repeat(pool), ".".repeat(width - used - pool))
+    let (u, p, f) = ("#".repeat(used), "+".repeat(pool), ".".repeat(width - used - pool));
+    if colour { format!("[\x1b[31m{u}\x1b[33m{p}\x1b[32m{f}\x1b[0m]") } else { format!("[{u}{p}{f}]") }
 }
 
 #[cfg(test)]
@@ -51,8 +80,9 @@ mod tests {
 
     #[test]
     fn bars_and_tables_line_up() {
-        assert_eq!(bar(5, 0, 10, 10), "[#####.....]");
-        assert_eq!(bar(2, 3, 10, 10), "[##+++.....]");
+        assert_eq!(bar_styled(5, 0, 10, 10, false), "[#####.....]");
+        assert_eq!(bar_styled(2, 3, 10, 10, false), "[##+++.....]");
+        assert!(bar_styled(2, 3, 10, 10, true).contains("\x1b[31m##"));
         assert_eq!(table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]), "A    BB\nxxx  y");
     }
 }

@@ -141,6 +141,11 @@ impl Daemon {
         }
     }
 
+    /// The config file this daemon was started with (rewrite it, then SIGHUP).
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("npud.toml")
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

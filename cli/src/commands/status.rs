@@ -4,8 +4,49 @@ use crate::output::{bar, emit, table};
 use npud_proto::v1 as pb;
 use serde_json::json;
 
+/// `status`, redrawn every `interval` (the screen is cleared on a terminal).
+pub async fn top(ctx: &Ctx, interval: std::time::Duration, iterations: u32) -> npud_client::Result<()> {
+    let mut admin = ctx.admin().await?;
+    let mut n = 0;
+    loop {
+        let s = admin.status(pb::StatusRequest {}).await?.into_inner();
+        if crate::output::colour() {
+            crate::output::write_bytes(b"\x1b[2J\x1b[H");
+        }
+        render(ctx, &s);
+        n += 1;
+        if iterations != 0 && n >= iterations {
+            return Ok(());
+        }
+        crate::output::write_out("");
+        tokio::time::sleep(interval).await;
+    }
+}
+
+/// grpc.health.v1 Check over the same channel as every other call.
+pub async fn health(ctx: &Ctx, service: String) -> anyhow::Result<()> {
+    use tonic_health::pb::{HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient};
+    let reply = HealthClient::new(ctx.channel().await?)
+        .check(HealthCheckRequest { service: service.clone() })
+        .await
+        .map_err(npud_client::Error::from)?
+        .into_inner();
+    let status = ServingStatus::try_from(reply.status).unwrap_or(ServingStatus::Unknown);
+    let name = if service.is_empty() { "npud" } else { service.as_str() };
+    emit(ctx.output, json!({ "service": name, "status": status.as_str_name() }), || {
+        format!("{name}: {}", status.as_str_name())
+    });
+    anyhow::ensure!(status == ServingStatus::Serving, "{name} is {}", status.as_str_name());
+    Ok(())
+}
+
 pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
     let s = ctx.admin().await?.status(pb::StatusRequest {}).await?.into_inner();
+    render(ctx, &s);
+    Ok(())
+}
+
+fn render(ctx: &Ctx, s: &pb::StatusResponse) {
     let json = json!({
         "policy": s.policy,
         "epoch": s.epoch,
@@ -58,5 +99,4 @@ pub async fn show(ctx: &Ctx) -> npud_client::Result<()> {
         out.push_str(&table(&["TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS"], &rows));
         out
     });
-    Ok(())
 }

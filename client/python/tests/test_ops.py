@@ -1,0 +1,83 @@
+"""Operations seen through standard tooling: grpcio's own health and reflection clients,
+the Prometheus parser, and the Kubernetes schemas."""
+
+import pathlib
+import socket
+import urllib.request
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from conftest import Daemon
+
+DEPLOY = pathlib.Path(__file__).resolve().parents[3] / "deploy"
+
+
+def unix_channel(d):
+    # grpc-core sends a unix path as :authority, which HTTP/2 servers reject.
+    return grpc.insecure_channel("unix:" + str(d.socket), options=[("grpc.default_authority", "localhost")])
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_standard_health_client_sees_every_service(daemon):
+    stub = health_pb2_grpc.HealthStub(unix_channel(daemon))
+    for service in ["", "npud.v1.StreamService", "npud.v1.EventService", "npud.v1.ReportService"]:
+        reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=10)
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING, service
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Check(health_pb2.HealthCheckRequest(service="npud.v1.Nothing"), timeout=10)
+    assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_standard_reflection_client_lists_and_describes_the_services(daemon):
+    stub = reflection_pb2_grpc.ServerReflectionStub(unix_channel(daemon))
+    replies = list(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+    names = {s.name for s in replies[0].list_services_response.service}
+    assert {"npud.v1.StreamService", "npud.v1.AdminService", "grpc.health.v1.Health"} <= names
+    ask = reflection_pb2.ServerReflectionRequest(file_containing_symbol="npud.v1.StreamService")
+    files = list(stub.ServerReflectionInfo(iter([ask]), timeout=10))[0].file_descriptor_response.file_descriptor_proto
+    assert files, "the descriptor of npud.v1.StreamService is served"
+
+
+def test_metrics_are_valid_openmetrics_and_match_status():
+    port = free_port()
+    d = Daemon("--metrics", f"127.0.0.1:{port}", "--sim-profile", "atlas-a2")
+    try:
+        from npud import _session
+        from npud.v1 import admin_pb2, stream_pb2
+
+        s = _session.Session(target="unix:" + str(d.socket), renew=False)
+        s.call(s.streams.Create, stream_pb2.CreateStreamsRequest(device=0, count=12))
+        status = s.call(s.admin.Status, admin_pb2.StatusRequest())
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        values = {(f.name, tuple(sorted(sm.labels.items()))): sm.value for f in families.values() for sm in f.samples}
+        device = (("device", "0"),)
+        assert values[("npud_device_in_use_streams", device)] == status.devices[0].in_use == 12
+        assert values[("npud_device_capacity_streams", device)] == status.devices[0].capacity == 1982
+        assert values[("npud_device_pooled_streams", device)] == status.devices[0].pooled
+        assert values[("npud_tenant_streams", (("device", "0"), ("tenant", "root")))] == 12
+        assert "npud_grant_wait_seconds" in families and families["npud_grant_wait_seconds"].type == "histogram"
+        assert "npud_hardware_create_seconds" in families
+        s.close()
+    finally:
+        d.stop()
+
+
+def test_kubernetes_manifests_validate_against_the_schemas():
+    import kubernetes_validate
+    import yaml
+
+    manifests = sorted((DEPLOY / "kubernetes").glob("*.yaml"))
+    assert len(manifests) >= 3
+    for path in manifests:
+        for doc in yaml.safe_load_all(path.read_text()):
+            kubernetes_validate.validate(doc, "1.30.0", strict=True)
