@@ -150,6 +150,7 @@ impl Admission {
         }
         let waited = started.elapsed();
         crate::metrics::global().grant_wait.observe(waited.as_secs_f64());
+        tracing::debug!(device, %tenant, count, waited_ms = waited.as_millis() as u64, "granted");
         match self.materialize(device, count, class).await {
             Ok(streams) => Outcome { streams, waited, failure: None },
             Err((e, made)) => {
