@@ -36,6 +36,7 @@ pub struct DaemonBuilder {
     config: String,
     tcp: bool,
     state_dir: Option<PathBuf>,
+    env: Vec<(String, String)>,
 }
 
 pub struct Daemon {
@@ -56,7 +57,7 @@ impl Default for DaemonBuilder {
 
 impl DaemonBuilder {
     pub fn new() -> Self {
-        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None }
+        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None, env: Vec::new() }
     }
 
     pub fn arg(mut self, a: &str) -> Self {
@@ -82,6 +83,11 @@ impl DaemonBuilder {
         self
     }
 
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_string(), value.to_string()));
+        self
+    }
+
     pub fn state_dir(mut self, dir: &Path) -> Self {
         self.state_dir = Some(dir.to_path_buf());
         self
@@ -104,7 +110,10 @@ impl DaemonBuilder {
             format!("http://127.0.0.1:{port}")
         });
         let log_file = std::fs::File::create(&log).expect("log file");
-        cmd.env("RUST_LOG", "npud=debug,info").stdout(Stdio::null()).stderr(log_file);
+        cmd.env("RUST_LOG", "npud=debug,info")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(log_file);
         let child = cmd.spawn().expect("spawn npud");
         let mut d = Daemon { child: Some(child), dir, socket, endpoint, log };
         d.wait_ready();

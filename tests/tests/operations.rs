@@ -132,3 +132,19 @@ fn npuctl_operator_commands() {
         assert!(help.contains("Example"), "{cmd:?} has no example: {help}");
     }
 }
+
+#[test]
+fn readiness_and_stopping_are_announced_to_systemd() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notify.sock");
+    let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut d = Daemon::builder().env("NOTIFY_SOCKET", path.to_str().unwrap()).start();
+    let mut buf = [0u8; 64];
+    let n = sock.recv(&mut buf).expect("READY=1 arrives");
+    assert_eq!(&buf[..n], b"READY=1");
+    d.signal("TERM");
+    let n = sock.recv(&mut buf).expect("STOPPING=1 arrives");
+    assert_eq!(&buf[..n], b"STOPPING=1");
+    assert!(d.wait_exit(Duration::from_secs(10)).is_some_and(|s| s.success()));
+}
