@@ -85,11 +85,15 @@ impl Admission {
         config: BudgetConfig,
         capacities: &[u32],
         drain_bound: Duration,
+        max_pending: u32,
     ) -> Self {
         let devices = capacities
             .iter()
             .map(|&c| DeviceBudget {
-                state: Mutex::new(DeviceState { ledger: Ledger::new(c), pool: HashMap::new() }),
+                state: Mutex::new(DeviceState {
+                    ledger: Ledger::with_pending_limit(c, max_pending),
+                    pool: HashMap::new(),
+                }),
                 pacer: tokio::sync::Mutex::new(()),
             })
             .collect();

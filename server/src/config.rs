@@ -123,6 +123,13 @@ pub struct BudgetConfig {
 #[derive(Debug, Clone)]
 pub struct Limits {
     pub max_sessions_per_tenant: u32,
+    /// Create requests one tenant may have waiting per device.
+    pub max_pending_requests: u32,
+    /// Callbacks one tenant may have launched and not yet acknowledged.
+    pub max_callbacks_in_flight: u32,
+    /// Requests per second per tenant (0: unlimited) and the burst above it.
+    pub requests_per_second: u32,
+    pub request_burst: u32,
     pub max_streams_per_request: u32,
     pub max_user_data: usize,
     pub callback_deadline: Duration,
@@ -134,6 +141,8 @@ pub struct Config {
     pub socket: PathBuf,
     pub socket_mode: u32,
     pub socket_dir_mode: u32,
+    /// Group that may connect (the socket is chowned to it), by name or number.
+    pub socket_group: Option<u32>,
     pub listen: Option<SocketAddr>,
     pub insecure_tcp: bool,
     pub backend: BackendKind,
@@ -166,6 +175,7 @@ struct FileConfig {
     socket: Option<PathBuf>,
     socket_mode: Option<String>,
     socket_dir_mode: Option<String>,
+    socket_group: Option<String>,
     listen: Option<String>,
     insecure_tcp: Option<bool>,
     backend: Option<BackendKind>,
@@ -220,6 +230,10 @@ struct FileBudget {
 #[serde(deny_unknown_fields)]
 struct FileLimits {
     max_sessions_per_tenant: Option<u32>,
+    max_pending_requests: Option<u32>,
+    max_callbacks_in_flight: Option<u32>,
+    requests_per_second: Option<u32>,
+    request_burst: Option<u32>,
     max_streams_per_request: Option<u32>,
     max_user_data: Option<usize>,
     callback_deadline: Option<String>,
@@ -288,6 +302,10 @@ impl Config {
         };
         let limits = Limits {
             max_sessions_per_tenant: f.limits.max_sessions_per_tenant.unwrap_or(1024),
+            max_pending_requests: f.limits.max_pending_requests.unwrap_or(256),
+            max_callbacks_in_flight: f.limits.max_callbacks_in_flight.unwrap_or(65536),
+            requests_per_second: f.limits.requests_per_second.unwrap_or(100_000),
+            request_burst: f.limits.request_burst.unwrap_or(200_000),
             max_streams_per_request: f.limits.max_streams_per_request.unwrap_or(1024),
             max_user_data: f.limits.max_user_data.unwrap_or(64 * 1024),
             callback_deadline: duration(
@@ -302,6 +320,7 @@ impl Config {
             socket: args.socket.clone().or(f.socket.clone()).unwrap_or_else(npud_proto::default_socket_path),
             socket_mode: mode("socket_mode", f.socket_mode.as_deref(), 0o660)?,
             socket_dir_mode: mode("socket_dir_mode", f.socket_dir_mode.as_deref(), 0o750)?,
+            socket_group: f.socket_group.as_deref().map(group_id).transpose()?,
             listen: addr("listen", args.listen.as_deref().or(f.listen.as_deref()))?,
             insecure_tcp: args.insecure_tcp || f.insecure_tcp.unwrap_or(false),
             backend: args.backend.or(f.backend).unwrap_or(BackendKind::Sim),
@@ -362,6 +381,17 @@ impl Config {
         if self.limits.max_streams_per_request == 0 || self.limits.max_streams_per_request > 4096 {
             return Err(bad("limits.max_streams_per_request must be 1..=4096"));
         }
+        if self.limits.max_sessions_per_tenant == 0
+            || self.limits.max_pending_requests == 0
+            || self.limits.max_callbacks_in_flight == 0
+        {
+            return Err(bad(
+                "limits.max_sessions_per_tenant, max_pending_requests and max_callbacks_in_flight must be at least 1",
+            ));
+        }
+        if self.limits.requests_per_second > 0 && self.limits.request_burst == 0 {
+            return Err(bad("limits.request_burst must be at least 1 when requests_per_second is set"));
+        }
         if self.limits.max_user_data > 4 << 20 {
             return Err(bad("limits.max_user_data must be at most 4 MiB"));
         }
@@ -395,6 +425,24 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// A group by number or by name (looked up in /etc/group, no libc call needed).
+fn group_id(text: &str) -> Result<u32, ConfigError> {
+    if let Ok(gid) = text.parse() {
+        return Ok(gid);
+    }
+    let groups =
+        std::fs::read_to_string("/etc/group").map_err(|e| bad(format!("socket_group: cannot read /etc/group: {e}")))?;
+    groups
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(':');
+            Some((f.next()?, f.nth(1)?))
+        })
+        .find(|(name, _)| *name == text)
+        .and_then(|(_, gid)| gid.parse().ok())
+        .ok_or_else(|| bad(format!("socket_group: no group named {text:?}")))
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {

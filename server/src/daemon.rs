@@ -22,7 +22,10 @@ pub struct Daemon {
     pub identities: std::sync::RwLock<Identities>,
     pub reports: ReportHub,
     pub epoch: u16,
+    pub limiter: crate::limits::RateLimiter,
     draining: AtomicBool,
+    /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
+    shutdown: tokio::sync::watch::Sender<bool>,
     /// Device reports, consumed by the dispatcher task (taken once at start).
     report_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>>>,
 }
@@ -74,6 +77,7 @@ impl Daemon {
             config.budget.clone(),
             &capacities,
             drain_bound,
+            config.limits.max_pending_requests,
         ));
         admission.set_reservations(&quotas.reservations());
         let minter = Arc::new(Minter::new(epoch));
@@ -84,6 +88,7 @@ impl Daemon {
         backend.set_report_sink(Arc::new(move |report| {
             let _ = report_tx.send(report);
         }));
+        let limiter = crate::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
@@ -93,7 +98,9 @@ impl Daemon {
             backend,
             epoch,
             config,
+            limiter,
             draining: AtomicBool::new(false),
+            shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),
         });
         Ok(daemon)
@@ -140,6 +147,18 @@ impl Daemon {
 
     pub fn start_draining(&self) {
         self.draining.store(true, Ordering::Release);
+    }
+
+    /// Asks serve() to shut down gracefully, as SIGTERM does.
+    pub fn request_shutdown(&self) {
+        self.start_draining();
+        self.shutdown.send_replace(true);
+    }
+
+    /// Resolves once a shutdown was requested through the API.
+    pub async fn shutdown_requested(&self) {
+        let mut rx = self.shutdown.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
     }
 
     pub fn refuse_if_draining(&self) -> NpudResult<()> {

@@ -59,6 +59,9 @@ pub struct TenantFigures {
 
 pub struct Ledger<W> {
     capacity: u32,
+    /// Requests one tenant may have waiting at once.
+    max_pending: u32,
+    pending: HashMap<Tenant, u32>,
     in_use: u32,
     /// Released streams being synchronised before they are pooled or destroyed: they still
     /// occupy hardware, so they count against the budget until they are done.
@@ -75,8 +78,14 @@ pub struct Ledger<W> {
 
 impl<W> Ledger<W> {
     pub fn new(capacity: u32) -> Self {
+        Self::with_pending_limit(capacity, u32::MAX)
+    }
+
+    pub fn with_pending_limit(capacity: u32, max_pending: u32) -> Self {
         Self {
             capacity,
+            max_pending,
+            pending: HashMap::new(),
             in_use: 0,
             draining: 0,
             pooled: 0,
@@ -196,6 +205,17 @@ impl<W> Ledger<W> {
             self.take(tenant, count, tag);
             return Ok(Admit::Granted(waiter));
         }
+        let waiting = self.pending.entry(Arc::clone(tenant)).or_insert(0);
+        if *waiting >= self.max_pending {
+            return Err(NpudError::new(
+                Reason::TooManyPendingRequests,
+                format!(
+                    "tenant {tenant} already has {waiting} create requests waiting on this device, the most allowed"
+                ),
+            )
+            .with_figures(vec![("pending", i64::from(*waiting)), ("max_pending", i64::from(self.max_pending))]));
+        }
+        *waiting += 1;
         self.queue.insert(key, Pending { tenant: Arc::clone(tenant), count, quota: *quota, waiter });
         self.tickets.insert(ticket, key);
         Ok(Admit::Queued(ticket))
@@ -228,6 +248,7 @@ impl<W> Ledger<W> {
                 continue;
             };
             self.tickets.remove(&key.1);
+            self.unqueue(&p.tenant);
             self.take(&p.tenant, p.count, key.0);
             granted.push((p.tenant, p.count, p.waiter));
         }
@@ -239,8 +260,19 @@ impl<W> Ledger<W> {
     pub fn cancel(&mut self, ticket: u64) -> Option<u32> {
         let key = self.tickets.remove(&ticket)?;
         let position = self.queue.range(..key).count() as u32 + 1;
-        self.queue.remove(&key);
+        if let Some(p) = self.queue.remove(&key) {
+            self.unqueue(&p.tenant);
+        }
         Some(position)
+    }
+
+    fn unqueue(&mut self, tenant: &Tenant) {
+        if let Some(n) = self.pending.get_mut(tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending.remove(tenant);
+            }
+        }
     }
 
     /// A tenant gives streams back to the device; they start draining.

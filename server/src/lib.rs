@@ -14,6 +14,7 @@ pub mod daemon;
 pub mod error;
 pub mod handle;
 pub mod ledger;
+pub mod limits;
 pub mod metrics;
 pub mod ops;
 pub mod quota;

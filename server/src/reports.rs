@@ -62,6 +62,20 @@ const REPLAY_WINDOW: usize = 1024;
 struct Inner {
     mailboxes: HashMap<u64, Mailbox>,
     callbacks: HashMap<u64, PendingCallback>,
+    per_tenant: HashMap<Tenant, u32>,
+}
+
+impl Inner {
+    fn forget(&mut self, id: u64) -> Option<PendingCallback> {
+        let cb = self.callbacks.remove(&id)?;
+        if let Some(n) = self.per_tenant.get_mut(&cb.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_tenant.remove(&cb.tenant);
+            }
+        }
+        Some(cb)
+    }
 }
 
 pub struct ReportHub {
@@ -105,7 +119,7 @@ impl ReportHub {
         let mut inner = self.lock();
         inner.mailboxes.remove(&session);
         let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.session == session).map(|(id, _)| *id).collect();
-        let out = ids.into_iter().filter_map(|id| inner.callbacks.remove(&id).map(|c| (id, c))).collect();
+        let out = ids.into_iter().filter_map(|id| inner.forget(id).map(|c| (id, c))).collect();
         drop(inner);
         self.notify.notify_waiters();
         out
@@ -117,12 +131,23 @@ impl ReportHub {
         }
     }
 
-    pub fn add_callback(&self, id: u64, cb: PendingCallback) {
-        self.lock().callbacks.insert(id, cb);
+    /// Registers a launched callback unless its tenant already has `max` in flight.
+    pub fn add_callback(&self, id: u64, cb: PendingCallback, max: u32) -> crate::error::NpudResult<()> {
+        let mut inner = self.lock();
+        let n = inner.per_tenant.entry(std::sync::Arc::clone(&cb.tenant)).or_insert(0);
+        if *n >= max {
+            return Err(crate::error::NpudError::new(
+                crate::error::Reason::TooManyCallbacks,
+                format!("tenant {} has {n} callbacks in flight, the most allowed", cb.tenant),
+            ));
+        }
+        *n += 1;
+        inner.callbacks.insert(id, cb);
+        Ok(())
     }
 
     pub fn remove_callback(&self, id: u64) -> Option<PendingCallback> {
-        self.lock().callbacks.remove(&id)
+        self.lock().forget(id)
     }
 
     pub fn callback(&self, id: u64) -> Option<PendingCallback> {
@@ -131,7 +156,11 @@ impl ReportHub {
 
     /// Callbacks launched on a stream that is going away can never be acknowledged.
     pub fn forget_stream(&self, stream: u64) {
-        self.lock().callbacks.retain(|_, c| c.stream != stream);
+        let mut inner = self.lock();
+        let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.stream == stream).map(|(id, _)| *id).collect();
+        for id in ids {
+            inner.forget(id);
+        }
     }
 
     /// Callbacks not yet fired or acknowledged, for reclaim checks.
@@ -147,7 +176,7 @@ impl ReportHub {
         cb.fired = true;
         let cb = cb.clone();
         if !cb.blocking {
-            inner.callbacks.remove(&id);
+            inner.forget(id);
         }
         let body = ReportBody::Callback {
             callback: id,

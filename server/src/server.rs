@@ -8,7 +8,7 @@
 
 use crate::daemon::Daemon;
 use std::future::Future;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,12 +26,22 @@ pub enum ServeError {
     Startup(String),
 }
 
+/// Our effective uid: the owner of /proc/self (no libc call needed).
+fn my_uid() -> u32 {
+    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
+}
+
 fn socket_error(path: &Path, message: impl Into<String>) -> ServeError {
     ServeError::Socket { path: path.to_path_buf(), message: message.into() }
 }
 
 /// Binds the Unix socket following the socket rule.
-pub async fn bind_socket(path: &Path, mode: u32, dir_mode: u32) -> Result<UnixListener, ServeError> {
+pub async fn bind_socket(
+    path: &Path,
+    mode: u32,
+    dir_mode: u32,
+    group: Option<u32>,
+) -> Result<UnixListener, ServeError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
         std::fs::create_dir_all(dir).map_err(|e| socket_error(path, format!("cannot create directory: {e}")))?;
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
@@ -44,6 +54,12 @@ pub async fn bind_socket(path: &Path, mode: u32, dir_mode: u32) -> Result<UnixLi
         Ok(meta) if !meta.file_type().is_socket() => {
             return Err(socket_error(path, "exists and is not a socket"));
         }
+        Ok(meta) if meta.uid() != my_uid() => {
+            return Err(socket_error(
+                path,
+                format!("is owned by uid {}, not by this daemon; refusing to replace it", meta.uid()),
+            ));
+        }
         Ok(_) => {
             if tokio::net::UnixStream::connect(path).await.is_ok() {
                 return Err(socket_error(path, "another npud is serving on it"));
@@ -55,6 +71,10 @@ pub async fn bind_socket(path: &Path, mode: u32, dir_mode: u32) -> Result<UnixLi
         Err(e) => return Err(socket_error(path, e.to_string())),
     }
     let listener = UnixListener::bind(path).map_err(|e| socket_error(path, format!("cannot bind: {e}")))?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .map_err(|e| socket_error(path, format!("cannot give the socket to group {gid}: {e}")))?;
+    }
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
     Ok(listener)
@@ -90,7 +110,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
 /// Serves until `shutdown` resolves, then drains within the configured grace.
 pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let config = &daemon.config;
-    let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode).await?;
+    let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?;
     let socket = config.socket.clone();
     daemon
         .admission

@@ -101,6 +101,19 @@ impl AdminService for Api {
         Ok(Response::new(pb::EvictSessionResponse { streams_released: streams, events_released: events }))
     }
 
+    async fn drain(&self, req: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {
+        let caller = self.admin(&req)?;
+        let sessions = self.daemon.registry.all_sessions().len() as u32;
+        if req.get_ref().shutdown {
+            tracing::warn!(admin = %caller.tenant, sessions, "drain and shutdown requested");
+            self.daemon.request_shutdown();
+        } else {
+            tracing::warn!(admin = %caller.tenant, sessions, "drain requested: no new sessions or work");
+            self.daemon.start_draining();
+        }
+        Ok(Response::new(pb::DrainResponse { sessions }))
+    }
+
     async fn inject_fault(
         &self,
         req: Request<pb::InjectFaultRequest>,

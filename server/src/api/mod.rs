@@ -40,8 +40,9 @@ impl Api {
         let peer = peer_of(req).ok_or_else(|| {
             Status::from(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity"))
         })?;
-        let identities = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner());
-        Ok(identities.resolve(&peer)?)
+        let caller = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(&peer)?;
+        self.daemon.limiter.check(&caller.tenant)?;
+        Ok(caller)
     }
 
     /// The caller and the live session the request names in `npud-session`.

@@ -17,7 +17,9 @@ pub fn code_of(reason: Reason) -> Code {
         | EventBudgetExhausted
         | TooManySessions
         | RateLimited
-        | HardwareCreationFailed => Code::ResourceExhausted,
+        | HardwareCreationFailed
+        | TooManyPendingRequests
+        | TooManyCallbacks => Code::ResourceExhausted,
         SyncTimeout => Code::DeadlineExceeded,
         StaleEpoch
         | EventNotRecorded

@@ -72,7 +72,8 @@ impl Daemon {
                 blocking,
                 fired: false,
             },
-        );
+            self.config.limits.max_callbacks_in_flight,
+        )?;
         if let Err(e) = self.backend.launch_callback(s.device, s.raw, id, blocking) {
             self.reports.remove_callback(id);
             return Err(backend_error(self.backend.name(), e));

@@ -97,6 +97,18 @@ class SetQuotaRequest(_message.Message):
     highest_priority: int
     def __init__(self, tenant: _Optional[str] = ..., max_streams: _Optional[int] = ..., reserved_streams: _Optional[int] = ..., max_events: _Optional[int] = ..., weight: _Optional[int] = ..., highest_priority: _Optional[int] = ...) -> None: ...
 
+class DrainRequest(_message.Message):
+    __slots__ = ("shutdown",)
+    SHUTDOWN_FIELD_NUMBER: _ClassVar[int]
+    shutdown: bool
+    def __init__(self, shutdown: _Optional[bool] = ...) -> None: ...
+
+class DrainResponse(_message.Message):
+    __slots__ = ("sessions",)
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    sessions: int
+    def __init__(self, sessions: _Optional[int] = ...) -> None: ...
+
 class EvictSessionRequest(_message.Message):
     __slots__ = ("session",)
     SESSION_FIELD_NUMBER: _ClassVar[int]

@@ -59,6 +59,11 @@ class AdminServiceStub:
                 request_serializer=npud_dot_v1_dot_admin__pb2.InjectFaultRequest.SerializeToString,
                 response_deserializer=npud_dot_v1_dot_admin__pb2.InjectFaultResponse.FromString,
                 _registered_method=True)
+        self.Drain = channel.unary_unary(
+                '/npud.v1.AdminService/Drain',
+                request_serializer=npud_dot_v1_dot_admin__pb2.DrainRequest.SerializeToString,
+                response_deserializer=npud_dot_v1_dot_admin__pb2.DrainResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -99,6 +104,14 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Drain(self, request, context):
+        """Admin only: stop accepting new sessions and work (UNAVAILABLE/DRAINING); with
+        `shutdown`, also shut down gracefully as on SIGTERM.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -126,6 +139,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.InjectFault,
                     request_deserializer=npud_dot_v1_dot_admin__pb2.InjectFaultRequest.FromString,
                     response_serializer=npud_dot_v1_dot_admin__pb2.InjectFaultResponse.SerializeToString,
+            ),
+            'Drain': grpc.unary_unary_rpc_method_handler(
+                    servicer.Drain,
+                    request_deserializer=npud_dot_v1_dot_admin__pb2.DrainRequest.FromString,
+                    response_serializer=npud_dot_v1_dot_admin__pb2.DrainResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -263,6 +281,33 @@ class AdminService:
             '/npud.v1.AdminService/InjectFault',
             npud_dot_v1_dot_admin__pb2.InjectFaultRequest.SerializeToString,
             npud_dot_v1_dot_admin__pb2.InjectFaultResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Drain(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/npud.v1.AdminService/Drain',
+            npud_dot_v1_dot_admin__pb2.DrainRequest.SerializeToString,
+            npud_dot_v1_dot_admin__pb2.DrainResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,6 +29,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_MANY_SESSIONS: _ClassVar[ErrorReason]
     RATE_LIMITED: _ClassVar[ErrorReason]
     HARDWARE_CREATION_FAILED: _ClassVar[ErrorReason]
+    TOO_MANY_PENDING_REQUESTS: _ClassVar[ErrorReason]
+    TOO_MANY_CALLBACKS: _ClassVar[ErrorReason]
     SYNC_TIMEOUT: _ClassVar[ErrorReason]
     STALE_EPOCH: _ClassVar[ErrorReason]
     EVENT_NOT_RECORDED: _ClassVar[ErrorReason]
@@ -68,6 +70,8 @@ EVENT_BUDGET_EXHAUSTED: ErrorReason
 TOO_MANY_SESSIONS: ErrorReason
 RATE_LIMITED: ErrorReason
 HARDWARE_CREATION_FAILED: ErrorReason
+TOO_MANY_PENDING_REQUESTS: ErrorReason
+TOO_MANY_CALLBACKS: ErrorReason
 SYNC_TIMEOUT: ErrorReason
 STALE_EPOCH: ErrorReason
 EVENT_NOT_RECORDED: ErrorReason
