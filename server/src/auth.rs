@@ -1,18 +1,21 @@
-//! Peer identity → tenant. On the Unix socket the kernel tells us who the peer is
-//! (SO_PEERCRED); the config maps uids to tenant names and marks admins.
+//! Peer identity → tenant. The kernel tells who a Unix-socket peer is (SO_PEERCRED) and
+//! its cgroup tells which container it runs in; the config maps container ids, pod uids,
+//! uids and gids to tenant names and marks admins.
 
 use crate::config::Config;
 use crate::error::{NpudError, NpudResult, Reason};
+use crate::identity::Container;
 use crate::ledger::Tenant;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// Who is on the other end of a connection, as the kernel reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who is on the other end of a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
+    pub container: Option<Container>,
 }
 
 /// An authenticated caller.
@@ -24,7 +27,10 @@ pub struct Caller {
 }
 
 pub struct Identities {
+    by_container: Vec<(String, Tenant)>,
+    by_pod: HashMap<String, Tenant>,
     by_uid: HashMap<u32, Tenant>,
+    by_gid: HashMap<u32, Tenant>,
     admin_tenants: HashSet<Tenant>,
     admin_uids: HashSet<u32>,
     refuse_unknown: bool,
@@ -40,39 +46,64 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
 
 impl Identities {
     pub fn new(config: &Config) -> Self {
-        let mut by_uid = HashMap::new();
-        let mut admin_tenants = HashSet::new();
-        for t in &config.tenants {
-            let name: Tenant = Arc::from(t.name.as_str());
-            for uid in &t.uids {
-                by_uid.insert(*uid, Arc::clone(&name));
-            }
-            if t.admin {
-                admin_tenants.insert(name);
-            }
-        }
-        Self {
-            by_uid,
-            admin_tenants,
+        let mut me = Self {
+            by_container: Vec::new(),
+            by_pod: HashMap::new(),
+            by_uid: HashMap::new(),
+            by_gid: HashMap::new(),
+            admin_tenants: HashSet::new(),
             admin_uids: config.admin_uids.iter().copied().collect(),
             refuse_unknown: config.refuse_unknown,
+        };
+        for t in &config.tenants {
+            let name: Tenant = Arc::from(t.name.as_str());
+            me.by_container.extend(t.containers.iter().map(|c| (c.to_ascii_lowercase(), Arc::clone(&name))));
+            me.by_pod.extend(t.pod_uids.iter().map(|p| (p.clone(), Arc::clone(&name))));
+            me.by_uid.extend(t.uids.iter().map(|u| (*u, Arc::clone(&name))));
+            me.by_gid.extend(t.gids.iter().map(|g| (*g, Arc::clone(&name))));
+            if t.admin {
+                me.admin_tenants.insert(name);
+            }
         }
+        me
+    }
+
+    fn mapped(&self, peer: &Peer) -> Option<Tenant> {
+        if let Some(c) = &peer.container {
+            // A configured id may be the full id or a prefix of at least 12 characters.
+            if let Some((_, t)) = self.by_container.iter().find(|(id, _)| c.id.starts_with(id.as_str())) {
+                return Some(Arc::clone(t));
+            }
+            if let Some(t) = c.pod_uid.as_ref().and_then(|p| self.by_pod.get(p)) {
+                return Some(Arc::clone(t));
+            }
+            return None;
+        }
+        self.by_uid.get(&peer.uid).or_else(|| self.by_gid.get(&peer.gid)).cloned()
     }
 
     pub fn resolve(&self, peer: &Peer) -> NpudResult<Caller> {
-        let admin_uid = self.admin_uids.contains(&peer.uid);
-        let tenant = match self.by_uid.get(&peer.uid) {
-            Some(t) => Arc::clone(t),
-            None if self.refuse_unknown && !admin_uid => {
+        // A uid is only meaningful on the host: root inside a container is not root here.
+        let host_admin = peer.container.is_none() && self.admin_uids.contains(&peer.uid);
+        let tenant = match self.mapped(peer) {
+            Some(t) => t,
+            None if self.refuse_unknown && !host_admin => {
+                let who = match &peer.container {
+                    Some(c) => format!("container {}", &c.id[..12]),
+                    None => format!("uid {}", peer.uid),
+                };
                 return Err(NpudError::new(
                     Reason::TenantRefused,
-                    format!("uid {} is not mapped to a tenant and this daemon refuses unknown peers", peer.uid),
+                    format!("{who} is not mapped to a tenant and this daemon refuses unknown peers"),
                 ));
             }
-            None if peer.uid == 0 => Arc::from("root"),
-            None => Arc::from(format!("uid-{}", peer.uid)),
+            None => match &peer.container {
+                Some(c) => Arc::from(format!("container-{}", &c.id[..12])),
+                None if peer.uid == 0 => Arc::from("root"),
+                None => Arc::from(format!("uid-{}", peer.uid)),
+            },
         };
-        let admin = admin_uid || self.admin_tenants.contains(&tenant);
+        let admin = host_admin || self.admin_tenants.contains(&tenant);
         Ok(Caller { tenant, admin, uid: peer.uid })
     }
 }

@@ -87,6 +87,14 @@ pub struct TenantConfig {
     #[serde(default)]
     pub uids: Vec<u32>,
     #[serde(default)]
+    pub gids: Vec<u32>,
+    /// Container ids (or prefixes of at least 12 hex digits) as the runtime reports them.
+    #[serde(default)]
+    pub containers: Vec<String>,
+    /// Kubernetes pod uids.
+    #[serde(default)]
+    pub pod_uids: Vec<String>,
+    #[serde(default)]
     pub admin: bool,
     #[serde(flatten)]
     pub quota: Quota,
@@ -166,6 +174,9 @@ pub struct Config {
     pub refuse_unknown: bool,
     pub admin_uids: Vec<u32>,
     pub log_format: String,
+    /// Where peers' `/proc/<pid>/cgroup` are read: `/proc`, or the host's /proc mounted
+    /// elsewhere when npud itself runs in a container.
+    pub proc_root: PathBuf,
 }
 
 /// The file format: every key optional, flags win.
@@ -200,6 +211,14 @@ struct FileConfig {
     default_quota: Option<Quota>,
     refuse_unknown: Option<bool>,
     admin_uids: Option<Vec<u32>>,
+    #[serde(default)]
+    identity: FileIdentity,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileIdentity {
+    proc_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -341,6 +360,7 @@ impl Config {
             refuse_unknown: f.refuse_unknown.unwrap_or(false),
             admin_uids: f.admin_uids.clone().unwrap_or_else(|| vec![0]),
             log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| "text".into()),
+            proc_root: f.identity.proc_root.clone().unwrap_or_else(|| PathBuf::from("/proc")),
         };
         config.validate()?;
         Ok(config)
@@ -405,6 +425,13 @@ impl Config {
             t.quota.validate(&format!("tenant {}", t.name))?;
             if seen.insert(t.name.as_str(), ()).is_some() {
                 return Err(bad(format!("tenant {:?} is defined twice", t.name)));
+            }
+        }
+        for t in &self.tenants {
+            for c in &t.containers {
+                if c.len() < 12 || c.len() > 64 || !c.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!("tenant {:?}: container {c:?} is not 12..=64 hex digits", t.name)));
+                }
             }
         }
         let mut uids = BTreeMap::new();

@@ -80,6 +80,16 @@ pub async fn bind_socket(
     Ok(listener)
 }
 
+/// Accepted connections with their peer's identity (uid, gid, pid, container) attached.
+fn incoming_peers(
+    listener: UnixListener,
+    inspector: std::sync::Arc<dyn crate::identity::PeerInspector>,
+) -> impl tokio_stream::Stream<Item = std::io::Result<crate::identity::PeerStream>> {
+    use tokio_stream::StreamExt;
+    tokio_stream::wrappers::UnixListenerStream::new(listener)
+        .map(move |conn| conn.and_then(|s| crate::identity::PeerStream::accept(s, inspector.as_ref())))
+}
+
 /// Background work: route device reports, reap lapsed sessions.
 fn spawn_background(daemon: &Arc<Daemon>) {
     let mut reports = daemon.take_report_receiver();
@@ -146,7 +156,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     let uds = tonic::transport::Server::builder().add_routes(routes.clone()).serve_with_incoming_shutdown(
-        tokio_stream::wrappers::UnixListenerStream::new(listener),
+        incoming_peers(listener, std::sync::Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() })),
         stopped(stop_rx.clone()),
     );
     let tcp = match config.listen {

@@ -235,6 +235,48 @@ impl Drop for Daemon {
     }
 }
 
+/// A scripted client in its own process (`npud-peer`): one command per line, one JSON
+/// answer per line. It connects on its first command.
+pub struct Peer {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    pub pid: u32,
+}
+
+impl Peer {
+    pub fn spawn(target: &str, uid: Option<u32>) -> Peer {
+        use std::io::BufRead;
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(bin("npud-peer"));
+        cmd.arg(target).stdin(Stdio::piped()).stdout(Stdio::piped());
+        if let Some(uid) = uid {
+            cmd.uid(uid).gid(uid);
+        }
+        let mut child = cmd.spawn().expect("spawn npud-peer");
+        let stdin = child.stdin.take().expect("stdin");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let hello: serde_json::Value =
+            serde_json::from_str(&stdout.next().expect("hello").expect("line")).expect("json");
+        let pid = hello["pid"].as_u64().expect("pid") as u32;
+        Peer { child, stdin, stdout, pid }
+    }
+
+    pub fn ask(&mut self, command: &str) -> serde_json::Value {
+        use std::io::Write;
+        writeln!(self.stdin, "{command}").expect("write command");
+        let line = self.stdout.next().expect("an answer").expect("line");
+        serde_json::from_str(&line).expect("json answer")
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

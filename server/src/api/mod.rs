@@ -72,9 +72,8 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
 }
 
 fn peer_of<T>(req: &Request<T>) -> Option<Peer> {
-    if let Some(info) = req.extensions().get::<tonic::transport::server::UdsConnectInfo>() {
-        let cred = info.peer_cred?;
-        return Some(Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid() });
+    if let Some(info) = req.extensions().get::<std::sync::Arc<crate::identity::PeerInfo>>() {
+        return Some(Peer { uid: info.uid, gid: info.gid, pid: info.pid, container: info.container.clone() });
     }
     // Plain TCP (only with --insecure-tcp): no verifiable identity, so a fixed
     // unprivileged pseudo-uid that maps to the default tenant policy.
@@ -82,6 +81,7 @@ fn peer_of<T>(req: &Request<T>) -> Option<Peer> {
         uid: INSECURE_TCP_UID,
         gid: INSECURE_TCP_UID,
         pid: None,
+        container: None,
     })
 }
 

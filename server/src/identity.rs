@@ -1,0 +1,191 @@
+//! Who a Unix-socket peer is: SO_PEERCRED (uid, gid, pid), plus the container it runs in,
+//! read from the peer's cgroup path. Resolved once per connection, when it is accepted.
+
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::UnixStream;
+
+/// The container a process runs in, as its cgroup path tells.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Container {
+    /// The runtime's 64-hex container id.
+    pub id: String,
+    /// "docker", "containerd", "crio", "podman" or "kubepods".
+    pub runtime: &'static str,
+    /// The Kubernetes pod uid, when the path names one.
+    pub pod_uid: Option<String>,
+}
+
+/// Reads a process's cgroup. A trait so privileged reads can be pointed elsewhere: at a
+/// host `/proc` mounted into npud's own container, or at a directory in tests.
+pub trait PeerInspector: Send + Sync + 'static {
+    fn cgroup(&self, pid: i32) -> std::io::Result<String>;
+}
+
+/// `<root>/<pid>/cgroup`, normally under `/proc`.
+pub struct ProcFs {
+    pub root: PathBuf,
+}
+
+impl PeerInspector for ProcFs {
+    fn cgroup(&self, pid: i32) -> std::io::Result<String> {
+        let path = self.root.join(pid.to_string()).join("cgroup");
+        let text = std::fs::read_to_string(path)?;
+        // A cgroup file is a few lines; refuse anything absurd rather than parse it.
+        if text.len() > 64 * 1024 {
+            return Err(std::io::Error::other("cgroup file larger than 64 KiB"));
+        }
+        Ok(text)
+    }
+}
+
+fn is_container_id(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Finds the container in a cgroup file (v1 or v2; systemd or cgroupfs drivers).
+pub fn container_of(cgroup: &str) -> Option<Container> {
+    for line in cgroup.lines() {
+        let path = line.splitn(3, ':').nth(2).unwrap_or(line);
+        let mut pod_uid = None;
+        let mut found: Option<Container> = None;
+        for seg in path.split('/') {
+            let seg = seg.strip_suffix(".scope").or_else(|| seg.strip_suffix(".slice")).unwrap_or(seg);
+            // kubepods-besteffort-pod<uid>.slice (systemd) or pod<uid> (cgroupfs)
+            if let Some(p) = seg.rsplit_once("-pod").map(|(_, p)| p).or_else(|| seg.strip_prefix("pod")) {
+                if p.len() >= 32 && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b'-') {
+                    pod_uid = Some(p.replace('_', "-"));
+                }
+            }
+            let candidates: [(&str, &'static str); 5] = [
+                ("cri-containerd-", "containerd"),
+                ("crio-", "crio"),
+                ("docker-", "docker"),
+                ("libpod-", "podman"),
+                ("", "docker"),
+            ];
+            for (prefix, runtime) in candidates {
+                if let Some(id) = seg.strip_prefix(prefix).filter(|id| is_container_id(id)) {
+                    let runtime = if prefix.is_empty() && path.contains("kubepods") { "kubepods" } else { runtime };
+                    found = Some(Container { id: id.to_ascii_lowercase(), runtime, pod_uid: None });
+                    break;
+                }
+            }
+        }
+        if let Some(mut c) = found {
+            c.pod_uid = pod_uid;
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// What the kernel and the cgroup say about the peer of one connection.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+    pub container: Option<Container>,
+}
+
+/// A Unix connection carrying its peer's identity, resolved at accept time.
+pub struct PeerStream {
+    inner: UnixStream,
+    info: Arc<PeerInfo>,
+}
+
+impl PeerStream {
+    pub fn accept(stream: UnixStream, inspector: &dyn PeerInspector) -> std::io::Result<PeerStream> {
+        let cred = stream.peer_cred()?;
+        let container = cred.pid().and_then(|pid| match inspector.cgroup(pid) {
+            Ok(text) => container_of(&text),
+            Err(e) => {
+                tracing::debug!(pid, error = %e, "cannot read the peer's cgroup; treating it as a host process");
+                None
+            }
+        });
+        let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container };
+        Ok(PeerStream { inner: stream, info: Arc::new(info) })
+    }
+}
+
+impl tonic::transport::server::Connected for PeerStream {
+    type ConnectInfo = Arc<PeerInfo>;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        Arc::clone(&self.info)
+    }
+}
+
+impl AsyncRead for PeerStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for PeerStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "3f4e1c2b5a6978d0c1b2a3f4e5d6c7b8a9f0e1d2c3b4a5968778695a4b3c2d1e";
+
+    #[test]
+    fn recognises_the_runtimes() {
+        let cases = [
+            (format!("0::/system.slice/docker-{ID}.scope"), "docker", None),
+            (format!("12:pids:/docker/{ID}\n11:cpu:/docker/{ID}"), "docker", None),
+            (
+                format!(
+                    "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{ID}.scope"
+                ),
+                "containerd",
+                Some("1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"),
+            ),
+            (
+                format!("0::/kubepods/burstable/pod1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d/{ID}"),
+                "kubepods",
+                Some("1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"),
+            ),
+            (format!("0::/machine.slice/crio-{ID}.scope"), "crio", None),
+            (format!("0::/user.slice/user-1000.slice/libpod-{ID}.scope"), "podman", None),
+        ];
+        for (text, runtime, pod) in cases {
+            let c = container_of(&text).unwrap_or_else(|| panic!("no container in {text}"));
+            assert_eq!((c.id.as_str(), c.runtime, c.pod_uid.as_deref()), (ID, runtime, pod), "{text}");
+        }
+    }
+
+    #[test]
+    fn host_processes_have_no_container() {
+        for text in ["0::/user.slice/user-1000.slice/session-2.scope", "0::/", "12:pids:/init.scope", "", "garbage"] {
+            assert_eq!(container_of(text), None, "{text}");
+        }
+        assert_eq!(container_of("0::/docker/abc"), None, "too short to be an id");
+    }
+}

@@ -1,0 +1,119 @@
+//! Test helper: a scriptable client in its own process. It reads one command per line on
+//! stdin and answers one JSON line each; it connects only on its first command, so a test
+//! can first plant a fake cgroup for its pid (container identity) or run it under another
+//! uid. Commands: tenant, create N, list, get H, destroy H, sync H, query H,
+//! event-create, event-record E S, event-sync E, wait-event S E, reports MS, set-quota T N,
+//! launch S, subscribe T S.
+
+use npud_client::{Client, EventOptions, StreamOptions, Target, proto};
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::time::Duration;
+use tokio_stream::StreamExt;
+
+fn err(e: npud_client::Error) -> Value {
+    json!({ "error": format!("{:?}", e.code().unwrap_or(tonic::Code::Unknown)), "reason": e.reason().map(|r| r.as_str_name()), "message": e.to_string() })
+}
+
+async fn run(client: &Client, words: &[&str]) -> Result<Value, npud_client::Error> {
+    let num = |i: usize| words.get(i).and_then(|w| w.parse::<u64>().ok()).unwrap_or(0);
+    let ok = json!({ "ok": true });
+    Ok(match words.first().copied().unwrap_or("") {
+        "tenant" => json!({ "tenant": client.tenant() }),
+        "create" => {
+            let streams = client.device(0).create_streams(num(1) as u32, StreamOptions::default()).await?;
+            json!({ "handles": streams.into_iter().map(|s| s.leak()).collect::<Vec<_>>() })
+        }
+        "list" => {
+            let list = client.streams().list(proto::ListStreamsRequest {}).await?.into_inner().streams;
+            json!({ "handles": list.iter().map(|s| s.handle).collect::<Vec<_>>() })
+        }
+        "get" => {
+            json!({ "handle": client.streams().get(proto::GetStreamRequest { handle: num(1) }).await?.into_inner().handle })
+        }
+        "destroy" => {
+            client.streams().destroy(proto::DestroyStreamsRequest { handles: vec![num(1)] }).await?;
+            ok
+        }
+        "sync" => {
+            client.streams().synchronize(proto::SynchronizeStreamRequest { handle: num(1), timeout_ms: 1000 }).await?;
+            ok
+        }
+        "query" => {
+            json!({ "state": client.streams().query(proto::QueryStreamRequest { handle: num(1) }).await?.into_inner().state })
+        }
+        "event-create" => json!({ "handle": client.device(0).create_event(EventOptions::default()).await?.leak() }),
+        "event-record" => {
+            client.events().record(proto::RecordEventRequest { event: num(1), stream: num(2) }).await?;
+            ok
+        }
+        "event-sync" => {
+            client.events().synchronize(proto::SynchronizeEventRequest { handle: num(1), timeout_ms: 1000 }).await?;
+            ok
+        }
+        "wait-event" => {
+            client.streams().wait_event(proto::StreamWaitEventRequest { stream: num(1), event: num(2) }).await?;
+            ok
+        }
+        "subscribe" => {
+            client.subscribe(num(1), num(2)).await?;
+            ok
+        }
+        "launch" => json!({ "callback": client.launch_callback(num(1), vec![7], false).await? }),
+        "reports" => {
+            let mut stream = client.report_stream(0).await?;
+            let mut streams = Vec::new();
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(num(1));
+            while let Ok(Some(Ok(r))) = tokio::time::timeout_at(deadline, stream.next()).await {
+                streams.push(match r.kind {
+                    Some(proto::report::Kind::Callback(c)) => c.stream,
+                    Some(proto::report::Kind::Exception(e)) => e.stream,
+                    None => 0,
+                });
+            }
+            json!({ "reports": streams.len(), "streams": streams })
+        }
+        "set-quota" => {
+            let req = proto::SetQuotaRequest {
+                tenant: words.get(1).unwrap_or(&"").to_string(),
+                max_streams: Some(num(2) as u32),
+                ..Default::default()
+            };
+            client.admin().set_quota(req).await?;
+            ok
+        }
+        other => json!({ "error": "UnknownCommand", "message": format!("unknown command {other:?}") }),
+    })
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let target = match std::env::args().nth(1) {
+        Some(t) if t.starts_with("http") => Target::Endpoint(t),
+        Some(t) => Target::Socket(t.into()),
+        None => anyhow::bail!("usage: npud-peer SOCKET|URL"),
+    };
+    println!("{}", json!({ "pid": std::process::id() }));
+    let mut client: Option<Client> = None;
+    let stdin = std::io::stdin();
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.is_empty() {
+            continue;
+        }
+        if client.is_none() {
+            match Client::connect(target.clone()).await {
+                Ok(c) => client = Some(c),
+                Err(e) => {
+                    println!("{}", err(e));
+                    continue;
+                }
+            }
+        }
+        let Some(c) = client.as_ref() else { continue };
+        let answer = run(c, &words).await.unwrap_or_else(err);
+        println!("{answer}");
+    }
+    Ok(())
+}

@@ -1,0 +1,148 @@
+//! Issue 7: identity and isolation. Two containers that both run as uid 0 are two
+//! tenants (container ids come from the peer's cgroup, read through the inspector's
+//! proc root); two uids are two tenants; neither can see, use, destroy or wait on the
+//! other's streams and events, nor receive its reports.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::{Daemon, Peer, bin};
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+const CONTAINER_A: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
+const CONTAINER_B: &str = "b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90a1";
+
+fn plant_cgroup(proc_root: &Path, pid: u32, line: &str) {
+    let dir = proc_root.join(pid.to_string());
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("cgroup"), line).unwrap();
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+fn error_of(v: &Value) -> &str {
+    v["error"].as_str().unwrap_or_else(|| panic!("expected an error, got {v}"))
+}
+
+/// Everything `intruder` tries on `owner`'s resources fails exactly as for a missing one.
+fn assert_isolated(owner: &mut Peer, intruder: &mut Peer) {
+    let mine = owner.ask("create 2");
+    let stream = mine["handles"][0].as_u64().unwrap();
+    let event = owner.ask("event-create")["handle"].as_u64().unwrap();
+    assert_eq!(owner.ask(&format!("event-record {event} {stream}"))["ok"], true);
+    owner.ask(&format!("subscribe 1 {stream}"));
+    let listed = intruder.ask("list");
+    let theirs: Vec<u64> = listed["handles"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    let owned: Vec<u64> = mine["handles"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert!(owned.iter().all(|h| !theirs.contains(h)), "the owner's streams are invisible in list: {listed}");
+    let missing = stream ^ 0x0000_0fff_0000_0000;
+    for cmd in ["get", "destroy", "sync", "query"] {
+        let foreign = intruder.ask(&format!("{cmd} {stream}"));
+        assert_eq!(error_of(&foreign), "NotFound", "{cmd} on a foreign stream: {foreign}");
+        let absent = intruder.ask(&format!("{cmd} {missing}"));
+        assert_eq!(foreign["reason"], absent["reason"], "{cmd}: foreign looks like missing");
+    }
+    let own = intruder.ask("create 1")["handles"][0].as_u64().unwrap();
+    assert_eq!(error_of(&intruder.ask(&format!("wait-event {own} {event}"))), "NotFound");
+    assert_eq!(error_of(&intruder.ask(&format!("event-record {event} {own}"))), "NotFound");
+    assert_eq!(error_of(&intruder.ask(&format!("event-sync {event}"))), "NotFound");
+    // The owner's callbacks and exceptions never reach the intruder's report stream.
+    for _ in 0..5 {
+        owner.ask(&format!("launch {stream}"));
+    }
+    let seen = intruder.ask("reports 300");
+    assert!(seen["streams"].as_array().unwrap().iter().all(|s| s.as_u64() != Some(stream)), "{seen}");
+    let delivered = owner.ask("reports 300");
+    let about_stream = delivered["streams"].as_array().unwrap().iter().filter(|s| s.as_u64() == Some(stream)).count();
+    assert_eq!(about_stream, 5, "{delivered}");
+    // Still intact for its owner.
+    assert_eq!(owner.ask(&format!("sync {stream}"))["ok"], true);
+}
+
+#[test]
+fn two_containers_running_as_root_are_two_isolated_tenants() {
+    let proc_root = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[identity]\nproc_root = \"{}\"\n[[tenants]]\nname = \"team-a\"\ncontainers = [\"{}\"]\n",
+        proc_root.path().display(),
+        &CONTAINER_A[..16]
+    );
+    let d = Daemon::builder().config(&config).start();
+    let socket = d.socket.to_str().unwrap().to_string();
+    let mut a = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), a.pid, &format!("0::/system.slice/docker-{CONTAINER_A}.scope\n"));
+    let mut b = Peer::spawn(&socket, None);
+    plant_cgroup(
+        proc_root.path(),
+        b.pid,
+        &format!(
+            "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{CONTAINER_B}.scope\n"
+        ),
+    );
+    assert_eq!(a.ask("tenant")["tenant"], "team-a");
+    assert_eq!(b.ask("tenant")["tenant"], format!("container-{}", &CONTAINER_B[..12]));
+    assert_isolated(&mut a, &mut b);
+    assert_isolated(&mut b, &mut a);
+    // Root inside a container is not an admin of the host's daemon.
+    let denied = b.ask("set-quota team-a 1");
+    assert_eq!(error_of(&denied), "PermissionDenied", "{denied}");
+    // The host's root still is.
+    assert!(d.npuctl(&["quota", "set", "team-a", "--max-streams", "9"]).status.success());
+}
+
+#[test]
+fn two_uids_are_two_isolated_tenants() {
+    if !is_root() {
+        eprintln!("skipped: running a client under another uid needs root");
+        return;
+    }
+    let d = Daemon::builder().config("socket_mode = \"0666\"").start();
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.socket.to_str().unwrap().to_string();
+    let mut root = Peer::spawn(&socket, None);
+    let mut nobody = Peer::spawn(&socket, Some(65534));
+    assert_eq!(root.ask("tenant")["tenant"], "root");
+    assert_eq!(nobody.ask("tenant")["tenant"], "uid-65534");
+    assert_isolated(&mut root, &mut nobody);
+    assert_isolated(&mut nobody, &mut root);
+    let denied = nobody.ask("set-quota root 1");
+    assert_eq!(error_of(&denied), "PermissionDenied", "{denied}");
+}
+
+#[test]
+fn the_socket_has_restrictive_modes_and_refuses_symlinks_and_foreign_sockets() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_dir = dir.path().join("run/npud");
+    let socket = socket_dir.join("npud.sock");
+    let mut child = Command::new(bin("npud")).arg("--socket").arg(&socket).spawn().unwrap();
+    assert!(npud_tests::eventually(std::time::Duration::from_secs(10), || socket.exists()));
+    assert_eq!(std::fs::metadata(&socket_dir).unwrap().permissions().mode() & 0o777, 0o750);
+    assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o660);
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // A symlink where the socket should be is never followed.
+    let link = dir.path().join("link.sock");
+    std::os::unix::fs::symlink(dir.path().join("elsewhere"), &link).unwrap();
+    let out = Command::new(bin("npud")).arg("--socket").arg(&link).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symlink"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // A socket owned by someone else is never replaced.
+    if is_root() {
+        let foreign = dir.path().join("foreign.sock");
+        drop(std::os::unix::net::UnixListener::bind(&foreign).unwrap());
+        std::os::unix::fs::chown(&foreign, Some(65534), None).unwrap();
+        let out = Command::new(bin("npud")).arg("--socket").arg(&foreign).output().unwrap();
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("owned by uid 65534"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
