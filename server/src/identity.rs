@@ -55,10 +55,11 @@ pub fn container_of(cgroup: &str) -> Option<Container> {
         for seg in path.split('/') {
             let seg = seg.strip_suffix(".scope").or_else(|| seg.strip_suffix(".slice")).unwrap_or(seg);
             // kubepods-besteffort-pod<uid>.slice (systemd) or pod<uid> (cgroupfs)
-            if let Some(p) = seg.rsplit_once("-pod").map(|(_, p)| p).or_else(|| seg.strip_prefix("pod")) {
-                if p.len() >= 32 && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b'-') {
-                    pod_uid = Some(p.replace('_', "-"));
-                }
+            if let Some(p) = seg.rsplit_once("-pod").map(|(_, p)| p).or_else(|| seg.strip_prefix("pod"))
+                && p.len() >= 32
+                && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b'-')
+            {
+                pod_uid = Some(p.replace('_', "-"));
             }
             let candidates: [(&str, &'static str); 5] = [
                 ("cri-containerd-", "containerd"),
