@@ -14,9 +14,21 @@ pub struct Cli {
     /// npud's Unix socket [default: $NPUD_SOCKET, /run/npud/npud.sock for root, else $XDG_RUNTIME_DIR/npud.sock]
     #[arg(long, global = true, value_name = "PATH", conflicts_with = "endpoint")]
     pub socket: Option<PathBuf>,
-    /// Reach npud over TCP instead (http://HOST:PORT against --insecure-tcp).
+    /// Reach npud over TCP instead: https://HOST:PORT (TLS), or http:// against --insecure-tcp.
     #[arg(long, global = true, value_name = "URL")]
     pub endpoint: Option<String>,
+    /// CA certificate that signed the daemon's TLS certificate (PEM).
+    #[arg(long, global = true, value_name = "FILE", env = "NPUD_TLS_CA")]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// Client certificate for mutual TLS (PEM).
+    #[arg(long, global = true, value_name = "FILE", env = "NPUD_TLS_CERT")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// Key of the client certificate (PEM).
+    #[arg(long, global = true, value_name = "FILE", env = "NPUD_TLS_KEY")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Bearer token, for daemons that authenticate TCP clients by token.
+    #[arg(long, global = true, value_name = "TOKEN", env = "NPUD_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
     /// Output format.
     #[arg(short = 'o', long, global = true, value_enum, default_value_t = Output::Table)]
     pub output: Output,

@@ -13,10 +13,18 @@ use std::process::ExitCode;
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let target = match (&cli.socket, &cli.endpoint) {
         (Some(p), _) => Target::Socket(p.clone()),
+        (None, Some(e)) if e.starts_with("https://") => Target::Tls {
+            url: e.clone(),
+            tls: npud_client::TlsOptions::from_files(
+                cli.tls_ca.as_deref(),
+                cli.tls_cert.as_deref(),
+                cli.tls_key.as_deref(),
+            )?,
+        },
         (None, Some(e)) => Target::Endpoint(e.clone()),
         (None, None) => Target::default_socket(),
     };
-    let ctx = Ctx { target, output: cli.output };
+    let ctx = Ctx { target, output: cli.output, token: cli.token.clone() };
     match cli.command {
         Command::Device(DeviceCmd::List) => commands::device::list(&ctx).await?,
         Command::Stream(cmd) => match cmd {

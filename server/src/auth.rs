@@ -31,6 +31,8 @@ pub struct Identities {
     by_pod: HashMap<String, Tenant>,
     by_uid: HashMap<u32, Tenant>,
     by_gid: HashMap<u32, Tenant>,
+    by_cert_name: HashMap<String, Tenant>,
+    by_token_hash: HashMap<String, Tenant>,
     admin_tenants: HashSet<Tenant>,
     admin_uids: HashSet<u32>,
     refuse_unknown: bool,
@@ -51,6 +53,8 @@ impl Identities {
             by_pod: HashMap::new(),
             by_uid: HashMap::new(),
             by_gid: HashMap::new(),
+            by_cert_name: HashMap::new(),
+            by_token_hash: HashMap::new(),
             admin_tenants: HashSet::new(),
             admin_uids: config.admin_uids.iter().copied().collect(),
             refuse_unknown: config.refuse_unknown,
@@ -61,6 +65,8 @@ impl Identities {
             me.by_pod.extend(t.pod_uids.iter().map(|p| (p.clone(), Arc::clone(&name))));
             me.by_uid.extend(t.uids.iter().map(|u| (*u, Arc::clone(&name))));
             me.by_gid.extend(t.gids.iter().map(|g| (*g, Arc::clone(&name))));
+            me.by_cert_name.extend(t.cert_names.iter().map(|n| (n.clone(), Arc::clone(&name))));
+            me.by_token_hash.extend(t.token_sha256.iter().map(|h| (h.to_ascii_lowercase(), Arc::clone(&name))));
             if t.admin {
                 me.admin_tenants.insert(name);
             }
@@ -80,6 +86,39 @@ impl Identities {
             return None;
         }
         self.by_uid.get(&peer.uid).or_else(|| self.by_gid.get(&peer.gid)).cloned()
+    }
+
+    /// A remote caller: the names of its verified client certificate, else its bearer
+    /// token. Without either there is no identity to act on.
+    pub fn resolve_remote(&self, cert_names: &[String], token: Option<&str>) -> NpudResult<Caller> {
+        let by_cert = cert_names.iter().find_map(|n| self.by_cert_name.get(n));
+        let by_token = token.and_then(|t| self.by_token_hash.get(&token_hash(t)));
+        let tenant = match (by_cert, by_token) {
+            (Some(t), _) | (None, Some(t)) => Arc::clone(t),
+            (None, None) if token.is_some() => {
+                return Err(NpudError::new(Reason::NoIdentity, "the bearer token is not known to this daemon"));
+            }
+            (None, None) => match cert_names.first() {
+                Some(_) if self.refuse_unknown => {
+                    return Err(NpudError::new(
+                        Reason::TenantRefused,
+                        format!(
+                            "certificate {:?} is not mapped to a tenant and this daemon refuses unknown peers",
+                            cert_names[0]
+                        ),
+                    ));
+                }
+                Some(name) => Arc::from(format!("cert-{}", sanitize(name))),
+                None => {
+                    return Err(NpudError::new(
+                        Reason::NoIdentity,
+                        "no client certificate and no bearer token: present one (authorization: Bearer ...)",
+                    ));
+                }
+            },
+        };
+        let admin = self.admin_tenants.contains(&tenant);
+        Ok(Caller { tenant, admin, uid: u32::MAX })
     }
 
     pub fn resolve(&self, peer: &Peer) -> NpudResult<Caller> {
@@ -105,5 +144,57 @@ impl Identities {
         };
         let admin = host_admin || self.admin_tenants.contains(&tenant);
         Ok(Caller { tenant, admin, uid: peer.uid })
+    }
+}
+
+/// Hex SHA-256 of a bearer token, as the config stores it.
+pub fn token_hash(token: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Certificate names become tenant names: keep the characters tenant names allow.
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .take(59)
+        .collect()
+}
+
+/// Subject common names and DNS, email and URI alternative names of a DER certificate.
+pub fn certificate_names(der: &[u8]) -> Vec<String> {
+    let Ok((_, cert)) = x509_parser::parse_x509_certificate(der) else { return Vec::new() };
+    let mut names: Vec<String> =
+        cert.subject().iter_common_name().filter_map(|cn| cn.as_str().ok().map(str::to_string)).collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                x509_parser::extensions::GeneralName::DNSName(s)
+                | x509_parser::extensions::GeneralName::RFC822Name(s)
+                | x509_parser::extensions::GeneralName::URI(s) => names.push((*s).to_string()),
+                _ => {}
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_hashes_are_sha256_hex() {
+        assert_eq!(token_hash("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    #[test]
+    fn certificate_names_come_from_cn_and_san() {
+        let mut params = rcgen::CertificateParams::new(vec!["alice.example".to_string()]).unwrap();
+        params.distinguished_name.push(rcgen::DnType::CommonName, "alice");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        assert_eq!(certificate_names(cert.der()), vec!["alice".to_string(), "alice.example".to_string()]);
+        assert!(certificate_names(b"not a certificate").is_empty());
     }
 }

@@ -94,6 +94,12 @@ pub struct TenantConfig {
     /// Kubernetes pod uids.
     #[serde(default)]
     pub pod_uids: Vec<String>,
+    /// TLS client certificate names (subject CN or a DNS/email/URI SAN).
+    #[serde(default)]
+    pub cert_names: Vec<String>,
+    /// SHA-256 (hex) of bearer tokens; the tokens themselves are never stored.
+    #[serde(default)]
+    pub token_sha256: Vec<String>,
     #[serde(default)]
     pub admin: bool,
     #[serde(flatten)]
@@ -153,6 +159,7 @@ pub struct Config {
     pub socket_group: Option<u32>,
     pub listen: Option<SocketAddr>,
     pub insecure_tcp: bool,
+    pub tls: Option<TlsFiles>,
     pub backend: BackendKind,
     pub acl_library: Option<PathBuf>,
     pub cuda_library: Option<PathBuf>,
@@ -189,6 +196,11 @@ struct FileConfig {
     socket_group: Option<String>,
     listen: Option<String>,
     insecure_tcp: Option<bool>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
+    /// "required" (default with a client CA) or "optional" (bearer tokens without certs).
+    tls_client_auth: Option<String>,
     backend: Option<BackendKind>,
     acl_library: Option<PathBuf>,
     cuda_library: Option<PathBuf>,
@@ -342,6 +354,7 @@ impl Config {
             socket_group: f.socket_group.as_deref().map(group_id).transpose()?,
             listen: addr("listen", args.listen.as_deref().or(f.listen.as_deref()))?,
             insecure_tcp: args.insecure_tcp || f.insecure_tcp.unwrap_or(false),
+            tls: tls_files(args, f)?,
             backend: args.backend.or(f.backend).unwrap_or(BackendKind::Sim),
             acl_library: args.acl_library.clone().or(f.acl_library.clone()),
             cuda_library: args.cuda_library.clone().or(f.cuda_library.clone()),
@@ -442,16 +455,69 @@ impl Config {
                 }
             }
         }
-        if self.listen.is_some() && !self.insecure_tcp {
+        if self.listen.is_some() && self.tls.is_none() && !self.insecure_tcp {
             return Err(bad(
-                "--listen needs TLS, which this build does not serve yet; pass --insecure-tcp to accept plain TCP on a trusted network",
+                "--listen needs --tls-cert and --tls-key (and usually --client-ca); pass --insecure-tcp to accept plain TCP on a trusted network",
             ));
+        }
+        if self.tls.is_some() && self.listen.is_none() {
+            return Err(bad("--tls-cert/--tls-key are for --listen; the Unix socket needs no TLS"));
+        }
+        for t in &self.tenants {
+            for h in &t.token_sha256 {
+                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(bad(format!(
+                        "tenant {:?}: token_sha256 must be 64 hex digits (sha256sum of the token)",
+                        t.name
+                    )));
+                }
+            }
         }
         if self.backend != BackendKind::Sim {
             return Err(bad(format!("backend {:?} is not available in this build; use --backend sim", self.backend)));
         }
         Ok(())
     }
+}
+
+/// TLS material for `--listen`, read now so a missing or unreadable file fails start-up
+/// with exit 64 instead of at the first connection.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert_pem: Vec<u8>,
+    pub key_pem: Vec<u8>,
+    pub client_ca_pem: Option<Vec<u8>>,
+    pub client_auth_optional: bool,
+}
+
+fn read_pem(what: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let bytes = std::fs::read(path).map_err(|e| bad(format!("{what} {}: {e}", path.display())))?;
+    if !bytes.starts_with(b"-----BEGIN") && !String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
+        return Err(bad(format!("{what} {} is not PEM", path.display())));
+    }
+    Ok(bytes)
+}
+
+fn tls_files(args: &Args, f: &FileConfig) -> Result<Option<TlsFiles>, ConfigError> {
+    let cert = args.tls_cert.clone().or(f.tls_cert.clone());
+    let key = args.tls_key.clone().or(f.tls_key.clone());
+    let ca = args.client_ca.clone().or(f.client_ca.clone());
+    let (cert, key) = match (cert, key) {
+        (None, None) if ca.is_none() => return Ok(None),
+        (Some(c), Some(k)) => (c, k),
+        _ => return Err(bad("TLS needs both --tls-cert and --tls-key")),
+    };
+    let optional = match f.tls_client_auth.as_deref() {
+        None | Some("required") => false,
+        Some("optional") => true,
+        Some(other) => return Err(bad(format!("tls_client_auth must be required or optional, got {other:?}"))),
+    };
+    Ok(Some(TlsFiles {
+        cert_pem: read_pem("--tls-cert", &cert)?,
+        key_pem: read_pem("--tls-key", &key)?,
+        client_ca_pem: ca.map(|p| read_pem("--client-ca", &p)).transpose()?,
+        client_auth_optional: optional,
+    }))
 }
 
 /// A group by number or by name (looked up in /etc/group, no libc call needed).

@@ -80,6 +80,18 @@ pub async fn bind_socket(
     Ok(listener)
 }
 
+/// rustls server config: our certificate, and the CA that signs clients' certificates
+/// (mutual TLS: a wrong or missing client certificate fails the handshake unless client
+/// authentication is optional, which leaves bearer tokens as the identity).
+fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfig {
+    use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+    let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+    if let Some(ca) = &tls.client_ca_pem {
+        cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(tls.client_auth_optional);
+    }
+    cfg
+}
+
 /// Accepted connections with their peer's identity (uid, gid, pid, container) attached.
 fn incoming_peers(
     listener: UnixListener,
@@ -161,14 +173,20 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     );
     let tcp = match config.listen {
         Some(addr) => {
-            tracing::warn!(%addr, "serving plain TCP without TLS (--insecure-tcp): peers are not authenticated");
+            let mut builder = tonic::transport::Server::builder();
+            match &config.tls {
+                Some(tls) => {
+                    builder =
+                        builder.tls_config(server_tls(tls)).map_err(|e| ServeError::Startup(format!("TLS: {e}")))?;
+                    tracing::info!(%addr, mutual = tls.client_ca_pem.is_some(), "serving gRPC over TLS");
+                }
+                None => {
+                    tracing::warn!(%addr, "serving plain TCP without TLS (--insecure-tcp): peers are not authenticated")
+                }
+            }
             let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
             let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
-            Some(
-                tonic::transport::Server::builder()
-                    .add_routes(routes)
-                    .serve_with_incoming_shutdown(incoming, stopped(stop_rx)),
-            )
+            Some(builder.add_routes(routes).serve_with_incoming_shutdown(incoming, stopped(stop_rx)))
         }
         None => None,
     };

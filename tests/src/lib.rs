@@ -5,13 +5,16 @@
 //! first (`cargo build --workspace --bins`).
 
 pub mod contention;
+pub mod pki;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-pub use npud_client::{Client, Error, Event, EventOptions, SessionOptions, Stream, StreamOptions, Target, proto};
+pub use npud_client::{
+    Client, Error, Event, EventOptions, SessionOptions, Stream, StreamOptions, Target, TlsOptions, proto,
+};
 
 /// Path of a workspace binary (`npud`, `npuctl`, or a helper of this crate).
 pub fn bin(name: &str) -> PathBuf {

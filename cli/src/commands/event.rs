@@ -14,7 +14,7 @@ fn state_name(state: i32) -> &'static str {
     }
 }
 
-async fn events(ctx: &Ctx) -> npud_client::Result<EventServiceClient<tonic::transport::Channel>> {
+async fn events(ctx: &Ctx) -> npud_client::Result<EventServiceClient<npud_client::SessionChannel>> {
     Ok(EventServiceClient::new(ctx.channel().await?))
 }
 

@@ -8,24 +8,26 @@ pub mod stream;
 pub mod tenant;
 
 use crate::args::Output;
-use npud_client::{Client, SessionOptions, Target};
+use npud_client::{Client, SessionChannel, SessionOptions, Target};
 use npud_proto::v1::{admin_service_client::AdminServiceClient, session_service_client::SessionServiceClient};
-use tonic::transport::Channel;
 
 pub struct Ctx {
     pub target: Target,
     pub output: Output,
+    pub token: Option<String>,
 }
 
 impl Ctx {
-    pub async fn channel(&self) -> npud_client::Result<Channel> {
-        npud_client::channel(&self.target).await
+    /// A channel for calls outside a session; it carries the bearer token if one is set.
+    pub async fn channel(&self) -> npud_client::Result<SessionChannel> {
+        npud_client::unscoped(&self.target, self.token.as_deref()).await
     }
 
     /// Attaches to (or opens) the named session. npuctl exits right after the call, so it
     /// does not renew: the daemon's named-session lease keeps the session alive.
     pub async fn session(&self, name: &str) -> npud_client::Result<Client> {
-        let options = SessionOptions { name: Some(name.to_string()), lease: None, renew: false };
+        let options =
+            SessionOptions { name: Some(name.to_string()), lease: None, renew: false, token: self.token.clone() };
         Client::connect_with(self.target.clone(), options).await
     }
 
@@ -34,11 +36,11 @@ impl Ctx {
         self.session("npuctl").await
     }
 
-    pub async fn sessions(&self) -> npud_client::Result<SessionServiceClient<Channel>> {
+    pub async fn sessions(&self) -> npud_client::Result<SessionServiceClient<SessionChannel>> {
         Ok(SessionServiceClient::new(self.channel().await?))
     }
 
-    pub async fn admin(&self) -> npud_client::Result<AdminServiceClient<Channel>> {
+    pub async fn admin(&self) -> npud_client::Result<AdminServiceClient<SessionChannel>> {
         Ok(AdminServiceClient::new(self.channel().await?))
     }
 }

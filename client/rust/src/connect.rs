@@ -1,4 +1,4 @@
-//! Channels to npud: a Unix socket (the usual case) or TCP.
+//! Channels to npud: a Unix socket (the usual case), plain TCP, or TLS.
 
 use crate::error::{Error, Result};
 use hyper_util::rt::TokioIo;
@@ -11,6 +11,46 @@ pub enum Target {
     Socket(PathBuf),
     /// `http://HOST:PORT` (plain TCP, only against `npud --insecure-tcp`).
     Endpoint(String),
+    /// `https://HOST:PORT` with TLS (and a client certificate for mutual TLS).
+    Tls {
+        url: String,
+        tls: TlsOptions,
+    },
+}
+
+/// TLS material for a TCP connection, as PEM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// CA that signed the daemon's certificate.
+    pub ca_pem: Option<Vec<u8>>,
+    /// Client certificate and key, for mutual TLS.
+    pub cert_pem: Option<Vec<u8>>,
+    pub key_pem: Option<Vec<u8>>,
+    /// Name to check the daemon's certificate against (default: the URL's host).
+    pub domain: Option<String>,
+}
+
+impl TlsOptions {
+    /// Reads PEM files; any may be absent.
+    pub fn from_files(ca: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> Result<TlsOptions> {
+        let read = |p: Option<&Path>| -> Result<Option<Vec<u8>>> {
+            p.map(|p| {
+                std::fs::read(p).map_err(|e| Error::Connect {
+                    target: p.display().to_string(),
+                    message: format!("cannot read: {e}"),
+                })
+            })
+            .transpose()
+        };
+        Ok(TlsOptions { ca_pem: read(ca)?, cert_pem: read(cert)?, key_pem: read(key)?, domain: None })
+    }
+
+    /// `NPUD_TLS_CA`, `NPUD_TLS_CERT`, `NPUD_TLS_KEY` (file paths).
+    pub fn from_env() -> Result<TlsOptions> {
+        let var = |k: &str| std::env::var_os(k).map(PathBuf::from);
+        let (ca, cert, key) = (var("NPUD_TLS_CA"), var("NPUD_TLS_CERT"), var("NPUD_TLS_KEY"));
+        Self::from_files(ca.as_deref(), cert.as_deref(), key.as_deref())
+    }
 }
 
 impl Target {
@@ -22,7 +62,7 @@ impl Target {
     fn describe(&self) -> String {
         match self {
             Target::Socket(p) => p.display().to_string(),
-            Target::Endpoint(e) => e.clone(),
+            Target::Endpoint(e) | Target::Tls { url: e, .. } => e.clone(),
         }
     }
 }
@@ -44,11 +84,27 @@ pub async fn channel(target: &Target) -> Result<Channel> {
         }
         Target::Endpoint(url) => {
             if url.starts_with("https://") {
-                return Err(fail(
-                    "TLS endpoints are not supported by this client build; use a Unix socket or http://".into(),
-                ));
+                return Err(fail("https:// needs TLS options: use Target::Tls".into()));
             }
             let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| fail(e.to_string()))?;
+            endpoint.connect().await.map_err(|e| fail(source_chain(&e)))
+        }
+        Target::Tls { url, tls } => {
+            use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+            let mut cfg = ClientTlsConfig::new();
+            if let Some(ca) = &tls.ca_pem {
+                cfg = cfg.ca_certificate(Certificate::from_pem(ca));
+            }
+            match (&tls.cert_pem, &tls.key_pem) {
+                (Some(cert), Some(key)) => cfg = cfg.identity(Identity::from_pem(cert, key)),
+                (None, None) => {}
+                _ => return Err(fail("a client certificate needs both the certificate and its key".into())),
+            }
+            if let Some(domain) = &tls.domain {
+                cfg = cfg.domain_name(domain.clone());
+            }
+            let endpoint = Endpoint::from_shared(url.clone()).map_err(|e| fail(e.to_string()))?;
+            let endpoint = endpoint.tls_config(cfg).map_err(|e| fail(source_chain(&e)))?;
             endpoint.connect().await.map_err(|e| fail(source_chain(&e)))
         }
     }

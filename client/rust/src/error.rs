@@ -53,6 +53,22 @@ impl Error {
 
 impl From<tonic::Status> for Error {
     fn from(s: tonic::Status) -> Self {
+        // A failed connection or TLS handshake surfaces at the first call as a bare
+        // "transport error": report it as what it is, with its causes.
+        // TLS 1.3 finishes the client's side of the handshake before the server rejects a
+        // certificate, so a refused connection can also show up as a client-side Cancelled
+        // (npud itself never answers Cancelled).
+        let transport = s.code() == tonic::Code::Unknown && s.message() == "transport error";
+        if transport || s.code() == tonic::Code::Cancelled {
+            let mut message = format!("the connection failed ({})", s.message());
+            let mut cause = std::error::Error::source(&s);
+            while let Some(c) = cause {
+                message.push_str(": ");
+                message.push_str(&c.to_string());
+                cause = c.source();
+            }
+            return Error::Connect { target: "npud".into(), message };
+        }
         let detail = ErrorDetail::decode(s.details()).unwrap_or_default();
         Error::Rpc {
             code: s.code(),

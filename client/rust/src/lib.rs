@@ -17,8 +17,8 @@ mod error;
 mod handles;
 mod session;
 
-pub use connect::{Target, channel, socket_target};
+pub use connect::{Target, TlsOptions, channel, socket_target};
 pub use error::{Error, Result};
 pub use handles::{Device, Event, EventOptions, Stream, StreamOptions};
 pub use npud_proto::v1 as proto;
-pub use session::{Client, SessionOptions};
+pub use session::{Client, Headers, SessionChannel, SessionOptions, unscoped};

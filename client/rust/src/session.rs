@@ -24,29 +24,55 @@ pub struct SessionOptions {
     pub lease: Option<Duration>,
     /// Renew the lease in the background while this client lives.
     pub renew: bool,
+    /// Bearer token for TCP daemons that authenticate by token (default: `$NPUD_TOKEN`).
+    pub token: Option<String>,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { name: None, lease: None, renew: true }
+        Self { name: None, lease: None, renew: true, token: std::env::var("NPUD_TOKEN").ok().filter(|t| !t.is_empty()) }
     }
 }
 
-#[derive(Clone)]
-pub struct SessionHeader(MetadataValue<Ascii>);
+/// What every call carries: the session it belongs to and the caller's bearer token.
+#[derive(Clone, Default)]
+pub struct Headers {
+    session: Option<MetadataValue<Ascii>>,
+    token: Option<MetadataValue<Ascii>>,
+}
 
-impl tonic::service::Interceptor for SessionHeader {
+impl Headers {
+    /// Headers with just a bearer token (for calls outside a session).
+    pub fn with_token(token: Option<&str>) -> Result<Headers> {
+        let token = token.map(|t| MetadataValue::try_from(format!("Bearer {t}"))).transpose().map_err(|_| {
+            Error::Connect { target: "token".into(), message: "the bearer token is not valid header text".into() }
+        })?;
+        Ok(Headers { session: None, token })
+    }
+}
+
+impl tonic::service::Interceptor for Headers {
     fn call(&mut self, mut req: tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> {
-        req.metadata_mut().insert(npud_proto::SESSION_METADATA_KEY, self.0.clone());
+        if let Some(s) = &self.session {
+            req.metadata_mut().insert(npud_proto::SESSION_METADATA_KEY, s.clone());
+        }
+        if let Some(t) = &self.token {
+            req.metadata_mut().insert("authorization", t.clone());
+        }
         Ok(req)
     }
 }
 
-pub type SessionChannel = InterceptedService<Channel, SessionHeader>;
+pub type SessionChannel = InterceptedService<Channel, Headers>;
+
+/// A channel for calls outside a session (device list, status, admin), with the token.
+pub async fn unscoped(target: &Target, token: Option<&str>) -> Result<SessionChannel> {
+    Ok(InterceptedService::new(channel(target).await?, Headers::with_token(token)?))
+}
 
 struct Inner {
     channel: Channel,
-    header: SessionHeader,
+    header: Headers,
     session: u64,
     tenant: String,
     epoch: u32,
@@ -84,15 +110,18 @@ impl Client {
     pub async fn connect_with(target: Target, options: SessionOptions) -> Result<Client> {
         let channel = channel(&target).await?;
         let lease_ms = options.lease.map_or(0, |l| l.as_millis().min(u128::from(u32::MAX)) as u32);
-        let opened = SessionServiceClient::new(channel.clone())
+        let mut header = Headers::with_token(options.token.as_deref())?;
+        let opened = SessionServiceClient::new(InterceptedService::new(channel.clone(), header.clone()))
             .open(pb::OpenSessionRequest { name: options.name.clone().unwrap_or_default(), lease_ms })
             .await?
             .into_inner();
         let value = MetadataValue::try_from(opened.session.to_string())
             .map_err(|e| Error::Connect { target: format!("{target:?}"), message: e.to_string() })?;
-        let header = SessionHeader(value);
+        header.session = Some(value);
         let lease = Duration::from_millis(u64::from(opened.lease_ms));
-        let renewer = options.renew.then(|| spawn_renewer(channel.clone(), opened.session, lease));
+        let renewer = options
+            .renew
+            .then(|| spawn_renewer(InterceptedService::new(channel.clone(), header.clone()), opened.session, lease));
         Ok(Client {
             inner: Arc::new(Inner {
                 channel,
@@ -216,7 +245,7 @@ impl Client {
     }
 }
 
-fn spawn_renewer(channel: Channel, session: u64, lease: Duration) -> tokio::task::AbortHandle {
+fn spawn_renewer(channel: SessionChannel, session: u64, lease: Duration) -> tokio::task::AbortHandle {
     let period = (lease / 3).max(Duration::from_millis(20));
     tokio::spawn(async move {
         let mut client = SessionServiceClient::new(channel);

@@ -35,12 +35,38 @@ impl Api {
         Self { daemon }
     }
 
-    /// The authenticated caller of a request.
+    /// The authenticated caller of a request: the kernel's word on the Unix socket, the
+    /// client certificate or bearer token on TCP.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
-        let peer = peer_of(req).ok_or_else(|| {
-            Status::from(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity"))
-        })?;
-        let caller = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(&peer)?;
+        let identities = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner());
+        let caller = match unix_peer(req) {
+            Some(peer) => identities.resolve(&peer)?,
+            None => {
+                let names: Vec<String> = req
+                    .peer_certs()
+                    .and_then(|certs| certs.first().map(|c| crate::auth::certificate_names(c)))
+                    .unwrap_or_default();
+                let token = bearer_token(req);
+                let tls = req
+                    .extensions()
+                    .get::<tonic::transport::server::TlsConnectInfo<tonic::transport::server::TcpConnectInfo>>()
+                    .is_some();
+                if tls || token.is_some() {
+                    identities.resolve_remote(&names, token)?
+                } else if req.extensions().get::<tonic::transport::server::TcpConnectInfo>().is_some() {
+                    // Plain TCP (--insecure-tcp) without a token: the unprivileged "nobody".
+                    identities.resolve(&Peer {
+                        uid: INSECURE_TCP_UID,
+                        gid: INSECURE_TCP_UID,
+                        pid: None,
+                        container: None,
+                    })?
+                } else {
+                    return Err(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity").into());
+                }
+            }
+        };
+        drop(identities);
         self.daemon.limiter.check(&caller.tenant)?;
         Ok(caller)
     }
@@ -71,18 +97,16 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
     })
 }
 
-fn peer_of<T>(req: &Request<T>) -> Option<Peer> {
-    if let Some(info) = req.extensions().get::<std::sync::Arc<crate::identity::PeerInfo>>() {
-        return Some(Peer { uid: info.uid, gid: info.gid, pid: info.pid, container: info.container.clone() });
-    }
-    // Plain TCP (only with --insecure-tcp): no verifiable identity, so a fixed
-    // unprivileged pseudo-uid that maps to the default tenant policy.
-    req.extensions().get::<tonic::transport::server::TcpConnectInfo>().map(|_| Peer {
-        uid: INSECURE_TCP_UID,
-        gid: INSECURE_TCP_UID,
-        pid: None,
-        container: None,
-    })
+fn unix_peer<T>(req: &Request<T>) -> Option<Peer> {
+    let info = req.extensions().get::<std::sync::Arc<crate::identity::PeerInfo>>()?;
+    Some(Peer { uid: info.uid, gid: info.gid, pid: info.pid, container: info.container.clone() })
+}
+
+/// `authorization: Bearer <token>`, bounded so a huge header is not hashed.
+fn bearer_token<T>(req: &Request<T>) -> Option<&str> {
+    let value = req.metadata().get("authorization")?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer "))?.trim();
+    (!token.is_empty() && token.len() <= 4096).then_some(token)
 }
 
 /// Fully qualified names of the npud services, for health reporting.
