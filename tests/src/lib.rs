@@ -280,6 +280,14 @@ impl Drop for Peer {
     }
 }
 
+/// The metadata key that names a session.
+pub const SESSION_KEY: &str = npud_proto::SESSION_METADATA_KEY;
+
+/// A bare channel to the daemon's socket (no session, no headers), for hand-made requests.
+pub async fn npud_channel(socket: &Path) -> tonic::transport::Channel {
+    npud_client::channel(&Target::Socket(socket.to_path_buf())).await.expect("channel")
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;
