@@ -69,6 +69,9 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Per device (in use, queued); registry (sessions, streams, events); callbacks in flight.
+type Snapshot = (Vec<(u32, u32)>, (usize, usize, usize), usize);
+
 struct World {
     daemon: Arc<Daemon>,
     caller: Caller,
@@ -93,7 +96,7 @@ impl World {
     }
 
     /// What a refused request must leave exactly as it was.
-    fn snapshot(&self) -> (Vec<(u32, u32)>, (usize, usize, usize), usize) {
+    fn snapshot(&self) -> Snapshot {
         let devices = (0..2).map(|d| self.daemon.admission.view(d)).map(|v| (v.in_use, v.queued)).collect();
         (devices, self.daemon.registry.totals(), self.daemon.reports.pending_callbacks())
     }
