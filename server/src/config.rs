@@ -173,6 +173,11 @@ pub struct Config {
     pub named_lease: Duration,
     pub max_lease: Duration,
     pub shutdown_grace: Duration,
+    /// Liveness probes of every device: how often, and how long one may take.
+    pub health_interval: Duration,
+    pub health_timeout: Duration,
+    /// Check ledger = registry = hardware at every reaper tick (tests turn it on).
+    pub check_invariants: bool,
     pub budget: BudgetConfig,
     pub limits: Limits,
     pub tenants: Vec<TenantConfig>,
@@ -211,6 +216,9 @@ struct FileConfig {
     named_lease: Option<String>,
     max_lease: Option<String>,
     shutdown_grace: Option<String>,
+    health_interval: Option<String>,
+    health_timeout: Option<String>,
+    check_invariants: Option<bool>,
     log_format: Option<String>,
     #[serde(default)]
     sim: FileSim,
@@ -366,6 +374,9 @@ impl Config {
             named_lease: duration("named_lease", f.named_lease.as_deref(), Duration::from_secs(3600))?,
             max_lease: duration("max_lease", f.max_lease.as_deref(), Duration::from_secs(24 * 3600))?,
             shutdown_grace: duration("shutdown_grace", f.shutdown_grace.as_deref(), Duration::from_secs(5))?,
+            health_interval: duration("health_interval", f.health_interval.as_deref(), Duration::from_millis(500))?,
+            health_timeout: duration("health_timeout", f.health_timeout.as_deref(), Duration::from_secs(2))?,
+            check_invariants: f.check_invariants.unwrap_or(false),
             budget,
             limits,
             tenants: file.tenants.clone(),

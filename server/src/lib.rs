@@ -13,6 +13,7 @@ pub mod config;
 pub mod daemon;
 pub mod error;
 pub mod handle;
+pub mod health;
 pub mod identity;
 pub mod ledger;
 pub mod limits;

@@ -429,6 +429,18 @@ impl Registry {
         inner.streams.get(&h).map(|e| (h, e.clone()))
     }
 
+    /// Every registered stream (for consistency checks).
+    pub fn all_streams(&self) -> Vec<(u64, StreamEntry)> {
+        self.lock().streams.iter().map(|(h, e)| (*h, e.clone())).collect()
+    }
+
+    /// Fault injection: panics while holding the registry lock, which poisons it. Proves
+    /// that a panicking handler takes nothing else down.
+    pub fn panic_while_locked(&self) {
+        let _held = self.lock();
+        panic!("injected fault: a request handler panicked while holding the registry lock");
+    }
+
     pub fn totals(&self) -> (usize, usize, usize) {
         let inner = self.lock();
         (inner.sessions.len(), inner.streams.len(), inner.events.len())

@@ -109,10 +109,15 @@ fn spawn_background(daemon: &Arc<Daemon>) {
     tokio::spawn(async move {
         if let Some(rx) = reports.as_mut() {
             while let Some(report) = rx.recv().await {
-                d.route_report(report);
+                // One bad report must not stop the delivery of all the others.
+                let routed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| d.route_report(report)));
+                if routed.is_err() {
+                    tracing::error!("routing a device report panicked; delivery continues");
+                }
             }
         }
     });
+    tokio::spawn(crate::health::monitor(Arc::clone(daemon), daemon.config.health_interval));
     let d = Arc::clone(daemon);
     let period = (d.config.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {
@@ -124,6 +129,9 @@ fn spawn_background(daemon: &Arc<Daemon>) {
             let d2 = Arc::clone(&d);
             if let Err(e) = tokio::spawn(async move { d2.reap_expired().await }).await {
                 tracing::error!(error = %e, "reaping sessions failed; will retry");
+            }
+            if d.config.check_invariants {
+                d.check_invariants();
             }
         }
     });

@@ -42,6 +42,8 @@ struct State {
     hardware_creations: u64,
     shutdown: bool,
     sink: Option<ReportSink>,
+    /// Liveness probes, answered by the timer thread while the device executes.
+    heartbeats: Vec<Waiter>,
 }
 
 struct Shared {
@@ -84,6 +86,7 @@ impl SimDevice {
                 hardware_creations: 0,
                 shutdown: false,
                 sink: None,
+                heartbeats: Vec::new(),
             }),
             wake: Condvar::new(),
         });
@@ -279,6 +282,19 @@ impl SimDevice {
         self.with(|s, _| s.engine.elapsed_ms(start, end))
     }
 
+    /// Fault: the device stops executing tasks (or resumes). Calls are still accepted,
+    /// as a hung device accepts work it never does.
+    pub fn set_stalled(&self, stalled: bool) {
+        self.lock().engine.frozen = stalled;
+        self.shared.wake.notify_all();
+    }
+
+    /// Calls `waiter` once the device's execution engine has run again: a liveness probe.
+    pub fn heartbeat(&self, waiter: Waiter) {
+        self.lock().heartbeats.push(waiter);
+        self.shared.wake.notify_all();
+    }
+
     /// The next `count` hardware stream creations fail with 207008.
     pub fn fail_next_creations(&self, count: u32) {
         self.lock().fail_next_creations = count;
@@ -351,7 +367,10 @@ fn run_timer(shared: &Shared) {
         }
         let now = Instant::now();
         state.engine.advance(now);
-        let fired = settle(&mut state);
+        let mut fired = settle(&mut state);
+        if !state.engine.frozen {
+            fired.extend(state.heartbeats.drain(..).map(|w| (w, Ok(()))));
+        }
         if !fired.is_empty() {
             drop(state);
             for (waiter, result) in fired {
@@ -360,7 +379,7 @@ fn run_timer(shared: &Shared) {
             state = shared.state.lock().unwrap_or_else(|e| e.into_inner());
             continue;
         }
-        state = match state.engine.next_deadline() {
+        state = match state.engine.next_deadline().filter(|_| !state.engine.frozen) {
             Some(at) => {
                 let wait = at.saturating_duration_since(now);
                 shared.wake.wait_timeout(state, wait).unwrap_or_else(|e| e.into_inner()).0

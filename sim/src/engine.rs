@@ -121,6 +121,8 @@ pub struct Engine {
     /// Notifications to deliver once the lock is released.
     pub(crate) fired: Vec<(Waiter, SimResult<()>)>,
     pub(crate) reports: Vec<SimReport>,
+    /// Fault: the device stops executing (calls are accepted, nothing runs).
+    pub(crate) frozen: bool,
 }
 
 impl Engine {
@@ -139,6 +141,7 @@ impl Engine {
             freed_events: 0,
             fired: Vec::new(),
             reports: Vec::new(),
+            frozen: false,
         }
     }
 
@@ -429,6 +432,9 @@ impl Engine {
     /// Runs everything that can run at `now`. Tasks start at the exact time their
     /// predecessor ended (not when this call happens to run), so timestamps do not drift.
     pub fn advance(&mut self, now: Instant) {
+        if self.frozen {
+            return;
+        }
         let mut freed_lanes: VecDeque<Instant> = VecDeque::new();
         loop {
             while let Some(Reverse((at, id))) = self.running.peek().copied() {

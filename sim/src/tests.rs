@@ -196,3 +196,24 @@ fn device_timer_finishes_delays_and_wakes_waiters() {
     assert!(rx.recv_timeout(Duration::from_secs(5)).unwrap().is_ok());
     assert!(dev.stream_query(s).unwrap());
 }
+
+#[test]
+fn a_stalled_device_runs_nothing_and_misses_heartbeats_until_resumed() {
+    let dev = SimDevice::new(0, Profile::default(), SimOptions::default());
+    let s = dev.create_stream(0, 0).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let beat = tx.clone();
+    dev.heartbeat(Box::new(move |_| beat.send("beat").unwrap()));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "beat");
+    dev.set_stalled(true);
+    dev.enqueue_delay(s, ms(1)).unwrap();
+    let beat = tx.clone();
+    dev.heartbeat(Box::new(move |_| beat.send("beat").unwrap()));
+    assert!(rx.recv_timeout(Duration::from_millis(100)).is_err(), "no heartbeat while stalled");
+    std::thread::sleep(ms(5));
+    assert!(!dev.stream_query(s).unwrap(), "the delay did not run");
+    dev.set_stalled(false);
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "beat");
+    dev.on_stream_drained(s, Box::new(move |_| tx.send("drained").unwrap())).unwrap();
+    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), "drained");
+}

@@ -70,20 +70,35 @@ pub async fn unscoped(target: &Target, token: Option<&str>) -> Result<SessionCha
     Ok(InterceptedService::new(channel(target).await?, Headers::with_token(token)?))
 }
 
+/// The session a client currently speaks for. It changes when the library re-opens a
+/// session on its own (after a daemon restart or a lapsed lease).
+struct Current {
+    session: u64,
+    epoch: u32,
+    header: Headers,
+}
+
 struct Inner {
     channel: Channel,
-    header: Headers,
-    session: u64,
+    current: std::sync::RwLock<Current>,
     tenant: String,
-    epoch: u32,
     lease: Duration,
     attached: bool,
-    renewer: Option<tokio::task::AbortHandle>,
+    name: Option<String>,
+    lease_ms: u32,
+    reopened: std::sync::atomic::AtomicU64,
+    renewer: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Inner {
+    fn current(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.current.read().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(r) = self.renewer.take() {
+        if let Some(r) = self.renewer.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             r.abort();
         }
     }
@@ -97,8 +112,15 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("session", &self.inner.session).field("tenant", &self.inner.tenant).finish()
+        f.debug_struct("Client").field("session", &self.session_id()).field("tenant", &self.inner.tenant).finish()
     }
+}
+
+fn session_header(mut base: Headers, session: u64) -> Result<Headers> {
+    let value = MetadataValue::try_from(session.to_string())
+        .map_err(|e| Error::Connect { target: "session".into(), message: e.to_string() })?;
+    base.session = Some(value);
+    Ok(base)
 }
 
 impl Client {
@@ -110,40 +132,45 @@ impl Client {
     pub async fn connect_with(target: Target, options: SessionOptions) -> Result<Client> {
         let channel = channel(&target).await?;
         let lease_ms = options.lease.map_or(0, |l| l.as_millis().min(u128::from(u32::MAX)) as u32);
-        let mut header = Headers::with_token(options.token.as_deref())?;
-        let opened = SessionServiceClient::new(InterceptedService::new(channel.clone(), header.clone()))
+        let base = Headers::with_token(options.token.as_deref())?;
+        let opened = SessionServiceClient::new(InterceptedService::new(channel.clone(), base.clone()))
             .open(pb::OpenSessionRequest { name: options.name.clone().unwrap_or_default(), lease_ms })
             .await?
             .into_inner();
-        let value = MetadataValue::try_from(opened.session.to_string())
-            .map_err(|e| Error::Connect { target: format!("{target:?}"), message: e.to_string() })?;
-        header.session = Some(value);
-        let lease = Duration::from_millis(u64::from(opened.lease_ms));
-        let renewer = options
-            .renew
-            .then(|| spawn_renewer(InterceptedService::new(channel.clone(), header.clone()), opened.session, lease));
-        Ok(Client {
-            inner: Arc::new(Inner {
-                channel,
-                header,
-                session: opened.session,
-                tenant: opened.tenant,
-                epoch: opened.epoch,
-                lease,
-                attached: opened.attached,
-                renewer,
-            }),
-        })
+        let header = session_header(base, opened.session)?;
+        let inner = Arc::new(Inner {
+            channel,
+            current: std::sync::RwLock::new(Current { session: opened.session, epoch: opened.epoch, header }),
+            tenant: opened.tenant,
+            lease: Duration::from_millis(u64::from(opened.lease_ms)),
+            attached: opened.attached,
+            name: options.name.clone(),
+            lease_ms,
+            reopened: std::sync::atomic::AtomicU64::new(0),
+            renewer: std::sync::Mutex::new(None),
+        });
+        if options.renew {
+            let handle = spawn_renewer(Arc::downgrade(&inner));
+            *inner.renewer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+        }
+        Ok(Client { inner })
     }
 
     pub fn session_id(&self) -> u64 {
-        self.inner.session
+        self.inner.current().session
     }
     pub fn tenant(&self) -> &str {
         &self.inner.tenant
     }
+    /// Boot epoch of the daemon this session belongs to.
     pub fn epoch(&self) -> u32 {
-        self.inner.epoch
+        self.inner.current().epoch
+    }
+
+    /// How many times the library has opened a new session on its own because the old
+    /// one was lost (the daemon restarted, or the lease lapsed while the process slept).
+    pub fn sessions_reopened(&self) -> u64 {
+        self.inner.reopened.load(std::sync::atomic::Ordering::Relaxed)
     }
     pub fn lease(&self) -> Duration {
         self.inner.lease
@@ -154,7 +181,7 @@ impl Client {
     }
 
     fn scoped(&self) -> SessionChannel {
-        InterceptedService::new(self.inner.channel.clone(), self.inner.header.clone())
+        InterceptedService::new(self.inner.channel.clone(), self.inner.current().header.clone())
     }
 
     pub fn streams(&self) -> StreamServiceClient<SessionChannel> {
@@ -190,7 +217,7 @@ impl Client {
 
     /// Renews the lease now.
     pub async fn renew(&self) -> Result<Duration> {
-        let r = self.sessions().renew(pb::RenewSessionRequest { session: self.inner.session }).await?.into_inner();
+        let r = self.sessions().renew(pb::RenewSessionRequest { session: self.session_id() }).await?.into_inner();
         Ok(Duration::from_millis(u64::from(r.lease_ms)))
     }
 
@@ -198,7 +225,7 @@ impl Client {
     pub async fn close(&self) -> Result<(u32, u32)> {
         let r = self
             .sessions()
-            .close(pb::CloseSessionRequest { session: self.inner.session, name: String::new() })
+            .close(pb::CloseSessionRequest { session: self.session_id(), name: String::new() })
             .await?
             .into_inner();
         Ok((r.streams_released, r.events_released))
@@ -245,19 +272,46 @@ impl Client {
     }
 }
 
-fn spawn_renewer(channel: SessionChannel, session: u64, lease: Duration) -> tokio::task::AbortHandle {
-    let period = (lease / 3).max(Duration::from_millis(20));
+/// Renews the lease every third of it. When the session is lost (the daemon restarted:
+/// STALE_EPOCH; or the lease lapsed: NOT_FOUND) it opens a new one, so a long-lived
+/// client recovers by itself; old handles then answer STALE_EPOCH or NOT_FOUND.
+fn spawn_renewer(inner: std::sync::Weak<Inner>) -> tokio::task::AbortHandle {
     tokio::spawn(async move {
-        let mut client = SessionServiceClient::new(channel);
         loop {
+            let Some(me) = inner.upgrade() else { return };
+            let period = (me.lease / 3).max(Duration::from_millis(20));
+            drop(me);
             tokio::time::sleep(period).await;
-            match client.renew(pb::RenewSessionRequest { session }).await {
-                Ok(_) => {}
-                Err(s) if matches!(s.code(), tonic::Code::NotFound | tonic::Code::FailedPrecondition) => {
-                    tracing::warn!(session, "session is gone ({}); lease renewal stops", s.message());
-                    return;
+            let Some(me) = inner.upgrade() else { return };
+            let (session, header) = {
+                let c = me.current();
+                (c.session, c.header.clone())
+            };
+            let mut client = SessionServiceClient::new(InterceptedService::new(me.channel.clone(), header.clone()));
+            let lost = match client.renew(pb::RenewSessionRequest { session }).await {
+                Ok(_) => false,
+                Err(s) => {
+                    tracing::debug!(session, "lease renewal failed: {}", s.message());
+                    matches!(s.code(), tonic::Code::NotFound | tonic::Code::FailedPrecondition)
                 }
-                Err(s) => tracing::debug!(session, "lease renewal failed: {}", s.message()),
+            };
+            if !lost {
+                continue;
+            }
+            let open = pb::OpenSessionRequest { name: me.name.clone().unwrap_or_default(), lease_ms: me.lease_ms };
+            match client.open(open).await {
+                Ok(opened) => {
+                    let opened = opened.into_inner();
+                    let mut base = header;
+                    base.session = None;
+                    if let Ok(header) = session_header(base, opened.session) {
+                        *me.current.write().unwrap_or_else(|e| e.into_inner()) =
+                            Current { session: opened.session, epoch: opened.epoch, header };
+                        me.reopened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tracing::warn!(old = session, new = opened.session, "the session was lost; opened a new one");
+                    }
+                }
+                Err(s) => tracing::debug!("re-opening the session failed: {}", s.message()),
             }
         }
     })

@@ -40,6 +40,7 @@ impl AdminService for Api {
             }
         }
         let hardware_creations = d.devices().iter().map(|x| d.backend.hardware_creations(x.id)).sum();
+        let (sessions, streams, events) = d.registry.totals();
         Ok(Response::new(pb::StatusResponse {
             devices: self.device_list(),
             tenants,
@@ -47,6 +48,11 @@ impl AdminService for Api {
             epoch: u32::from(d.epoch),
             pool_hits: d.admission.pool_hits(),
             hardware_creations,
+            sessions: sessions as u32,
+            streams: streams as u32,
+            events: events as u32,
+            callbacks_in_flight: d.reports.pending_callbacks() as u32,
+            invariant_violations: d.health.violations.load(std::sync::atomic::Ordering::Relaxed),
         }))
     }
 
@@ -132,6 +138,16 @@ impl AdminService for Api {
                 d.backend
                     .fail_task(s.device, s.raw, f.task, f.code)
                     .map_err(|e| crate::admission::backend_error(name, e))?;
+            }
+            Some(pb::inject_fault_request::Fault::Stall(_)) => {
+                d.backend.set_stalled(r.device, true).map_err(|e| crate::admission::backend_error(name, e))?;
+            }
+            Some(pb::inject_fault_request::Fault::Resume(_)) => {
+                d.backend.set_stalled(r.device, false).map_err(|e| crate::admission::backend_error(name, e))?;
+            }
+            Some(pb::inject_fault_request::Fault::Panic(_)) => {
+                tracing::warn!(admin = %caller.tenant, "injected fault: this handler panics now");
+                d.registry.panic_while_locked();
             }
             None => {
                 return Err(NpudError::invalid(Reason::InvalidArgumentOther, "name a fault to inject").into());

@@ -31,7 +31,14 @@ pub fn event(handle: u64, e: &EventEntry, state: EventState) -> pb::EventInfo {
     pb::EventInfo { handle, device: e.device, flags: e.flags, timing: e.timing, state: event_state(state) as i32 }
 }
 
-pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, events_in_use: u32) -> pb::Device {
+/// What a device shows besides its budget: live figures from the daemon and the device.
+pub struct DeviceLive {
+    pub events_in_use: u32,
+    pub hardware_in_use: u32,
+    pub healthy: bool,
+}
+
+pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) -> pb::Device {
     pb::Device {
         id: d.id,
         name: d.name.clone(),
@@ -44,11 +51,13 @@ pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, events_in_use: u32)
         pooled: b.pooled,
         available: b.capacity.saturating_sub(b.in_use + b.draining),
         event_limit: d.event_limit,
-        events_in_use,
+        events_in_use: live.events_in_use,
         priority_highest: d.priority_highest,
         priority_lowest: d.priority_lowest,
-        healthy: true,
+        healthy: live.healthy,
         queued_requests: b.queued,
+        hardware_in_use: live.hardware_in_use,
+        draining: b.draining,
     }
 }
 

@@ -10,7 +10,16 @@ impl Api {
             .iter()
             .map(|desc| {
                 let events: u32 = counts.values().map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0)).sum();
-                convert::device(desc, d.backend.name(), &d.admission.view(desc.id), events)
+                convert::device(
+                    desc,
+                    d.backend.name(),
+                    &d.admission.view(desc.id),
+                    &convert::DeviceLive {
+                        events_in_use: events,
+                        hardware_in_use: d.backend.hardware_in_use(desc.id),
+                        healthy: d.health.is_healthy(desc.id),
+                    },
+                )
             })
             .collect()
     }

@@ -132,7 +132,13 @@ pub trait Backend: Send + Sync + 'static {
     fn available_streams(&self, device: u32) -> BackendResult<u32>;
     fn hardware_creations(&self, device: u32) -> u64;
 
+    /// Resolves when the device has shown it still executes work (a liveness probe).
+    fn heartbeat(&self, device: u32) -> Wait;
+    /// Streams the hardware holds now, the runtime's own included.
+    fn hardware_in_use(&self, device: u32) -> u32;
+
     /// Fault injection (sim only).
+    fn set_stalled(&self, device: u32, stalled: bool) -> BackendResult<()>;
     fn fail_next_creations(&self, device: u32, count: u32) -> BackendResult<()>;
     fn fail_task(&self, device: u32, stream: RawStream, task: u64, code: i64) -> BackendResult<()>;
 }

@@ -216,6 +216,22 @@ impl Backend for SimBackend {
         self.dev(device).map(|d| d.counts().hardware_creations).unwrap_or(0)
     }
 
+    fn heartbeat(&self, device: u32) -> Wait {
+        self.wait_on(device, |d, w| {
+            d.heartbeat(w);
+            Ok(())
+        })
+    }
+
+    fn hardware_in_use(&self, device: u32) -> u32 {
+        self.dev(device).map(|d| d.counts().streams_in_use).unwrap_or(0)
+    }
+
+    fn set_stalled(&self, device: u32, stalled: bool) -> BackendResult<()> {
+        self.dev(device)?.set_stalled(stalled);
+        Ok(())
+    }
+
     fn fail_next_creations(&self, device: u32, count: u32) -> BackendResult<()> {
         self.dev(device)?.fail_next_creations(count);
         Ok(())

@@ -51,6 +51,7 @@ impl Daemon {
             ));
         }
         let s = self.registry.stream(caller, stream)?;
+        self.require_healthy(s.device)?;
         let Some((session, thread_id)) = s.subscriber else {
             return Err(NpudError::new(
                 Reason::StreamNotSubscribed,

@@ -20,6 +20,7 @@ impl Daemon {
     ) -> NpudResult<(u64, EventEntry)> {
         self.refuse_if_draining()?;
         self.device(device)?;
+        self.require_healthy(device)?;
         check_event_flags(flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         self.registry.touch(caller, session)?;
         let (quota, _) = self.quotas.get(&caller.tenant);
@@ -65,6 +66,7 @@ impl Daemon {
 
     pub fn record_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
         let (e, s) = self.same_device(caller, event, stream)?;
+        self.require_healthy(e.device)?;
         self.backend.record_event(e.device, e.raw, s.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
@@ -81,6 +83,7 @@ impl Daemon {
 
     pub async fn synchronize_event(&self, caller: &Caller, handle: u64, timeout_ms: u32) -> NpudResult<()> {
         let e = self.registry.event(caller, handle)?;
+        self.require_healthy(e.device)?;
         let wait = self.backend.event_complete(e.device, e.raw);
         self.wait(wait, timeout_ms, WaitKind::Event, &format!("event {handle}")).await
     }

@@ -56,6 +56,7 @@ impl Daemon {
     /// Takes everything a session held back: streams drain and return to the budget,
     /// events are destroyed, blocking callbacks are released.
     pub async fn reclaim(&self, session: u64, why: &str) -> (u32, u32) {
+        let _mutation = self.health.mutation();
         let Some(Reclaim { tenant, streams, events }) = self.registry.take_session(session) else {
             return (0, 0);
         };

@@ -72,6 +72,8 @@ impl Daemon {
     ) -> NpudResult<(Vec<StreamView>, Duration)> {
         self.refuse_if_draining()?;
         let quota = self.check_create(caller, &req)?;
+        self.require_healthy(req.device)?;
+        let _mutation = self.health.mutation();
         self.registry.touch(caller, session)?;
         let class = (req.priority, req.flags);
         let outcome = self.admission.acquire(req.device, &caller.tenant, &quota, req.count, class, req.wait).await;
@@ -124,6 +126,7 @@ impl Daemon {
         if handles.is_empty() || handles.len() > 4096 {
             return Err(NpudError::invalid(Reason::InvalidCount, "name 1..=4096 stream handles"));
         }
+        let _mutation = self.health.mutation();
         let removed = self.registry.remove_streams(caller, handles)?;
         let n = removed.len() as u32;
         let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
@@ -175,6 +178,7 @@ impl Daemon {
 
     pub async fn synchronize_stream(&self, caller: &Caller, handle: u64, timeout_ms: u32) -> NpudResult<()> {
         let e = self.registry.stream(caller, handle)?;
+        self.require_healthy(e.device)?;
         let wait = self.backend.stream_drained(e.device, e.raw);
         self.wait(wait, timeout_ms, WaitKind::Stream, &format!("stream {handle}")).await
     }
@@ -196,6 +200,7 @@ impl Daemon {
             return Err(NpudError::invalid(Reason::InvalidTimeout, "a delay lasts 1 µs ..= 60 s"));
         }
         let s = self.registry.stream(caller, stream)?;
+        self.require_healthy(s.device)?;
         self.backend.enqueue_delay(s.device, s.raw, duration).map_err(|e| backend_error(self.backend.name(), e))
     }
 
@@ -207,6 +212,7 @@ impl Daemon {
     /// Waits for the caller's own streams on the device, never another tenant's.
     pub async fn synchronize_device(&self, caller: &Caller, device: u32, timeout_ms: u32) -> NpudResult<()> {
         self.device(device)?;
+        self.require_healthy(device)?;
         let waits: Vec<_> = self
             .registry
             .tenant_streams_on(&caller.tenant, device)

@@ -46,6 +46,12 @@ def default_target() -> str:
     return "unix:" + socket
 
 
+def _token_metadata() -> tuple:
+    """`authorization: Bearer $NPUD_TOKEN`, for daemons that authenticate by token."""
+    token = os.environ.get("NPUD_TOKEN")
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
 def _read(var: str) -> Optional[bytes]:
     path = os.environ.get(var)
     return pathlib.Path(path).read_bytes() if path else None
@@ -82,14 +88,19 @@ class Session:
         self.reports = report_pb2_grpc.ReportServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
         try:
-            opened = self.sessions.Open(session_pb2.OpenSessionRequest(name=name, lease_ms=lease_ms), timeout=30)
+            opened = self.sessions.Open(
+                session_pb2.OpenSessionRequest(name=name, lease_ms=lease_ms), metadata=_token_metadata(), timeout=30
+            )
         except grpc.RpcError as e:
             self.channel.close()
             raise NpudError.from_rpc(e) from None
+        self._name, self._requested_lease_ms = name, lease_ms
+        self._token_metadata = _token_metadata()
         self.id = opened.session
         self.tenant = opened.tenant
         self.lease_ms = opened.lease_ms
-        self.metadata = ((SESSION_KEY, str(self.id)),)
+        self.reopened = 0
+        self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
         self._closed = threading.Event()
         if renew:
             threading.Thread(target=self._renew, name="npud-lease", daemon=True).start()
@@ -103,13 +114,30 @@ class Session:
             raise NpudError.from_rpc(e) from None
 
     def _renew(self) -> None:
+        """Renews the lease; if the session was lost (the daemon restarted, or the lease
+        lapsed) opens a new one, so a long-lived process recovers by itself."""
         period = max(self.lease_ms / 3000.0, 0.05)
         while not self._closed.wait(period):
             try:
-                self.sessions.Renew(session_pb2.RenewSessionRequest(session=self.id), timeout=max(period, 1.0))
+                self.sessions.Renew(
+                    session_pb2.RenewSessionRequest(session=self.id), metadata=self._token_metadata, timeout=max(period, 1.0)
+                )
             except grpc.RpcError as e:
                 if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
-                    return  # the session is gone (closed, lapsed, or the daemon restarted)
+                    self._reopen()
+
+    def _reopen(self) -> None:
+        try:
+            opened = self.sessions.Open(
+                session_pb2.OpenSessionRequest(name=self._name, lease_ms=self._requested_lease_ms),
+                metadata=self._token_metadata,
+                timeout=10,
+            )
+        except grpc.RpcError:
+            return  # the daemon is not back yet: try again at the next renewal
+        self.id = opened.session
+        self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
+        self.reopened += 1
 
     @property
     def closed(self) -> bool:
@@ -121,7 +149,7 @@ class Session:
             return
         self._closed.set()
         try:
-            self.sessions.Close(session_pb2.CloseSessionRequest(session=self.id), timeout=30)
+            self.sessions.Close(session_pb2.CloseSessionRequest(session=self.id), metadata=self.metadata, timeout=30)
         except grpc.RpcError:
             pass  # the lease will lapse on its own
         finally:

@@ -46,20 +46,30 @@ class TenantUsage(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations")
+    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     POOL_HITS_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_CREATIONS_FIELD_NUMBER: _ClassVar[int]
+    SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    EVENTS_FIELD_NUMBER: _ClassVar[int]
+    CALLBACKS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
+    INVARIANT_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[_device_pb2.Device]
     tenants: _containers.RepeatedCompositeFieldContainer[TenantUsage]
     policy: str
     epoch: int
     pool_hits: int
     hardware_creations: int
-    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ...) -> None: ...
+    sessions: int
+    streams: int
+    events: int
+    callbacks_in_flight: int
+    invariant_violations: int
+    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ..., sessions: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., callbacks_in_flight: _Optional[int] = ..., invariant_violations: _Optional[int] = ...) -> None: ...
 
 class ListTenantsRequest(_message.Message):
     __slots__ = ()
@@ -124,14 +134,20 @@ class EvictSessionResponse(_message.Message):
     def __init__(self, streams_released: _Optional[int] = ..., events_released: _Optional[int] = ...) -> None: ...
 
 class InjectFaultRequest(_message.Message):
-    __slots__ = ("device", "fail_next_creations", "fail_task")
+    __slots__ = ("device", "fail_next_creations", "fail_task", "stall", "resume", "panic")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     FAIL_NEXT_CREATIONS_FIELD_NUMBER: _ClassVar[int]
     FAIL_TASK_FIELD_NUMBER: _ClassVar[int]
+    STALL_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    PANIC_FIELD_NUMBER: _ClassVar[int]
     device: int
     fail_next_creations: int
     fail_task: FailTask
-    def __init__(self, device: _Optional[int] = ..., fail_next_creations: _Optional[int] = ..., fail_task: _Optional[_Union[FailTask, _Mapping]] = ...) -> None: ...
+    stall: bool
+    resume: bool
+    panic: bool
+    def __init__(self, device: _Optional[int] = ..., fail_next_creations: _Optional[int] = ..., fail_task: _Optional[_Union[FailTask, _Mapping]] = ..., stall: _Optional[bool] = ..., resume: _Optional[bool] = ..., panic: _Optional[bool] = ...) -> None: ...
 
 class FailTask(_message.Message):
     __slots__ = ("stream", "task", "code")

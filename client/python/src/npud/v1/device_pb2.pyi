@@ -11,7 +11,7 @@ class ListDevicesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests")
+    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests", "hardware_in_use", "draining")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class Device(_message.Message):
     PRIORITY_LOWEST_FIELD_NUMBER: _ClassVar[int]
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     QUEUED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_IN_USE_FIELD_NUMBER: _ClassVar[int]
+    DRAINING_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     backend: str
@@ -44,7 +46,9 @@ class Device(_message.Message):
     priority_lowest: int
     healthy: bool
     queued_requests: int
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ...) -> None: ...
+    hardware_in_use: int
+    draining: int
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ..., hardware_in_use: _Optional[int] = ..., draining: _Optional[int] = ...) -> None: ...
 
 class ListDevicesResponse(_message.Message):
     __slots__ = ("devices",)

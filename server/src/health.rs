@@ -1,0 +1,145 @@
+//! Device health and the daemon's own consistency checks.
+//!
+//! A monitor probes every device's liveness (the backend's heartbeat) at an interval; a
+//! device that misses its deadline is marked unhealthy and its requests fail fast with
+//! UNAVAILABLE/DEVICE_UNHEALTHY while other devices keep serving. The invariant checker
+//! compares the ledger with the registry and the hardware whenever no mutation is in
+//! flight (a sequence counter detects one that started meanwhile), so it never reports a
+//! transient state.
+
+use crate::daemon::Daemon;
+use crate::error::{NpudError, NpudResult, Reason};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+pub struct Health {
+    healthy: Vec<AtomicBool>,
+    /// Mutations of ledger/registry in flight, and how many have started in all.
+    in_flight: AtomicU64,
+    generation: AtomicU64,
+    pub violations: AtomicU64,
+}
+
+/// Held while a mutation that briefly breaks ledger = registry is in progress.
+pub struct MutationGuard<'a>(&'a Health);
+
+impl Drop for MutationGuard<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Health {
+    pub fn new(devices: usize) -> Self {
+        Self {
+            healthy: (0..devices).map(|_| AtomicBool::new(true)).collect(),
+            in_flight: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
+            violations: AtomicU64::new(0),
+        }
+    }
+
+    pub fn is_healthy(&self, device: u32) -> bool {
+        self.healthy.get(device as usize).is_some_and(|h| h.load(Ordering::Acquire))
+    }
+
+    pub fn mutation(&self) -> MutationGuard<'_> {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        MutationGuard(self)
+    }
+}
+
+impl Daemon {
+    /// Fails fast when the device has stopped answering.
+    pub fn require_healthy(&self, device: u32) -> NpudResult<()> {
+        if self.health.is_healthy(device) {
+            Ok(())
+        } else {
+            Err(NpudError::new(
+                Reason::DeviceUnhealthy,
+                format!("device {device} stopped answering its liveness probe; requests to it fail until it recovers"),
+            ))
+        }
+    }
+
+    /// Probes every device once; marks each healthy or not.
+    pub async fn probe_devices(&self) {
+        let timeout = self.config.health_timeout;
+        let probes: Vec<_> = self.devices().iter().map(|d| (d.id, self.backend.heartbeat(d.id))).collect();
+        let mut results = Vec::new();
+        for (id, wait) in probes {
+            results.push((id, matches!(tokio::time::timeout(timeout, wait).await, Ok(Ok(())))));
+        }
+        for (id, ok) in results {
+            let was = self.health.healthy[id as usize].swap(ok, Ordering::AcqRel);
+            if was != ok {
+                if ok {
+                    tracing::warn!(device = id, "device answers again: healthy");
+                } else {
+                    tracing::error!(device = id, timeout = ?timeout, "device missed its liveness probe: unhealthy");
+                }
+            }
+        }
+    }
+
+    /// Checks ledger = registry (per device and tenant) and hardware ≥ accounted streams,
+    /// when quiescent. Returns the violations found (also counted and logged).
+    pub fn check_invariants(&self) -> Vec<String> {
+        let h = &self.health;
+        if h.in_flight.load(Ordering::Acquire) != 0 {
+            return Vec::new();
+        }
+        let generation = h.generation.load(Ordering::Acquire);
+        let mut held: HashMap<(u32, Arc<str>), u32> = HashMap::new();
+        for (_, e) in self.registry.all_streams() {
+            *held.entry((e.device, e.tenant)).or_insert(0) += 1;
+        }
+        let views: Vec<_> = self.devices().iter().map(|d| (d.clone(), self.admission.view(d.id))).collect();
+        let hardware: Vec<u32> = self.devices().iter().map(|d| self.backend.hardware_in_use(d.id)).collect();
+        if h.in_flight.load(Ordering::Acquire) != 0 || h.generation.load(Ordering::Acquire) != generation {
+            return Vec::new();
+        }
+        let mut problems = Vec::new();
+        for ((desc, view), hw) in views.iter().zip(hardware) {
+            let registry: u32 = held.iter().filter(|((d, _), _)| *d == desc.id).map(|(_, n)| n).sum();
+            if registry != view.in_use {
+                problems.push(format!(
+                    "device {}: ledger in use {} but the registry holds {registry}",
+                    desc.id, view.in_use
+                ));
+            }
+            for (tenant, figures) in &view.tenants {
+                let n = held.get(&(desc.id, Arc::clone(tenant))).copied().unwrap_or(0);
+                if n != figures.streams {
+                    problems
+                        .push(format!("device {}: tenant {tenant} ledger {} registry {n}", desc.id, figures.streams));
+                }
+            }
+            let accounted = desc.runtime_streams + view.in_use + view.pooled;
+            if self.config.policy == crate::config::Policy::Managed && hw < accounted {
+                problems
+                    .push(format!("device {}: hardware holds {hw} streams but {accounted} are accounted for", desc.id));
+            }
+        }
+        if !problems.is_empty() {
+            h.violations.fetch_add(problems.len() as u64, Ordering::Relaxed);
+            for p in &problems {
+                tracing::error!(problem = %p, "invariant violated");
+            }
+        }
+        problems
+    }
+}
+
+/// Probes devices every `interval` until the daemon stops.
+pub async fn monitor(daemon: Arc<Daemon>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        daemon.probe_devices().await;
+    }
+}
