@@ -45,7 +45,6 @@ pub struct BudgetView {
 #[derive(Debug)]
 pub struct Outcome {
     pub streams: Vec<(RawStream, bool)>,
-    pub waited: Duration,
     pub failure: Option<NpudError>,
 }
 
@@ -130,36 +129,43 @@ impl Admission {
         }
     }
 
-    /// Gets `count` streams for `tenant`, all or none, waiting up to `wait` for budget.
-    pub async fn acquire(
+    /// Waits (bounded) for a grant of `count` streams; returns how long it waited.
+    ///
+    /// Cancellation-safe: a caller that goes away while waiting withdraws its request.
+    /// Once this returns Ok the grant is the caller's and must be completed with
+    /// [`Admission::fill`] in a task that cannot be cancelled half-way.
+    pub async fn grant(
         &self,
         device: u32,
         tenant: &Tenant,
         quota: &Quota,
         count: u32,
-        class: (i32, u32),
         wait: Duration,
-    ) -> Outcome {
-        let started = Instant::now();
+    ) -> NpudResult<Duration> {
         if self.policy == Policy::Passthrough {
-            let (streams, failure) = self.create_direct(device, tenant, count, class).await;
-            return Outcome {
-                streams: streams.into_iter().map(|s| (s, false)).collect(),
-                waited: Duration::ZERO,
-                failure,
-            };
+            return Ok(Duration::ZERO);
         }
-        if let Err(e) = self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await {
-            return Outcome { streams: Vec::new(), waited: started.elapsed(), failure: Some(e) };
-        }
+        let started = Instant::now();
+        self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await?;
         let waited = started.elapsed();
         crate::metrics::global().grant_wait.observe(waited.as_secs_f64());
         tracing::debug!(device, %tenant, count, waited_ms = waited.as_millis() as u64, "granted");
+        Ok(waited)
+    }
+
+    /// Turns a grant into streams: the warm pool first, then paced creation; a failure
+    /// gives the whole grant back. Under passthrough, straight creation, partial results
+    /// and all. Not cancellation-safe: run it where nothing can cancel it.
+    pub async fn fill(&self, device: u32, tenant: &Tenant, count: u32, class: Class) -> Outcome {
+        if self.policy == Policy::Passthrough {
+            let (streams, failure) = self.create_direct(device, tenant, count, class).await;
+            return Outcome { streams: streams.into_iter().map(|s| (s, false)).collect(), failure };
+        }
         match self.materialize(device, count, class).await {
-            Ok(streams) => Outcome { streams, waited, failure: None },
+            Ok(streams) => Outcome { streams, failure: None },
             Err((e, made)) => {
                 self.give_back(device, tenant, count, made.into_iter().map(|s| (s, class)).collect());
-                Outcome { streams: Vec::new(), waited, failure: Some(e) }
+                Outcome { streams: Vec::new(), failure: Some(e) }
             }
         }
     }
@@ -397,11 +403,28 @@ impl Admission {
 
     async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>) {
         let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
+        // One deadline for the whole batch, so several stuck streams cost one bound.
+        let deadline = tokio::time::Instant::now() + self.drain_bound;
         let mut healthy = Vec::with_capacity(streams.len());
+        let mut stuck = Vec::new();
         for ((s, class), wait) in streams.into_iter().zip(waits) {
-            let drained = matches!(tokio::time::timeout(self.drain_bound, wait).await, Ok(Ok(())));
-            let ok = drained && self.backend.stream_state(device, s).is_ok_and(|st| !st.failed);
-            healthy.push((s, class, ok));
+            match tokio::time::timeout_at(deadline, wait).await {
+                Ok(Ok(())) => {
+                    let ok = self.backend.stream_state(device, s).is_ok_and(|st| !st.failed);
+                    healthy.push((s, class, ok));
+                }
+                Ok(Err(_)) => healthy.push((s, class, false)),
+                Err(_) => stuck.push(s),
+            }
+        }
+        if !stuck.is_empty() {
+            tracing::warn!(device, streams = stuck.len(), bound = ?self.drain_bound, "released streams did not drain in time; destroying them by force");
+            for s in &stuck {
+                if let Err(e) = self.backend.destroy_stream_force(device, *s) {
+                    tracing::error!(device, error = %e, "force-destroying a stuck stream");
+                }
+            }
+            self.lock(device).ledger.drained(stuck.len() as u32, 0);
         }
         let mut destroy = Vec::new();
         {

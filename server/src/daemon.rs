@@ -23,7 +23,7 @@ pub struct Daemon {
     pub reports: ReportHub,
     pub epoch: u16,
     pub limiter: crate::limits::RateLimiter,
-    pub health: crate::health::Health,
+    pub health: Arc<crate::health::Health>,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -89,7 +89,7 @@ impl Daemon {
         backend.set_report_sink(Arc::new(move |report| {
             let _ = report_tx.send(report);
         }));
-        let health = crate::health::Health::new(backend.devices().len());
+        let health = Arc::new(crate::health::Health::new(backend.devices().len()));
         let limiter = crate::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),

@@ -22,10 +22,11 @@ pub struct Health {
     pub violations: AtomicU64,
 }
 
-/// Held while a mutation that briefly breaks ledger = registry is in progress.
-pub struct MutationGuard<'a>(&'a Health);
+/// Held while a mutation that briefly breaks ledger = registry is in progress. Owned,
+/// so it can travel with the task that finishes the mutation.
+pub struct MutationGuard(Arc<Health>);
 
-impl Drop for MutationGuard<'_> {
+impl Drop for MutationGuard {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
@@ -45,10 +46,10 @@ impl Health {
         self.healthy.get(device as usize).is_some_and(|h| h.load(Ordering::Acquire))
     }
 
-    pub fn mutation(&self) -> MutationGuard<'_> {
+    pub fn mutation(self: &Arc<Self>) -> MutationGuard {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        MutationGuard(self)
+        MutationGuard(Arc::clone(self))
     }
 }
 

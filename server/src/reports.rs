@@ -155,12 +155,16 @@ impl ReportHub {
     }
 
     /// Callbacks launched on a stream that is going away can never be acknowledged.
-    pub fn forget_stream(&self, stream: u64) {
+    /// Stops tracking a destroyed stream's callbacks. Returns those that had fired and
+    /// still hold the stream (BLOCK, not acknowledged): the caller must release them, or
+    /// the stream would never drain.
+    pub fn forget_stream(&self, stream: u64) -> Vec<(u64, PendingCallback)> {
         let mut inner = self.lock();
         let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.stream == stream).map(|(id, _)| *id).collect();
-        for id in ids {
-            inner.forget(id);
-        }
+        ids.into_iter()
+            .filter_map(|id| inner.forget(id).map(|c| (id, c)))
+            .filter(|(_, c)| c.blocking && c.fired)
+            .collect()
     }
 
     /// Callbacks not yet fired or acknowledged, for reclaim checks.

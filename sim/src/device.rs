@@ -200,6 +200,11 @@ impl SimDevice {
         self.with(|s, now| s.engine.destroy_stream(stream, now))
     }
 
+    /// Destroys a stream now, discarding its pending work (aclrtDestroyStreamForce).
+    pub fn destroy_stream_force(&self, stream: StreamId) -> SimResult<()> {
+        self.with(|s, now| s.engine.destroy_stream_force(stream, now))
+    }
+
     pub fn stream_status(&self, stream: StreamId) -> SimResult<StreamStatus> {
         self.with(|s, _| s.engine.stream_status(stream))
     }

@@ -195,6 +195,31 @@ impl Engine {
         Ok(())
     }
 
+    /// aclrtDestroyStreamForce: discards pending work and frees the slot now. Records in
+    /// the discarded work are abandoned (their waiters are released with an error).
+    pub fn destroy_stream_force(&mut self, id: StreamId, now: Instant) -> SimResult<()> {
+        let s = self.streams.get_mut(&id).ok_or_else(|| SimError::handle("stream", id))?;
+        let dropped: Vec<Task> = s.queue.drain(..).collect();
+        s.completed += dropped.len() as u64;
+        s.destroyed = true;
+        s.activity = Activity::Idle;
+        let result =
+            Err(SimError::new(SimErrorKind::TaskFailed, codes::RT_INTERNAL_ERROR, "the stream was destroyed by force"));
+        for (_, w) in s.drain_waiters.drain(..) {
+            self.fired.push((w, result.clone()));
+        }
+        for t in dropped {
+            if let TaskKind::Record { event, generation } = t.kind {
+                self.abandon_record(event, generation, now);
+            }
+        }
+        // A task running on a lane finishes its lane time; the stream itself is gone.
+        self.streams.remove(&id);
+        self.freed_streams += 1;
+        self.advance(now);
+        Ok(())
+    }
+
     pub fn stream_status(&mut self, id: StreamId) -> SimResult<StreamStatus> {
         let s = self.live_stream(id)?;
         Ok(StreamStatus {

@@ -40,6 +40,7 @@ pub struct DaemonBuilder {
     tcp: bool,
     state_dir: Option<PathBuf>,
     env: Vec<(String, String)>,
+    socket: Option<PathBuf>,
 }
 
 pub struct Daemon {
@@ -60,7 +61,7 @@ impl Default for DaemonBuilder {
 
 impl DaemonBuilder {
     pub fn new() -> Self {
-        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None, env: Vec::new() }
+        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None, env: Vec::new(), socket: None }
     }
 
     pub fn arg(mut self, a: &str) -> Self {
@@ -91,6 +92,12 @@ impl DaemonBuilder {
         self
     }
 
+    /// Serve on this socket instead of a fresh one (restart tests reuse a path).
+    pub fn socket(mut self, path: &Path) -> Self {
+        self.socket = Some(path.to_path_buf());
+        self
+    }
+
     pub fn state_dir(mut self, dir: &Path) -> Self {
         self.state_dir = Some(dir.to_path_buf());
         self
@@ -98,7 +105,7 @@ impl DaemonBuilder {
 
     pub fn start(self) -> Daemon {
         let dir = tempfile::tempdir().expect("temp dir");
-        let socket = dir.path().join("npud.sock");
+        let socket = self.socket.clone().unwrap_or_else(|| dir.path().join("npud.sock"));
         let config_path = dir.path().join("npud.toml");
         std::fs::write(&config_path, &self.config).expect("write config");
         let log = dir.path().join("npud.log");

@@ -103,6 +103,9 @@ pub trait Backend: Send + Sync + 'static {
     fn create_stream(&self, device: u32, priority: i32, flags: u32) -> BackendResult<RawStream>;
     /// Returns at once; the hardware slot is freed when pending work has ended.
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()>;
+    /// Discards pending work and frees the slot now (aclrtDestroyStreamForce): for
+    /// streams that did not drain in time.
+    fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()>;
     fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState>;
     /// True when all work enqueued so far has finished.
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool>;

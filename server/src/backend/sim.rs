@@ -133,6 +133,10 @@ impl Backend for SimBackend {
         self.dev(device)?.destroy_stream(stream).map_err(convert)
     }
 
+    fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()> {
+        self.dev(device)?.destroy_stream_force(stream).map_err(convert)
+    }
+
     fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState> {
         let s = self.dev(device)?.stream_status(stream).map_err(convert)?;
         Ok(StreamState {

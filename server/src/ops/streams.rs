@@ -65,7 +65,7 @@ impl Daemon {
 
     /// Creates `count` streams for the session: all or none (managed policy).
     pub async fn create_streams(
-        &self,
+        self: &Arc<Self>,
         caller: &Caller,
         session: u64,
         req: CreateRequest,
@@ -73,10 +73,31 @@ impl Daemon {
         self.refuse_if_draining()?;
         let quota = self.check_create(caller, &req)?;
         self.require_healthy(req.device)?;
-        let _mutation = self.health.mutation();
         self.registry.touch(caller, session)?;
+        let mutation = self.health.mutation();
+        let waited = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
+        // The grant is ours now. Finish it in a task of its own: a caller that goes away
+        // (a killed client) must not leave it half done. What gets registered goes with
+        // the session and is reclaimed with it.
+        let this = Arc::clone(self);
+        let caller = caller.clone();
+        tokio::spawn(async move {
+            let _mutation = mutation;
+            this.fill_and_register(&caller, session, req, waited).await
+        })
+        .await
+        .map_err(|e| NpudError::new(Reason::BackendError, format!("the stream creation task failed: {e}")))?
+    }
+
+    async fn fill_and_register(
+        &self,
+        caller: &Caller,
+        session: u64,
+        req: CreateRequest,
+        waited: Duration,
+    ) -> NpudResult<(Vec<StreamView>, Duration)> {
         let class = (req.priority, req.flags);
-        let outcome = self.admission.acquire(req.device, &caller.tenant, &quota, req.count, class, req.wait).await;
+        let outcome = self.admission.fill(req.device, &caller.tenant, req.count, class).await;
         let entries: Vec<StreamEntry> = outcome
             .streams
             .iter()
@@ -117,7 +138,7 @@ impl Daemon {
                 stop_on_failure: false,
             })
             .collect();
-        Ok((views, outcome.waited))
+        Ok((views, waited))
     }
 
     /// Releases streams, all or none. Pending work keeps running; the budget comes back
@@ -131,7 +152,9 @@ impl Daemon {
         let n = removed.len() as u32;
         let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
         for (h, e) in removed {
-            self.reports.forget_stream(h);
+            for (id, cb) in self.reports.forget_stream(h) {
+                let _ = self.backend.ack_callback(cb.device, cb.raw_stream, id);
+            }
             by_device.entry(e.device).or_default().push((e.raw, (e.priority, e.flags)));
         }
         for (device, streams) in by_device {
