@@ -83,7 +83,7 @@ async fn worker(target: Target, id: u64, stop: Arc<AtomicBool>, ops: Arc<AtomicU
             ops.fetch_add(u64::from(n) + 6, Ordering::Relaxed);
         }
         // Churn: most sessions close, every fifth client just vanishes and its lease lapses.
-        if round % 5 != 0 {
+        if !round.is_multiple_of(5) {
             let _ = client.close().await;
         }
     }
