@@ -4,6 +4,7 @@
 //! The binaries come from the workspace's target directory; the test command builds them
 //! first (`cargo build --workspace --bins`).
 
+pub mod bench;
 pub mod contention;
 pub mod pki;
 

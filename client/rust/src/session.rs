@@ -180,6 +180,11 @@ impl Client {
         self.inner.attached
     }
 
+    /// The connection itself, for other gRPC services on the same channel (health).
+    pub fn channel(&self) -> Channel {
+        self.inner.channel.clone()
+    }
+
     fn scoped(&self) -> SessionChannel {
         InterceptedService::new(self.inner.channel.clone(), self.inner.current().header.clone())
     }

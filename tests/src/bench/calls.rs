@@ -1,0 +1,158 @@
+//! Per-call costs through the daemon and in-process, and throughput by concurrency.
+
+use super::{Samples, measure, measure_blocking, throughput};
+use npud_client::{Client, EventOptions, StreamOptions, proto};
+use std::time::Duration;
+use tokio_stream::StreamExt;
+use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+
+/// Cost of each measured call, one client, sequential.
+pub async fn through_daemon(client: &Client, warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
+    let mut out = Vec::new();
+    let mut health = HealthClient::new(client.channel());
+    out.push((
+        "empty gRPC call (health check)",
+        measure(warmup, n, || {
+            let mut h = health.clone();
+            async move {
+                h.check(HealthCheckRequest { service: String::new() }).await.expect("health");
+            }
+        })
+        .await,
+    ));
+    let _ = health.check(HealthCheckRequest { service: String::new() }).await;
+    let streams = client.streams();
+    out.push((
+        "create+destroy stream",
+        measure(warmup, n, || {
+            let mut s = streams.clone();
+            async move {
+                let made = s
+                    .create(proto::CreateStreamsRequest { device: 0, count: 1, ..Default::default() })
+                    .await
+                    .expect("create")
+                    .into_inner();
+                s.destroy(proto::DestroyStreamsRequest { handles: vec![made.streams[0].handle] })
+                    .await
+                    .expect("destroy");
+            }
+        })
+        .await,
+    ));
+    let stream = client.device(0).create_stream(StreamOptions::default()).await.expect("stream");
+    let event = client.device(0).create_event(EventOptions::default()).await.expect("event");
+    let (sh, eh) = (stream.handle(), event.handle());
+    let events = client.events();
+    out.push((
+        "record+query event",
+        measure(warmup, n, || {
+            let mut e = events.clone();
+            async move {
+                e.record(proto::RecordEventRequest { event: eh, stream: sh }).await.expect("record");
+                e.query(proto::QueryEventRequest { handle: eh }).await.expect("query");
+            }
+        })
+        .await,
+    ));
+    client.subscribe(1, sh).await.expect("subscribe");
+    let mut reports = client.report_stream(0).await.expect("reports");
+    let reports_ref = &mut reports;
+    let mut launched = Vec::with_capacity(n + warmup);
+    for _ in 0..warmup + n {
+        let t = std::time::Instant::now();
+        client.launch_callback(sh, vec![1], false).await.expect("launch");
+        reports_ref.next().await.expect("a report").expect("ok");
+        launched.push(t.elapsed());
+    }
+    out.push(("launch+deliver callback", Samples(launched.split_off(warmup))));
+    drop((stream, event));
+    out
+}
+
+/// The same work against npu-sim in-process: what the daemon adds is the difference.
+pub fn in_process(warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
+    use npu_sim::{Profile, SimDevice, SimOptions};
+    let dev = SimDevice::new(0, Profile::default(), SimOptions::default());
+    dev.create_context().expect("context");
+    let mut out = Vec::new();
+    out.push((
+        "create+destroy stream (in-process sim)",
+        measure_blocking(warmup, n, || {
+            let s = dev.create_stream(0, 0).expect("create");
+            dev.destroy_stream(s).expect("destroy");
+        }),
+    ));
+    let s = dev.create_stream(0, 0).expect("stream");
+    let e = dev.create_event(npu_sim::flags::EVENT_DEFAULT, true).expect("event");
+    out.push((
+        "record+query event (in-process sim)",
+        measure_blocking(warmup, n, || {
+            dev.record_event(e, s).expect("record");
+            dev.event_state(e).expect("query");
+        }),
+    ));
+    let (tx, rx) = std::sync::mpsc::channel();
+    dev.set_report_sink(std::sync::Arc::new(move |r| {
+        let _ = tx.send(r);
+    }));
+    let mut id = 0;
+    out.push((
+        "launch+deliver callback (in-process sim)",
+        measure_blocking(warmup, n, || {
+            id += 1;
+            dev.launch_callback(s, id, false).expect("launch");
+            rx.recv().expect("report");
+        }),
+    ));
+    out
+}
+
+/// Operations per second with `clients` concurrent clients, each on its own connection:
+/// (empty call, record event, create+destroy stream).
+pub async fn concurrency(clients: &[Client], duration: Duration) -> (f64, f64, f64) {
+    let empty = throughput(clients.len(), duration, |i| {
+        let h = HealthClient::new(clients[i].channel());
+        move || {
+            let mut h = h.clone();
+            async move {
+                let _ = h.check(HealthCheckRequest { service: String::new() }).await;
+            }
+        }
+    })
+    .await;
+    let mut pairs = Vec::new();
+    for c in clients {
+        let s = c.device(0).create_stream(StreamOptions::default()).await.expect("stream").leak();
+        let e = c.device(0).create_event(EventOptions::default()).await.expect("event").leak();
+        pairs.push((s, e));
+    }
+    let record = throughput(clients.len(), duration, |i| {
+        let events = clients[i].events();
+        let (s, e) = pairs[i];
+        move || {
+            let mut ev = events.clone();
+            async move {
+                let _ = ev.record(proto::RecordEventRequest { event: e, stream: s }).await;
+            }
+        }
+    })
+    .await;
+    let create = throughput(clients.len(), duration, |i| {
+        let streams = clients[i].streams();
+        move || {
+            let mut st = streams.clone();
+            async move {
+                if let Ok(made) = st
+                    .create(proto::CreateStreamsRequest { device: 0, count: 1, wait_ms: 1000, ..Default::default() })
+                    .await
+                {
+                    let _ = st
+                        .destroy(proto::DestroyStreamsRequest { handles: vec![made.into_inner().streams[0].handle] })
+                        .await;
+                }
+            }
+        }
+    })
+    .await;
+    (empty, record, create)
+}

@@ -1,0 +1,226 @@
+//! npud-bench: what npud costs and what it saves, measured on this machine.
+//!
+//!     cargo build --release --workspace --bins
+//!     target/release/npud-bench [--quick] [--json bench.json]
+//!
+//! Starts its own daemons on temp sockets. Prints a table (with each cost as a ratio to
+//! the empty gRPC call of the same run) and writes the figures as JSON.
+
+use npud_tests::bench::{calls, jain, micros, scale, unix_echo};
+use npud_tests::contention::{Scenario, run};
+use npud_tests::{Client, Daemon, Target};
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+fn machine() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    json!({ "cpu": cpu, "cores": cores, "kernel": kernel, "build": if cfg!(debug_assertions) { "debug" } else { "release" } })
+}
+
+async fn clients(d: &Daemon, n: usize) -> Vec<Client> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(Client::connect(Target::Socket(d.socket.clone())).await.expect("connect"));
+    }
+    out
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let mut quick = false;
+    let mut json_path = "bench.json".to_string();
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--json" => json_path = args.next().ok_or_else(|| anyhow::anyhow!("--json needs a file"))?,
+            "--help" | "-h" => {
+                println!("npud-bench [--quick] [--json FILE]");
+                return Ok(());
+            }
+            other => anyhow::bail!("unknown argument {other}"),
+        }
+    }
+    let started = Instant::now();
+    let (warmup, n) = if quick { (200, 1000) } else { (1000, 5000) };
+    let run_for = Duration::from_millis(if quick { 500 } else { 3000 });
+    let m = machine();
+    println!(
+        "machine: {} ({} cores), kernel {}, {} build{}",
+        m["cpu"],
+        m["cores"],
+        m["kernel"],
+        m["build"],
+        if quick { ", quick mode" } else { "" }
+    );
+
+    // Floors and per-call costs.
+    let echo = unix_echo(n);
+    let d = Daemon::builder().config("[limits]\nrequests_per_second = 0\nmax_sessions_per_tenant = 100000").start();
+    let client = Client::connect(Target::Socket(d.socket.clone())).await?;
+    let costs = calls::through_daemon(&client, warmup, n).await;
+    let sim = calls::in_process(warmup, n);
+    let empty = costs[0].1.p50();
+    let ratio = |x: Duration| x.as_secs_f64() / empty.as_secs_f64();
+    println!("\n{:<44} {:>10} {:>10} {:>12}", "call (one client)", "p50 µs", "p99 µs", "× empty p50");
+    println!(
+        "{:<44} {:>10.1} {:>10.1} {:>12}",
+        "raw Unix-socket echo (64 B)",
+        micros(echo.p50()),
+        micros(echo.p99()),
+        format!("{:.2}", ratio(echo.p50()))
+    );
+    let mut cost_rows = Vec::new();
+    for (name, s) in costs.iter().chain(sim.iter()) {
+        println!("{:<44} {:>10.1} {:>10.1} {:>12.2}", name, micros(s.p50()), micros(s.p99()), ratio(s.p50()));
+        cost_rows.push(json!({ "call": name, "p50_us": micros(s.p50()), "p99_us": micros(s.p99()), "ratio_to_empty": ratio(s.p50()) }));
+    }
+    let create_ratio = ratio(costs[1].1.p50());
+    let record_ratio = ratio(costs[2].1.p50());
+
+    // Throughput by concurrency.
+    println!(
+        "\n{:>8} {:>14} {:>14} {:>8} {:>16} {:>8}",
+        "clients", "empty ops/s", "record ops/s", "ratio", "create+destroy/s", "ratio"
+    );
+    let mut tput_rows = Vec::new();
+    let mut ratio_at_16 = 0.0;
+    for c in [1usize, 4, 16, 64] {
+        let cs = clients(&d, c).await;
+        let (e, r, cd) = calls::concurrency(&cs, run_for).await;
+        println!("{:>8} {:>14.0} {:>14.0} {:>8.2} {:>16.0} {:>8.2}", c, e, r, r / e, cd, cd / e);
+        if c == 16 {
+            ratio_at_16 = r / e;
+        }
+        tput_rows.push(json!({ "clients": c, "empty_ops_s": e, "record_ops_s": r, "record_ratio": r / e, "create_destroy_s": cd, "create_destroy_ratio": cd / e }));
+        for cl in cs {
+            let _ = cl.close().await;
+        }
+    }
+    drop(client);
+    drop(d);
+
+    // Scale.
+    let mut session_rows = Vec::new();
+    for count in if quick { vec![1000] } else { vec![1000, 10_000] } {
+        let d = Daemon::builder().config("[limits]\nrequests_per_second = 0\nmax_sessions_per_tenant = 20000").start();
+        let s = scale::sessions(&d, count).await;
+        session_rows.push(
+            json!({ "sessions": s.sessions, "open_us_p50": s.open_us_p50, "bytes_per_session": s.bytes_per_session }),
+        );
+        println!(
+            "\n{} sessions: open p50 {:.1} µs, {:.0} bytes resident per session",
+            s.sessions, s.open_us_p50, s.bytes_per_session
+        );
+    }
+    let d = Daemon::builder().config("[limits]\nrequests_per_second = 0\n[budget]\npool_max = 0").start();
+    let levels = [10, 100, 1000, 2000];
+    let st = scale::streams(&d, &levels, if quick { 100 } else { 500 }).await;
+    drop(d);
+    println!("{} streams live: {:.0} bytes resident per stream", st.live, st.bytes_per_stream);
+    print!("create+destroy p50 by live streams:");
+    for (live, us) in &st.create_cost {
+        print!("  {live}: {us:.1} µs");
+    }
+    println!();
+    let flat = {
+        let first = st.create_cost.first().map_or(0.0, |c| c.1);
+        let last = st.create_cost.last().map_or(0.0, |c| c.1);
+        last <= first * 1.25 + 5.0
+    };
+
+    // Contention: the jobs scenario at full size.
+    let scenario = |policy: &str| Scenario {
+        policy: policy.into(),
+        profile: "atlas-training".into(),
+        jobs: 40,
+        streams_per_job: 60,
+        hold: Duration::from_secs(1),
+        wait: Duration::from_secs(60),
+    };
+    let managed = run(&scenario("managed"));
+    let passthrough = run(&scenario("passthrough"));
+    let hold_ms = 1000.0;
+    let fairness = jain(&managed.grant_ms.iter().map(|w| hold_ms / (w + hold_ms)).collect::<Vec<_>>());
+    println!(
+        "\n{:<12} {:>6} {:>7} {:>7} {:>10} {:>10} {:>9} {:>9}",
+        "40x60 jobs", "ok", "failed", "leaked", "grant p50", "grant p99", "Jain", "makespan"
+    );
+    for (o, j) in [(&managed, Some(fairness)), (&passthrough, None)] {
+        println!(
+            "{:<12} {:>6} {:>7} {:>7} {:>8.0}ms {:>8.0}ms {:>9} {:>8.2}s",
+            o.scenario.policy,
+            o.succeeded,
+            o.failed,
+            o.leaked_streams,
+            o.p50(),
+            o.p99(),
+            j.map_or("-".into(), |j| format!("{j:.3}")),
+            o.makespan.as_secs_f64()
+        );
+    }
+
+    // Reclaim.
+    let d = Daemon::builder().args(&["--lease", "1s"]).start();
+    let holders = if quick { 5 } else { 20 };
+    let reclaimed = scale::reclaim(&d, holders, 50).await;
+    drop(d);
+    println!(
+        "\nreclaim: {holders} clients x 50 streams SIGKILLed, ledger back to baseline after {:.0} ms (lease 1 s)",
+        reclaimed.as_secs_f64() * 1e3
+    );
+
+    // Targets.
+    let per_rpc_create = create_ratio / 2.0;
+    println!("\ntargets:");
+    println!(
+        "  create+destroy within 1.3x the empty call: {:.2}x for the pair, {:.2}x per RPC -> {}",
+        create_ratio,
+        per_rpc_create,
+        verdict(per_rpc_create <= 1.3)
+    );
+    println!("  record+query within 2.2x the empty call:   {:.2}x -> {}", record_ratio, verdict(record_ratio <= 2.2));
+    println!("  throughput at 16 clients >= 0.8x empty:    {:.2}x -> {}", ratio_at_16, verdict(ratio_at_16 >= 0.8));
+    println!("  flat create cost from 10 to 2,000 live:    {}", verdict(flat));
+    println!(
+        "  zero failed jobs under the managed policy: {} failed -> {}",
+        managed.failed,
+        verdict(managed.failed == 0)
+    );
+    println!("total {:.1} s", started.elapsed().as_secs_f64());
+
+    let doc = json!({
+        "machine": m,
+        "quick": quick,
+        "floor": { "unix_echo_p50_us": micros(echo.p50()), "unix_echo_p99_us": micros(echo.p99()), "empty_grpc_p50_us": micros(empty) },
+        "calls": cost_rows,
+        "throughput": tput_rows,
+        "sessions": session_rows,
+        "streams": { "live": st.live, "bytes_per_stream": st.bytes_per_stream, "create_cost": st.create_cost.iter().map(|(l, us)| json!({"live": l, "p50_us": us})).collect::<Vec<_>>() },
+        "contention": [managed.to_json(), passthrough.to_json()],
+        "jain_fairness_managed": fairness,
+        "reclaim_ms": reclaimed.as_secs_f64() * 1e3,
+        "targets": {
+            "create_destroy_pair_ratio": create_ratio, "create_destroy_per_rpc_ratio": per_rpc_create,
+            "record_query_ratio": record_ratio, "throughput_ratio_16": ratio_at_16, "create_cost_flat": flat,
+            "managed_failed_jobs": managed.failed,
+        },
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
+    println!("wrote {json_path}");
+    Ok(())
+}
