@@ -74,8 +74,71 @@ struct Inner {
     /// (device, raw stream) → handle, to attribute device reports without a scan.
     by_raw: HashMap<(u32, RawStream), u64>,
     events: HashMap<u64, EventEntry>,
+    /// Sessions per tenant.
     per_tenant: HashMap<Tenant, u32>,
-    events_per_tenant: HashMap<Tenant, u32>,
+    /// Each tenant's handles, so listing and device sync never scan other tenants'.
+    by_tenant: HashMap<Tenant, TenantIndex>,
+    /// Streams subscribed per (session, thread), for process_report's check.
+    subscriptions: HashMap<(u64, u64), u32>,
+}
+
+#[derive(Default)]
+struct TenantIndex {
+    streams: HashSet<u64>,
+    events: HashSet<u64>,
+}
+
+impl Inner {
+    /// The one place a stream enters the tables, so the indexes never drift.
+    fn insert_stream(&mut self, h: u64, e: StreamEntry) {
+        self.by_raw.insert((e.device, e.raw), h);
+        self.by_tenant.entry(Arc::clone(&e.tenant)).or_default().streams.insert(h);
+        if let Some(sub) = e.subscriber {
+            *self.subscriptions.entry(sub).or_insert(0) += 1;
+        }
+        self.streams.insert(h, e);
+    }
+
+    /// The one place a stream leaves them (its session's set is the caller's business).
+    fn detach_stream(&mut self, h: u64) -> Option<StreamEntry> {
+        let e = self.streams.remove(&h)?;
+        self.by_raw.remove(&(e.device, e.raw));
+        if let Some(t) = self.by_tenant.get_mut(&e.tenant) {
+            t.streams.remove(&h);
+            if t.streams.is_empty() && t.events.is_empty() {
+                self.by_tenant.remove(&e.tenant);
+            }
+        }
+        if let Some(sub) = e.subscriber {
+            unsubscribe_count(&mut self.subscriptions, sub);
+        }
+        Some(e)
+    }
+
+    fn insert_event(&mut self, h: u64, e: EventEntry) {
+        self.by_tenant.entry(Arc::clone(&e.tenant)).or_default().events.insert(h);
+        self.events.insert(h, e);
+    }
+
+    fn detach_event(&mut self, h: u64) -> Option<EventEntry> {
+        let e = self.events.remove(&h)?;
+        if let Some(t) = self.by_tenant.get_mut(&e.tenant) {
+            t.events.remove(&h);
+            if t.streams.is_empty() && t.events.is_empty() {
+                self.by_tenant.remove(&e.tenant);
+            }
+        }
+        Some(e)
+    }
+}
+
+fn unsubscribe_count(subs: &mut HashMap<(u64, u64), u32>, key: (u64, u64)) {
+    if let Some(n) = subs.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            subs.remove(&key);
+        }
+    }
 }
 
 pub struct Registry {
@@ -186,8 +249,7 @@ impl Registry {
         let mut handles = Vec::with_capacity(entries.len());
         for e in entries {
             let h = self.minter.mint(Kind::Stream);
-            inner.by_raw.insert((e.device, e.raw), h);
-            inner.streams.insert(h, e);
+            inner.insert_stream(h, e);
             handles.push(h);
         }
         if let Some(s) = inner.sessions.get_mut(&session) {
@@ -206,8 +268,7 @@ impl Registry {
         };
         let h = self.minter.mint(Kind::Event);
         s.events.insert(h);
-        *inner.events_per_tenant.entry(Arc::clone(&entry.tenant)).or_insert(0) += 1;
-        inner.events.insert(h, entry);
+        inner.insert_event(h, entry);
         Ok(h)
     }
 
@@ -230,7 +291,9 @@ impl Registry {
     /// Routes a stream's callbacks to (session, thread); a stream has one subscriber.
     pub fn subscribe(&self, caller: &Caller, handle: u64, session: u64, thread: u64) -> NpudResult<()> {
         self.minter.check(handle, Kind::Stream)?;
-        match self.lock().streams.get_mut(&handle) {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        match inner.streams.get_mut(&handle) {
             Some(e) if e.tenant == caller.tenant => match e.subscriber {
                 Some((_, t)) => Err(NpudError::new(
                     Reason::StreamAlreadySubscribed,
@@ -238,6 +301,7 @@ impl Registry {
                 )),
                 None => {
                     e.subscriber = Some((session, thread));
+                    *inner.subscriptions.entry((session, thread)).or_insert(0) += 1;
                     Ok(())
                 }
             },
@@ -247,10 +311,13 @@ impl Registry {
 
     pub fn unsubscribe(&self, caller: &Caller, handle: u64, thread: u64) -> NpudResult<()> {
         self.minter.check(handle, Kind::Stream)?;
-        match self.lock().streams.get_mut(&handle) {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        match inner.streams.get_mut(&handle) {
             Some(e) if e.tenant == caller.tenant => match e.subscriber {
-                Some((_, t)) if t == thread => {
+                Some(sub @ (_, t)) if t == thread => {
                     e.subscriber = None;
+                    unsubscribe_count(&mut inner.subscriptions, sub);
                     Ok(())
                 }
                 _ => Err(NpudError::new(
@@ -280,8 +347,7 @@ impl Registry {
         }
         let mut out = Vec::with_capacity(handles.len());
         for &h in handles {
-            if let Some(e) = inner.streams.remove(&h) {
-                inner.by_raw.remove(&(e.device, e.raw));
+            if let Some(e) = inner.detach_stream(h) {
                 if let Some(s) = inner.sessions.get_mut(&e.session) {
                     s.streams.remove(&h);
                 }
@@ -298,8 +364,7 @@ impl Registry {
             Some(e) if e.tenant == caller.tenant => {}
             _ => return Err(NpudError::unknown_handle(handle)),
         }
-        let e = inner.events.remove(&handle).ok_or_else(|| NpudError::unknown_handle(handle))?;
-        dec(&mut inner.events_per_tenant, &e.tenant, 1);
+        let e = inner.detach_event(handle).ok_or_else(|| NpudError::unknown_handle(handle))?;
         if let Some(s) = inner.sessions.get_mut(&e.session) {
             s.events.remove(&handle);
         }
@@ -314,12 +379,8 @@ impl Registry {
             inner.names.remove(&(Arc::clone(&s.tenant), name.clone()));
         }
         dec(&mut inner.per_tenant, &s.tenant, 1);
-        let streams: Vec<StreamEntry> = s.streams.iter().filter_map(|h| inner.streams.remove(h)).collect();
-        for e in &streams {
-            inner.by_raw.remove(&(e.device, e.raw));
-        }
-        let events: Vec<EventEntry> = s.events.iter().filter_map(|h| inner.events.remove(h)).collect();
-        dec(&mut inner.events_per_tenant, &s.tenant, events.len() as u32);
+        let streams: Vec<StreamEntry> = s.streams.iter().filter_map(|h| inner.detach_stream(*h)).collect();
+        let events: Vec<EventEntry> = s.events.iter().filter_map(|h| inner.detach_event(*h)).collect();
         Some(Reclaim { tenant: Some(s.tenant), streams, events })
     }
 
@@ -367,25 +428,19 @@ impl Registry {
     }
 
     pub fn streams_of(&self, tenant: &str) -> Vec<(u64, StreamEntry)> {
-        let mut out: Vec<_> = self
-            .lock()
-            .streams
-            .iter()
-            .filter(|(_, e)| e.tenant.as_ref() == tenant)
-            .map(|(h, e)| (*h, e.clone()))
-            .collect();
+        let inner = self.lock();
+        let Some(index) = inner.by_tenant.get(tenant) else { return Vec::new() };
+        let mut out: Vec<_> =
+            index.streams.iter().filter_map(|h| inner.streams.get(h).map(|e| (*h, e.clone()))).collect();
         out.sort_by_key(|(h, _)| *h);
         out
     }
 
     pub fn events_of(&self, tenant: &str) -> Vec<(u64, EventEntry)> {
-        let mut out: Vec<_> = self
-            .lock()
-            .events
-            .iter()
-            .filter(|(_, e)| e.tenant.as_ref() == tenant)
-            .map(|(h, e)| (*h, e.clone()))
-            .collect();
+        let inner = self.lock();
+        let Some(index) = inner.by_tenant.get(tenant) else { return Vec::new() };
+        let mut out: Vec<_> =
+            index.events.iter().filter_map(|h| inner.events.get(h).map(|e| (*h, e.clone()))).collect();
         out.sort_by_key(|(h, _)| *h);
         out
     }
@@ -405,22 +460,24 @@ impl Registry {
 
     /// Live streams of a tenant on a device (for device sync).
     pub fn tenant_streams_on(&self, tenant: &str, device: u32) -> Vec<RawStream> {
-        self.lock()
+        let inner = self.lock();
+        let Some(index) = inner.by_tenant.get(tenant) else { return Vec::new() };
+        index
             .streams
-            .values()
-            .filter(|e| e.tenant.as_ref() == tenant && e.device == device)
+            .iter()
+            .filter_map(|h| inner.streams.get(h))
+            .filter(|e| e.device == device)
             .map(|e| e.raw)
             .collect()
     }
 
     /// Whether `thread` of `session` is subscribed to any stream (process_report needs it).
     pub fn thread_subscribed(&self, session: u64, thread: u64) -> bool {
-        let inner = self.lock();
-        inner.streams.values().any(|e| e.subscriber == Some((session, thread)))
+        self.lock().subscriptions.contains_key(&(session, thread))
     }
 
     pub fn events_held(&self, tenant: &str) -> u32 {
-        self.lock().events_per_tenant.get(tenant).copied().unwrap_or(0)
+        self.lock().by_tenant.get(tenant).map_or(0, |t| t.events.len() as u32)
     }
 
     pub fn stream_by_raw(&self, device: u32, raw: RawStream) -> Option<(u64, StreamEntry)> {
