@@ -8,10 +8,14 @@ echo "== format"
 cargo fmt --all --check
 echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== build the binaries the end-to-end tests run"
-cargo build --workspace --bins --locked
+echo "== build the binaries and fake vendor libraries the end-to-end tests run"
+cargo build --workspace --locked
 echo "== Rust tests"
 cargo test --workspace --locked -- --test-threads "${NPUD_TEST_THREADS:-4}"
+echo "== the conformance and callback suites against the vendor backends (fake libraries)"
+for backend in acl cuda; do
+  NPUD_TEST_BACKEND=$backend cargo test -p npud-tests --locked --test semantics --test callbacks -- --test-threads "${NPUD_TEST_THREADS:-4}"
+done
 
 echo "== Python client"
 if [[ ! -x .venv/bin/python ]]; then

@@ -49,8 +49,19 @@ impl Daemon {
                 SimBackend::new(&config.sim.profile, config.sim.devices, &config.sim.options)
                     .map_err(|e| StartError::Backend { backend: "sim", message: e.to_string() })?,
             ),
-            other => {
-                return Err(StartError::Config(format!("backend {other:?} is not available in this build")));
+            BackendKind::Acl => {
+                let path = config.acl_library.clone().unwrap_or_else(crate::backend::acl::default_library);
+                Arc::new(
+                    crate::backend::acl::AclBackend::open(&path)
+                        .map_err(|message| StartError::Backend { backend: "acl", message })?,
+                )
+            }
+            BackendKind::Cuda => {
+                let path = config.cuda_library.clone().unwrap_or_else(crate::backend::cuda::default_library);
+                Arc::new(
+                    crate::backend::cuda::CudaBackend::open(&path, config.budget.cuda_streams_per_device)
+                        .map_err(|message| StartError::Backend { backend: "cuda", message })?,
+                )
             }
         };
         let store = StateStore::new(config.state_dir.as_deref());

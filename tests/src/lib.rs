@@ -26,8 +26,36 @@ pub fn bin(name: &str) -> PathBuf {
         dir = dir.parent().expect("target directory");
     }
     let path = dir.join(name);
-    assert!(path.exists(), "{} is missing: run `cargo build --workspace --bins` before the tests", path.display());
+    assert!(path.exists(), "{} is missing: run `cargo build --workspace` before the tests", path.display());
     path
+}
+
+/// Which backend the end-to-end suites drive: `NPUD_TEST_BACKEND=sim|acl|cuda`. The
+/// vendor backends run over this workspace's fake libascendcl.so / libcuda.so.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sim,
+    Acl,
+    Cuda,
+}
+
+pub fn backend() -> Backend {
+    match std::env::var("NPUD_TEST_BACKEND").as_deref() {
+        Ok("acl") => Backend::Acl,
+        Ok("cuda") => Backend::Cuda,
+        _ => Backend::Sim,
+    }
+}
+
+/// The fake vendor library built in this workspace (`libascendcl.so`, `libcuda.so`).
+pub fn fake_library(file: &str) -> PathBuf {
+    bin(file)
+}
+
+/// The vendor's native code for a situation, per backend under test (sim and AscendCL
+/// share aclError codes).
+pub fn native(acl: i64, cuda: i64) -> i64 {
+    if backend() == Backend::Cuda { cuda } else { acl }
 }
 
 /// A free loopback port (bound and released; good enough for tests on one machine).
@@ -111,7 +139,10 @@ impl DaemonBuilder {
         std::fs::write(&config_path, &self.config).expect("write config");
         let log = dir.path().join("npud.log");
         let mut cmd = Command::new(bin("npud"));
-        cmd.arg("--socket").arg(&socket).arg("--config").arg(&config_path).args(&self.args);
+        cmd.arg("--socket").arg(&socket).arg("--config").arg(&config_path);
+        if backend() == Backend::Sim {
+            cmd.args(&self.args);
+        }
         if let Some(state) = &self.state_dir {
             cmd.arg("--state-dir").arg(state);
         }
@@ -120,6 +151,38 @@ impl DaemonBuilder {
             cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--insecure-tcp"]);
             format!("http://127.0.0.1:{port}")
         });
+        if backend() != Backend::Sim {
+            // The fakes are configured by environment; npud's sim flags do not apply.
+            let mut args = self.args.iter();
+            let mut kept = Vec::new();
+            while let Some(a) = args.next() {
+                match a.as_str() {
+                    "--sim-profile" => {
+                        cmd.env("NPU_SIM_PROFILE", args.next().expect("profile"));
+                    }
+                    "--sim-devices" => {
+                        cmd.env("NPU_SIM_DEVICES", args.next().expect("devices"));
+                    }
+                    _ => kept.push(a.clone()),
+                }
+            }
+            if let Some(lanes) = self.config.lines().find_map(|l| l.trim().strip_prefix("lanes = ")) {
+                cmd.env("NPU_SIM_LANES", lanes.trim());
+            }
+            cmd = rebuild(cmd, &kept);
+            match backend() {
+                Backend::Acl => {
+                    cmd.args(["--backend", "acl", "--acl-library"]).arg(fake_library("libascendcl.so"));
+                }
+                Backend::Cuda => {
+                    // The driver's file name: libcuda.so.1, next to the daemon's files.
+                    let link = dir.path().join("libcuda.so.1");
+                    std::os::unix::fs::symlink(fake_library("libcuda.so"), &link).expect("link libcuda.so.1");
+                    cmd.args(["--backend", "cuda", "--cuda-library"]).arg(&link);
+                }
+                Backend::Sim => {}
+            }
+        }
         let log_file = std::fs::File::create(&log).expect("log file");
         cmd.env("RUST_LOG", "npud=debug,info")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -332,4 +395,16 @@ where
 pub fn failure<T: std::fmt::Debug>(r: Result<T, Error>) -> (tonic::Code, proto::ErrorReason, Error) {
     let e = r.expect_err("the call should have failed");
     (e.code().unwrap_or(tonic::Code::Unknown), e.reason().unwrap_or(proto::ErrorReason::Unspecified), e)
+}
+
+/// The same command with `args` appended (Command cannot remove arguments).
+fn rebuild(cmd: Command, args: &[String]) -> Command {
+    let mut fresh = Command::new(cmd.get_program());
+    fresh.args(cmd.get_args()).args(args);
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            fresh.env(k, v);
+        }
+    }
+    fresh
 }

@@ -2,7 +2,9 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{Client, Daemon, EventOptions, StreamOptions, failure, proto, proto::ErrorReason};
+use npud_tests::{
+    Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, proto, proto::ErrorReason,
+};
 use std::collections::HashMap;
 use std::time::Duration;
 use tokio_stream::StreamExt;
@@ -138,9 +140,17 @@ async fn an_injected_task_failure_reaches_only_the_owner() {
         })),
     };
     owner.admin().inject_fault(fault).await.unwrap();
+    if backend() == Backend::Cuda {
+        // CUDA reports asynchronous errors at the next synchronisation, without a task id.
+        assert!(s.sync().await.is_err());
+    }
     let r = next_report(&mut mine).await;
     let e = exception(&r);
-    assert_eq!((e.task_id, e.stream, e.device, e.thread_id, e.error_code), (3, s.handle(), 0, 42, 507015));
+    let task = if backend() == Backend::Cuda { 0 } else { 3 };
+    assert_eq!(
+        (e.task_id, e.stream, e.device, e.thread_id, e.error_code),
+        (task, s.handle(), 0, 42, native(507015, 719))
+    );
     let leaked = tokio::time::timeout(ms(500), theirs.next()).await;
     assert!(leaked.is_err(), "another tenant saw {leaked:?}");
     // Fault injection is an admin call.
@@ -162,6 +172,14 @@ async fn failure_modes_continue_and_stop_are_honoured() {
         device: 0,
         fault: Some(proto::inject_fault_request::Fault::FailTask(proto::FailTask { stream, task: 2, code: 507015 })),
     };
+    if backend() == Backend::Cuda {
+        // CUDA has no per-stream failure mode: the call says so.
+        let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
+        let r = c.streams().set_failure_mode(proto::SetFailureModeRequest { stream: s.handle(), mode: 1 }).await;
+        let (code, reason, _) = failure(r.map_err(npud_tests::Error::from));
+        assert_eq!((code, reason), (Code::Unimplemented, ErrorReason::UnsupportedByBackend));
+        return;
+    }
     for (mode, later_runs) in [(proto::FailureMode::Continue, true), (proto::FailureMode::Stop, false)] {
         let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
         c.streams()

@@ -3,6 +3,9 @@
 //! Calls that can block for long (hardware creation, waits) are either run by the caller
 //! on the blocking pool or returned as futures; nothing here parks an async worker.
 
+pub mod acl;
+pub mod cuda;
+mod dl;
 pub mod sim;
 
 use std::future::Future;
@@ -144,4 +147,28 @@ pub trait Backend: Send + Sync + 'static {
     fn set_stalled(&self, device: u32, stalled: bool) -> BackendResult<()>;
     fn fail_next_creations(&self, device: u32, count: u32) -> BackendResult<()>;
     fn fail_task(&self, device: u32, stream: RawStream, task: u64, code: i64) -> BackendResult<()>;
+}
+
+/// Runs a blocking vendor wait on the blocking pool. The job gets a flag that turns true
+/// once nobody awaits the result any more, so it can give its thread back early (vendor
+/// waits are done in bounded slices that check it).
+pub(crate) fn abandonable_wait(
+    job: impl FnOnce(&std::sync::atomic::AtomicBool) -> BackendResult<()> + Send + 'static,
+) -> Wait {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct Abandon(Arc<AtomicBool>);
+    impl Drop for Abandon {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let abandoned = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&abandoned);
+    let task = tokio::task::spawn_blocking(move || job(&flag));
+    Box::pin(async move {
+        let _abandon = Abandon(abandoned);
+        task.await.unwrap_or_else(|e| {
+            Err(BackendError { kind: ErrorKind::Other, native_code: 0, message: format!("wait task: {e}") })
+        })
+    })
 }

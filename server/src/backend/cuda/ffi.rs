@@ -1,0 +1,124 @@
+//! Layer 1 of the CUDA driver binding: the C ABI of libcuda.so.1
+//! (shared/reference/cuda.md). Loading, lazy symbols and the callback trampoline are
+//! `dl`'s; this file adds the signatures. CUresult stays a plain u32.
+#![allow(unsafe_code)]
+
+use super::super::dl::call;
+pub use super::super::dl::{Lib, LoadError, Thunk, callback_trampoline, drop_user_data, thunk_into_user_data};
+use std::ffi::{c_char, c_void};
+
+pub type CuResult = u32;
+pub type HostFn = unsafe extern "C" fn(user_data: *mut c_void);
+
+/// The CUDA driver calls npud makes, one safe method each. Handles are opaque usizes.
+pub trait Cuda {
+    fn lib(&self) -> &Lib;
+
+    fn init(&self) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuInit", fn(u32) -> CuResult, 0)
+    }
+    fn device_get_count(&self, n: &mut i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuDeviceGetCount", fn(*mut i32) -> CuResult, n)
+    }
+    fn device_get(&self, dev: &mut i32, ordinal: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuDeviceGet", fn(*mut i32, i32) -> CuResult, dev, ordinal)
+    }
+    fn device_get_name(&self, buf: &mut [u8; 128], dev: i32) -> Result<CuResult, LoadError> {
+        call!(
+            self.lib(),
+            "cuDeviceGetName",
+            fn(*mut c_char, i32, i32) -> CuResult,
+            buf.as_mut_ptr().cast::<c_char>(),
+            128,
+            dev
+        )
+    }
+    fn primary_ctx_retain(&self, ctx: &mut usize, dev: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuDevicePrimaryCtxRetain", fn(*mut usize, i32) -> CuResult, ctx, dev)
+    }
+    fn ctx_set_current(&self, ctx: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuCtxSetCurrent", fn(usize) -> CuResult, ctx)
+    }
+    fn ctx_get_stream_priority_range(&self, least: &mut i32, greatest: &mut i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuCtxGetStreamPriorityRange", fn(*mut i32, *mut i32) -> CuResult, least, greatest)
+    }
+    fn stream_create_with_priority(&self, s: &mut usize, flags: u32, priority: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuStreamCreateWithPriority", fn(*mut usize, u32, i32) -> CuResult, s, flags, priority)
+    }
+    fn stream_destroy(&self, s: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuStreamDestroy_v2", fn(usize) -> CuResult, s)
+    }
+    fn stream_query(&self, s: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuStreamQuery", fn(usize) -> CuResult, s)
+    }
+    fn stream_wait_event(&self, s: usize, e: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuStreamWaitEvent", fn(usize, usize, u32) -> CuResult, s, e, 0)
+    }
+    fn event_create(&self, e: &mut usize, flags: u32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuEventCreate", fn(*mut usize, u32) -> CuResult, e, flags)
+    }
+    fn event_destroy(&self, e: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuEventDestroy_v2", fn(usize) -> CuResult, e)
+    }
+    fn event_record(&self, e: usize, s: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuEventRecord", fn(usize, usize) -> CuResult, e, s)
+    }
+    fn event_query(&self, e: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuEventQuery", fn(usize) -> CuResult, e)
+    }
+    /// cuEventElapsedTime_v2 from CUDA 12.8, cuEventElapsedTime before.
+    fn event_elapsed_time(&self, ms: &mut f32, start: usize, end: usize) -> Result<CuResult, LoadError> {
+        if self.lib().has("cuEventElapsedTime_v2") {
+            call!(self.lib(), "cuEventElapsedTime_v2", fn(*mut f32, usize, usize) -> CuResult, ms, start, end)
+        } else {
+            call!(self.lib(), "cuEventElapsedTime", fn(*mut f32, usize, usize) -> CuResult, ms, start, end)
+        }
+    }
+    fn launch_host_func(&self, s: usize, f: HostFn, user_data: usize) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuLaunchHostFunc", fn(usize, HostFn, usize) -> CuResult, s, f, user_data)
+    }
+    /// `image` must be NUL-terminated PTX text.
+    fn module_load_data(&self, m: &mut usize, image: &std::ffi::CStr) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuModuleLoadData", fn(*mut usize, *const c_char) -> CuResult, m, image.as_ptr())
+    }
+    fn module_get_function(&self, f: &mut usize, m: usize, name: &std::ffi::CStr) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuModuleGetFunction", fn(*mut usize, usize, *const c_char) -> CuResult, f, m, name.as_ptr())
+    }
+    /// A 1x1x1 launch of a kernel whose one parameter is a u64.
+    fn launch_kernel_u64(&self, f: usize, s: usize, arg: u64) -> Result<CuResult, LoadError> {
+        let mut arg = arg;
+        let mut params: [*mut c_void; 1] = [(&raw mut arg).cast::<c_void>()];
+        call!(
+            self.lib(),
+            "cuLaunchKernel",
+            fn(usize, u32, u32, u32, u32, u32, u32, u32, usize, *mut *mut c_void, *mut *mut c_void) -> CuResult,
+            f,
+            1,
+            1,
+            1,
+            1,
+            1,
+            1,
+            0,
+            s,
+            params.as_mut_ptr(),
+            std::ptr::null_mut()
+        )
+    }
+    // The fake library's test hooks (absent from a real driver).
+    fn fake_fail_task(&self, s: usize, task: u64, code: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "npudFakeFailTask", fn(usize, u64, i32) -> CuResult, s, task, code)
+    }
+    fn fake_stall(&self, device: i32, stalled: u32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "npudFakeStall", fn(i32, u32) -> CuResult, device, stalled)
+    }
+    fn fake_streams_in_use(&self, device: i32, n: &mut u32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "npudFakeStreamsInUse", fn(i32, *mut u32) -> CuResult, device, n)
+    }
+}
+
+impl Cuda for Lib {
+    fn lib(&self) -> &Lib {
+        self
+    }
+}

@@ -1,0 +1,483 @@
+//! The `cuda` backend: the CUDA driver (libcuda.so.1) through libloading.
+//!
+//! Layer 1 (`ffi`) is the raw C ABI; this file maps CUresults to `BackendError`s and owns
+//! the primary context of each device (made current on whichever thread calls). CUDA has
+//! no fixed stream limit: the budget is a configured number per device. Waits record a
+//! private event at call time and poll it on the blocking pool, so a sync waits for
+//! exactly the work enqueued before it. Delay work is a PTX kernel that spins on
+//! `%globaltimer`. Host callbacks use cuLaunchHostFunc, which holds the stream until the
+//! function returns: a BLOCK callback returns when the client acknowledges it.
+
+mod ffi;
+
+use super::{
+    Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
+    StreamState, Wait, WaitKind,
+};
+use ffi::{Cuda, Lib, LoadError};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+const NOT_READY: u32 = 600;
+const INVALID_HANDLE: u32 = 400;
+const TIMEOUT: i64 = 909;
+const NON_BLOCKING: u32 = 1;
+const DISABLE_TIMING: u32 = 2;
+const NPUD_NON_BLOCKING: u32 = 0x100;
+
+/// Spins one thread until %globaltimer has advanced by `ns` nanoseconds.
+const SPIN_PTX: &str = ".version 6.0
+.target sm_50
+.address_size 64
+.visible .entry npud_spin(.param .u64 ns)
+{
+    .reg .pred p;
+    .reg .u64 start, now, target, d;
+    ld.param.u64 d, [ns];
+    mov.u64 start, %globaltimer;
+    add.u64 target, start, d;
+spin:
+    mov.u64 now, %globaltimer;
+    setp.lt.u64 p, now, target;
+    @p bra spin;
+    ret;
+}
+";
+
+/// libcuda.so.1, else libcuda.so (a toolkit stub answers 34, and says so).
+pub fn default_library() -> PathBuf {
+    PathBuf::from("libcuda.so.1")
+}
+
+#[derive(Debug, Clone, Copy)]
+struct EventMeta {
+    timing: bool,
+    recorded: bool,
+}
+
+#[derive(Default)]
+struct Books {
+    events: HashMap<RawEvent, EventMeta>,
+    failed: HashSet<RawStream>,
+    waiting: HashMap<u64, std::sync::mpsc::Sender<bool>>,
+    spin: HashMap<u32, usize>,
+}
+
+struct Shared {
+    lib: Lib,
+    contexts: Vec<usize>,
+    books: Mutex<Books>,
+    sink: Mutex<Option<ReportSink>>,
+    streams: Vec<AtomicU32>,
+    creations: Vec<AtomicU64>,
+}
+
+pub struct CudaBackend {
+    shared: Arc<Shared>,
+    descs: Vec<DeviceDesc>,
+}
+
+fn load_error(e: LoadError) -> BackendError {
+    BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
+}
+
+/// CUresult -> BackendError.
+fn check(rc: Result<u32, LoadError>) -> BackendResult<()> {
+    let rc = rc.map_err(load_error)?;
+    if rc == 0 {
+        return Ok(());
+    }
+    let kind = match rc {
+        1 | 101 | 201 => ErrorKind::InvalidArgument,
+        400 => ErrorKind::InvalidHandle,
+        2 => ErrorKind::StreamBudget,
+        600 => ErrorKind::EventNotComplete,
+        700 | 719 => ErrorKind::TaskFailed,
+        801 | 34 => ErrorKind::Unsupported,
+        909 => ErrorKind::Timeout,
+        _ => ErrorKind::Other,
+    };
+    Err(BackendError { kind, native_code: i64::from(rc), message: format!("the CUDA driver returned {rc}") })
+}
+
+fn unsupported(what: &str) -> BackendError {
+    BackendError {
+        kind: ErrorKind::Unsupported,
+        native_code: 801,
+        message: format!("{what} is not available with the CUDA driver"),
+    }
+}
+
+impl Shared {
+    fn books(&self) -> MutexGuard<'_, Books> {
+        self.books.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the device's primary context current on this thread.
+    fn on(&self, device: u32) -> BackendResult<()> {
+        let ctx = *self.contexts.get(device as usize).ok_or_else(|| BackendError {
+            kind: ErrorKind::InvalidArgument,
+            native_code: 101,
+            message: format!("no device {device}"),
+        })?;
+        check(self.lib.ctx_set_current(ctx))
+    }
+
+    fn emit(&self, report: Report) {
+        if let Some(sink) = self.sink.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            sink(report);
+        }
+    }
+
+    /// Polls `query` until it stops answering NOT_READY (or nobody waits any more).
+    fn poll(
+        &self,
+        abandoned: &std::sync::atomic::AtomicBool,
+        query: impl Fn() -> Result<u32, LoadError>,
+    ) -> BackendResult<()> {
+        let mut pause = Duration::from_micros(20);
+        loop {
+            match query() {
+                Ok(NOT_READY) if !abandoned.load(Ordering::Relaxed) => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(2));
+                }
+                rc => return check(rc),
+            }
+        }
+    }
+}
+
+impl CudaBackend {
+    /// Loads the driver and retains every device's primary context. `budget` is the
+    /// number of streams npud hands out per device (CUDA itself has no fixed limit).
+    pub fn open(path: &Path, budget: u32) -> Result<CudaBackend, String> {
+        let lib = match Lib::open(path) {
+            Ok(lib) => lib,
+            Err(first) if path == Path::new("libcuda.so.1") => {
+                Lib::open(Path::new("libcuda.so")).map_err(|_| first.to_string())?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let rc = lib.init().map_err(|e| e.to_string())?;
+        if rc == 34 {
+            return Err(format!(
+                "{} is the CUDA toolkit's stub (CUDA_ERROR_STUB_LIBRARY): point --cuda-library at the driver's libcuda.so.1",
+                lib.path().display()
+            ));
+        }
+        check(Ok(rc)).map_err(|e| format!("cuInit: {}", e.message))?;
+        let mut count = 0i32;
+        check(lib.device_get_count(&mut count)).map_err(|e| e.message)?;
+        if count <= 0 {
+            return Err("the CUDA driver reports no devices".into());
+        }
+        let mut contexts = Vec::new();
+        let mut descs = Vec::new();
+        for ordinal in 0..count {
+            let mut dev = 0i32;
+            check(lib.device_get(&mut dev, ordinal)).map_err(|e| format!("cuDeviceGet({ordinal}): {}", e.message))?;
+            let mut name = [0u8; 128];
+            check(lib.device_get_name(&mut name, dev)).map_err(|e| e.message)?;
+            let name = String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[])).into_owned();
+            let mut ctx = 0usize;
+            check(lib.primary_ctx_retain(&mut ctx, dev))
+                .map_err(|e| format!("cuDevicePrimaryCtxRetain({ordinal}): {}", e.message))?;
+            check(lib.ctx_set_current(ctx)).map_err(|e| e.message)?;
+            let (mut least, mut greatest) = (0i32, 0i32);
+            check(lib.ctx_get_stream_priority_range(&mut least, &mut greatest)).map_err(|e| e.message)?;
+            contexts.push(ctx);
+            descs.push(DeviceDesc {
+                id: ordinal as u32,
+                name,
+                profile: "cuda".into(),
+                hardware_limit: budget,
+                runtime_streams: 0,
+                event_limit: 1 << 20,
+                priority_highest: greatest,
+                priority_lowest: least,
+            });
+        }
+        let n = descs.len();
+        let shared = Arc::new(Shared {
+            lib,
+            contexts,
+            books: Mutex::new(Books::default()),
+            sink: Mutex::new(None),
+            streams: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            creations: (0..n).map(|_| AtomicU64::new(0)).collect(),
+        });
+        tracing::info!(library = %shared.lib.path().display(), devices = n, budget, "CUDA driver opened");
+        Ok(CudaBackend { shared, descs })
+    }
+
+    /// The spin kernel of a device, loaded on first use.
+    fn spin_kernel(&self, device: u32) -> BackendResult<usize> {
+        if let Some(f) = self.shared.books().spin.get(&device) {
+            return Ok(*f);
+        }
+        let ptx = std::ffi::CString::new(SPIN_PTX).map_err(|e| unsupported(&e.to_string()))?;
+        let (mut module, mut function) = (0usize, 0usize);
+        check(self.shared.lib.module_load_data(&mut module, &ptx))?;
+        check(self.shared.lib.module_get_function(&mut function, module, c"npud_spin"))?;
+        self.shared.books().spin.insert(device, function);
+        Ok(function)
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn devices(&self) -> &[DeviceDesc] {
+        &self.descs
+    }
+
+    fn set_report_sink(&self, sink: ReportSink) {
+        *self.shared.sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    }
+
+    fn timeout_code(&self, _: WaitKind) -> i64 {
+        TIMEOUT
+    }
+
+    fn create_stream(&self, device: u32, priority: i32, flags: u32) -> BackendResult<RawStream> {
+        self.shared.on(device)?;
+        let cu_flags = if flags & NPUD_NON_BLOCKING != 0 { NON_BLOCKING } else { 0 };
+        let mut s = 0usize;
+        check(self.shared.lib.stream_create_with_priority(&mut s, cu_flags, priority))?;
+        self.shared.streams[device as usize].fetch_add(1, Ordering::Relaxed);
+        self.shared.creations[device as usize].fetch_add(1, Ordering::Relaxed);
+        Ok(s as RawStream)
+    }
+
+    fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
+        self.shared.on(device)?;
+        check(self.shared.lib.stream_destroy(stream as usize))?;
+        self.shared.streams[device as usize].fetch_sub(1, Ordering::Relaxed);
+        self.shared.books().failed.remove(&stream);
+        Ok(())
+    }
+
+    /// CUDA has no forced destroy: cuStreamDestroy already returns at once.
+    fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()> {
+        self.destroy_stream(device, stream)
+    }
+
+    fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState> {
+        let done = self
+            .stream_query(device, stream)
+            .or_else(|e| if e.kind == ErrorKind::TaskFailed { Ok(true) } else { Err(e) })?;
+        Ok(StreamState {
+            pending_tasks: u64::from(!done),
+            failed: self.shared.books().failed.contains(&stream),
+            stop_on_failure: false,
+        })
+    }
+
+    fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
+        self.shared.on(device)?;
+        match self.shared.lib.stream_query(stream as usize) {
+            Ok(NOT_READY) => Ok(false),
+            rc => check(rc).map(|()| true),
+        }
+    }
+
+    fn stream_drained(&self, device: u32, stream: RawStream) -> Wait {
+        let shared = Arc::clone(&self.shared);
+        super::abandonable_wait(move |abandoned| {
+            shared.on(device)?;
+            // A private event marks "everything enqueued so far".
+            let mut marker = 0usize;
+            check(shared.lib.event_create(&mut marker, DISABLE_TIMING))?;
+            let recorded = check(shared.lib.event_record(marker, stream as usize));
+            let done = recorded.and_then(|()| shared.poll(abandoned, || shared.lib.event_query(marker)));
+            let _ = shared.lib.event_destroy(marker);
+            // CUDA reports a failed task through the next call on the stream.
+            let done = done.and_then(|()| match shared.lib.stream_query(stream as usize) {
+                Ok(NOT_READY) => Ok(()),
+                rc => check(rc),
+            });
+            match done {
+                Err(e) if e.kind == ErrorKind::TaskFailed => {
+                    shared.books().failed.insert(stream);
+                    shared.emit(Report::Exception { device, stream, task: 0, code: e.native_code });
+                    Err(e)
+                }
+                Ok(()) if shared.books().failed.contains(&stream) => Err(BackendError {
+                    kind: ErrorKind::TaskFailed,
+                    native_code: 719,
+                    message: "a task on the stream failed".into(),
+                }),
+                other => other,
+            }
+        })
+    }
+
+    fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
+        self.shared.on(device)?;
+        check(self.shared.lib.stream_wait_event(stream as usize, event as usize))
+    }
+
+    fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
+        self.shared.on(device)?;
+        let f = self.spin_kernel(device)?;
+        check(self.shared.lib.launch_kernel_u64(f, stream as usize, duration.as_nanos() as u64))?;
+        Ok(0)
+    }
+
+    fn set_stop_on_failure(&self, _: u32, _: RawStream, _: bool) -> BackendResult<()> {
+        Err(unsupported("a per-stream failure mode"))
+    }
+
+    fn create_event(&self, device: u32, _flags: u32, timing: bool) -> BackendResult<RawEvent> {
+        self.shared.on(device)?;
+        let mut e = 0usize;
+        check(self.shared.lib.event_create(&mut e, if timing { 0 } else { DISABLE_TIMING }))?;
+        self.shared.books().events.insert(e as RawEvent, EventMeta { timing, recorded: false });
+        Ok(e as RawEvent)
+    }
+
+    fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
+        self.shared.books().events.remove(&event);
+        self.shared.on(device)?;
+        check(self.shared.lib.event_destroy(event as usize))
+    }
+
+    fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
+        self.shared.on(device)?;
+        check(self.shared.lib.event_record(event as usize, stream as usize))?;
+        if let Some(m) = self.shared.books().events.get_mut(&event) {
+            m.recorded = true;
+        }
+        Ok(())
+    }
+
+    fn reset_event(&self, _: u32, _: RawEvent, _: RawStream) -> BackendResult<()> {
+        Err(unsupported("event reset (an AscendCL call)"))
+    }
+
+    fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
+        self.shared.on(device)?;
+        let recorded = self.shared.books().events.get(&event).is_none_or(|m| m.recorded);
+        match self.shared.lib.event_query(event as usize) {
+            Ok(NOT_READY) => Ok(EventState::Pending),
+            rc => check(rc).map(|()| if recorded { EventState::Complete } else { EventState::NotRecorded }),
+        }
+    }
+
+    fn event_complete(&self, device: u32, event: RawEvent) -> Wait {
+        let shared = Arc::clone(&self.shared);
+        super::abandonable_wait(move |abandoned| {
+            shared.on(device)?;
+            shared.poll(abandoned, || shared.lib.event_query(event as usize))
+        })
+    }
+
+    fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32> {
+        self.shared.on(device)?;
+        let mut ms = 0f32;
+        check(self.shared.lib.event_elapsed_time(&mut ms, start as usize, end as usize)).map_err(|mut e| {
+            if e.native_code == i64::from(INVALID_HANDLE) {
+                let b = self.shared.books();
+                let metas = [b.events.get(&start).copied(), b.events.get(&end).copied()];
+                if metas.iter().flatten().any(|m| !m.timing) {
+                    e.kind = ErrorKind::EventNotTimed;
+                } else if metas.iter().flatten().any(|m| !m.recorded) {
+                    e.kind = ErrorKind::EventNotRecorded;
+                }
+            }
+            e
+        })?;
+        Ok(ms)
+    }
+
+    fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64> {
+        let shared = Arc::downgrade(&self.shared);
+        let thunk: ffi::Thunk = Box::new(move || {
+            let Some(s) = shared.upgrade() else { return };
+            if blocking {
+                // The driver holds the stream until this host function returns.
+                let (tx, rx) = std::sync::mpsc::channel();
+                s.books().waiting.insert(callback, tx);
+                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
+                drop(s);
+                let _ = rx.recv_timeout(Duration::from_secs(24 * 3600));
+            } else {
+                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
+            }
+        });
+        let user_data = ffi::thunk_into_user_data(thunk);
+        self.shared.on(device)?;
+        let launched = check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data));
+        if launched.is_err() {
+            ffi::drop_user_data(user_data);
+        }
+        launched.map(|()| 0)
+    }
+
+    fn ack_callback(&self, _: u32, _: RawStream, callback: u64) -> BackendResult<bool> {
+        Ok(self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(true).is_ok()))
+    }
+
+    fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
+        let released = self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(false).is_ok());
+        if released {
+            self.shared.books().failed.insert(stream);
+            self.shared.emit(Report::Exception { device, stream, task: 0, code });
+        }
+        released
+    }
+
+    fn available_streams(&self, device: u32) -> BackendResult<u32> {
+        let limit = self.descs.get(device as usize).map_or(0, |d| d.hardware_limit);
+        Ok(limit.saturating_sub(self.hardware_in_use(device)))
+    }
+
+    fn hardware_creations(&self, device: u32) -> u64 {
+        self.shared.creations.get(device as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn heartbeat(&self, device: u32) -> Wait {
+        let shared = Arc::clone(&self.shared);
+        super::abandonable_wait(move |_| {
+            shared.on(device)?;
+            let mut n = 0i32;
+            check(shared.lib.device_get_count(&mut n))
+        })
+    }
+
+    fn hardware_in_use(&self, device: u32) -> u32 {
+        let mut n = 0u32;
+        if self.shared.lib.has("npudFakeStreamsInUse")
+            && check(self.shared.lib.fake_streams_in_use(device as i32, &mut n)).is_ok()
+        {
+            return n;
+        }
+        self.shared.streams.get(device as usize).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    fn set_stalled(&self, device: u32, stalled: bool) -> BackendResult<()> {
+        if !self.shared.lib.has("npudFakeStall") {
+            return Err(unsupported("fault injection"));
+        }
+        check(self.shared.lib.fake_stall(device as i32, u32::from(stalled)))
+    }
+
+    fn fail_next_creations(&self, _: u32, _: u32) -> BackendResult<()> {
+        Err(unsupported("fault injection of creations"))
+    }
+
+    fn fail_task(&self, device: u32, stream: RawStream, task: u64, code: i64) -> BackendResult<()> {
+        if !self.shared.lib.has("npudFakeFailTask") {
+            return Err(unsupported("fault injection"));
+        }
+        self.shared.on(device)?;
+        let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
+        check(self.shared.lib.fake_fail_task(stream as usize, task, code))
+    }
+}

@@ -1,0 +1,477 @@
+//! A fake `libascendcl.so` built on npu-sim.
+//!
+//! It exports the AscendCL runtime C ABI of shared/reference/acl.md (the subset npud
+//! uses) so that npud's real `acl` backend, its libloading path and its FFI calls run in
+//! CI without an NPU. Semantics and error codes are npu-sim's, which follows the vendor
+//! documents. Configured by environment: NPU_SIM_PROFILE, NPU_SIM_DEVICES, NPU_SIM_LANES.
+//!
+//! Callbacks are delivered the AscendCL way: to the thread that subscribed the stream,
+//! when it calls aclrtProcessReport. Exception callbacks run on a thread of this library.
+//! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
+//! npud resolves them optionally and reports "unsupported" where a real library lacks them.
+
+mod state;
+
+use state::{Rt, rt};
+use std::ffi::{c_char, c_void};
+use std::time::Duration;
+
+pub type AclError = i32;
+pub type Handle = *mut c_void;
+
+pub const ACL_SUCCESS: AclError = 0;
+const INVALID_PARAM: AclError = 100000;
+const UNINITIALIZE: AclError = 100001;
+const REPEAT_INITIALIZE: AclError = 100002;
+const RT_PARAM_INVALID: AclError = 107000;
+const RT_CONTEXT_NULL: AclError = 107002;
+const RT_STREAM_SUBSCRIBE: AclError = 107011;
+const RT_THREAD_SUBSCRIBE: AclError = 107012;
+const RT_STREAM_NO_CB_REG: AclError = 107015;
+const RT_REPORT_TIMEOUT: AclError = 507012;
+const RT_STREAM_SYNC_TIMEOUT: AclError = 507046;
+const RT_EVENT_SYNC_TIMEOUT: AclError = 507047;
+
+/// What exception callbacks receive; read through the getters only.
+#[repr(C)]
+pub struct AclrtExceptionInfo {
+    pub task_id: u32,
+    pub stream_id: u32,
+    pub thread_id: u32,
+    pub device_id: u32,
+    pub error_code: u32,
+}
+
+fn code(r: Result<(), AclError>) -> AclError {
+    r.err().unwrap_or(ACL_SUCCESS)
+}
+
+/// Writes `v` through an out-pointer, 100000 for NULL (the vendor's answer).
+unsafe fn put<T>(out: *mut T, v: T) -> AclError {
+    if out.is_null() {
+        return INVALID_PARAM;
+    }
+    // SAFETY: the caller passes a valid, aligned out-pointer for T (checked non-null).
+    unsafe { out.write(v) };
+    ACL_SUCCESS
+}
+
+fn with_rt(f: impl FnOnce(&Rt) -> Result<(), AclError>) -> AclError {
+    match rt() {
+        Some(r) => code(f(r)),
+        None => UNINITIALIZE,
+    }
+}
+
+/// Waits (blocking the calling thread, as the vendor call does) for a sim waiter.
+fn block_on(
+    register: impl FnOnce(npu_sim::Waiter) -> Result<(), npu_sim::SimError>,
+    timeout_ms: i32,
+    expired: AclError,
+) -> Result<(), AclError> {
+    if timeout_ms < -1 {
+        return Err(RT_PARAM_INVALID);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    register(Box::new(move |r| drop(tx.send(r)))).map_err(|e| e.code)?;
+    let r = if timeout_ms == -1 {
+        rx.recv().map_err(|_| state::INTERNAL)?
+    } else {
+        rx.recv_timeout(Duration::from_millis(timeout_ms as u64)).map_err(|_| expired)?
+    };
+    r.map_err(|e| e.code)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclInit(_config: *const c_char) -> AclError {
+    if state::init() { ACL_SUCCESS } else { REPEAT_INITIALIZE }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclFinalize() -> AclError {
+    ACL_SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
+    match rt() {
+        // SAFETY: out-pointer from the caller.
+        Some(r) => unsafe { put(count, r.devices.len() as u32) },
+        None => UNINITIALIZE,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDevice(device: i32) -> AclError {
+    with_rt(|r| r.device(device).map(drop))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDevice(device: i32) -> AclError {
+    with_rt(|r| r.device(device).map(drop))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.create_context(device) {
+        // SAFETY: out-pointer from the caller.
+        Ok(h) => unsafe { put(ctx, h) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyContext(ctx: Handle) -> AclError {
+    with_rt(|r| r.destroy_context(ctx))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetCurrentContext(ctx: Handle) -> AclError {
+    with_rt(|r| r.set_current(ctx))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetCurrentContext(ctx: *mut Handle) -> AclError {
+    match state::current_context() {
+        // SAFETY: out-pointer from the caller.
+        Some(h) => unsafe { put(ctx, h) },
+        None => RT_CONTEXT_NULL,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priority: u32, flag: u32) -> AclError {
+    if stream.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.create_stream(priority, flag) {
+        // SAFETY: checked non-null out-pointer from the caller.
+        Ok(h) => unsafe { put(stream, h) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut Handle) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { aclrtCreateStreamWithConfig(stream, 0, 0) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStream(stream: Handle) -> AclError {
+    with_rt(|r| r.destroy_stream(stream, false))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> AclError {
+    with_rt(|r| r.destroy_stream(stream, true))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: Handle, timeout_ms: i32) -> AclError {
+    with_rt(|r| {
+        let (dev, id) = r.stream(stream)?;
+        block_on(|w| dev.on_stream_drained(id, w), timeout_ms, RT_STREAM_SYNC_TIMEOUT)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeStream(stream: Handle) -> AclError {
+    aclrtSynchronizeStreamWithTimeout(stream, -1)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.stream(stream).and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller. ACL_STREAM_STATUS_COMPLETE 0, NOT_READY 1.
+        Ok(done) => unsafe { put(status, if done { 0 } else { 1 }) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclError {
+    with_rt(|r| {
+        let (dev, s) = r.stream(stream)?;
+        let (_, e) = r.event(event)?;
+        dev.stream_wait_event(s, e).map_err(|e| e.code)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(priority, s.priority) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(flags, s.flags) },
+        Err(e) => e,
+    }
+}
+
+/// Not in every CANN version: npud resolves it optionally to attribute exceptions.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.stream(stream) {
+        // SAFETY: out-pointer from the caller.
+        Ok((_, sid)) => unsafe { put(id, sid as i32) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.current_device() {
+        // SAFETY: out-pointer from the caller.
+        Ok(dev) => unsafe { put(count, dev.available_streams()) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetStreamFailureMode(stream: Handle, mode: u64) -> AclError {
+    let mode = match mode {
+        0 => npu_sim::FailureMode::Continue,
+        1 => npu_sim::FailureMode::Stop,
+        _ => return INVALID_PARAM,
+    };
+    with_rt(|r| {
+        let (dev, id) = r.stream(stream)?;
+        dev.set_failure_mode(id, mode).map_err(|e| e.code)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    if event.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.create_event(flag) {
+        // SAFETY: checked non-null out-pointer.
+        Ok(h) => unsafe { put(event, h) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEvent(event: *mut Handle) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { aclrtCreateEventWithFlag(event, npu_sim::flags::EVENT_DEFAULT) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
+    with_rt(|r| r.destroy_event(event))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
+    with_rt(|r| {
+        let (dev, e) = r.event(event)?;
+        let (_, s) = r.stream(stream)?;
+        dev.record_event(e, s).map_err(|e| e.code)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
+    with_rt(|r| {
+        let (dev, e) = r.event(event)?;
+        let (_, s) = r.stream(stream)?;
+        dev.reset_event(e, s).map_err(|e| e.code)
+    })
+}
+
+/// aclrtEventRecordedStatus: NOT_READY 0 (also never recorded), COMPLETE 1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Complete)) },
+        Err(e) => e,
+    }
+}
+
+/// Deprecated aclrtQueryEvent / aclrtEventStatus: COMPLETE 0, NOT_READY 1 (pending).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: Handle, timeout_ms: i32) -> AclError {
+    with_rt(|r| {
+        let (dev, e) = r.event(event)?;
+        block_on(|w| dev.on_event_complete(e, w), timeout_ms, RT_EVENT_SYNC_TIMEOUT)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeEvent(event: Handle) -> AclError {
+    aclrtSynchronizeEventWithTimeout(event, -1)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end: Handle) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    let elapsed = r.event(start).and_then(|(dev, a)| {
+        let (_, b) = r.event(end)?;
+        dev.elapsed_ms(a, b).map_err(|e| e.code)
+    });
+    match elapsed {
+        // SAFETY: out-pointer from the caller.
+        Ok(v) => unsafe { put(ms, v) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout_ms: i32) -> AclError {
+    with_rt(|r| {
+        let dev = r.current_device()?;
+        for id in r.streams_on(dev.id()) {
+            block_on(|w| dev.on_stream_drained(id, w), timeout_ms, RT_STREAM_SYNC_TIMEOUT)?;
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeDevice() -> AclError {
+    aclrtSynchronizeDeviceWithTimeout(-1)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
+    with_rt(|r| r.subscribe(thread_id, stream, RT_STREAM_SUBSCRIBE))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
+    with_rt(|r| r.unsubscribe(thread_id, stream))
+}
+
+pub type AclrtCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtLaunchCallback(
+    func: AclrtCallback,
+    user_data: *mut c_void,
+    block_type: u32,
+    stream: Handle,
+) -> AclError {
+    let Some(func) = func else { return INVALID_PARAM };
+    if block_type > 1 {
+        return INVALID_PARAM;
+    }
+    with_rt(|r| r.launch_callback(func, user_data as usize, block_type == 1, stream, RT_STREAM_NO_CB_REG))
+}
+
+/// Runs the callbacks due to the calling thread (the one that subscribed the streams).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtProcessReport(timeout_ms: i32) -> AclError {
+    if timeout_ms == 0 || timeout_ms < -1 {
+        return INVALID_PARAM;
+    }
+    with_rt(|r| r.process_report(state::thread_id(), timeout_ms, RT_THREAD_SUBSCRIBE, RT_REPORT_TIMEOUT))
+}
+
+pub type AclrtExceptionInfoCallback = Option<unsafe extern "C" fn(info: *mut AclrtExceptionInfo)>;
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetExceptionInfoCallback(func: AclrtExceptionInfoCallback) -> AclError {
+    with_rt(|r| {
+        r.set_exception_callback(func);
+        Ok(())
+    })
+}
+
+macro_rules! getter {
+    ($name:ident, $field:ident) => {
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $name(info: *const AclrtExceptionInfo) -> u32 {
+            if info.is_null() {
+                return u32::MAX;
+            }
+            // SAFETY: a non-null pointer this library handed to the exception callback.
+            unsafe { (*info).$field }
+        }
+    };
+}
+getter!(aclrtGetTaskIdFromExceptionInfo, task_id);
+getter!(aclrtGetStreamIdFromExceptionInfo, stream_id);
+getter!(aclrtGetThreadIdFromExceptionInfo, thread_id);
+getter!(aclrtGetDeviceIdFromExceptionInfo, device_id);
+getter!(aclrtGetErrorCodeFromExceptionInfo, error_code);
+
+// ---- npud test hooks: present only in this fake -------------------------------------
+
+/// Timed work on a stream (the sim's delay).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npudFakeLaunchDelay(stream: Handle, microseconds: u64, task: *mut u64) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r
+        .stream(stream)
+        .and_then(|(dev, id)| dev.enqueue_delay(id, Duration::from_micros(microseconds)).map_err(|e| e.code))
+    {
+        // SAFETY: out-pointer from the caller.
+        Ok(t) => unsafe { put(task, t) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn npudFakeFailTask(stream: Handle, task: u64, error: i32) -> AclError {
+    with_rt(|r| {
+        let (dev, id) = r.stream(stream)?;
+        dev.fail_task(id, task, error).map_err(|e| e.code)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn npudFakeFailNextCreations(device: i32, count: u32) -> AclError {
+    with_rt(|r| {
+        r.device(device)?.fail_next_creations(count);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> AclError {
+    with_rt(|r| {
+        r.device(device)?.set_stalled(stalled != 0);
+        Ok(())
+    })
+}
+
+/// Streams the device holds (all contexts), for npud's ledger checks.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, count: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.device(device) {
+        // SAFETY: out-pointer from the caller.
+        Ok(d) => unsafe { put(count, d.counts().streams_in_use) },
+        Err(e) => e,
+    }
+}

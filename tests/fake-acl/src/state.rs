@@ -1,0 +1,343 @@
+//! The fake runtime's state: npu-sim devices behind AscendCL-style handles.
+
+use crate::{AclError, AclrtExceptionInfo, AclrtExceptionInfoCallback, Handle};
+use npu_sim::{EventId, Profile, SimDevice, SimOptions, SimReport, StreamId};
+use std::cell::Cell;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+pub const INTERNAL: AclError = 507000;
+const INVALID_PARAM: AclError = 100000;
+const INVALID_DEVICE: AclError = 107001;
+const CONTEXT_NULL: AclError = 107002;
+const INVALID_HANDLE: AclError = 107017;
+
+struct Pending {
+    func: unsafe extern "C" fn(*mut std::ffi::c_void),
+    user_data: usize,
+    blocking: bool,
+    stream: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    next: usize,
+    contexts: HashMap<usize, u32>,
+    streams: HashMap<usize, (u32, StreamId)>,
+    by_sim: HashMap<(u32, StreamId), usize>,
+    events: HashMap<usize, (u32, EventId)>,
+    subscribed: HashMap<usize, u64>,
+    per_thread: HashMap<u64, u32>,
+    due: HashMap<u64, VecDeque<u64>>,
+    callbacks: HashMap<u64, Pending>,
+    next_callback: u64,
+    on_exception: Option<unsafe extern "C" fn(*mut AclrtExceptionInfo)>,
+}
+
+pub struct Rt {
+    pub devices: Vec<Arc<SimDevice>>,
+    inner: Mutex<Inner>,
+    due: Condvar,
+}
+
+static RT: OnceLock<Rt> = OnceLock::new();
+
+thread_local! {
+    static CURRENT: Cell<usize> = const { Cell::new(0) };
+}
+
+fn env<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// aclInit: true the first time.
+pub fn init() -> bool {
+    let mut first = false;
+    RT.get_or_init(|| {
+        first = true;
+        let profile = Profile::by_name(&std::env::var("NPU_SIM_PROFILE").unwrap_or_else(|_| "atlas-training".into()))
+            .unwrap_or_default();
+        let options = SimOptions { lanes: env("NPU_SIM_LANES", 8), ..SimOptions::default() };
+        let devices: Vec<Arc<SimDevice>> = (0..env("NPU_SIM_DEVICES", 1u32))
+            .map(|id| Arc::new(SimDevice::new(id, profile.clone(), options.clone())))
+            .collect();
+        let (tx, rx) = std::sync::mpsc::channel::<(u32, SimReport)>();
+        for d in &devices {
+            let tx = tx.clone();
+            let id = d.id();
+            d.set_report_sink(Arc::new(move |r| {
+                let _ = tx.send((id, r));
+            }));
+        }
+        std::thread::Builder::new()
+            .name("fake-acl-reports".into())
+            .spawn(move || {
+                for (device, report) in rx {
+                    if let Some(rt) = RT.get() {
+                        rt.dispatch(device, report);
+                    }
+                }
+            })
+            .ok();
+        Rt { devices, inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }), due: Condvar::new() }
+    });
+    first
+}
+
+pub fn rt() -> Option<&'static Rt> {
+    RT.get()
+}
+
+pub fn current_context() -> Option<Handle> {
+    let c = CURRENT.with(Cell::get);
+    (c != 0).then_some(c as Handle)
+}
+
+/// The calling OS thread, as aclrtSubscribeReport identifies threads.
+pub fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+impl Rt {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mint(inner: &mut Inner) -> usize {
+        inner.next += 0x40;
+        inner.next
+    }
+
+    pub fn device(&self, id: i32) -> Result<&Arc<SimDevice>, AclError> {
+        usize::try_from(id).ok().and_then(|i| self.devices.get(i)).ok_or(INVALID_DEVICE)
+    }
+
+    pub fn create_context(&self, device: i32) -> Result<Handle, AclError> {
+        let dev = self.device(device)?;
+        dev.create_context().map_err(|e| e.code)?;
+        let mut inner = self.lock();
+        let h = Self::mint(&mut inner);
+        inner.contexts.insert(h, dev.id());
+        Ok(h as Handle)
+    }
+
+    pub fn destroy_context(&self, ctx: Handle) -> Result<(), AclError> {
+        let device = self.lock().contexts.remove(&(ctx as usize)).ok_or(INVALID_PARAM)?;
+        self.devices[device as usize].destroy_context();
+        if CURRENT.with(Cell::get) == ctx as usize {
+            CURRENT.with(|c| c.set(0));
+        }
+        Ok(())
+    }
+
+    pub fn set_current(&self, ctx: Handle) -> Result<(), AclError> {
+        if !self.lock().contexts.contains_key(&(ctx as usize)) {
+            return Err(INVALID_PARAM);
+        }
+        CURRENT.with(|c| c.set(ctx as usize));
+        Ok(())
+    }
+
+    pub fn current_device(&self) -> Result<&Arc<SimDevice>, AclError> {
+        let ctx = CURRENT.with(Cell::get);
+        let device = *self.lock().contexts.get(&ctx).ok_or(CONTEXT_NULL)?;
+        Ok(&self.devices[device as usize])
+    }
+
+    pub fn create_stream(&self, priority: u32, flags: u32) -> Result<Handle, AclError> {
+        let dev = self.current_device()?;
+        let id = dev.create_stream(priority, flags).map_err(|e| e.code)?;
+        let mut inner = self.lock();
+        let h = Self::mint(&mut inner);
+        inner.streams.insert(h, (dev.id(), id));
+        inner.by_sim.insert((dev.id(), id), h);
+        Ok(h as Handle)
+    }
+
+    pub fn stream(&self, h: Handle) -> Result<(&Arc<SimDevice>, StreamId), AclError> {
+        if h.is_null() {
+            return Err(INVALID_PARAM);
+        }
+        let (device, id) = *self.lock().streams.get(&(h as usize)).ok_or(INVALID_HANDLE)?;
+        Ok((&self.devices[device as usize], id))
+    }
+
+    pub fn destroy_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
+        let (dev, id) = self.stream(h)?;
+        {
+            let mut inner = self.lock();
+            inner.streams.remove(&(h as usize));
+            inner.by_sim.remove(&(dev.id(), id));
+            if let Some(thread) = inner.subscribed.remove(&(h as usize)) {
+                release_thread(&mut inner, thread);
+            }
+        }
+        if force { dev.destroy_stream_force(id) } else { dev.destroy_stream(id) }.map_err(|e| e.code)
+    }
+
+    pub fn streams_on(&self, device: u32) -> Vec<StreamId> {
+        self.lock().streams.values().filter(|(d, _)| *d == device).map(|(_, id)| *id).collect()
+    }
+
+    pub fn create_event(&self, flags: u32) -> Result<Handle, AclError> {
+        let dev = self.current_device()?;
+        let timing = flags & npu_sim::flags::EVENT_TIME_LINE != 0;
+        let id = dev.create_event(flags, timing).map_err(|e| e.code)?;
+        let mut inner = self.lock();
+        let h = Self::mint(&mut inner);
+        inner.events.insert(h, (dev.id(), id));
+        Ok(h as Handle)
+    }
+
+    pub fn event(&self, h: Handle) -> Result<(&Arc<SimDevice>, EventId), AclError> {
+        if h.is_null() {
+            return Err(INVALID_PARAM);
+        }
+        let (device, id) = *self.lock().events.get(&(h as usize)).ok_or(INVALID_HANDLE)?;
+        Ok((&self.devices[device as usize], id))
+    }
+
+    pub fn destroy_event(&self, h: Handle) -> Result<(), AclError> {
+        let (dev, id) = self.event(h)?;
+        self.lock().events.remove(&(h as usize));
+        dev.destroy_event(id).map_err(|e| e.code)
+    }
+
+    pub fn subscribe(&self, thread: u64, stream: Handle, twice: AclError) -> Result<(), AclError> {
+        self.stream(stream)?;
+        let mut inner = self.lock();
+        if inner.subscribed.contains_key(&(stream as usize)) {
+            return Err(twice);
+        }
+        inner.subscribed.insert(stream as usize, thread);
+        *inner.per_thread.entry(thread).or_insert(0) += 1;
+        Ok(())
+    }
+
+    pub fn unsubscribe(&self, thread: u64, stream: Handle) -> Result<(), AclError> {
+        let mut inner = self.lock();
+        match inner.subscribed.get(&(stream as usize)) {
+            Some(t) if *t == thread => {
+                inner.subscribed.remove(&(stream as usize));
+                release_thread(&mut inner, thread);
+                Ok(())
+            }
+            _ => Err(INVALID_PARAM),
+        }
+    }
+
+    pub fn launch_callback(
+        &self,
+        func: unsafe extern "C" fn(*mut std::ffi::c_void),
+        user_data: usize,
+        blocking: bool,
+        stream: Handle,
+        not_subscribed: AclError,
+    ) -> Result<(), AclError> {
+        let (dev, id) = self.stream(stream)?;
+        let callback = {
+            let mut inner = self.lock();
+            if !inner.subscribed.contains_key(&(stream as usize)) {
+                return Err(not_subscribed);
+            }
+            inner.next_callback += 1;
+            let cb = inner.next_callback;
+            inner.callbacks.insert(cb, Pending { func, user_data, blocking, stream: stream as usize });
+            cb
+        };
+        dev.launch_callback(id, callback, blocking).map(drop).map_err(|e| {
+            self.lock().callbacks.remove(&callback);
+            e.code
+        })
+    }
+
+    /// Called by the report thread for everything the devices report.
+    fn dispatch(&self, device: u32, report: SimReport) {
+        match report {
+            SimReport::Callback { callback, .. } => {
+                let mut inner = self.lock();
+                let thread = inner.callbacks.get(&callback).and_then(|p| inner.subscribed.get(&p.stream).copied());
+                if let Some(thread) = thread {
+                    inner.due.entry(thread).or_default().push_back(callback);
+                    self.due.notify_all();
+                }
+            }
+            SimReport::Exception { stream, task, code } => {
+                let (func, thread) = {
+                    let inner = self.lock();
+                    let thread = inner.by_sim.get(&(device, stream)).and_then(|h| inner.subscribed.get(h)).copied();
+                    (inner.on_exception, thread.unwrap_or(0))
+                };
+                if let Some(func) = func {
+                    let mut info = AclrtExceptionInfo {
+                        task_id: task as u32,
+                        stream_id: stream as u32,
+                        thread_id: thread as u32,
+                        device_id: device,
+                        error_code: code as u32,
+                    };
+                    // SAFETY: the application registered this callback for exception info;
+                    // the pointer is valid for the duration of the call.
+                    unsafe { func(&mut info) };
+                }
+            }
+        }
+    }
+
+    pub fn process_report(
+        &self,
+        thread: u64,
+        timeout_ms: i32,
+        unsubscribed: AclError,
+        expired: AclError,
+    ) -> Result<(), AclError> {
+        let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let mut inner = self.lock();
+        let due: Vec<(u64, Pending)> = loop {
+            if !inner.per_thread.contains_key(&thread) {
+                return Err(unsubscribed);
+            }
+            let ids: Vec<u64> = inner.due.get_mut(&thread).map(|q| q.drain(..).collect()).unwrap_or_default();
+            if !ids.is_empty() {
+                break ids.into_iter().filter_map(|id| inner.callbacks.remove(&id).map(|p| (id, p))).collect();
+            }
+            let wait = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if wait.is_zero() {
+                return Err(expired);
+            }
+            inner = self.due.wait_timeout(inner, wait).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        let streams: HashMap<usize, (u32, StreamId)> =
+            due.iter().filter_map(|(_, p)| inner.streams.get(&p.stream).map(|s| (p.stream, *s))).collect();
+        drop(inner);
+        for (id, p) in due {
+            // SAFETY: the function and user data were handed to aclrtLaunchCallback by the
+            // application, which promises they stay valid until the callback has run.
+            unsafe { (p.func)(p.user_data as *mut std::ffi::c_void) };
+            if p.blocking
+                && let Some((device, stream)) = streams.get(&p.stream)
+            {
+                let _ = self.devices[*device as usize].ack_callback(*stream, id);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn set_exception_callback(&self, func: AclrtExceptionInfoCallback) {
+        self.lock().on_exception = func;
+    }
+}
+
+fn release_thread(inner: &mut Inner, thread: u64) {
+    if let Some(n) = inner.per_thread.get_mut(&thread) {
+        *n -= 1;
+        if *n == 0 {
+            inner.per_thread.remove(&thread);
+        }
+    }
+}

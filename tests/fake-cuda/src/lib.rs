@@ -1,0 +1,532 @@
+//! A fake `libcuda.so.1` built on npu-sim.
+//!
+//! It exports the CUDA driver calls of shared/reference/cuda.md that npud uses, so that
+//! npud's real `cuda` backend, its libloading path and its FFI calls run in CI without a
+//! GPU. Streams, events and host functions are npu-sim's; priorities map CUDA's range
+//! [-5, 0] (lower is more urgent) onto the sim's 0..=5. The one kernel it knows is
+//! npud's spin kernel: launching it enqueues a sim delay of the requested nanoseconds.
+//! Host functions run on a thread of this library, as the CUDA driver's do.
+//! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
+
+use npu_sim::{EventId, Profile, SimDevice, SimOptions, SimReport, StreamId};
+use std::collections::HashMap;
+use std::ffi::{CStr, c_char, c_void};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+pub type CuResult = u32;
+const SUCCESS: CuResult = 0;
+const INVALID_VALUE: CuResult = 1;
+const NOT_INITIALIZED: CuResult = 3;
+const INVALID_DEVICE: CuResult = 101;
+const INVALID_IMAGE: CuResult = 200;
+const INVALID_CONTEXT: CuResult = 201;
+const INVALID_HANDLE: CuResult = 400;
+const NOT_FOUND: CuResult = 500;
+const NOT_READY: CuResult = 600;
+const LAUNCH_FAILED: CuResult = 719;
+const NOT_SUPPORTED: CuResult = 801;
+
+const LEAST_PRIORITY: i32 = 0;
+const GREATEST_PRIORITY: i32 = -5;
+const NON_BLOCKING: u32 = 1;
+const DISABLE_TIMING: u32 = 2;
+
+type HostFn = unsafe extern "C" fn(*mut c_void);
+
+struct Pending {
+    func: HostFn,
+    user_data: usize,
+}
+
+#[derive(Default)]
+struct Inner {
+    next: usize,
+    streams: HashMap<usize, (u32, StreamId, u32, i32)>,
+    events: HashMap<usize, (u32, EventId, bool)>,
+    modules: HashMap<usize, String>,
+    functions: HashMap<usize, String>,
+    host_fns: HashMap<u64, Pending>,
+    next_fn: u64,
+}
+
+struct Rt {
+    devices: Vec<Arc<SimDevice>>,
+    primary: Vec<usize>,
+    inner: Mutex<Inner>,
+}
+
+static RT: OnceLock<Rt> = OnceLock::new();
+
+thread_local! {
+    static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+fn rt() -> Option<&'static Rt> {
+    RT.get()
+}
+
+impl Rt {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    fn device_of_ctx(&self, ctx: usize) -> Option<u32> {
+        self.primary.iter().position(|c| *c == ctx).map(|i| i as u32)
+    }
+    fn current(&self) -> Result<&Arc<SimDevice>, CuResult> {
+        let d = self.device_of_ctx(CURRENT.with(std::cell::Cell::get)).ok_or(INVALID_CONTEXT)?;
+        Ok(&self.devices[d as usize])
+    }
+    fn stream(&self, h: usize) -> Result<(&Arc<SimDevice>, StreamId), CuResult> {
+        let (d, id, _, _) = *self.lock().streams.get(&h).ok_or(INVALID_HANDLE)?;
+        Ok((&self.devices[d as usize], id))
+    }
+    fn event(&self, h: usize) -> Result<(&Arc<SimDevice>, EventId, bool), CuResult> {
+        let (d, id, timing) = *self.lock().events.get(&h).ok_or(INVALID_HANDLE)?;
+        Ok((&self.devices[d as usize], id, timing))
+    }
+    fn mint(inner: &mut Inner) -> usize {
+        inner.next += 0x40;
+        inner.next
+    }
+    /// Runs host functions when their turn comes, on this library's own thread.
+    fn dispatch(&self, device: u32, report: SimReport) {
+        if let SimReport::Callback { stream, callback, .. } = report {
+            let pending = self.lock().host_fns.remove(&callback);
+            if let Some(p) = pending {
+                // SAFETY: the application passed this function and data to
+                // cuLaunchHostFunc and keeps them valid until the function has run.
+                unsafe { (p.func)(p.user_data as *mut c_void) };
+            }
+            let _ = self.devices[device as usize].ack_callback(stream, callback);
+        }
+    }
+}
+
+unsafe fn put<T>(out: *mut T, v: T) -> CuResult {
+    if out.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the caller passes a valid out-pointer (checked non-null).
+    unsafe { out.write(v) };
+    SUCCESS
+}
+
+fn with(f: impl FnOnce(&Rt) -> Result<(), CuResult>) -> CuResult {
+    match rt() {
+        Some(r) => f(r).err().unwrap_or(SUCCESS),
+        None => NOT_INITIALIZED,
+    }
+}
+
+fn sim(e: npu_sim::SimError) -> CuResult {
+    use npu_sim::SimErrorKind as K;
+    match e.kind {
+        K::InvalidArgument | K::EventFlagsForbid | K::FailureModeAlreadySet => INVALID_VALUE,
+        K::InvalidHandle | K::EventNotRecorded | K::EventNotTimed => INVALID_HANDLE,
+        K::EventNotComplete => NOT_READY,
+        K::StreamBudget | K::EventBudget => 2,
+        K::TaskFailed => LAUNCH_FAILED,
+    }
+}
+
+fn block_on(register: impl FnOnce(npu_sim::Waiter) -> Result<(), npu_sim::SimError>) -> Result<(), CuResult> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    register(Box::new(move |r| drop(tx.send(r)))).map_err(sim)?;
+    rx.recv().map_err(|_| LAUNCH_FAILED)?.map_err(sim)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuInit(flags: u32) -> CuResult {
+    if flags != 0 {
+        return INVALID_VALUE;
+    }
+    RT.get_or_init(|| {
+        let n: u32 = std::env::var("NPU_SIM_DEVICES").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
+        let lanes = std::env::var("NPU_SIM_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+        let options = SimOptions { lanes, ..SimOptions::default() };
+        let devices: Vec<Arc<SimDevice>> =
+            (0..n).map(|id| Arc::new(SimDevice::new(id, Profile::default(), options.clone()))).collect();
+        let (tx, rx) = std::sync::mpsc::channel::<(u32, SimReport)>();
+        for d in &devices {
+            let tx = tx.clone();
+            let id = d.id();
+            d.set_report_sink(Arc::new(move |r| {
+                let _ = tx.send((id, r));
+            }));
+        }
+        std::thread::Builder::new()
+            .name("fake-cuda-hostfn".into())
+            .spawn(move || {
+                for (device, report) in rx {
+                    if let Some(rt) = RT.get() {
+                        rt.dispatch(device, report);
+                    }
+                }
+            })
+            .ok();
+        let primary = (0..n as usize).map(|i| 0x5000_0000 + i * 0x100).collect();
+        Rt { devices, primary, inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }) }
+    });
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDriverGetVersion(v: *mut i32) -> CuResult {
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(v, 12080) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
+    match rt() {
+        // SAFETY: out-pointer from the caller.
+        Some(r) => unsafe { put(n, r.devices.len() as i32) },
+        None => NOT_INITIALIZED,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGet(dev: *mut i32, ordinal: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if ordinal < 0 || ordinal as usize >= r.devices.len() {
+        return INVALID_DEVICE;
+    }
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(dev, ordinal) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) -> CuResult {
+    let text = format!("npu-sim fake GPU {dev}\0");
+    if name.is_null() || len <= 0 {
+        return INVALID_VALUE;
+    }
+    let n = text.len().min(len as usize);
+    // SAFETY: the caller provides `len` writable bytes at `name`; we write at most that,
+    // and the copied text ends with a NUL when it fits.
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), name, n) };
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.primary.get(dev as usize) {
+        // SAFETY: out-pointer from the caller.
+        Some(c) => unsafe { put(ctx, *c) },
+        None => INVALID_DEVICE,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(_dev: i32) -> CuResult {
+    SUCCESS
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
+    with(|r| {
+        r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
+        CURRENT.with(|c| c.set(ctx));
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> CuResult {
+    // SAFETY: out-pointers from the caller.
+    unsafe {
+        let a = put(least, LEAST_PRIORITY);
+        if a != SUCCESS {
+            return a;
+        }
+        put(greatest, GREATEST_PRIORITY)
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if s.is_null() || flags & !NON_BLOCKING != 0 {
+        return INVALID_VALUE;
+    }
+    let dev = match r.current() {
+        Ok(d) => d,
+        Err(e) => return e,
+    };
+    let clamped = priority.clamp(GREATEST_PRIORITY, LEAST_PRIORITY);
+    match dev.create_stream((clamped - GREATEST_PRIORITY) as u32, 0) {
+        Ok(id) => {
+            let mut inner = r.lock();
+            let h = Rt::mint(&mut inner);
+            inner.streams.insert(h, (dev.id(), id, flags, clamped));
+            // SAFETY: checked non-null out-pointer.
+            unsafe { put(s, h) }
+        }
+        Err(e) => sim(e),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamCreate(s: *mut usize, flags: u32) -> CuResult {
+    // SAFETY: forwarded out-pointer.
+    unsafe { cuStreamCreateWithPriority(s, flags, 0) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamDestroy_v2(s: usize) -> CuResult {
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        r.lock().streams.remove(&s);
+        dev.destroy_stream(id).map_err(sim)
+    })
+}
+
+/// A stream with a failed task answers LAUNCH_FAILED from then on (a sticky error).
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamQuery(s: usize) -> CuResult {
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        if dev.stream_status(id).map_err(sim)?.failed {
+            return Err(LAUNCH_FAILED);
+        }
+        match dev.stream_query(id).map_err(sim)? {
+            true => Ok(()),
+            false => Err(NOT_READY),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamSynchronize(s: usize) -> CuResult {
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        block_on(|w| dev.on_stream_drained(id, w))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult {
+    if flags != 0 {
+        return INVALID_VALUE;
+    }
+    with(|r| {
+        let (dev, sid) = r.stream(s)?;
+        let (_, eid, _) = r.event(e)?;
+        dev.stream_wait_event(sid, eid).map_err(sim)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.lock().streams.get(&s) {
+        // SAFETY: out-pointer from the caller.
+        Some((_, _, _, prio)) => unsafe { put(p, *prio) },
+        None => INVALID_HANDLE,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventCreate(e: *mut usize, flags: u32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if e.is_null() || flags & !0x7 != 0 {
+        return INVALID_VALUE;
+    }
+    let dev = match r.current() {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    let timing = flags & DISABLE_TIMING == 0;
+    let sim_flags = npu_sim::flags::EVENT_SYNC | if timing { npu_sim::flags::EVENT_TIME_LINE } else { 0 };
+    match dev.create_event(sim_flags, timing) {
+        Ok(id) => {
+            let mut inner = r.lock();
+            let h = Rt::mint(&mut inner);
+            inner.events.insert(h, (dev.id(), id, timing));
+            // SAFETY: checked non-null out-pointer.
+            unsafe { put(e, h) }
+        }
+        Err(err) => sim(err),
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventDestroy_v2(e: usize) -> CuResult {
+    with(|r| {
+        let (dev, id, _) = r.event(e)?;
+        r.lock().events.remove(&e);
+        dev.destroy_event(id).map_err(sim)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CuResult {
+    with(|r| {
+        let (dev, eid, _) = r.event(e)?;
+        let (_, sid) = r.stream(s)?;
+        dev.record_event(eid, sid).map_err(sim)
+    })
+}
+
+/// A never-recorded event queries as SUCCESS.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventQuery(e: usize) -> CuResult {
+    with(|r| {
+        let (dev, id, _) = r.event(e)?;
+        match dev.event_state(id).map_err(sim)? {
+            npu_sim::EventState::Pending => Err(NOT_READY),
+            _ => Ok(()),
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventSynchronize(e: usize) -> CuResult {
+    with(|r| {
+        let (dev, id, _) = r.event(e)?;
+        block_on(|w| dev.on_event_complete(id, w))
+    })
+}
+
+/// INVALID_HANDLE if either was never recorded or has no timing; NOT_READY if unfinished.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usize) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let v = r.event(start).and_then(|(dev, a, _)| {
+        let (_, b, _) = r.event(end)?;
+        dev.elapsed_ms(a, b).map_err(sim)
+    });
+    match v {
+        // SAFETY: out-pointer from the caller.
+        Ok(v) => unsafe { put(ms, v) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuLaunchHostFunc(s: usize, func: Option<HostFn>, user_data: *mut c_void) -> CuResult {
+    let Some(func) = func else { return INVALID_VALUE };
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        let cb = {
+            let mut inner = r.lock();
+            inner.next_fn += 1;
+            let cb = inner.next_fn;
+            inner.host_fns.insert(cb, Pending { func, user_data: user_data as usize });
+            cb
+        };
+        // Host functions block later work on the stream until they return.
+        dev.launch_callback(id, cb, true).map(drop).map_err(sim)
+    })
+}
+
+/// Accepts NUL-terminated PTX text with at least one `.entry`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if image.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the caller passes a NUL-terminated PTX image.
+    let text = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_string_lossy().into_owned();
+    if !text.contains(".entry") {
+        return INVALID_IMAGE;
+    }
+    let mut inner = r.lock();
+    let h = Rt::mint(&mut inner);
+    inner.modules.insert(h, text);
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(m, h) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if name.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the caller passes a NUL-terminated name.
+    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
+    let mut inner = r.lock();
+    let Some(ptx) = inner.modules.get(&m) else { return INVALID_HANDLE };
+    if !ptx.contains(&format!(".entry {name}")) {
+        return NOT_FOUND;
+    }
+    let h = Rt::mint(&mut inner);
+    inner.functions.insert(h, name);
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(f, h) }
+}
+
+/// The spin kernel (`npud_spin(u64 ns)`) becomes a sim delay; other kernels are refused.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuLaunchKernel(
+    f: usize,
+    _gx: u32,
+    _gy: u32,
+    _gz: u32,
+    _bx: u32,
+    _by: u32,
+    _bz: u32,
+    _shared: u32,
+    s: usize,
+    params: *mut *mut c_void,
+    _extra: *mut *mut c_void,
+) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if r.lock().functions.get(&f).map(String::as_str) != Some("npud_spin") {
+        return NOT_SUPPORTED;
+    }
+    if params.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: CUDA's convention: params[0] points at the kernel's first parameter, a u64.
+    let ns = unsafe { *(*params).cast::<u64>() };
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        dev.enqueue_delay(id, Duration::from_nanos(ns.max(1))).map(drop).map_err(sim)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetErrorName(code: CuResult, out: *mut *const c_char) -> CuResult {
+    let name: &'static [u8] = match code {
+        0 => b"CUDA_SUCCESS\0",
+        1 => b"CUDA_ERROR_INVALID_VALUE\0",
+        400 => b"CUDA_ERROR_INVALID_HANDLE\0",
+        600 => b"CUDA_ERROR_NOT_READY\0",
+        _ => b"CUDA_ERROR_UNKNOWN\0",
+    };
+    // SAFETY: out-pointer from the caller; the string is static.
+    unsafe { put(out, name.as_ptr().cast::<c_char>()) }
+}
+
+// ---- npud test hooks: present only in this fake -------------------------------------
+
+#[unsafe(no_mangle)]
+pub extern "C" fn npudFakeFailTask(s: usize, task: u64, code: i32) -> CuResult {
+    with(|r| {
+        let (dev, id) = r.stream(s)?;
+        dev.fail_task(id, task, code).map_err(sim)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
+    with(|r| {
+        r.devices.get(device as usize).ok_or(INVALID_DEVICE)?.set_stalled(stalled != 0);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.devices.get(device as usize) {
+        // SAFETY: out-pointer from the caller.
+        Some(d) => unsafe { put(n, d.counts().streams_in_use) },
+        None => INVALID_DEVICE,
+    }
+}
