@@ -1,0 +1,24 @@
+//! Issue 10: the benchmark program runs (quick mode), prints its targets and writes JSON.
+//! No timing is asserted here: speed belongs in BENCHMARKS.md, not in a noisy CI test.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::bin;
+use std::process::Command;
+
+#[test]
+fn npud_bench_quick_runs_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = Command::new(bin("npud-bench")).args(["--quick", "--json"]).arg(&json).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    for needle in ["× empty p50", "record ops/s", "sessions: open p50", "40x60 jobs", "reclaim:", "targets:"] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(doc["floor"]["empty_grpc_p50_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
+    assert_eq!(doc["targets"]["managed_failed_jobs"], 0, "the managed policy never fails a job");
+    assert_eq!(doc["contention"][0]["leaked_streams"], 0);
+}
