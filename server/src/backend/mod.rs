@@ -8,6 +8,7 @@ pub mod cuda;
 mod dl;
 pub mod sim;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -171,4 +172,60 @@ pub(crate) fn abandonable_wait(
             Err(BackendError { kind: ErrorKind::Other, native_code: 0, message: format!("wait task: {e}") })
         })
     })
+}
+
+/// Where a vendor backend's reports go, once the daemon has set the sink.
+#[derive(Default)]
+pub(crate) struct SinkSlot(std::sync::Mutex<Option<ReportSink>>);
+
+impl SinkSlot {
+    pub(crate) fn set(&self, sink: ReportSink) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+    }
+
+    pub(crate) fn emit(&self, report: Report) {
+        if let Some(sink) = self.0.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            sink(report);
+        }
+    }
+}
+
+/// Host callbacks for vendors that hold a stream until the callback *function* returns
+/// (AscendCL BLOCK callbacks, every CUDA host function): a BLOCK callback's function
+/// waits here until the client acknowledges it, or its deadline fails it.
+#[derive(Default)]
+pub(crate) struct CallbackGate(std::sync::Mutex<HashMap<u64, std::sync::mpsc::Sender<bool>>>);
+
+impl CallbackGate {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, HashMap<u64, std::sync::mpsc::Sender<bool>>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs in the vendor's callback thread when the callback's turn comes: reports it,
+    /// and for BLOCK waits for the client before returning to the runtime.
+    pub(crate) fn fire(&self, sink: &SinkSlot, device: u32, stream: RawStream, callback: u64, blocking: bool) {
+        let released = blocking.then(|| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            self.waiting().insert(callback, tx);
+            rx
+        });
+        sink.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
+        if let Some(rx) = released {
+            let _ = rx.recv_timeout(std::time::Duration::from_secs(24 * 3600));
+        }
+    }
+
+    /// The client acknowledged: the callback returns and the stream moves on.
+    pub(crate) fn ack(&self, callback: u64) -> bool {
+        self.waiting().remove(&callback).is_some_and(|tx| tx.send(true).is_ok())
+    }
+
+    /// Nobody acknowledged in time: release the stream and report the failure.
+    pub(crate) fn fail(&self, sink: &SinkSlot, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
+        let released = self.waiting().remove(&callback).is_some_and(|tx| tx.send(false).is_ok());
+        if released {
+            sink.emit(Report::Exception { device, stream, task: 0, code });
+        }
+        released
+    }
 }

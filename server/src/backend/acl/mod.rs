@@ -55,15 +55,14 @@ struct Books {
     failure_mode_set: HashSet<RawStream>,
     events: HashMap<RawEvent, EventMeta>,
     report_threads: HashMap<RawStream, ReportThread>,
-    /// Blocking callbacks waiting for the client: callback id -> release.
-    waiting: HashMap<u64, std::sync::mpsc::Sender<bool>>,
 }
 
 struct Shared {
     lib: Lib,
     contexts: Vec<usize>,
     books: Mutex<Books>,
-    sink: Mutex<Option<ReportSink>>,
+    sink: super::SinkSlot,
+    callbacks: super::CallbackGate,
     creations: Vec<AtomicU64>,
 }
 
@@ -119,9 +118,7 @@ impl Shared {
     }
 
     fn emit(&self, report: Report) {
-        if let Some(sink) = self.sink.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            sink(report);
-        }
+        self.sink.emit(report);
     }
 
     /// Exception callback: attribute to the stream by its AscendCL id, tell the daemon.
@@ -192,7 +189,8 @@ impl AclBackend {
             lib,
             contexts,
             books: Mutex::new(Books::default()),
-            sink: Mutex::new(None),
+            sink: super::SinkSlot::default(),
+            callbacks: super::CallbackGate::default(),
             creations: (0..count).map(|_| AtomicU64::new(0)).collect(),
         });
         let weak = Arc::downgrade(&shared);
@@ -297,7 +295,7 @@ impl Backend for AclBackend {
     }
 
     fn set_report_sink(&self, sink: ReportSink) {
-        *self.shared.sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+        self.shared.sink.set(sink);
     }
 
     fn timeout_code(&self, kind: WaitKind) -> i64 {
@@ -512,16 +510,8 @@ impl Backend for AclBackend {
         self.ensure_report_thread(device, stream)?;
         let shared = Arc::downgrade(&self.shared);
         let thunk: ffi::Thunk = Box::new(move || {
-            let Some(s) = shared.upgrade() else { return };
-            if blocking {
-                // AscendCL holds the stream until this function returns: wait for the client.
-                let (tx, rx) = std::sync::mpsc::channel();
-                s.books().waiting.insert(callback, tx);
-                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
-                drop(s);
-                let _ = rx.recv_timeout(Duration::from_secs(24 * 3600));
-            } else {
-                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
+            if let Some(s) = shared.upgrade() {
+                s.callbacks.fire(&s.sink, device, stream, callback, blocking);
             }
         });
         let user_data = ffi::thunk_into_user_data(thunk);
@@ -539,14 +529,13 @@ impl Backend for AclBackend {
     }
 
     fn ack_callback(&self, _device: u32, _stream: RawStream, callback: u64) -> BackendResult<bool> {
-        Ok(self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(true).is_ok()))
+        Ok(self.shared.callbacks.ack(callback))
     }
 
     fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
-        let released = self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(false).is_ok());
+        let released = self.shared.callbacks.fail(&self.shared.sink, device, stream, callback, code);
         if released {
             self.shared.books().failed.insert(stream);
-            self.shared.emit(Report::Exception { device, stream, task: 0, code });
         }
         released
     }

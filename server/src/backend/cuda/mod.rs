@@ -62,7 +62,6 @@ struct EventMeta {
 struct Books {
     events: HashMap<RawEvent, EventMeta>,
     failed: HashSet<RawStream>,
-    waiting: HashMap<u64, std::sync::mpsc::Sender<bool>>,
     spin: HashMap<u32, usize>,
 }
 
@@ -70,7 +69,8 @@ struct Shared {
     lib: Lib,
     contexts: Vec<usize>,
     books: Mutex<Books>,
-    sink: Mutex<Option<ReportSink>>,
+    sink: super::SinkSlot,
+    callbacks: super::CallbackGate,
     streams: Vec<AtomicU32>,
     creations: Vec<AtomicU64>,
 }
@@ -127,9 +127,7 @@ impl Shared {
     }
 
     fn emit(&self, report: Report) {
-        if let Some(sink) = self.sink.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-            sink(report);
-        }
+        self.sink.emit(report);
     }
 
     /// Polls `query` until it stops answering NOT_READY (or nobody waits any more).
@@ -206,7 +204,8 @@ impl CudaBackend {
             lib,
             contexts,
             books: Mutex::new(Books::default()),
-            sink: Mutex::new(None),
+            sink: super::SinkSlot::default(),
+            callbacks: super::CallbackGate::default(),
             streams: (0..n).map(|_| AtomicU32::new(0)).collect(),
             creations: (0..n).map(|_| AtomicU64::new(0)).collect(),
         });
@@ -238,7 +237,7 @@ impl Backend for CudaBackend {
     }
 
     fn set_report_sink(&self, sink: ReportSink) {
-        *self.shared.sink.lock().unwrap_or_else(|e| e.into_inner()) = Some(sink);
+        self.shared.sink.set(sink);
     }
 
     fn timeout_code(&self, _: WaitKind) -> i64 {
@@ -399,16 +398,8 @@ impl Backend for CudaBackend {
     fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64> {
         let shared = Arc::downgrade(&self.shared);
         let thunk: ffi::Thunk = Box::new(move || {
-            let Some(s) = shared.upgrade() else { return };
-            if blocking {
-                // The driver holds the stream until this host function returns.
-                let (tx, rx) = std::sync::mpsc::channel();
-                s.books().waiting.insert(callback, tx);
-                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
-                drop(s);
-                let _ = rx.recv_timeout(Duration::from_secs(24 * 3600));
-            } else {
-                s.emit(Report::Callback { device, stream, callback, blocking, status: 0 });
+            if let Some(s) = shared.upgrade() {
+                s.callbacks.fire(&s.sink, device, stream, callback, blocking);
             }
         });
         let user_data = ffi::thunk_into_user_data(thunk);
@@ -420,15 +411,14 @@ impl Backend for CudaBackend {
         launched.map(|()| 0)
     }
 
-    fn ack_callback(&self, _: u32, _: RawStream, callback: u64) -> BackendResult<bool> {
-        Ok(self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(true).is_ok()))
+    fn ack_callback(&self, _device: u32, _stream: RawStream, callback: u64) -> BackendResult<bool> {
+        Ok(self.shared.callbacks.ack(callback))
     }
 
     fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
-        let released = self.shared.books().waiting.remove(&callback).is_some_and(|tx| tx.send(false).is_ok());
+        let released = self.shared.callbacks.fail(&self.shared.sink, device, stream, callback, code);
         if released {
             self.shared.books().failed.insert(stream);
-            self.shared.emit(Report::Exception { device, stream, task: 0, code });
         }
         released
     }
