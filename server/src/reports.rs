@@ -53,6 +53,9 @@ struct Mailbox {
     /// Highest sequence pushed on a report stream; kept a while for replay on reconnect.
     sent_upto: u64,
     exceptions_enabled: bool,
+    /// Wakes only this session's report stream and pull waiters: one global wake-up per
+    /// report would stampede every connected tenant's task on each callback.
+    notify: Arc<Notify>,
 }
 
 /// Reports already sent on a stream that are kept for a reconnecting client.
@@ -80,7 +83,6 @@ impl Inner {
 
 pub struct ReportHub {
     inner: Mutex<Inner>,
-    notify: Notify,
     max_pending: usize,
     dropped: AtomicU64,
     delivered: AtomicU64,
@@ -90,7 +92,6 @@ impl ReportHub {
     pub fn new(max_pending: usize) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
-            notify: Notify::new(),
             max_pending,
             dropped: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
@@ -117,12 +118,11 @@ impl ReportHub {
     /// holding a stream so the caller can release them.
     pub fn close_mailbox(&self, session: u64) -> Vec<(u64, PendingCallback)> {
         let mut inner = self.lock();
-        inner.mailboxes.remove(&session);
+        if let Some(m) = inner.mailboxes.remove(&session) {
+            m.notify.notify_waiters();
+        }
         let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.session == session).map(|(id, _)| *id).collect();
-        let out = ids.into_iter().filter_map(|id| inner.forget(id).map(|c| (id, c))).collect();
-        drop(inner);
-        self.notify.notify_waiters();
-        out
+        ids.into_iter().filter_map(|id| inner.forget(id).map(|c| (id, c))).collect()
     }
 
     pub fn set_exceptions(&self, session: u64, enabled: bool) {
@@ -191,8 +191,6 @@ impl ReportHub {
             status,
         };
         self.post_locked(&mut inner, cb.session, body, false);
-        drop(inner);
-        self.notify.notify_waiters();
         Some(cb)
     }
 
@@ -200,8 +198,6 @@ impl ReportHub {
         let is_exception = matches!(body, ReportBody::Exception { .. });
         let mut inner = self.lock();
         self.post_locked(&mut inner, session, body, is_exception);
-        drop(inner);
-        self.notify.notify_waiters();
     }
 
     fn post_locked(&self, inner: &mut Inner, session: u64, body: ReportBody, is_exception: bool) {
@@ -224,6 +220,7 @@ impl ReportHub {
         let sequence = m.next_sequence;
         m.next_sequence += 1;
         m.reports.push_back(SessionReport { sequence, body });
+        m.notify.notify_waiters();
     }
 
     /// A (re)connecting client has everything up to `after`: forget it.
@@ -278,8 +275,67 @@ impl ReportHub {
         Some(taken)
     }
 
-    /// Resolves when any report is posted or a mailbox closes.
-    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
-        self.notify.notified()
+    /// The wake-up for one session: fires when a report is posted to it or its mailbox
+    /// closes. None when the session has no mailbox.
+    pub fn watch(&self, session: u64) -> Option<Arc<Notify>> {
+        self.lock().mailboxes.get(&session).map(|m| Arc::clone(&m.notify))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+
+    fn exception(stream: u64) -> ReportBody {
+        ReportBody::Exception { task: 1, stream, device: 0, thread_id: 7, code: 507_011, message: "boom".into() }
+    }
+
+    /// Polls once: has the wake-up already been delivered?
+    fn woken(f: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
+        matches!(f.poll(&mut Context::from_waker(Waker::noop())), Poll::Ready(()))
+    }
+
+    #[test]
+    fn a_report_wakes_only_its_own_session() {
+        let hub = ReportHub::new(8);
+        hub.open_mailbox(1);
+        hub.open_mailbox(2);
+        let (n1, n2) = (hub.watch(1).unwrap(), hub.watch(2).unwrap());
+        let mut w1 = std::pin::pin!(n1.notified());
+        let mut w2 = std::pin::pin!(n2.notified());
+        w1.as_mut().enable();
+        w2.as_mut().enable();
+        hub.post(2, exception(5));
+        assert!(!woken(w1.as_mut()), "session 1 must not be woken by session 2's report");
+        assert!(woken(w2.as_mut()));
+        assert_eq!(hub.next_batch(2, 0, 16).unwrap().len(), 1);
+        assert!(hub.next_batch(1, 0, 16).unwrap().is_empty());
+    }
+
+    #[test]
+    fn closing_a_mailbox_wakes_its_waiters_and_ends_the_stream() {
+        let hub = ReportHub::new(8);
+        hub.open_mailbox(1);
+        let n = hub.watch(1).unwrap();
+        let mut w = std::pin::pin!(n.notified());
+        w.as_mut().enable();
+        hub.close_mailbox(1);
+        assert!(woken(w.as_mut()));
+        assert!(hub.next_batch(1, 0, 16).is_none());
+        assert!(hub.watch(1).is_none());
+    }
+
+    #[test]
+    fn overflow_drops_the_oldest_and_counts_it() {
+        let hub = ReportHub::new(2);
+        hub.open_mailbox(1);
+        for s in 1..=3 {
+            hub.post(1, exception(s));
+        }
+        let batch = hub.next_batch(1, 0, 16).unwrap();
+        assert_eq!(batch.iter().map(|r| r.sequence).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(hub.dropped(), 1);
     }
 }

@@ -93,6 +93,7 @@ impl ReportService for Api {
     async fn reports(&self, req: Request<pb::ReportsRequest>) -> Result<Response<Self::ReportsStream>, Status> {
         let (_, session) = self.session(&req)?;
         let daemon = Arc::clone(&self.daemon);
+        let notify = daemon.reports.watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
         daemon.reports.confirm(session, req.get_ref().after_sequence);
         daemon.registry.set_report_stream(session, true);
         let (tx, rx) = tokio::sync::mpsc::channel(256);
@@ -100,7 +101,7 @@ impl ReportService for Api {
         tokio::spawn(async move {
             let _alive = OpenStream(Arc::clone(&daemon), session);
             loop {
-                let changed = daemon.reports.changed();
+                let changed = notify.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
                 let Some(batch) = daemon.reports.next_batch(session, cursor, 256) else {
@@ -143,8 +144,9 @@ impl ReportService for Api {
         }
         let wait = Duration::from_millis(u64::from(r.timeout_ms)).min(MAX_PULL_WAIT);
         let deadline = tokio::time::Instant::now() + wait;
+        let notify = self.daemon.reports.watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
         loop {
-            let changed = self.daemon.reports.changed();
+            let changed = notify.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             let taken = self
