@@ -36,7 +36,6 @@ pub fn default_library() -> PathBuf {
 
 #[derive(Debug, Clone, Copy)]
 struct EventMeta {
-    device: u32,
     flags: u32,
     timing: bool,
     recorded: bool,
@@ -429,7 +428,7 @@ impl Backend for AclBackend {
         let flags = if timing { flags | EVENT_TIME_LINE } else { flags & !EVENT_TIME_LINE };
         let mut event = 0usize;
         check(self.shared.lib.create_event_with_flag(&mut event, flags))?;
-        self.shared.books().events.insert(event as RawEvent, EventMeta { device, flags, timing, recorded: false });
+        self.shared.books().events.insert(event as RawEvent, EventMeta { flags, timing, recorded: false });
         Ok(event as RawEvent)
     }
 
@@ -492,7 +491,6 @@ impl Backend for AclBackend {
                 if !m.recorded {
                     return Err(event_error(ErrorKind::EventNotRecorded, "an event has not been recorded"));
                 }
-                let _ = m.device;
             }
         }
         self.shared.on(device)?;
@@ -553,14 +551,10 @@ impl Backend for AclBackend {
 
     fn heartbeat(&self, device: u32) -> Wait {
         let shared = Arc::clone(&self.shared);
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || {
-                shared.on(device)?;
-                let mut n = 0u32;
-                check(shared.lib.get_stream_available_num(&mut n))
-            })
-            .await
-            .unwrap_or_else(|e| Err(BackendError { kind: ErrorKind::Other, native_code: 0, message: e.to_string() }))
+        super::abandonable_wait(move |_| {
+            shared.on(device)?;
+            let mut n = 0u32;
+            check(shared.lib.get_stream_available_num(&mut n))
         })
     }
 
