@@ -30,6 +30,15 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// A duration for the helper binaries' flags: `500ms`, `30s`, `10m` (humantime's forms),
+/// or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, humantime::DurationError> {
+    match s.parse::<u64>() {
+        Ok(secs) => Ok(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(s),
+    }
+}
+
 /// Which backend the end-to-end suites drive: `NPUD_TEST_BACKEND=sim|acl|cuda`. The
 /// vendor backends run over this workspace's fake libascendcl.so / libcuda.so.1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -407,4 +416,20 @@ fn rebuild(cmd: Command, args: &[String]) -> Command {
         }
     }
     fresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn helper_flags_take_units_or_bare_seconds() {
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("12s").unwrap(), Duration::from_secs(12));
+        assert_eq!(parse_duration("10m").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
+        assert!(parse_duration("7 fortnights later").is_err());
+        assert!(parse_duration("").is_err());
+    }
 }

@@ -22,8 +22,8 @@ fn main() -> anyhow::Result<()> {
         match flag.as_str() {
             "--jobs" => jobs = value()?.parse()?,
             "--streams" => streams = value()?.parse()?,
-            "--hold" => hold = humantime_like(&value()?)?,
-            "--wait" => wait = humantime_like(&value()?)?,
+            "--hold" => hold = npud_tests::parse_duration(&value()?)?,
+            "--wait" => wait = npud_tests::parse_duration(&value()?)?,
             "--profile" => profile = value()?,
             "--policy" => policies = vec![value()?],
             "--json" => json_path = Some(value()?),
@@ -65,14 +65,4 @@ fn main() -> anyhow::Result<()> {
         std::fs::write(&path, serde_json::to_string_pretty(&results)?)?;
     }
     Ok(())
-}
-
-fn humantime_like(s: &str) -> anyhow::Result<Duration> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse()?;
-    Ok(match unit {
-        "ms" => Duration::from_millis(n),
-        "s" | "" => Duration::from_secs(n),
-        other => anyhow::bail!("unknown unit {other:?} in {s:?}; use ms or s"),
-    })
 }

@@ -33,17 +33,6 @@ fn proc_status(pid: u32, key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse()?;
-    Ok(match unit {
-        "ms" => Duration::from_millis(n),
-        "s" | "" => Duration::from_secs(n),
-        "m" => Duration::from_secs(60 * n),
-        other => anyhow::bail!("unknown unit {other:?}"),
-    })
-}
-
 async fn worker(target: Target, id: u64, stop: Arc<AtomicBool>, ops: Arc<AtomicU64>) {
     let mut round = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -99,9 +88,9 @@ async fn main() -> anyhow::Result<()> {
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or_else(|| anyhow::anyhow!("{flag} needs a value"));
         match flag.as_str() {
-            "--duration" => duration = parse_duration(&value()?)?,
+            "--duration" => duration = npud_tests::parse_duration(&value()?)?,
             "--clients" => clients = value()?.parse()?,
-            "--sample" => every = parse_duration(&value()?)?,
+            "--sample" => every = npud_tests::parse_duration(&value()?)?,
             "--json" => json_path = Some(value()?),
             "--help" | "-h" => {
                 println!("npud-soak [--duration 60s|10m] [--clients N] [--sample 5s] [--json FILE]");
