@@ -11,6 +11,7 @@ mod device;
 mod engine;
 pub mod error;
 pub mod flags;
+pub mod fleet;
 pub mod profile;
 
 pub use device::{DeviceCounts, ReportSink, SimDevice, SimOptions};

@@ -1,7 +1,7 @@
 //! The fake runtime's state: npu-sim devices behind AscendCL-style handles.
 
 use crate::{AclError, AclrtExceptionInfo, AclrtExceptionInfoCallback, Handle};
-use npu_sim::{EventId, Profile, SimDevice, SimOptions, SimReport, StreamId};
+use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
@@ -47,10 +47,6 @@ thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(0) };
 }
 
-fn env<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
 /// aclInit: true the first time.
 pub fn init() -> bool {
     let mut first = false;
@@ -58,28 +54,13 @@ pub fn init() -> bool {
         first = true;
         let profile = Profile::by_name(&std::env::var("NPU_SIM_PROFILE").unwrap_or_else(|_| "atlas-training".into()))
             .unwrap_or_default();
-        let options = SimOptions { lanes: env("NPU_SIM_LANES", 8), ..SimOptions::default() };
-        let devices: Vec<Arc<SimDevice>> = (0..env("NPU_SIM_DEVICES", 1u32))
-            .map(|id| Arc::new(SimDevice::new(id, profile.clone(), options.clone())))
-            .collect();
-        let (tx, rx) = std::sync::mpsc::channel::<(u32, SimReport)>();
-        for d in &devices {
-            let tx = tx.clone();
-            let id = d.id();
-            d.set_report_sink(Arc::new(move |r| {
-                let _ = tx.send((id, r));
-            }));
-        }
-        std::thread::Builder::new()
-            .name("fake-acl-reports".into())
-            .spawn(move || {
-                for (device, report) in rx {
-                    if let Some(rt) = RT.get() {
-                        rt.dispatch(device, report);
-                    }
-                }
-            })
-            .ok();
+        let devices = npu_sim::fleet::devices_from_env(&profile);
+        npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-acl-reports", |device, report| {
+            if let Some(rt) = RT.get() {
+                rt.dispatch(device, report);
+            }
+        })
+        .ok();
         Rt { devices, inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }), due: Condvar::new() }
     });
     first

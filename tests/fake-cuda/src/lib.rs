@@ -8,7 +8,7 @@
 //! Host functions run on a thread of this library, as the CUDA driver's do.
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
-use npu_sim::{EventId, Profile, SimDevice, SimOptions, SimReport, StreamId};
+use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -142,30 +142,14 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
         return INVALID_VALUE;
     }
     RT.get_or_init(|| {
-        let n: u32 = std::env::var("NPU_SIM_DEVICES").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
-        let lanes = std::env::var("NPU_SIM_LANES").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
-        let options = SimOptions { lanes, ..SimOptions::default() };
-        let devices: Vec<Arc<SimDevice>> =
-            (0..n).map(|id| Arc::new(SimDevice::new(id, Profile::default(), options.clone()))).collect();
-        let (tx, rx) = std::sync::mpsc::channel::<(u32, SimReport)>();
-        for d in &devices {
-            let tx = tx.clone();
-            let id = d.id();
-            d.set_report_sink(Arc::new(move |r| {
-                let _ = tx.send((id, r));
-            }));
-        }
-        std::thread::Builder::new()
-            .name("fake-cuda-hostfn".into())
-            .spawn(move || {
-                for (device, report) in rx {
-                    if let Some(rt) = RT.get() {
-                        rt.dispatch(device, report);
-                    }
-                }
-            })
-            .ok();
-        let primary = (0..n as usize).map(|i| 0x5000_0000 + i * 0x100).collect();
+        let devices = npu_sim::fleet::devices_from_env(&Profile::default());
+        npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-cuda-hostfn", |device, report| {
+            if let Some(rt) = RT.get() {
+                rt.dispatch(device, report);
+            }
+        })
+        .ok();
+        let primary = (0..devices.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
         Rt { devices, primary, inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }) }
     });
     SUCCESS
