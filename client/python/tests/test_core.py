@@ -57,3 +57,16 @@ def test_errors_carry_reason_and_native_code(daemon):
     assert info.value.reason == errors_pb2.GRANT_WAIT_EXPIRED
     assert info.value.figures["capacity"] == 510
     assert len(held) == 509
+
+
+def test_close_destroys_once_and_the_handle_is_gone(daemon):
+    dev = Device(0)
+    with dev.create_stream() as s, dev.create_event() as e:
+        s.record(e)
+    e.close()  # a second close is a no-op, not a daemon error
+    s.close()
+    for stale in (lambda: s.sync(), lambda: e.sync()):
+        with pytest.raises(NpudError) as info:
+            stale()
+        assert info.value.reason == errors_pb2.UNKNOWN_HANDLE
+    assert dev.stream_budget["in_use"] == 0

@@ -6,9 +6,10 @@ a process boundary. Errors raise `npud.NpudError` with the reason and the native
 
 from __future__ import annotations
 
+import abc
 import threading
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Optional, TypeVar, Union
 
 from npud import _session
 from npud.errors import NpudError
@@ -103,17 +104,18 @@ class Device:
         s.call(s.devices.Synchronize, device_pb2.SynchronizeDeviceRequest(device=self.device_id))
 
 
-class Stream:
-    """A queue of work on a device. Close it, or use it as a context manager."""
+_Self = TypeVar("_Self", bound="_Owned")
 
-    def __init__(self, device: Device, info: stream_pb2.StreamInfo):
+
+class _Owned(abc.ABC):
+    """A daemon object this process created on a device: destroyed once, by `close()` or
+    at the end of a `with` block."""
+
+    def __init__(self, device: Device, info):
         self._device = device
         self._session = device._session
         self._info = info
         self._closed = False
-
-    def __repr__(self) -> str:
-        return f"<Stream {self.handle} on device {self.device.device_id}>"
 
     @property
     def handle(self) -> int:
@@ -122,6 +124,29 @@ class Stream:
     @property
     def device(self) -> Device:
         return self._device
+
+    @abc.abstractmethod
+    def _destroy(self) -> None:
+        """Asks the daemon to destroy the object (called at most once)."""
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._destroy()
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Stream(_Owned):
+    """A queue of work on a device. Close it, or use it as a context manager."""
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.handle} on device {self.device.device_id}>"
 
     @property
     def priority(self) -> int:
@@ -167,39 +192,16 @@ class Stream:
         req = stream_pb2.EnqueueDelayRequest(stream=self.handle, duration_us=int(milliseconds * 1000))
         return s.call(s.streams.EnqueueDelay, req).task_id
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _destroy(self) -> None:
         s = self._session
         s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[self.handle]))
 
-    def __enter__(self) -> "Stream":
-        return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-class Event:
+class Event(_Owned):
     """A point in a stream's work. `end - start` gives elapsed milliseconds."""
-
-    def __init__(self, device: Device, info: event_pb2.EventInfo):
-        self._device = device
-        self._session = device._session
-        self._info = info
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"<Event {self.handle}>"
-
-    @property
-    def handle(self) -> int:
-        return self._info.handle
-
-    @property
-    def device(self) -> Device:
-        return self._device
 
     @property
     def is_timing_disabled(self) -> bool:
@@ -220,15 +222,6 @@ class Event:
         s = self._session
         return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=other.handle, end=self.handle)).milliseconds
 
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+    def _destroy(self) -> None:
         s = self._session
         s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=self.handle))
-
-    def __enter__(self) -> "Event":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
