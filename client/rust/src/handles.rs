@@ -174,15 +174,20 @@ impl Stream {
     }
 }
 
+/// A handle dropped without `close()` is destroyed in the background when a runtime is
+/// there to run the call; otherwise the session's reclaim frees it when the session ends.
+fn destroy_in_background(destroy: impl std::future::Future<Output = ()> + Send + 'static) {
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(destroy);
+    }
+}
+
 impl Drop for Stream {
     fn drop(&mut self) {
-        if !self.live {
-            return;
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        if self.live {
             let mut streams = self.client.streams();
             let handles = vec![self.info.handle];
-            rt.spawn(async move {
+            destroy_in_background(async move {
                 let _ = streams.destroy(pb::DestroyStreamsRequest { handles }).await;
             });
         }
@@ -257,13 +262,10 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if !self.live {
-            return;
-        }
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        if self.live {
             let mut events = self.client.events();
             let handle = self.info.handle;
-            rt.spawn(async move {
+            destroy_in_background(async move {
                 let _ = events.destroy(pb::DestroyEventRequest { handle }).await;
             });
         }
