@@ -300,6 +300,20 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
     }
 }
 
+#[tokio::test]
+async fn a_stream_and_an_event_on_different_devices_are_refused_and_nothing_changes() {
+    let d = Daemon::builder().args(&["--sim-devices", "2"]).start();
+    let c = d.client().await;
+    let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
+    let other = c.device(1).create_event(EventOptions::default()).await.unwrap();
+    let (code, reason, _) = failure(s.record(&other).await);
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::DeviceMismatch), "record");
+    let (code, reason, _) = failure(s.wait(&other).await);
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::DeviceMismatch), "stream wait");
+    assert_eq!(other.state().await.unwrap(), EventState::NotRecorded);
+    assert!(s.is_done().await.unwrap(), "no wait was enqueued");
+}
+
 #[test]
 fn npuctl_drives_events_and_stream_waits() {
     let d = Daemon::start();

@@ -52,7 +52,14 @@ impl Daemon {
         self.backend.destroy_event(e.device, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
-    fn same_device(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<(EventEntry, StreamEntry)> {
+    /// Looks up an event and a stream that one call uses together: both must be the
+    /// caller's, and on the same device.
+    pub(crate) fn same_device(
+        &self,
+        caller: &Caller,
+        event: u64,
+        stream: u64,
+    ) -> NpudResult<(EventEntry, StreamEntry)> {
         let e = self.registry.event(caller, event)?;
         let s = self.registry.stream(caller, stream)?;
         if s.device != e.device {

@@ -207,14 +207,7 @@ impl Daemon {
     }
 
     pub fn stream_wait_event(&self, caller: &Caller, stream: u64, event: u64) -> NpudResult<()> {
-        let s = self.registry.stream(caller, stream)?;
-        let e = self.registry.event(caller, event)?;
-        if s.device != e.device {
-            return Err(NpudError::new(
-                Reason::DeviceMismatch,
-                format!("stream {stream} is on device {} but event {event} is on device {}", s.device, e.device),
-            ));
-        }
+        let (e, s) = self.same_device(caller, event, stream)?;
         self.backend.stream_wait_event(s.device, s.raw, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 
