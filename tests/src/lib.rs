@@ -197,9 +197,21 @@ impl DaemonBuilder {
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log_file);
+        // The daemon says READY=1 once every listener it was configured with is bound,
+        // however it was configured; a test that watches NOTIFY_SOCKET itself keeps it.
+        let notify = (!self.env.iter().any(|(k, _)| k == "NOTIFY_SOCKET")).then(|| {
+            let path = dir.path().join("notify.sock");
+            let sock = std::os::unix::net::UnixDatagram::bind(&path).expect("bind the readiness socket");
+            sock.set_read_timeout(Some(Duration::from_millis(50))).expect("read timeout");
+            cmd.env("NOTIFY_SOCKET", &path);
+            sock
+        });
         let child = cmd.spawn().expect("spawn npud");
         let mut d = Daemon { child: Some(child), dir, socket, endpoint, log };
-        d.wait_ready();
+        match notify {
+            Some(sock) => d.wait_notified(&sock),
+            None => d.wait_ready(),
+        }
         d
     }
 }
@@ -213,8 +225,29 @@ impl Daemon {
         DaemonBuilder::new()
     }
 
+    /// How long a daemon may take to start on a loaded two-core machine.
+    const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+    /// Waits for READY=1 on the harness's notify socket.
+    fn wait_notified(&mut self, sock: &std::os::unix::net::UnixDatagram) {
+        let deadline = Instant::now() + Self::START_TIMEOUT;
+        let mut buf = [0u8; 512];
+        loop {
+            if let Ok(n) = sock.recv(&mut buf)
+                && buf[..n].split(|b| *b == b'\n').any(|l| l == b"READY=1")
+            {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("npud exited with {status} before serving:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "npud did not start within {:?}:\n{}", Self::START_TIMEOUT, self.log());
+        }
+    }
+
+    /// Polls the listeners the harness knows of (for daemons whose NOTIFY_SOCKET a test owns).
     fn wait_ready(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Self::START_TIMEOUT;
         loop {
             if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 let tcp_ready = self
@@ -228,7 +261,7 @@ impl Daemon {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("npud exited with {status} before serving:\n{}", self.log());
             }
-            assert!(Instant::now() < deadline, "npud did not start within 20s:\n{}", self.log());
+            assert!(Instant::now() < deadline, "npud did not start within {:?}:\n{}", Self::START_TIMEOUT, self.log());
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -90,7 +90,7 @@ async fn invalid_requests_are_invalid_argument_and_change_nothing() {
 
 #[test]
 fn a_sigkilled_client_leaks_nothing_once_its_lease_lapses() {
-    let d = Daemon::builder().args(&["--lease", "600ms"]).start();
+    let d = Daemon::builder().args(&["--lease", "2s"]).start();
     let mut holder =
         Command::new(bin("npud-holder")).arg(&d.socket).arg("8").stdout(Stdio::piped()).spawn().expect("spawn holder");
     let mut lines = BufReader::new(holder.stdout.take().expect("stdout")).lines();
@@ -105,11 +105,11 @@ fn a_sigkilled_client_leaks_nothing_once_its_lease_lapses() {
     assert_eq!(handles, 8);
     assert_eq!(d.in_use(), 8);
     // Alive and renewing: the streams stay well past one lease.
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_secs(5));
     assert_eq!(d.in_use(), 8, "a live client keeps its streams");
     holder.kill().expect("SIGKILL the client");
     holder.wait().expect("reap");
-    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "streams were not reclaimed:\n{}", d.log());
+    assert!(eventually(Duration::from_secs(30), || d.in_use() == 0), "streams were not reclaimed:\n{}", d.log());
     let sessions = d.npuctl_json(&["session", "list"]);
     assert!(sessions.as_array().expect("array").iter().all(|s| s["name"] == "npuctl"), "{sessions}");
 }

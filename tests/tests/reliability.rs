@@ -26,7 +26,7 @@ async fn at_baseline(c: &Client) -> Result<(), String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_storm_of_sigkilled_clients_leaks_nothing() {
     let d = Daemon::builder()
-        .args(&["--sim-profile", "atlas-200i-a2", "--lease", "300ms"])
+        .args(&["--sim-profile", "atlas-200i-a2", "--lease", "2s"])
         .config("check_invariants = true\n[limits]\ncallback_deadline = \"400ms\"")
         .start();
     let observer = d.client().await;
@@ -105,7 +105,7 @@ async fn a_sigkilled_daemon_restarts_with_its_state_and_clients_recover_on_their
     let state = tempfile::tempdir().unwrap();
     let sockdir = tempfile::tempdir().unwrap();
     let socket = sockdir.path().join("npud.sock");
-    let mut first = Daemon::builder().socket(&socket).state_dir(state.path()).args(&["--lease", "600ms"]).start();
+    let mut first = Daemon::builder().socket(&socket).state_dir(state.path()).args(&["--lease", "2s"]).start();
     assert!(first.npuctl(&["quota", "set", "team-x", "--max-streams", "42"]).status.success());
     let client = Client::connect(npud_tests::Target::Socket(socket.clone())).await.unwrap();
     let old = client.device(0).create_stream(StreamOptions::default()).await.unwrap();
@@ -123,7 +123,7 @@ async fn a_sigkilled_daemon_restarts_with_its_state_and_clients_recover_on_their
     tokio::time::sleep(Duration::from_millis(100)).await;
     first.kill9();
     busy.abort();
-    let second = Daemon::builder().socket(&socket).state_dir(state.path()).args(&["--lease", "600ms"]).start();
+    let second = Daemon::builder().socket(&socket).state_dir(state.path()).args(&["--lease", "2s"]).start();
     // Persisted admin state is intact.
     let tenants = second.npuctl_json(&["tenant", "list"]);
     assert!(tenants.as_array().unwrap().iter().any(|t| t["name"] == "team-x" && t["quota"]["max_streams"] == 42));
@@ -134,7 +134,7 @@ async fn a_sigkilled_daemon_restarts_with_its_state_and_clients_recover_on_their
     // The library opens a new session by itself; the same Client works again.
     let c = client.clone();
     assert!(
-        eventually_async(Duration::from_secs(10), || {
+        eventually_async(Duration::from_secs(30), || {
             let c = c.clone();
             async move { c.sessions_reopened() >= 1 }
         })
@@ -194,7 +194,8 @@ async fn a_failed_stream_disturbs_nobody_and_a_hung_device_is_fenced_off() {
     let asked = Instant::now();
     let e = a.device(0).create_stream(StreamOptions::default()).await.unwrap_err();
     assert_eq!((e.code(), e.reason()), (Some(Code::Unavailable), Some(proto::ErrorReason::DeviceUnhealthy)), "{e}");
-    assert!(asked.elapsed() < Duration::from_secs(1), "it fails fast");
+    // Fast means "does not wait on the stalled device"; the bound leaves room for a loaded machine.
+    assert!(asked.elapsed() < Duration::from_secs(5), "it fails fast");
     assert_eq!(mine.sync().await.unwrap_err().reason(), Some(proto::ErrorReason::DeviceUnhealthy), "no hanging waits");
     let other = a.device(1).create_stream(StreamOptions::default()).await.expect("device 1 keeps serving");
     other.delay(Duration::from_millis(5)).await.unwrap();
@@ -208,7 +209,7 @@ async fn a_failed_stream_disturbs_nobody_and_a_hung_device_is_fenced_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_handler_takes_nothing_else_down() {
-    let d = Daemon::builder().args(&["--lease", "300ms"]).start();
+    let d = Daemon::builder().args(&["--lease", "2s"]).start();
     let admin = d.client().await;
     let panic = proto::InjectFaultRequest { device: 0, fault: Some(proto::inject_fault_request::Fault::Panic(true)) };
     let r = admin.admin().inject_fault(panic).await;
@@ -234,8 +235,33 @@ async fn a_panicking_handler_takes_nothing_else_down() {
     let ev = lapsing.device(0).create_event(EventOptions::default()).await.unwrap();
     ev.leak();
     assert!(
-        eventually_async(Duration::from_secs(10), || async { admin.status().await.unwrap().devices[0].in_use == 1 })
+        eventually_async(Duration::from_secs(30), || async { admin.status().await.unwrap().devices[0].in_use == 1 })
             .await
     );
     assert!(d.log().contains("panicked"), "the panic was logged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_whose_session_vanished_opens_a_new_one_on_its_next_call() {
+    let d = Daemon::start();
+    let options = npud_tests::SessionOptions { name: Some("heal-me".into()), ..Default::default() };
+    let client = Client::connect_with(npud_tests::Target::Socket(d.socket.clone()), options).await.unwrap();
+    let lost = client.session_id();
+    let kept = client.device(0).create_stream(StreamOptions::default()).await.unwrap();
+    // Someone else ends the session (as a lapsed lease would): the daemon forgets it.
+    let other = d.client().await;
+    other.sessions().close(proto::CloseSessionRequest { session: 0, name: "heal-me".into() }).await.unwrap();
+    // The next call finds its session gone, opens a new one and goes through.
+    let fresh = client.device(0).create_stream(StreamOptions::default()).await.expect("the call heals the session");
+    assert_ne!(client.session_id(), lost);
+    assert_eq!(client.sessions_reopened(), 1);
+    assert!(fresh.is_done().await.unwrap());
+    // What the lost session held went with it, and says so.
+    let e = kept.sync().await.unwrap_err();
+    assert_eq!(e.code(), Some(Code::NotFound), "{e}");
+    // A client that closed its own session does not come back to life.
+    client.close().await.unwrap();
+    let e = client.device(0).create_stream(StreamOptions::default()).await.unwrap_err();
+    assert_eq!(e.reason(), Some(proto::ErrorReason::UnknownSession), "{e}");
+    assert_eq!(client.sessions_reopened(), 1);
 }

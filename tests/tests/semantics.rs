@@ -42,7 +42,9 @@ async fn a_wait_binds_to_the_record_current_when_it_was_enqueued() {
     consumer.record(&done).await.unwrap();
     done.sync().await.unwrap();
     let waited = done.elapsed_since(&start).await.unwrap();
-    assert!((29.0..200.0).contains(&waited), "consumer was released by the first record after {waited} ms");
+    // Bound to the first record: ~30 ms of device time. Following the re-record would
+    // take 430 ms or more, so the upper bound only tells the two apart, whatever the load.
+    assert!((29.0..400.0).contains(&waited), "consumer was released by the first record after {waited} ms");
     assert_eq!(ev.state().await.unwrap(), EventState::Pending, "the second record is still pending");
 }
 

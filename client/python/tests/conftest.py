@@ -26,22 +26,29 @@ class Daemon:
         config_path = pathlib.Path(self.dir.name) / "npud.toml"
         config_path.write_text(config)
         self.log = open(pathlib.Path(self.dir.name) / "npud.log", "w+")
+        # npud sends READY=1 to NOTIFY_SOCKET once every listener is bound: wait for that
+        # rather than polling the socket, so no test dials a listener that is not there yet.
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(str(pathlib.Path(self.dir.name) / "notify.sock"))
+        notify.settimeout(0.05)
+        env = dict(os.environ, NOTIFY_SOCKET=notify.getsockname())
         self.proc = subprocess.Popen(
             [str(npud_binary()), "--socket", str(self.socket), "--config", str(config_path), *args],
             stdout=subprocess.DEVNULL,
             stderr=self.log,
+            env=env,
         )
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                with socket.socket(socket.AF_UNIX) as s:
-                    s.connect(str(self.socket))
-                break
-            except OSError:
+        deadline = time.monotonic() + 60
+        with notify:
+            while True:
+                try:
+                    if b"READY=1" in notify.recv(512).split(b"\n"):
+                        break
+                except socket.timeout:
+                    pass
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.log.seek(0)
                     raise RuntimeError(f"npud did not start:\n{self.log.read()}")
-                time.sleep(0.02)
 
     def stop(self) -> None:
         self.proc.terminate()

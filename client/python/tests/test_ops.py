@@ -81,3 +81,24 @@ def test_kubernetes_manifests_validate_against_the_schemas():
     for path in manifests:
         for doc in yaml.safe_load_all(path.read_text()):
             kubernetes_validate.validate(doc, "1.30.0", strict=True)
+
+
+def test_a_session_that_vanished_is_reopened_by_the_next_call(daemon):
+    """A lease that lapsed while the process was stalled (here: the session closed from
+    elsewhere) costs the process nothing but what the session held."""
+    from npud import core
+    from npud._session import Session
+    from npud.v1 import session_pb2
+
+    s = Session(name="heal-me")
+    lost = s.id
+    other = Session()
+    other.call(other.sessions.Close, session_pb2.CloseSessionRequest(name="heal-me"))
+    dev = core.Device(0)
+    dev._session = s
+    stream = dev.create_stream()
+    assert s.id != lost and s.reopened == 1
+    stream.sync()
+    stream.close()
+    s.close()
+    other.close()

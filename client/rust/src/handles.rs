@@ -42,18 +42,14 @@ impl Device {
     /// Creates `count` streams, all or none.
     pub async fn create_streams(&self, count: u32, options: StreamOptions) -> Result<Vec<Stream>> {
         let wait_ms = options.wait.as_millis().min(u128::from(u32::MAX)) as u32;
-        let r = self
-            .client
-            .streams()
-            .create(pb::CreateStreamsRequest {
-                device: self.id,
-                count,
-                priority: options.priority,
-                flags: options.flags,
-                wait_ms,
-            })
-            .await?
-            .into_inner();
+        let req = pb::CreateStreamsRequest {
+            device: self.id,
+            count,
+            priority: options.priority,
+            flags: options.flags,
+            wait_ms,
+        };
+        let r = self.client.call(req, |c, r| async move { c.streams().create(r).await }).await?;
         Ok(r.streams.into_iter().map(|info| Stream { client: self.client.clone(), info, live: true }).collect())
     }
 
@@ -63,24 +59,21 @@ impl Device {
     }
 
     pub async fn create_event(&self, options: EventOptions) -> Result<Event> {
-        let info = self
-            .client
-            .events()
-            .create(pb::CreateEventRequest {
-                device: self.id,
-                flags: options.flags,
-                disable_timing: options.disable_timing,
-                blocking_sync: options.blocking_sync,
-            })
-            .await?
-            .into_inner();
+        let req = pb::CreateEventRequest {
+            device: self.id,
+            flags: options.flags,
+            disable_timing: options.disable_timing,
+            blocking_sync: options.blocking_sync,
+        };
+        let info = self.client.call(req, |c, r| async move { c.events().create(r).await }).await?;
         Ok(Event { client: self.client.clone(), info, live: true })
     }
 
     /// Waits for this tenant's work on the device (never another tenant's).
     pub async fn sync(&self, timeout: Option<Duration>) -> Result<()> {
         let timeout_ms = timeout.map_or(0, |t| t.as_millis().clamp(1, u128::from(u32::MAX)) as u32);
-        self.client.device_service().synchronize(pb::SynchronizeDeviceRequest { device: self.id, timeout_ms }).await?;
+        let req = pb::SynchronizeDeviceRequest { device: self.id, timeout_ms };
+        self.client.call(req, |c, r| async move { c.device_service().synchronize(r).await }).await?;
         Ok(())
     }
 }
@@ -117,13 +110,8 @@ impl Stream {
     /// Puts timed work on the stream (npud extension); returns the task's number.
     pub async fn delay(&self, duration: Duration) -> Result<u64> {
         let duration_us = duration.as_micros().min(u128::from(u64::MAX)) as u64;
-        Ok(self
-            .client
-            .streams()
-            .enqueue_delay(pb::EnqueueDelayRequest { stream: self.handle(), duration_us })
-            .await?
-            .into_inner()
-            .task_id)
+        let req = pb::EnqueueDelayRequest { stream: self.handle(), duration_us };
+        Ok(self.client.call(req, |c, r| async move { c.streams().enqueue_delay(r).await }).await?.task_id)
     }
 
     pub async fn sync(&self) -> Result<()> {
@@ -132,38 +120,40 @@ impl Stream {
 
     pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
         let req = pb::SynchronizeStreamRequest { handle: self.handle(), timeout_ms: millis(timeout) };
-        self.client.streams().synchronize(req).await?;
+        self.client.call(req, |c, r| async move { c.streams().synchronize(r).await }).await?;
         Ok(())
     }
 
     /// True when all work enqueued so far has finished.
     pub async fn is_done(&self) -> Result<bool> {
-        let r = self.client.streams().query(pb::QueryStreamRequest { handle: self.handle() }).await?.into_inner();
+        let req = pb::QueryStreamRequest { handle: self.handle() };
+        let r = self.client.call(req, |c, r| async move { c.streams().query(r).await }).await?;
         Ok(r.state == pb::WorkState::Complete as i32)
     }
 
     /// Later work on this stream waits for the event's current record.
     pub async fn wait(&self, event: &Event) -> Result<()> {
-        self.client
-            .streams()
-            .wait_event(pb::StreamWaitEventRequest { stream: self.handle(), event: event.handle() })
-            .await?;
+        let req = pb::StreamWaitEventRequest { stream: self.handle(), event: event.handle() };
+        self.client.call(req, |c, r| async move { c.streams().wait_event(r).await }).await?;
         Ok(())
     }
 
     pub async fn record(&self, event: &Event) -> Result<()> {
-        self.client.events().record(pb::RecordEventRequest { event: event.handle(), stream: self.handle() }).await?;
+        let req = pb::RecordEventRequest { event: event.handle(), stream: self.handle() };
+        self.client.call(req, |c, r| async move { c.events().record(r).await }).await?;
         Ok(())
     }
 
     pub async fn info(&self) -> Result<pb::StreamInfo> {
-        Ok(self.client.streams().get(pb::GetStreamRequest { handle: self.handle() }).await?.into_inner())
+        let req = pb::GetStreamRequest { handle: self.handle() };
+        self.client.call(req, |c, r| async move { c.streams().get(r).await }).await
     }
 
     /// Destroys the stream now, reporting errors (dropping does it quietly).
     pub async fn close(mut self) -> Result<()> {
         self.live = false;
-        self.client.streams().destroy(pb::DestroyStreamsRequest { handles: vec![self.handle()] }).await?;
+        let req = pb::DestroyStreamsRequest { handles: vec![self.handle()] };
+        self.client.call(req, |c, r| async move { c.streams().destroy(r).await }).await?;
         Ok(())
     }
 
@@ -210,7 +200,8 @@ impl Event {
     }
 
     pub async fn state(&self) -> Result<pb::EventState> {
-        let r = self.client.events().query(pb::QueryEventRequest { handle: self.handle() }).await?.into_inner();
+        let req = pb::QueryEventRequest { handle: self.handle() };
+        let r = self.client.call(req, |c, r| async move { c.events().query(r).await }).await?;
         Ok(pb::EventState::try_from(r.state).unwrap_or(pb::EventState::Unspecified))
     }
 
@@ -224,27 +215,22 @@ impl Event {
     }
 
     pub async fn sync_timeout(&self, timeout: Option<Duration>) -> Result<()> {
-        self.client
-            .events()
-            .synchronize(pb::SynchronizeEventRequest { handle: self.handle(), timeout_ms: millis(timeout) })
-            .await?;
+        let req = pb::SynchronizeEventRequest { handle: self.handle(), timeout_ms: millis(timeout) };
+        self.client.call(req, |c, r| async move { c.events().synchronize(r).await }).await?;
         Ok(())
     }
 
     /// Enqueues a reset on `stream` (ACL semantics).
     pub async fn reset(&self, stream: &Stream) -> Result<()> {
-        self.client.events().reset(pb::ResetEventRequest { event: self.handle(), stream: stream.handle() }).await?;
+        let req = pb::ResetEventRequest { event: self.handle(), stream: stream.handle() };
+        self.client.call(req, |c, r| async move { c.events().reset(r).await }).await?;
         Ok(())
     }
 
     /// Milliseconds from `start` to this event.
     pub async fn elapsed_since(&self, start: &Event) -> Result<f32> {
-        let r = self
-            .client
-            .events()
-            .elapsed_time(pb::ElapsedTimeRequest { start: start.handle(), end: self.handle() })
-            .await?;
-        Ok(r.into_inner().milliseconds)
+        let req = pb::ElapsedTimeRequest { start: start.handle(), end: self.handle() };
+        Ok(self.client.call(req, |c, r| async move { c.events().elapsed_time(r).await }).await?.milliseconds)
     }
 
     /// Gives up ownership without destroying (the session still holds the event).
@@ -255,7 +241,8 @@ impl Event {
 
     pub async fn close(mut self) -> Result<()> {
         self.live = false;
-        self.client.events().destroy(pb::DestroyEventRequest { handle: self.handle() }).await?;
+        let req = pb::DestroyEventRequest { handle: self.handle() };
+        self.client.call(req, |c, r| async move { c.events().destroy(r).await }).await?;
         Ok(())
     }
 }

@@ -88,6 +88,13 @@ struct Inner {
     lease_ms: u32,
     reopened: std::sync::atomic::AtomicU64,
     renewer: std::sync::Mutex<Option<tokio::task::AbortHandle>>,
+    /// Re-open a lost session on our own (renewing clients only: one that lets its lease
+    /// lapse on purpose wants to see it gone).
+    heals: bool,
+    /// Set by `close()`: a session we closed is not re-opened behind the caller's back.
+    closed: std::sync::atomic::AtomicBool,
+    /// One re-open at a time: the renewer and failed calls may notice the loss together.
+    reopening: tokio::sync::Mutex<()>,
 }
 
 impl Inner {
@@ -148,6 +155,9 @@ impl Client {
             lease_ms,
             reopened: std::sync::atomic::AtomicU64::new(0),
             renewer: std::sync::Mutex::new(None),
+            heals: options.renew,
+            closed: std::sync::atomic::AtomicBool::new(false),
+            reopening: tokio::sync::Mutex::new(()),
         });
         if options.renew {
             let handle = spawn_renewer(Arc::downgrade(&inner));
@@ -209,7 +219,7 @@ impl Client {
     }
 
     pub async fn devices(&self) -> Result<Vec<pb::Device>> {
-        Ok(self.device_service().list(pb::ListDevicesRequest {}).await?.into_inner().devices)
+        Ok(self.call(pb::ListDevicesRequest {}, |c, r| async move { c.device_service().list(r).await }).await?.devices)
     }
 
     pub fn device(&self, id: u32) -> Device {
@@ -217,7 +227,49 @@ impl Client {
     }
 
     pub async fn status(&self) -> Result<pb::StatusResponse> {
-        Ok(self.admin().status(pb::StatusRequest {}).await?.into_inner())
+        self.call(pb::StatusRequest {}, |c, r| async move { c.admin().status(r).await }).await
+    }
+
+    /// Runs a session-scoped call. When the daemon answers that the session the call
+    /// carried is gone (its lease lapsed while this process was stalled, or the daemon
+    /// restarted), a renewing client opens a new session and runs the call once more, as
+    /// the renewer would at its next tick. What the lost session held stays lost: its
+    /// handles answer NOT_FOUND or STALE_EPOCH.
+    pub(crate) async fn call<R, T, F, Fut>(&self, request: R, f: F) -> Result<T>
+    where
+        R: Clone,
+        F: Fn(Client, R) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let used = self.session_id();
+        match f(self.clone(), request.clone()).await {
+            Ok(r) => Ok(r.into_inner()),
+            Err(s) if self.healed(&s, used).await => Ok(f(self.clone(), request).await?.into_inner()),
+            Err(s) => Err(s.into()),
+        }
+    }
+
+    /// True when `status` (from a call made with session `used`) meant the session is
+    /// lost and a new one is now current.
+    async fn healed(&self, status: &tonic::Status, used: u64) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if !self.inner.heals || self.inner.closed.load(Relaxed) {
+            return false;
+        }
+        let reason = Error::from(status.clone()).reason();
+        if !matches!(reason, Some(pb::ErrorReason::UnknownSession | pb::ErrorReason::StaleEpoch)) {
+            return false;
+        }
+        // STALE_EPOCH may be about a handle in the request while the session is fine:
+        // ask about the session itself before giving it up.
+        if reason == Some(pb::ErrorReason::StaleEpoch) && self.session_id() == used {
+            let mut sessions = SessionServiceClient::new(self.scoped());
+            match sessions.renew(pb::RenewSessionRequest { session: used }).await {
+                Err(s) if session_lost(&s) => {}
+                _ => return false,
+            }
+        }
+        reopen(&self.inner, used).await
     }
 
     /// Renews the lease now.
@@ -228,6 +280,7 @@ impl Client {
 
     /// Closes the session: everything it holds is synchronised and reclaimed.
     pub async fn close(&self) -> Result<(u32, u32)> {
+        self.inner.closed.store(true, std::sync::atomic::Ordering::Relaxed);
         let r = self
             .sessions()
             .close(pb::CloseSessionRequest { session: self.session_id(), name: String::new() })
@@ -238,12 +291,14 @@ impl Client {
 
     /// Routes a stream's host callbacks to this session, labelled with `thread_id`.
     pub async fn subscribe(&self, thread_id: u64, stream: u64) -> Result<()> {
-        self.reports().subscribe(pb::SubscribeRequest { thread_id, stream }).await?;
+        self.call(pb::SubscribeRequest { thread_id, stream }, |c, r| async move { c.reports().subscribe(r).await })
+            .await?;
         Ok(())
     }
 
     pub async fn unsubscribe(&self, thread_id: u64, stream: u64) -> Result<()> {
-        self.reports().unsubscribe(pb::UnsubscribeRequest { thread_id, stream }).await?;
+        self.call(pb::UnsubscribeRequest { thread_id, stream }, |c, r| async move { c.reports().unsubscribe(r).await })
+            .await?;
         Ok(())
     }
 
@@ -251,28 +306,26 @@ impl Client {
     pub async fn launch_callback(&self, stream: u64, user_data: Vec<u8>, blocking: bool) -> Result<u64> {
         let block_type =
             if blocking { pb::CallbackBlockType::CallbackBlock } else { pb::CallbackBlockType::CallbackNoBlock };
-        let r = self
-            .reports()
-            .launch_callback(pb::LaunchCallbackRequest { stream, user_data, block_type: block_type as i32 })
-            .await?;
-        Ok(r.into_inner().callback_id)
+        let req = pb::LaunchCallbackRequest { stream, user_data, block_type: block_type as i32 };
+        let r = self.call(req, |c, r| async move { c.reports().launch_callback(r).await }).await?;
+        Ok(r.callback_id)
     }
 
     /// The session's reports as an async stream, resuming after `after_sequence`.
     pub async fn report_stream(&self, after_sequence: u64) -> Result<tonic::Streaming<pb::Report>> {
-        Ok(self.reports().reports(pb::ReportsRequest { after_sequence }).await?.into_inner())
+        self.call(pb::ReportsRequest { after_sequence }, |c, r| async move { c.reports().reports(r).await }).await
     }
 
     /// Pull form (process_report): waits up to `timeout` for reports for `thread_id`.
     pub async fn process_reports(&self, thread_id: u64, timeout: Duration, max: u32) -> Result<Vec<pb::Report>> {
         let timeout_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
-        let r = self.reports().process(pb::ProcessReportRequest { thread_id, timeout_ms, max_reports: max }).await?;
-        Ok(r.into_inner().reports)
+        let req = pb::ProcessReportRequest { thread_id, timeout_ms, max_reports: max };
+        Ok(self.call(req, |c, r| async move { c.reports().process(r).await }).await?.reports)
     }
 
     /// Acknowledges a callback (releases a BLOCK callback's stream).
     pub async fn ack(&self, callback_id: u64) -> Result<()> {
-        self.reports().ack(pb::AckRequest { callback_id }).await?;
+        self.call(pb::AckRequest { callback_id }, |c, r| async move { c.reports().ack(r).await }).await?;
         Ok(())
     }
 }
@@ -288,37 +341,58 @@ fn spawn_renewer(inner: std::sync::Weak<Inner>) -> tokio::task::AbortHandle {
             drop(me);
             tokio::time::sleep(period).await;
             let Some(me) = inner.upgrade() else { return };
+            if me.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
             let (session, header) = {
                 let c = me.current();
                 (c.session, c.header.clone())
             };
-            let mut client = SessionServiceClient::new(InterceptedService::new(me.channel.clone(), header.clone()));
-            let lost = match client.renew(pb::RenewSessionRequest { session }).await {
-                Ok(_) => false,
-                Err(s) => {
+            let mut client = SessionServiceClient::new(InterceptedService::new(me.channel.clone(), header));
+            match client.renew(pb::RenewSessionRequest { session }).await {
+                Err(s) if session_lost(&s) => {
                     tracing::debug!(session, "lease renewal failed: {}", s.message());
-                    matches!(s.code(), tonic::Code::NotFound | tonic::Code::FailedPrecondition)
+                    reopen(&me, session).await;
                 }
-            };
-            if !lost {
-                continue;
-            }
-            let open = pb::OpenSessionRequest { name: me.name.clone().unwrap_or_default(), lease_ms: me.lease_ms };
-            match client.open(open).await {
-                Ok(opened) => {
-                    let opened = opened.into_inner();
-                    let mut base = header;
-                    base.session = None;
-                    if let Ok(header) = session_header(base, opened.session) {
-                        *me.current.write().unwrap_or_else(|e| e.into_inner()) =
-                            Current { session: opened.session, epoch: opened.epoch, header };
-                        me.reopened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tracing::warn!(old = session, new = opened.session, "the session was lost; opened a new one");
-                    }
-                }
-                Err(s) => tracing::debug!("re-opening the session failed: {}", s.message()),
+                Err(s) => tracing::debug!(session, "lease renewal failed: {}", s.message()),
+                Ok(_) => {}
             }
         }
     })
     .abort_handle()
+}
+
+/// A renewal answer that means the session no longer exists (lapsed: NOT_FOUND; from an
+/// earlier daemon: FAILED_PRECONDITION).
+fn session_lost(s: &tonic::Status) -> bool {
+    matches!(s.code(), tonic::Code::NotFound | tonic::Code::FailedPrecondition)
+}
+
+/// Opens a new session in place of `lost`, unless another task already did; true when a
+/// session other than `lost` is current afterwards.
+async fn reopen(inner: &Inner, lost: u64) -> bool {
+    let _one_at_a_time = inner.reopening.lock().await;
+    if inner.current().session != lost {
+        return true;
+    }
+    let header = inner.current().header.clone();
+    let mut base = header.clone();
+    base.session = None;
+    let mut client = SessionServiceClient::new(InterceptedService::new(inner.channel.clone(), base.clone()));
+    let open = pb::OpenSessionRequest { name: inner.name.clone().unwrap_or_default(), lease_ms: inner.lease_ms };
+    match client.open(open).await {
+        Ok(opened) => {
+            let opened = opened.into_inner();
+            let Ok(header) = session_header(base, opened.session) else { return false };
+            *inner.current.write().unwrap_or_else(|e| e.into_inner()) =
+                Current { session: opened.session, epoch: opened.epoch, header };
+            inner.reopened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(old = lost, new = opened.session, "the session was lost; opened a new one");
+            true
+        }
+        Err(s) => {
+            tracing::debug!("re-opening the session failed: {}", s.message());
+            false
+        }
+    }
 }

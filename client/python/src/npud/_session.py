@@ -11,7 +11,7 @@ from typing import Optional
 
 import grpc
 
-from npud.errors import NpudError
+from npud.errors import NpudError, Reason
 from npud.v1 import (
     admin_pb2_grpc,
     device_pb2_grpc,
@@ -28,6 +28,9 @@ _OPTIONS = [("grpc.max_receive_message_length", 8 << 20), ("grpc.max_send_messag
 # grpc-core sends a unix socket's path as :authority, which HTTP/2 servers (hyper, so
 # tonic) reject as malformed; name a plain authority instead.
 _UNIX_OPTIONS = [("grpc.default_authority", "localhost")]
+# A renewal answer that means the session no longer exists (lapsed: NOT_FOUND; from an
+# earlier daemon: FAILED_PRECONDITION).
+_SESSION_LOST = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 def default_target() -> str:
@@ -102,16 +105,49 @@ class Session:
         self.reopened = 0
         self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
         self._closed = threading.Event()
+        self._renews = renew
+        self._reopening = threading.Lock()
         if renew:
             threading.Thread(target=self._renew, name="npud-lease", daemon=True).start()
         atexit.register(self.close)
 
     def call(self, method, request, timeout: Optional[float] = None):
-        """Calls `method` with the session attached; raises NpudError on failure."""
+        """Calls `method` with the session attached; raises NpudError on failure.
+
+        When the daemon answers that the session is gone (its lease lapsed while this
+        process was stalled, or the daemon restarted), a renewing session opens a new one
+        and makes the call once more, as the renewer would at its next tick. What the
+        lost session held stays lost: its handles answer NOT_FOUND or STALE_EPOCH."""
+        used = self.id
+        try:
+            return method(request, metadata=self.metadata, timeout=timeout)
+        except grpc.RpcError as e:
+            err = NpudError.from_rpc(e)
+        if not self._healed(err, used):
+            raise err
         try:
             return method(request, metadata=self.metadata, timeout=timeout)
         except grpc.RpcError as e:
             raise NpudError.from_rpc(e) from None
+
+    def _healed(self, err: NpudError, used: int) -> bool:
+        """True when `err` (from a call made with session `used`) meant the session is
+        lost and a new one is now current."""
+        if not self._renews or self._closed.is_set():
+            return False
+        if err.reason not in (Reason.UNKNOWN_SESSION, Reason.STALE_EPOCH):
+            return False
+        if err.reason == Reason.STALE_EPOCH and self.id == used:
+            # STALE_EPOCH may be about a handle while the session is fine: ask about it.
+            try:
+                self.sessions.Renew(
+                    session_pb2.RenewSessionRequest(session=used), metadata=self._token_metadata, timeout=10
+                )
+                return False
+            except grpc.RpcError as e:
+                if e.code() not in _SESSION_LOST:
+                    return False
+        return self._reopen(used)
 
     def _renew(self) -> None:
         """Renews the lease; if the session was lost (the daemon restarted, or the lease
@@ -123,21 +159,27 @@ class Session:
                     session_pb2.RenewSessionRequest(session=self.id), metadata=self._token_metadata, timeout=max(period, 1.0)
                 )
             except grpc.RpcError as e:
-                if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
-                    self._reopen()
+                if e.code() in _SESSION_LOST:
+                    self._reopen(self.id)
 
-    def _reopen(self) -> None:
-        try:
-            opened = self.sessions.Open(
-                session_pb2.OpenSessionRequest(name=self._name, lease_ms=self._requested_lease_ms),
-                metadata=self._token_metadata,
-                timeout=10,
-            )
-        except grpc.RpcError:
-            return  # the daemon is not back yet: try again at the next renewal
-        self.id = opened.session
-        self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
-        self.reopened += 1
+    def _reopen(self, lost: int) -> bool:
+        """Opens a new session in place of `lost` unless another thread already did; True
+        when a session other than `lost` is current afterwards."""
+        with self._reopening:
+            if self.id != lost:
+                return True
+            try:
+                opened = self.sessions.Open(
+                    session_pb2.OpenSessionRequest(name=self._name, lease_ms=self._requested_lease_ms),
+                    metadata=self._token_metadata,
+                    timeout=10,
+                )
+            except grpc.RpcError:
+                return False  # the daemon is not back yet: try again at the next renewal
+            self.id = opened.session
+            self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
+            self.reopened += 1
+            return True
 
     @property
     def closed(self) -> bool:
