@@ -10,6 +10,7 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
+mod shared;
 mod state;
 
 use state::{Rt, rt};
@@ -103,12 +104,17 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSetDevice(device: i32) -> AclError {
-    with_rt(|r| r.device(device).map(drop))
+    with_rt(|r| r.set_device(device))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDevice(device: i32) -> AclError {
-    with_rt(|r| r.device(device).map(drop))
+    with_rt(|r| r.reset_device(device, false))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceForce(device: i32) -> AclError {
+    with_rt(|r| r.reset_device(device, true))
 }
 
 #[unsafe(no_mangle)]
@@ -235,9 +241,9 @@ pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclEr
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.current_device() {
+    match r.available_streams() {
         // SAFETY: out-pointer from the caller.
-        Ok(dev) => unsafe { put(count, dev.available_streams()) },
+        Ok(n) => unsafe { put(count, n) },
         Err(e) => e,
     }
 }
@@ -472,6 +478,16 @@ pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, count: *mut u32) -> A
     match r.device(device) {
         // SAFETY: out-pointer from the caller.
         Ok(d) => unsafe { put(count, d.counts().streams_in_use) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.current_device() {
+        // SAFETY: out-pointer from the caller.
+        Ok(dev) => unsafe { put(device, dev.id() as i32) },
         Err(e) => e,
     }
 }

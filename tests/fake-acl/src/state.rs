@@ -24,7 +24,11 @@ struct Pending {
 struct Inner {
     next: usize,
     contexts: HashMap<usize, u32>,
+    /// Each device's default context (made by aclrtSetDevice) and its reference count.
+    defaults: HashMap<u32, (usize, u32)>,
     streams: HashMap<usize, (u32, StreamId)>,
+    /// The context each stream was created in (a reset frees the default context's).
+    stream_ctx: HashMap<usize, usize>,
     by_sim: HashMap<(u32, StreamId), usize>,
     events: HashMap<usize, (u32, EventId)>,
     subscribed: HashMap<usize, u64>,
@@ -37,6 +41,8 @@ struct Inner {
 
 pub struct Rt {
     pub devices: Vec<Arc<SimDevice>>,
+    /// The budget shared with other processes (`NPU_SIM_SHARED`), when set.
+    shared: Option<crate::shared::SharedBudget>,
     inner: Mutex<Inner>,
     due: Condvar,
 }
@@ -61,7 +67,13 @@ pub fn init() -> bool {
             }
         })
         .ok();
-        Rt { devices, inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }), due: Condvar::new() }
+        let shared = crate::shared::SharedBudget::from_env(profile.stream_limit);
+        Rt {
+            devices,
+            shared,
+            inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
+            due: Condvar::new(),
+        }
     });
     first
 }
@@ -95,22 +107,88 @@ impl Rt {
         usize::try_from(id).ok().and_then(|i| self.devices.get(i)).ok_or(INVALID_DEVICE)
     }
 
+    /// Takes `n` streams from the budget shared with other processes, if there is one.
+    fn take_shared(&self, device: u32, n: u32) -> Result<(), AclError> {
+        self.shared.as_ref().map_or(Ok(()), |s| s.take(device, n))
+    }
+
+    fn give_shared(&self, device: u32, n: u32) {
+        if let Some(s) = &self.shared {
+            s.give(device, n);
+        }
+    }
+
     pub fn create_context(&self, device: i32) -> Result<Handle, AclError> {
         let dev = self.device(device)?;
-        dev.create_context().map_err(|e| e.code)?;
+        self.take_shared(dev.id(), 1)?;
+        if let Err(e) = dev.create_context() {
+            self.give_shared(dev.id(), 1);
+            return Err(e.code);
+        }
         let mut inner = self.lock();
         let h = Self::mint(&mut inner);
         inner.contexts.insert(h, dev.id());
         Ok(h as Handle)
     }
 
+    /// Destroys a context with its default stream and whatever streams are left in it.
     pub fn destroy_context(&self, ctx: Handle) -> Result<(), AclError> {
         let device = self.lock().contexts.remove(&(ctx as usize)).ok_or(INVALID_PARAM)?;
+        let left: Vec<usize> =
+            self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx as usize).map(|(s, _)| *s).collect();
+        for s in left {
+            let _ = self.destroy_stream(s as Handle, false);
+        }
         self.devices[device as usize].destroy_context();
+        self.give_shared(device, 1);
         if CURRENT.with(Cell::get) == ctx as usize {
             CURRENT.with(|c| c.set(0));
         }
         Ok(())
+    }
+
+    /// aclrtSetDevice: makes (or counts one more use of) the device's default context,
+    /// which holds one default stream, and makes it the thread's current context.
+    pub fn set_device(&self, device: i32) -> Result<(), AclError> {
+        let id = self.device(device)?.id();
+        let existing = self.lock().defaults.get_mut(&id).map(|(ctx, uses)| {
+            *uses += 1;
+            *ctx
+        });
+        let ctx = match existing {
+            Some(ctx) => ctx,
+            None => {
+                let ctx = self.create_context(device)? as usize;
+                self.lock().defaults.insert(id, (ctx, 1));
+                ctx
+            }
+        };
+        CURRENT.with(|c| c.set(ctx));
+        Ok(())
+    }
+
+    /// aclrtResetDevice(+Force): when the last use goes (or at once with `force`), frees
+    /// the default context, its default stream and every stream created in it.
+    pub fn reset_device(&self, device: i32, force: bool) -> Result<(), AclError> {
+        let id = self.device(device)?.id();
+        let last = {
+            let mut inner = self.lock();
+            match inner.defaults.get_mut(&id) {
+                None => return Ok(()),
+                Some((ctx, uses)) => {
+                    *uses = if force { 0 } else { uses.saturating_sub(1) };
+                    let ctx = *ctx;
+                    (*uses == 0).then(|| {
+                        inner.defaults.remove(&id);
+                        ctx
+                    })
+                }
+            }
+        };
+        match last {
+            Some(ctx) => self.destroy_context(ctx as Handle),
+            None => Ok(()),
+        }
     }
 
     pub fn set_current(&self, ctx: Handle) -> Result<(), AclError> {
@@ -129,9 +207,18 @@ impl Rt {
 
     pub fn create_stream(&self, priority: u32, flags: u32) -> Result<Handle, AclError> {
         let dev = self.current_device()?;
-        let id = dev.create_stream(priority, flags).map_err(|e| e.code)?;
+        self.take_shared(dev.id(), 1)?;
+        let id = match dev.create_stream(priority, flags) {
+            Ok(id) => id,
+            Err(e) => {
+                self.give_shared(dev.id(), 1);
+                return Err(e.code);
+            }
+        };
         let mut inner = self.lock();
         let h = Self::mint(&mut inner);
+        let ctx = CURRENT.with(Cell::get);
+        inner.stream_ctx.insert(h, ctx);
         inner.streams.insert(h, (dev.id(), id));
         inner.by_sim.insert((dev.id(), id), h);
         Ok(h as Handle)
@@ -150,12 +237,23 @@ impl Rt {
         {
             let mut inner = self.lock();
             inner.streams.remove(&(h as usize));
+            inner.stream_ctx.remove(&(h as usize));
             inner.by_sim.remove(&(dev.id(), id));
             if let Some(thread) = inner.subscribed.remove(&(h as usize)) {
                 release_thread(&mut inner, thread);
             }
         }
-        if force { dev.destroy_stream_force(id) } else { dev.destroy_stream(id) }.map_err(|e| e.code)
+        let result = if force { dev.destroy_stream_force(id) } else { dev.destroy_stream(id) }.map_err(|e| e.code);
+        self.give_shared(dev.id(), 1);
+        result
+    }
+
+    /// Streams still free on the current context's device: all processes sharing the
+    /// budget counted when there is one, as the driver counts them.
+    pub fn available_streams(&self) -> Result<u32, AclError> {
+        let dev = self.current_device()?;
+        let own = dev.available_streams();
+        Ok(self.shared.as_ref().map_or(own, |s| s.available(dev.id()).min(own)))
     }
 
     pub fn streams_on(&self, device: u32) -> Vec<StreamId> {

@@ -1,0 +1,117 @@
+//! One device budget shared by every process that loads the fake (`NPU_SIM_SHARED=<path>`),
+//! so the multi-process failure the daemon exists for is reproducible: forty processes that
+//! each take 61 streams of a 2048-stream device collide near the limit and fail with 207008,
+//! as they do on a real device.
+//!
+//! The budget is a small text file, one `pid device streams` line per holder, read and
+//! rewritten under an exclusive `flock`. Like the driver, it frees what a dead process held:
+//! a line whose pid no longer exists (SIGKILL included) is dropped by the next process that
+//! takes the lock. A pid reused by a new process within one test would inherit the dead
+//! one's line; tests run far too briefly for the kernel to wrap its pid space.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+
+/// ACL_ERROR_RT_NO_STREAM_RESOURCE.
+pub const NO_STREAM_RESOURCE: i32 = 207008;
+
+pub struct SharedBudget {
+    file: File,
+    /// Streams per device, default streams and internal-sync streams included.
+    limit: u32,
+}
+
+/// Holder lines: (pid, device) → streams.
+type Holders = BTreeMap<(u32, u32), u32>;
+
+impl SharedBudget {
+    /// Opens (creating) the budget file named by `NPU_SIM_SHARED`, if set.
+    pub fn from_env(limit: u32) -> Option<SharedBudget> {
+        let path = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
+        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).ok()?;
+        Some(SharedBudget { file, limit })
+    }
+
+    /// Takes `n` streams on `device` for this process, or fails with 207008 when the
+    /// device (all processes together) has fewer than `n` left.
+    pub fn take(&self, device: u32, n: u32) -> Result<(), i32> {
+        self.update(|holders| {
+            let used: u32 = holders.iter().filter(|((_, d), _)| *d == device).map(|(_, s)| *s).sum();
+            if used.saturating_add(n) > self.limit {
+                return Err(NO_STREAM_RESOURCE);
+            }
+            *holders.entry((std::process::id(), device)).or_insert(0) += n;
+            Ok(())
+        })
+    }
+
+    /// Gives back `n` streams this process held on `device`.
+    pub fn give(&self, device: u32, n: u32) {
+        let _ = self.update(|holders| {
+            let me = (std::process::id(), device);
+            if let Some(held) = holders.get_mut(&me) {
+                *held = held.saturating_sub(n);
+                if *held == 0 {
+                    holders.remove(&me);
+                }
+            }
+            Ok(())
+        });
+    }
+
+    /// Streams still free on `device`, all processes counted.
+    pub fn available(&self, device: u32) -> u32 {
+        self.update(|holders| {
+            let used: u32 = holders.iter().filter(|((_, d), _)| *d == device).map(|(_, s)| *s).sum();
+            Ok(self.limit.saturating_sub(used))
+        })
+        .unwrap_or(0)
+    }
+
+    /// Runs `op` on the holder table under the file lock, dropping dead processes' lines
+    /// first, and writes the table back.
+    fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, i32>) -> Result<T, i32> {
+        let fd = self.file.as_raw_fd();
+        // SAFETY: flock on a descriptor this struct owns; blocks until the lock is ours.
+        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+            return Err(crate::state::INTERNAL);
+        }
+        let result = (|| {
+            let mut file = &self.file;
+            let mut text = String::new();
+            file.seek(SeekFrom::Start(0)).map_err(|_| crate::state::INTERNAL)?;
+            file.read_to_string(&mut text).map_err(|_| crate::state::INTERNAL)?;
+            let mut holders: Holders = text
+                .lines()
+                .filter_map(|l| {
+                    let mut w = l.split_whitespace().map(str::parse::<u32>);
+                    Some(((w.next()?.ok()?, w.next()?.ok()?), w.next()?.ok()?))
+                })
+                .filter(|((pid, _), _)| alive(*pid))
+                .collect();
+            let out = op(&mut holders)?;
+            let mut text = String::new();
+            for ((pid, device), streams) in &holders {
+                text.push_str(&format!("{pid} {device} {streams}\n"));
+            }
+            file.seek(SeekFrom::Start(0)).map_err(|_| crate::state::INTERNAL)?;
+            self.file.set_len(0).map_err(|_| crate::state::INTERNAL)?;
+            file.write_all(text.as_bytes()).map_err(|_| crate::state::INTERNAL)?;
+            Ok(out)
+        })();
+        // SAFETY: releases the lock taken above on the same descriptor.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        result
+    }
+}
+
+/// Whether `pid` names a live process (a zombie counts as dead: its streams are freed).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name, which may itself hold spaces.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
