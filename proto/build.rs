@@ -12,6 +12,7 @@ const PROTOS: &[&str] = &[
     "npud/v1/event.proto",
     "npud/v1/report.proto",
     "npud/v1/admin.proto",
+    "npud/v1/budget.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

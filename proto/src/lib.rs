@@ -33,3 +33,11 @@ pub fn default_socket_path() -> std::path::PathBuf {
         None => format!("/tmp/npud-{uid}/npud.sock").into(),
     }
 }
+
+/// The first bytes of a budget-wire connection (see `budget.proto`): 8 bytes, as long as
+/// the HTTP/2 client preface's first 8 (`PRI * HT`), so the daemon tells the two apart
+/// from one read on its one socket.
+pub const BUDGET_PREFACE: &[u8; 8] = b"NPUDBUD1";
+
+/// Largest budget-wire frame either side accepts.
+pub const BUDGET_MAX_FRAME: usize = 64 * 1024;

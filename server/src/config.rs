@@ -146,6 +146,11 @@ pub struct Limits {
     pub max_user_data: usize,
     pub callback_deadline: Duration,
     pub max_pending_reports: usize,
+    /// Interposed processes one tenant may have connected at once.
+    pub max_native_processes: u32,
+    /// How long after start the daemon accepts declarations of streams that interposed
+    /// processes held before it restarted.
+    pub declare_grace: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -275,6 +280,8 @@ struct FileLimits {
     max_user_data: Option<usize>,
     callback_deadline: Option<String>,
     max_pending_reports: Option<usize>,
+    max_native_processes: Option<u32>,
+    declare_grace: Option<String>,
 }
 
 fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
@@ -345,6 +352,12 @@ impl Config {
             request_burst: f.limits.request_burst.unwrap_or(200_000),
             max_streams_per_request: f.limits.max_streams_per_request.unwrap_or(1024),
             max_user_data: f.limits.max_user_data.unwrap_or(64 * 1024),
+            max_native_processes: f.limits.max_native_processes.unwrap_or(1024),
+            declare_grace: duration(
+                "limits.declare_grace",
+                f.limits.declare_grace.as_deref(),
+                Duration::from_secs(60),
+            )?,
             callback_deadline: duration(
                 "limits.callback_deadline",
                 f.limits.callback_deadline.as_deref(),

@@ -24,6 +24,8 @@ pub struct Daemon {
     pub epoch: u16,
     pub limiter: crate::limits::RateLimiter,
     pub health: Arc<crate::health::Health>,
+    /// Processes holding streams they created themselves (the interposer's connections).
+    pub natives: crate::native::Natives,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -102,6 +104,8 @@ impl Daemon {
         }));
         let health = Arc::new(crate::health::Health::new(backend.devices().len()));
         let limiter = crate::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
+        let natives =
+            crate::native::Natives::new(config.limits.max_native_processes as usize, config.limits.declare_grace);
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
@@ -113,6 +117,7 @@ impl Daemon {
             config,
             limiter,
             health,
+            natives,
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),

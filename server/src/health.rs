@@ -98,6 +98,11 @@ impl Daemon {
         for (_, e) in self.registry.all_streams() {
             *held.entry((e.device, e.tenant)).or_insert(0) += 1;
         }
+        // Streams interposed processes created themselves: in the ledger, not on our hardware.
+        let natives = self.natives.totals();
+        for ((device, tenant), n) in &natives {
+            *held.entry((*device, Arc::clone(tenant))).or_insert(0) += n;
+        }
         let views: Vec<_> = self.devices().iter().map(|d| (d.clone(), self.admission.view(d.id))).collect();
         let hardware: Vec<u32> = self.devices().iter().map(|d| self.backend.hardware_in_use(d.id)).collect();
         if h.in_flight.load(Ordering::Acquire) != 0 || h.generation.load(Ordering::Acquire) != generation {
@@ -108,7 +113,7 @@ impl Daemon {
             let registry: u32 = held.iter().filter(|((d, _), _)| *d == desc.id).map(|(_, n)| n).sum();
             if registry != view.in_use {
                 problems.push(format!(
-                    "device {}: ledger in use {} but the registry holds {registry}",
+                    "device {}: ledger in use {} but the registry and native holders hold {registry}",
                     desc.id, view.in_use
                 ));
             }
@@ -119,7 +124,8 @@ impl Daemon {
                         .push(format!("device {}: tenant {tenant} ledger {} registry {n}", desc.id, figures.streams));
                 }
             }
-            let accounted = desc.runtime_streams + view.in_use + view.pooled;
+            let native: u32 = natives.iter().filter(|((d, _), _)| *d == desc.id).map(|(_, n)| n).sum();
+            let accounted = desc.runtime_streams + view.in_use.saturating_sub(native) + view.pooled;
             if self.config.policy == crate::config::Policy::Managed && hw < accounted {
                 problems
                     .push(format!("device {}: hardware holds {hw} streams but {accounted} are accounted for", desc.id));

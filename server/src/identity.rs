@@ -97,6 +97,8 @@ pub struct PeerInfo {
 pub struct PeerStream {
     inner: UnixStream,
     info: Arc<PeerInfo>,
+    /// Bytes already read off the connection to tell its protocol, handed back first.
+    replay: Vec<u8>,
 }
 
 impl PeerStream {
@@ -110,7 +112,26 @@ impl PeerStream {
             }
         });
         let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container };
-        Ok(PeerStream { inner: stream, info: Arc::new(info) })
+        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new() })
+    }
+
+    pub fn info(&self) -> &Arc<PeerInfo> {
+        &self.info
+    }
+
+    /// Reads the connection's first `N` bytes (its protocol preface). Unless the caller
+    /// then calls [`PeerStream::consume_preface`], later reads see them again.
+    pub async fn read_preface<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
+        use tokio::io::AsyncReadExt;
+        let mut preface = [0u8; N];
+        self.inner.read_exact(&mut preface).await?;
+        self.replay = preface.to_vec();
+        Ok(preface)
+    }
+
+    /// Drops the bytes [`PeerStream::read_preface`] kept for replay.
+    pub fn consume_preface(&mut self) {
+        self.replay.clear();
     }
 }
 
@@ -124,6 +145,12 @@ impl tonic::transport::server::Connected for PeerStream {
 
 impl AsyncRead for PeerStream {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        if !self.replay.is_empty() {
+            let n = self.replay.len().min(buf.remaining());
+            buf.put_slice(&self.replay[..n]);
+            self.replay.drain(..n);
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }

@@ -18,6 +18,7 @@ pub mod identity;
 pub mod ledger;
 pub mod limits;
 pub mod metrics;
+pub mod native;
 pub mod ops;
 pub mod quota;
 pub mod registry;

@@ -92,14 +92,53 @@ fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfi
     cfg
 }
 
-/// Accepted connections with their peer's identity (uid, gid, pid, container) attached.
-fn incoming_peers(
+/// How long a new connection may take to send its first 8 bytes before it is dropped.
+const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Accepts Unix connections, attaches each peer's identity (uid, gid, pid, container) and
+/// tells the socket's two protocols apart by their first 8 bytes: budget-wire connections
+/// (the interposer) are served here, HTTP/2 ones go to tonic through the returned stream.
+/// Classifying runs in a task per connection, so a silent client delays no one.
+fn route_connections(
     listener: UnixListener,
-    inspector: std::sync::Arc<dyn crate::identity::PeerInspector>,
+    inspector: Arc<dyn crate::identity::PeerInspector>,
+    daemon: Arc<Daemon>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<crate::identity::PeerStream>> {
-    use tokio_stream::StreamExt;
-    tokio_stream::wrappers::UnixListenerStream::new(listener)
-        .map(move |conn| conn.and_then(|s| crate::identity::PeerStream::accept(s, inspector.as_ref())))
+    let (tx, rx) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let stream = match listener.accept().await {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors or memory: back off instead of spinning.
+                    tracing::warn!(error = %e, "accepting a connection failed; backing off");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let mut peer = match crate::identity::PeerStream::accept(stream, inspector.as_ref()) {
+                Ok(peer) => peer,
+                Err(e) => {
+                    tracing::debug!(error = %e, "dropping a connection whose peer cannot be identified");
+                    continue;
+                }
+            };
+            let (tx, daemon) = (tx.clone(), Arc::clone(&daemon));
+            tokio::spawn(async move {
+                match tokio::time::timeout(PREFACE_TIMEOUT, peer.read_preface::<8>()).await {
+                    Ok(Ok(preface)) if &preface == npud_proto::BUDGET_PREFACE => {
+                        peer.consume_preface();
+                        crate::native::wire::serve(daemon, peer).await;
+                    }
+                    Ok(Ok(_)) => {
+                        let _ = tx.send(Ok(peer)).await;
+                    }
+                    _ => tracing::debug!("dropping a connection that sent no preface"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
 /// Background work: route device reports, reap lapsed sessions.
@@ -176,7 +215,11 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     let uds = tonic::transport::Server::builder().add_routes(routes.clone()).serve_with_incoming_shutdown(
-        incoming_peers(listener, std::sync::Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() })),
+        route_connections(
+            listener,
+            Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() }),
+            Arc::clone(&daemon),
+        ),
         stopped(stop_rx.clone()),
     );
     let tcp = match config.listen {

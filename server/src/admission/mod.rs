@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+mod native;
+pub use native::NativeShare;
+
 type Class = (i32, u32);
 
 struct DeviceState {

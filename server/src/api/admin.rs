@@ -53,6 +53,7 @@ impl AdminService for Api {
             events: events as u32,
             callbacks_in_flight: d.reports.pending_callbacks() as u32,
             invariant_violations: d.health.violations.load(std::sync::atomic::Ordering::Relaxed),
+            native_holders: d.natives.rows((!caller.admin).then_some(caller.tenant.as_ref())),
         }))
     }
 

@@ -1,4 +1,5 @@
 from npud.v1 import device_pb2 as _device_pb2
+from npud.v1 import budget_pb2 as _budget_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -46,7 +47,7 @@ class TenantUsage(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
-    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations")
+    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations", "native_holders")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +59,7 @@ class StatusResponse(_message.Message):
     EVENTS_FIELD_NUMBER: _ClassVar[int]
     CALLBACKS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     INVARIANT_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_HOLDERS_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[_device_pb2.Device]
     tenants: _containers.RepeatedCompositeFieldContainer[TenantUsage]
     policy: str
@@ -69,7 +71,8 @@ class StatusResponse(_message.Message):
     events: int
     callbacks_in_flight: int
     invariant_violations: int
-    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ..., sessions: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., callbacks_in_flight: _Optional[int] = ..., invariant_violations: _Optional[int] = ...) -> None: ...
+    native_holders: _containers.RepeatedCompositeFieldContainer[_budget_pb2.NativeHolder]
+    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ..., sessions: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., callbacks_in_flight: _Optional[int] = ..., invariant_violations: _Optional[int] = ..., native_holders: _Optional[_Iterable[_Union[_budget_pb2.NativeHolder, _Mapping]]] = ...) -> None: ...
 
 class ListTenantsRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,104 @@
+//! Native holdings: budget for streams a process creates in its own context (through the
+//! interposer). They are granted by the same ledger, queue, quotas and reservations as
+//! daemon streams; the daemon creates nothing, it only counts. Because the hardware is
+//! shared, a native grant that would overflow it together with the warm pool evicts pooled
+//! streams first, as a daemon grant does.
+
+use super::{Admission, grant_queued};
+use crate::config::{Policy, Quota};
+use crate::error::NpudResult;
+use crate::ledger::Tenant;
+use std::time::Duration;
+
+/// A caller's share of one device (what aclrtGetStreamAvailableNum should answer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NativeShare {
+    pub capacity: u32,
+    /// Not held, pooled or draining.
+    pub device_free: u32,
+    /// min(what the tenant's quota leaves, device free).
+    pub available: u32,
+    pub tenant_holds: u32,
+}
+
+impl Admission {
+    /// Waits (bounded, cancellation-safe) for `count` streams of native budget, then makes
+    /// room on the hardware by evicting pooled streams if needed.
+    pub async fn acquire_native(
+        &self,
+        device: u32,
+        tenant: &Tenant,
+        quota: &Quota,
+        count: u32,
+        wait: Duration,
+    ) -> NpudResult<Duration> {
+        let waited = if self.policy == Policy::Passthrough {
+            self.lock(device).ledger.force_take(tenant, count);
+            Duration::ZERO
+        } else {
+            self.grant(device, tenant, quota, count, wait).await?
+        };
+        self.make_room(device).await;
+        Ok(waited)
+    }
+
+    /// Gives back native budget (the process destroyed streams, reset the device or died).
+    pub fn release_native(&self, device: u32, tenant: &Tenant, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let mut st = self.lock(device);
+        st.ledger.release(tenant, count, false);
+        grant_queued(&mut st.ledger);
+    }
+
+    /// Counts streams a process already holds (declared after a daemon restart), even over
+    /// its quota, but never more than the device has left after everyone else's holdings:
+    /// returns how many were counted.
+    pub async fn declare_native(&self, device: u32, tenant: &Tenant, count: u32) -> u32 {
+        let accepted = {
+            let mut st = self.lock(device);
+            let l = &st.ledger;
+            let room = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
+            let accepted = count.min(room);
+            st.ledger.force_take(tenant, accepted);
+            accepted
+        };
+        self.make_room(device).await;
+        accepted
+    }
+
+    /// The tenant's share of `device` under `quota`.
+    pub fn native_share(&self, device: u32, tenant: &str, quota: &Quota) -> NativeShare {
+        let st = self.lock(device);
+        let l = &st.ledger;
+        let device_free =
+            l.capacity().saturating_sub(l.in_use()).saturating_sub(l.pooled()).saturating_sub(l.draining());
+        let tenant_holds = l.used_by(tenant);
+        // Pooled streams are the daemon's to evict, so they count as free for a grant.
+        let grantable = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
+        let available = quota.max_streams.saturating_sub(tenant_holds).min(grantable);
+        NativeShare { capacity: l.capacity(), device_free, available, tenant_holds }
+    }
+
+    /// Destroys pooled streams while the hardware would otherwise hold more than the
+    /// device's capacity (held + pooled + draining).
+    async fn make_room(&self, device: u32) {
+        let evicted = {
+            let mut st = self.lock(device);
+            let mut pooled: u32 = st.pool.values().map(|v| v.len() as u32).sum();
+            let l = &st.ledger;
+            let mut over = (l.in_use() + pooled + l.draining()).saturating_sub(l.capacity());
+            let mut evicted = Vec::new();
+            while over > 0 {
+                let Some(s) = st.pool.values_mut().find_map(Vec::pop) else { break };
+                evicted.push(s);
+                over -= 1;
+                pooled -= 1;
+            }
+            st.ledger.set_pooled(pooled);
+            evicted
+        };
+        self.destroy_all(device, evicted).await;
+    }
+}
