@@ -80,6 +80,12 @@ pub enum Command {
         after_help = "Examples:\n  npuctl completions bash > /etc/bash_completion.d/npuctl\n  npuctl completions zsh > ~/.zfunc/_npuctl"
     )]
     Completions { shell: clap_complete::Shell },
+    /// Run a program with npud admitting the streams it creates natively (the interposer
+    /// preloaded): CMD replaces npuctl, same pid.
+    #[command(
+        after_help = "Examples:\n  npuctl run -- python train.py\n  npuctl run --streams 61 --wait 2m -- ./server --port 8000\n\nThe program's first stream or context on a device asks npud for --streams at once (waiting up to --wait in the fair queue); the streams go back when it destroys them, resets the device or exits."
+    )]
+    Run(crate::commands::run::RunArgs),
     /// Print the man page (roff).
     #[command(after_help = "Example:\n  npuctl man > /usr/local/share/man/man1/npuctl.1")]
     Man,
@@ -244,7 +250,7 @@ pub enum QuotaCmd {
     },
 }
 
-fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     if s == "0" {
         return Ok(std::time::Duration::ZERO);
     }

@@ -59,6 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             clap_complete::generate(shell, &mut <Cli as clap::CommandFactory>::command(), "npuctl", &mut script);
             output::write_bytes(&script);
         }
+        Command::Run(_) => unreachable_run()?,
         Command::Man => {
             let mut page = Vec::new();
             clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
@@ -89,6 +90,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `run` is handled before the runtime starts; reaching it here is a usage error.
+fn unreachable_run() -> anyhow::Result<()> {
+    Err(anyhow::anyhow!("run is handled before the runtime starts"))
+}
+
 /// Distinct exit codes so scripts can tell a full device from a typo.
 fn exit_code(e: &anyhow::Error) -> u8 {
     use tonic::Code;
@@ -110,6 +116,12 @@ fn exit_code(e: &anyhow::Error) -> u8 {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Run(args) = &cli.command {
+        // exec needs no runtime; it returns only when the program could not be started.
+        let e = commands::run::exec(args, cli.socket.as_deref());
+        eprintln!("npuctl: {}", format!("{e:#}").replace('\n', " "));
+        return ExitCode::from(1);
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -2,6 +2,7 @@
 
 pub mod device;
 pub mod event;
+pub mod run;
 pub mod session;
 pub mod status;
 pub mod stream;

@@ -58,6 +58,10 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             "waiting_requests": t.waiting_requests, "waiting_streams": t.waiting_streams, "sessions": t.sessions,
             "max_streams": t.quota.as_ref().map(|q| q.max_streams), "reserved_streams": t.quota.as_ref().map(|q| q.reserved_streams),
         })).collect::<Vec<_>>(),
+        "native_holders": s.native_holders.iter().map(|h| json!({
+            "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,
+            "device": h.device, "streams": h.streams,
+        })).collect::<Vec<_>>(),
     });
     emit(ctx.output, json, || {
         let mut out =
@@ -97,6 +101,25 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             .collect();
         out.push('\n');
         out.push_str(&table(&["TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS"], &rows));
+        if !s.native_holders.is_empty() {
+            let rows: Vec<Vec<String>> = s
+                .native_holders
+                .iter()
+                .map(|h| {
+                    let container = if h.container.is_empty() { "-".to_string() } else { h.container.clone() };
+                    vec![
+                        h.pid.to_string(),
+                        h.tenant.clone(),
+                        container,
+                        h.device.to_string(),
+                        h.streams.to_string(),
+                        h.program.clone(),
+                    ]
+                })
+                .collect();
+            out.push_str("\nnative streams (interposed processes)\n");
+            out.push_str(&table(&["PID", "TENANT", "CONTAINER", "DEVICE", "STREAMS", "PROGRAM"], &rows));
+        }
         out
     });
 }

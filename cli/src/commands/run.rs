@@ -1,0 +1,75 @@
+//! `npuctl run [--streams N] [--wait D] -- CMD ARGS...`: execs CMD (same pid) with the
+//! interposer preloaded and pointed at this daemon, so an unmodified program's native
+//! streams are admitted by npud.
+
+use anyhow::Context;
+use clap::Args;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The interposer's file name, looked for next to npuctl, then in the install directory.
+const LIBRARY: &str = "libnpud_preload.so";
+const INSTALLED: &str = "/usr/local/lib/npud/libnpud_preload.so";
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Streams per device the program asks for at once, its default stream included
+    /// [default: the tenant's usual start-up need, 71 for a torch_npu process].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub streams: Option<u32>,
+    /// How long the first ask may wait in npud's queue before creation fails with 207008.
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    pub wait: Option<Duration>,
+    /// Fail stream creation with 207008 when npud cannot be reached (default: let the
+    /// vendor create without admission and warn once).
+    #[arg(long)]
+    pub required: bool,
+    /// The interposer library [default: libnpud_preload.so next to npuctl, else /usr/local/lib/npud/].
+    #[arg(long, value_name = "PATH", env = "NPUD_PRELOAD")]
+    pub library: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn library(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = explicit {
+        anyhow::ensure!(p.is_file(), "the interposer {} does not exist", p.display());
+        return Ok(p.to_path_buf());
+    }
+    let beside = std::env::current_exe().ok().and_then(|e| e.parent().map(|d| d.join(LIBRARY)));
+    beside
+        .into_iter()
+        .chain([PathBuf::from(INSTALLED)])
+        .find(|p| p.is_file())
+        .with_context(|| format!("cannot find {LIBRARY} next to npuctl or at {INSTALLED}; pass --library"))
+}
+
+/// Replaces this process with the program; returns only if that failed.
+pub fn exec(args: &RunArgs, socket: Option<&Path>) -> anyhow::Error {
+    let lib = match library(args.library.as_deref()) {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    let socket = socket.map_or_else(npud_proto::default_socket_path, Path::to_path_buf);
+    let preload = match std::env::var("LD_PRELOAD").ok().filter(|p| !p.is_empty()) {
+        Some(existing) => format!("{} {existing}", lib.display()),
+        None => lib.display().to_string(),
+    };
+    let Some((program, rest)) = args.command.split_first() else {
+        return anyhow::anyhow!("no program to run");
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(rest).env("LD_PRELOAD", preload).env("NPUD_SOCKET", &socket);
+    if let Some(n) = args.streams {
+        cmd.env("NPUD_STREAMS", n.to_string());
+    }
+    if let Some(w) = args.wait {
+        cmd.env("NPUD_WAIT", format!("{}ms", w.as_millis()));
+    }
+    if args.required {
+        cmd.env("NPUD_REQUIRED", "1");
+    }
+    anyhow::Error::from(cmd.exec()).context(format!("cannot run {program}"))
+}

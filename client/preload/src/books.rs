@@ -1,0 +1,232 @@
+//! What one process holds per device, and what it must ask npud for. Pure bookkeeping:
+//! no I/O, so the policy is tested directly.
+//!
+//! Deadlock freedom: only a process that holds nothing on a device waits in npud's queue
+//! (its first ask is its whole start-up need). A process that already holds streams and
+//! wants more asks without waiting: it either fits now or fails with the vendor's code, as
+//! it would without npud. No process ever waits while holding, so processes that each
+//! hold part of what they need cannot wait on each other.
+
+use std::collections::HashMap;
+
+/// One device's figures in this process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Device {
+    /// Budget npud granted (or, when npud was unreachable, that the process took itself).
+    pub granted: u32,
+    /// Streams that exist: default streams of contexts plus created streams.
+    pub used: u32,
+    /// aclrtSetDevice calls not yet undone by aclrtResetDevice.
+    pub set_count: u32,
+    /// The default context aclrtSetDevice made, once known.
+    pub default_ctx: usize,
+}
+
+/// What to do before creating `n` streams on a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// The existing grant covers it; `used` has been counted.
+    Covered,
+    /// Ask npud for `count` streams, waiting in its queue only if `wait` is true.
+    Ask { count: u32, wait: bool },
+}
+
+#[derive(Debug, Default)]
+pub struct Books {
+    devices: HashMap<u32, Device>,
+    /// Live streams: handle → (device, context it was created in).
+    streams: HashMap<usize, (u32, usize)>,
+    /// Contexts made with aclrtCreateContext: handle → device.
+    contexts: HashMap<usize, u32>,
+}
+
+impl Books {
+    pub fn device(&self, device: u32) -> Device {
+        self.devices.get(&device).copied().unwrap_or_default()
+    }
+
+    pub fn devices(&self) -> Vec<(u32, Device)> {
+        self.devices.iter().map(|(&d, &v)| (d, v)).collect()
+    }
+
+    /// Plans the creation of `n` streams; `startup` is the process's whole start-up need,
+    /// asked for at once the first time.
+    pub fn plan(&mut self, device: u32, n: u32, startup: u32) -> Plan {
+        let d = self.devices.entry(device).or_default();
+        if d.used.saturating_add(n) <= d.granted {
+            d.used += n;
+            return Plan::Covered;
+        }
+        let holding = d.granted > 0 || d.used > 0;
+        if holding {
+            Plan::Ask { count: d.used.saturating_add(n) - d.granted, wait: false }
+        } else {
+            Plan::Ask { count: startup.max(n), wait: true }
+        }
+    }
+
+    /// npud granted `count` for a plan of `n` streams.
+    pub fn granted(&mut self, device: u32, count: u32, n: u32) {
+        let d = self.devices.entry(device).or_default();
+        d.granted = d.granted.saturating_add(count);
+        d.used = d.used.saturating_add(n);
+    }
+
+    /// The vendor call the budget was for failed: the streams do not exist.
+    pub fn not_created(&mut self, device: u32, n: u32) {
+        let d = self.devices.entry(device).or_default();
+        d.used = d.used.saturating_sub(n);
+    }
+
+    /// Streams went away: returns how much budget to give back to npud (the grant shrinks
+    /// with them, so a process that gives streams back does not sit on budget).
+    pub fn freed(&mut self, device: u32, n: u32) -> u32 {
+        let d = self.devices.entry(device).or_default();
+        let n = n.min(d.used);
+        d.used -= n;
+        let back = n.min(d.granted);
+        d.granted -= back;
+        back
+    }
+
+    pub fn stream_created(&mut self, stream: usize, device: u32, ctx: usize) {
+        self.streams.insert(stream, (device, ctx));
+    }
+
+    /// Forgets a destroyed stream; its device, if it was known.
+    pub fn stream_destroyed(&mut self, stream: usize) -> Option<u32> {
+        self.streams.remove(&stream).map(|(d, _)| d)
+    }
+
+    pub fn context_created(&mut self, ctx: usize, device: u32) {
+        self.contexts.insert(ctx, device);
+    }
+
+    /// Forgets a destroyed context and the streams left in it: (device, streams freed,
+    /// default stream included).
+    pub fn context_destroyed(&mut self, ctx: usize) -> Option<(u32, u32)> {
+        let device = self.contexts.remove(&ctx)?;
+        Some((device, 1 + self.drop_streams_of(ctx)))
+    }
+
+    pub fn context_device(&self, ctx: usize) -> Option<u32> {
+        self.contexts
+            .get(&ctx)
+            .copied()
+            .or_else(|| self.devices.iter().find(|(_, d)| d.default_ctx == ctx && ctx != 0).map(|(&id, _)| id))
+    }
+
+    /// aclrtSetDevice succeeded; true when it was the first (the default context is new).
+    pub fn set_device(&mut self, device: u32) -> bool {
+        let d = self.devices.entry(device).or_default();
+        d.set_count += 1;
+        d.set_count == 1
+    }
+
+    pub fn set_default_context(&mut self, device: u32, ctx: usize) {
+        self.devices.entry(device).or_default().default_ctx = ctx;
+    }
+
+    /// aclrtResetDevice succeeded. When the last use goes (or at once with `force`) the
+    /// default context, its stream and every stream made in it are gone: returns how much
+    /// budget to give back then (including any unused grant).
+    pub fn reset_device(&mut self, device: u32, force: bool) -> u32 {
+        let Some(d) = self.devices.get_mut(&device) else { return 0 };
+        if d.set_count == 0 {
+            return 0;
+        }
+        d.set_count = if force { 0 } else { d.set_count - 1 };
+        if d.set_count > 0 {
+            return 0;
+        }
+        let ctx = d.default_ctx;
+        d.default_ctx = 0;
+        let freed = 1 + self.drop_streams_of(ctx);
+        let d = self.devices.entry(device).or_default();
+        d.used = d.used.saturating_sub(freed);
+        // What is left in use belongs to contexts made with aclrtCreateContext.
+        let back = d.granted.saturating_sub(d.used);
+        d.granted -= back;
+        back
+    }
+
+    fn drop_streams_of(&mut self, ctx: usize) -> u32 {
+        let before = self.streams.len();
+        self.streams.retain(|_, (_, c)| *c != ctx);
+        (before - self.streams.len()) as u32
+    }
+
+    /// After npud restarted and counted the declared streams: the grant is what is used.
+    pub fn declared(&mut self, device: u32) -> u32 {
+        let d = self.devices.entry(device).or_default();
+        d.granted = d.used;
+        d.used
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_ask_is_the_whole_start_up_need_and_waits() {
+        let mut b = Books::default();
+        assert!(b.set_device(0));
+        assert_eq!(b.plan(0, 1, 71), Plan::Ask { count: 71, wait: true });
+        b.granted(0, 71, 1);
+        for _ in 0..70 {
+            assert_eq!(b.plan(0, 1, 71), Plan::Covered);
+        }
+        assert_eq!(b.device(0), Device { granted: 71, used: 71, set_count: 1, default_ctx: 0 });
+    }
+
+    #[test]
+    fn growth_past_the_grant_never_waits_while_holding() {
+        let mut b = Books::default();
+        b.granted(0, 2, 2);
+        assert_eq!(b.plan(0, 3, 71), Plan::Ask { count: 3, wait: false });
+    }
+
+    #[test]
+    fn a_failed_creation_keeps_the_grant_for_the_next_try() {
+        let mut b = Books::default();
+        b.granted(0, 4, 1);
+        assert_eq!(b.plan(0, 1, 4), Plan::Covered);
+        b.not_created(0, 1);
+        assert_eq!(b.device(0).used, 1);
+        assert_eq!(b.device(0).granted, 4);
+    }
+
+    #[test]
+    fn destroyed_streams_give_their_budget_back() {
+        let mut b = Books::default();
+        b.granted(0, 61, 61);
+        b.stream_created(0x10, 0, 7);
+        assert_eq!(b.stream_destroyed(0x10), Some(0));
+        assert_eq!(b.freed(0, 1), 1);
+        assert_eq!(b.device(0), Device { granted: 60, used: 60, set_count: 0, default_ctx: 0 });
+        assert_eq!(b.stream_destroyed(0x10), None, "only once");
+    }
+
+    #[test]
+    fn the_last_reset_frees_the_default_context_its_streams_and_the_unused_grant() {
+        let mut b = Books::default();
+        b.set_device(0);
+        b.set_device(0);
+        b.set_default_context(0, 7);
+        b.granted(0, 71, 1); // the default stream
+        for s in 0..3 {
+            assert_eq!(b.plan(0, 1, 71), Plan::Covered);
+            b.stream_created(0x100 + s, 0, 7);
+        }
+        b.context_created(9, 0);
+        assert_eq!(b.plan(0, 1, 71), Plan::Covered); // context 9's default stream
+        assert_eq!(b.reset_device(0, false), 0, "one use is left");
+        // 4 freed with the default context (its stream + 3); context 9's stream stays.
+        assert_eq!(b.reset_device(0, false), 70);
+        assert_eq!(b.device(0).used, 1);
+        assert_eq!(b.device(0).granted, 1);
+        assert_eq!(b.context_destroyed(9), Some((0, 1)));
+        assert_eq!(b.reset_device(0, true), 0, "nothing left to reset");
+    }
+}

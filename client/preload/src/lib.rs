@@ -1,0 +1,18 @@
+//! `libnpud_preload.so`: loaded with `LD_PRELOAD` into an unmodified program, it makes
+//! npud the admission authority for the streams the program creates natively. Before the
+//! vendor creates a stream or a context (each context holds a default stream) the hook asks
+//! npud for budget; destruction, device reset and process death give it back. Kernels,
+//! events and synchronisation never touch npud: the data path stays native.
+//!
+//! Layers: [`ffi`] (the only unsafe code: exported hooks, `dlsym`, finding the real vendor
+//! functions) → [`process`] (per-process state, fork-aware) → [`books`] (what the process
+//! holds, pure) and [`wire`] (a blocking client of npud's budget wire; no async runtime in
+//! a foreign process). Nothing runs in a library constructor: the first hooked call
+//! connects.
+
+pub mod books;
+#[allow(unsafe_code)]
+mod ffi;
+pub mod process;
+pub mod settings;
+pub mod wire;

@@ -1,0 +1,229 @@
+//! One interposed process: its books, its connection to npud, and the decisions each hook
+//! asks for. A child after fork() gets a state of its own (see `ffi::process`), never the
+//! parent's connection or holdings.
+//!
+//! Locks: the books lock is never held across a call to npud or the vendor, and the
+//! connection lock is only taken with the books lock released, so no hook can deadlock
+//! another thread's hook.
+
+use crate::books::{Books, Plan};
+use crate::settings::Settings;
+use crate::wire::{Connection, WireError};
+use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::Duration;
+
+/// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
+pub const NO_STREAM_RESOURCE: i32 = 207008;
+/// How often the watcher looks for a closed connection while the process holds streams.
+const WATCH_PERIOD: Duration = Duration::from_millis(250);
+
+pub struct Process {
+    pub pid: u32,
+    settings: Settings,
+    books: Mutex<Books>,
+    conn: Mutex<Option<Connection>>,
+    warned: AtomicBool,
+    watcher: Once,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn program() -> String {
+    std::env::args_os().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+impl Process {
+    pub fn new(pid: u32) -> Process {
+        Process {
+            pid,
+            settings: Settings::from_env(),
+            books: Mutex::new(Books::default()),
+            conn: Mutex::new(None),
+            warned: AtomicBool::new(false),
+            watcher: Once::new(),
+        }
+    }
+
+    /// Runs `f` on the connection, opening it first (and declaring what the process holds,
+    /// after npud restarted). A broken connection is dropped so the next call reconnects.
+    fn with_conn<T>(&'static self, f: impl FnOnce(&mut Connection) -> Result<T, WireError>) -> Result<T, WireError> {
+        let mut guard = lock(&self.conn);
+        if guard.is_none() {
+            *guard = Some(self.connect()?);
+        }
+        let conn = guard.as_mut().ok_or_else(|| WireError::Unreachable("not connected".into()))?;
+        let result = f(conn);
+        if matches!(result, Err(WireError::Unreachable(_))) {
+            *guard = None;
+        }
+        result
+    }
+
+    /// Opens a connection and declares whatever the process already holds (it can only
+    /// hold something here if npud went away and came back).
+    fn connect(&'static self) -> Result<Connection, WireError> {
+        let mut conn = Connection::open(&self.settings.socket, &program())?;
+        let holding: Vec<(u32, u32)> =
+            lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
+        for (device, used) in holding {
+            match conn.call(Call::Declare(pb::DeclareBudgetRequest { device, count: used }), Duration::ZERO) {
+                Ok(Reply::Declared(d)) => {
+                    lock(&self.books).declared(device);
+                    if d.accepted < used {
+                        eprintln!(
+                            "npud-preload: npud counted {} of the {used} streams this process holds on device {device}",
+                            d.accepted
+                        );
+                    }
+                }
+                Ok(_) => {}
+                Err(WireError::Refused { message, .. }) => {
+                    eprintln!("npud-preload: declaring {used} streams on device {device}: {message}")
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.watcher.call_once(|| {
+            let _ = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch());
+        });
+        Ok(conn)
+    }
+
+    /// Notices npud going away while the process sits on its streams, and reconnects (and
+    /// declares) as soon as npud is back, so a restarted npud counts them without waiting
+    /// for the process's next call.
+    fn watch(&'static self) {
+        loop {
+            std::thread::sleep(WATCH_PERIOD);
+            if std::process::id() != self.pid {
+                return;
+            }
+            let holding = lock(&self.books).devices().iter().any(|(_, d)| d.used > 0);
+            let Ok(mut guard) = self.conn.try_lock() else { continue };
+            if guard.as_mut().is_some_and(Connection::closed_by_peer) {
+                *guard = None;
+            }
+            if guard.is_none() && holding {
+                *guard = self.connect().ok();
+            }
+        }
+    }
+
+    fn unreachable(&self, e: &WireError) -> Result<(), i32> {
+        if self.settings.required {
+            eprintln!("npud-preload: {e}; NPUD_REQUIRED is set, so stream creation fails with {NO_STREAM_RESOURCE}");
+            return Err(NO_STREAM_RESOURCE);
+        }
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            eprintln!("npud-preload: {e}; streams are created without admission");
+        }
+        Ok(())
+    }
+
+    /// Admits `n` new streams on `device` (a context's default stream is one). Err carries
+    /// the vendor code to return instead of creating.
+    pub fn admit(&'static self, device: u32, n: u32) -> Result<(), i32> {
+        let plan = lock(&self.books).plan(device, n, self.settings.streams);
+        let Plan::Ask { count, wait } = plan else { return Ok(()) };
+        let wait = if wait { self.settings.wait } else { Duration::ZERO };
+        let ask =
+            pb::AcquireBudgetRequest { device, count, wait_ms: wait.as_millis().min(u128::from(u32::MAX)) as u32 };
+        match self.with_conn(|c| c.call(Call::Acquire(ask), wait)) {
+            Ok(_) => {
+                lock(&self.books).granted(device, count, n);
+                Ok(())
+            }
+            Err(e @ WireError::Unreachable(_)) => {
+                self.unreachable(&e)?;
+                // Counted as our own grant, so it can be declared once npud is back.
+                lock(&self.books).granted(device, n, n);
+                Ok(())
+            }
+            Err(WireError::Refused { message, .. }) => {
+                eprintln!("npud-preload: no budget for {count} streams on device {device}: {message}");
+                Err(NO_STREAM_RESOURCE)
+            }
+        }
+    }
+
+    /// The vendor call that `admit` was for failed.
+    pub fn not_created(&self, device: u32, n: u32) {
+        lock(&self.books).not_created(device, n);
+    }
+
+    fn give_back(&'static self, device: u32, count: u32) {
+        if count == 0 {
+            return;
+        }
+        let _ = self.with_conn(|c| c.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO));
+    }
+
+    pub fn stream_created(&self, stream: usize, device: u32, ctx: usize) {
+        lock(&self.books).stream_created(stream, device, ctx);
+    }
+
+    pub fn stream_destroyed(&'static self, stream: usize) {
+        let back = {
+            let mut books = lock(&self.books);
+            books.stream_destroyed(stream).map(|d| (d, books.freed(d, 1)))
+        };
+        if let Some((device, back)) = back {
+            self.give_back(device, back);
+        }
+    }
+
+    pub fn context_created(&self, ctx: usize, device: u32) {
+        lock(&self.books).context_created(ctx, device);
+    }
+
+    pub fn context_destroyed(&'static self, ctx: usize) {
+        let back = {
+            let mut books = lock(&self.books);
+            books.context_destroyed(ctx).map(|(d, n)| (d, books.freed(d, n)))
+        };
+        if let Some((device, back)) = back {
+            self.give_back(device, back);
+        }
+    }
+
+    pub fn context_device(&self, ctx: usize) -> Option<u32> {
+        lock(&self.books).context_device(ctx)
+    }
+
+    /// Whether the next aclrtSetDevice on `device` makes its default context.
+    pub fn device_is_set(&self, device: u32) -> bool {
+        lock(&self.books).device(device).set_count > 0
+    }
+
+    pub fn device_set(&self, device: u32, default_ctx: Option<usize>) {
+        let mut books = lock(&self.books);
+        if books.set_device(device)
+            && let Some(ctx) = default_ctx
+        {
+            books.set_default_context(device, ctx);
+        }
+    }
+
+    pub fn device_reset(&'static self, device: u32, force: bool) {
+        let back = lock(&self.books).reset_device(device, force);
+        self.give_back(device, back);
+    }
+
+    /// aclrtGetStreamAvailableNum as the caller's share: what its tenant may still take
+    /// plus what this process was granted and has not used, never above what the vendor
+    /// says is free.
+    pub fn available(&'static self, device: u32, vendor: u32) -> u32 {
+        let unused = {
+            let d = lock(&self.books).device(device);
+            d.granted.saturating_sub(d.used)
+        };
+        match self.with_conn(|c| c.call(Call::Share(pb::BudgetShareRequest { device }), Duration::ZERO)) {
+            Ok(Reply::Share(s)) => s.available.saturating_add(unused).min(vendor),
+            _ => vendor,
+        }
+    }
+}

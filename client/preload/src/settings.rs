@@ -1,0 +1,72 @@
+//! The interposer's settings, from the environment (read once, on the first hooked call).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A torch_npu process per device: the default stream, 2 from initGlobalStreamState,
+/// 2 × 32 pool streams and 4 sync-launch streams (reference/interposition.md §1.4).
+pub const DEFAULT_STREAMS: u32 = 71;
+/// How long a process's first ask may wait in npud's queue.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// npud's socket: `NPUD_SOCKET`, else the socket rule's default.
+    pub socket: PathBuf,
+    /// Streams per device the process asks for at once (`NPUD_STREAMS`), default stream
+    /// included.
+    pub streams: u32,
+    /// `NPUD_WAIT`: how long the first ask may wait (humantime, or seconds).
+    pub wait: Duration,
+    /// `NPUD_REQUIRED=1`: refuse with 207008 when npud cannot be reached, instead of
+    /// letting the vendor call through.
+    pub required: bool,
+}
+
+impl Settings {
+    pub fn from_env() -> Settings {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let streams = var("NPUD_STREAMS").and_then(|s| s.trim().parse::<u32>().ok()).filter(|n| *n > 0);
+        let wait = var("NPUD_WAIT").and_then(|s| parse_duration(s.trim()));
+        Settings {
+            socket: var("NPUD_SOCKET")
+                .filter(|s| !s.is_empty())
+                .map_or_else(npud_proto::default_socket_path, PathBuf::from),
+            streams: streams.unwrap_or(DEFAULT_STREAMS),
+            wait: wait.unwrap_or(DEFAULT_WAIT),
+            required: var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+        }
+    }
+}
+
+fn parse_duration(s: &str) -> Option<Duration> {
+    match s.parse::<u64>() {
+        Ok(secs) => Some(Duration::from_secs(secs)),
+        Err(_) => humantime::parse_duration(s).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_come_from_the_environment_with_named_defaults() {
+        let s = Settings::from_vars(|k| match k {
+            "NPUD_SOCKET" => Some("/tmp/x.sock".into()),
+            "NPUD_STREAMS" => Some("61".into()),
+            "NPUD_WAIT" => Some("30s".into()),
+            "NPUD_REQUIRED" => Some("1".into()),
+            _ => None,
+        });
+        assert_eq!(
+            (s.socket, s.streams, s.wait, s.required),
+            ("/tmp/x.sock".into(), 61, Duration::from_secs(30), true)
+        );
+        let d = Settings::from_vars(|k| (k == "NPUD_STREAMS").then(|| "zero".into()));
+        assert_eq!((d.streams, d.wait, d.required), (DEFAULT_STREAMS, DEFAULT_WAIT, false));
+    }
+}

@@ -1,0 +1,99 @@
+//! A blocking client of npud's budget wire (`budget.proto`): a plain Unix stream with
+//! timeouts, used on the caller's own thread. No async runtime, no hidden threads.
+
+use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+use prost::Message;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long npud may take to answer anything but a wait for budget.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug)]
+pub enum WireError {
+    /// npud cannot be reached, or the connection broke.
+    Unreachable(String),
+    /// npud answered with a refusal.
+    Refused { message: String, reason: i32 },
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Unreachable(m) => write!(f, "npud is unreachable: {m}"),
+            WireError::Refused { message, .. } => write!(f, "{message}"),
+        }
+    }
+}
+
+pub struct Connection {
+    stream: UnixStream,
+    pub tenant: String,
+    pub epoch: u32,
+}
+
+fn broken(e: impl std::fmt::Display) -> WireError {
+    WireError::Unreachable(e.to_string())
+}
+
+impl Connection {
+    /// Connects, sends the preface and the hello.
+    pub fn open(socket: &Path, program: &str) -> Result<Connection, WireError> {
+        let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
+        stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
+        stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
+        let mut conn = Connection { stream, tenant: String::new(), epoch: 0 };
+        match conn
+            .call(Call::Hello(pb::BudgetHello { program: program.chars().take(256).collect() }), Duration::ZERO)?
+        {
+            Reply::Welcome(w) => {
+                conn.tenant = w.tenant;
+                conn.epoch = w.epoch;
+                Ok(conn)
+            }
+            other => Err(broken(format!("unexpected answer to hello: {other:?}"))),
+        }
+    }
+
+    /// One call, one answer; `wait` extends the answer timeout for a wait for budget.
+    pub fn call(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
+        let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
+        let mut frame = Vec::with_capacity(body.len() + 4);
+        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&body);
+        self.stream.write_all(&frame).map_err(broken)?;
+        self.stream.set_read_timeout(Some(ANSWER_TIMEOUT + wait)).map_err(broken)?;
+        let mut len = [0u8; 4];
+        self.stream.read_exact(&mut len).map_err(broken)?;
+        let len = u32::from_be_bytes(len) as usize;
+        if len > npud_proto::BUDGET_MAX_FRAME {
+            return Err(broken(format!("a {len}-byte answer")));
+        }
+        let mut body = vec![0u8; len];
+        self.stream.read_exact(&mut body).map_err(broken)?;
+        match pb::BudgetReply::decode(body.as_slice()).map_err(broken)?.reply {
+            Some(Reply::Error(e)) => {
+                Err(WireError::Refused { message: e.message, reason: e.detail.map_or(0, |d| d.reason) })
+            }
+            Some(reply) => Ok(reply),
+            None => Err(broken("an empty answer")),
+        }
+    }
+
+    /// True when npud has closed the connection (it exited or restarted), or sent bytes
+    /// nobody asked for (the connection is then out of step and no use either). Only
+    /// called while no call is in flight.
+    pub fn closed_by_peer(&mut self) -> bool {
+        if self.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut probe = [0u8; 1];
+        let closed = match self.stream.read(&mut probe) {
+            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+            Ok(_) => true,
+        };
+        closed || self.stream.set_nonblocking(false).is_err()
+    }
+}

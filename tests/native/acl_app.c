@@ -1,0 +1,101 @@
+/* An ordinary AscendCL program with no npud code in it, as a framework process starts:
+ * set device 0 (its default context holds a default stream), create N streams with
+ * FAST_LAUNCH|FAST_SYNC, say how it went, hold them, destroy them, reset the device.
+ *
+ *   acl_app N HOLD_MS     HOLD_MS < 0 holds until standard input closes
+ *
+ * Prints "ok N available A" once all N exist (A: aclrtGetStreamAvailableNum), or
+ * "fail CODE after K" when creation K+1 failed (the process then exits as a framework
+ * start-up does, without cleaning up), then "done" after the teardown.
+ * Built as is, it links against libascendcl.so; with -DUSE_DLOPEN it dlopen()s the
+ * library RTLD_LOCAL and looks every function up with dlsym(handle, ...), as torch_npu
+ * and MindSpore do. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef int aclError;
+typedef void *aclrtStream;
+#define ACL_STREAM_FAST_LAUNCH 0x1u
+#define ACL_STREAM_FAST_SYNC 0x2u
+
+#ifdef USE_DLOPEN
+#include <dlfcn.h>
+static aclError (*aclInit)(const char *);
+static aclError (*aclFinalize)(void);
+static aclError (*aclrtSetDevice)(int32_t);
+static aclError (*aclrtResetDevice)(int32_t);
+static aclError (*aclrtCreateStreamWithConfig)(aclrtStream *, uint32_t, uint32_t);
+static aclError (*aclrtDestroyStream)(aclrtStream);
+static aclError (*aclrtGetStreamAvailableNum)(uint32_t *);
+
+static void load(void) {
+    const char *path = getenv("ACL_APP_LIBRARY");
+    void *h = dlopen(path ? path : "libascendcl.so", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(3);
+    }
+    *(void **)&aclInit = dlsym(h, "aclInit");
+    *(void **)&aclFinalize = dlsym(h, "aclFinalize");
+    *(void **)&aclrtSetDevice = dlsym(h, "aclrtSetDevice");
+    *(void **)&aclrtResetDevice = dlsym(h, "aclrtResetDevice");
+    *(void **)&aclrtCreateStreamWithConfig = dlsym(h, "aclrtCreateStreamWithConfig");
+    *(void **)&aclrtDestroyStream = dlsym(h, "aclrtDestroyStream");
+    *(void **)&aclrtGetStreamAvailableNum = dlsym(h, "aclrtGetStreamAvailableNum");
+    if (!aclInit || !aclrtSetDevice || !aclrtCreateStreamWithConfig || !aclrtGetStreamAvailableNum) {
+        fprintf(stderr, "dlsym: a function is missing\n");
+        exit(3);
+    }
+}
+#else
+aclError aclInit(const char *);
+aclError aclFinalize(void);
+aclError aclrtSetDevice(int32_t);
+aclError aclrtResetDevice(int32_t);
+aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);
+aclError aclrtDestroyStream(aclrtStream);
+aclError aclrtGetStreamAvailableNum(uint32_t *);
+static void load(void) {}
+#endif
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s STREAMS HOLD_MS\n", argv[0]);
+        return 2;
+    }
+    int n = atoi(argv[1]);
+    int hold_ms = atoi(argv[2]);
+    aclrtStream *streams = calloc(n > 0 ? n : 1, sizeof(aclrtStream));
+    load();
+    aclError rc = aclInit(NULL);
+    if (rc == 0) rc = aclrtSetDevice(0);
+    if (rc != 0) {
+        printf("fail %d after 0\n", rc);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        rc = aclrtCreateStreamWithConfig(&streams[i], 0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC);
+        if (rc != 0) {
+            printf("fail %d after %d\n", rc, i);
+            return 1;
+        }
+    }
+    uint32_t available = 0;
+    rc = aclrtGetStreamAvailableNum(&available);
+    printf("ok %d available %u\n", n, rc == 0 ? available : 0);
+    fflush(stdout);
+    if (hold_ms < 0) {
+        char buf[64];
+        while (read(0, buf, sizeof buf) > 0) {
+        }
+    } else {
+        usleep((useconds_t)hold_ms * 1000);
+    }
+    for (int i = 0; i < n; i++) aclrtDestroyStream(streams[i]);
+    aclrtResetDevice(0);
+    aclFinalize();
+    printf("done\n");
+    return 0;
+}

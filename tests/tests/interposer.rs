@@ -1,0 +1,253 @@
+//! Issue 19: unmodified programs get their streams through npud. A small C program linked
+//! against libascendcl (the fake, on one device budget shared by every process through
+//! NPU_SIM_SHARED) runs as is, and under `npuctl run` with the interposer preloaded.
+//! Processes hold their streams until their stdin closes, so every check happens at a
+//! point the test chose, not at one a timer raced to.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::{Daemon, bin, eventually, fake_library};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Streams each program creates, and what it holds with its default stream.
+const STREAMS: u32 = 60;
+const HELD: u32 = STREAMS + 1;
+
+/// The C program, built once per test binary: (linked, dlopen variant).
+fn programs() -> &'static (PathBuf, PathBuf) {
+    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("npud-acl-app-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("native/acl_app.c");
+        let libdir = fake_library("libascendcl.so").parent().unwrap().to_path_buf();
+        let build = |out: &Path, extra: &[&str]| {
+            let status = Command::new("cc")
+                .arg("-O1")
+                .args(extra)
+                .arg("-o")
+                .arg(out)
+                .arg(&source)
+                .arg("-L")
+                .arg(&libdir)
+                .args(["-lascendcl", "-ldl"])
+                .status()
+                .expect("a C compiler (cc) is needed to build the test program");
+            assert!(status.success(), "building {}", out.display());
+        };
+        let (linked, dl) = (dir.join("acl_app"), dir.join("acl_app_dl"));
+        build(&linked, &[]);
+        build(&dl, &["-DUSE_DLOPEN"]);
+        (linked, dl)
+    })
+}
+
+/// A budget file for one test: the fake driver's view of the device, shared by everyone.
+struct Shared {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+impl Shared {
+    fn new() -> Shared {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("budget");
+        Shared { _dir: dir, path }
+    }
+
+    /// Streams the fake driver counts for live processes other than `except` (npud's own).
+    fn held_by_others(&self, except: u32) -> u32 {
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<u32> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+                // A dead process's line is dropped at the driver's next update; it holds nothing.
+                let alive = w.len() == 3 && Path::new(&format!("/proc/{}", w[0])).exists();
+                (alive && w[0] != except).then_some(w[2])
+            })
+            .sum()
+    }
+
+    /// npud on the acl backend over the fake library, on this shared budget.
+    fn daemon(&self, extra: &[&str]) -> Daemon {
+        let mut args = vec!["--backend", "acl", "--acl-library"];
+        let lib = fake_library("libascendcl.so");
+        args.push(lib.to_str().unwrap());
+        args.extend_from_slice(extra);
+        Daemon::builder().args(&args).env("NPU_SIM_SHARED", self.path.to_str().unwrap()).start()
+    }
+}
+
+/// One program, holding its streams until `release`.
+struct App {
+    child: Child,
+    out: std::io::Lines<BufReader<ChildStdout>>,
+}
+
+impl App {
+    fn spawn(shared: &Shared, program: &Path, under: Option<(&Daemon, &[&str])>) -> App {
+        let mut cmd = match under {
+            Some((d, run_args)) => {
+                let mut c = Command::new(bin("npuctl"));
+                c.arg("--socket").arg(&d.socket).arg("run").args(run_args).arg("--").arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        let libdir = fake_library("libascendcl.so").parent().unwrap().to_path_buf();
+        cmd.args([STREAMS.to_string().as_str(), "-1"])
+            .env("NPU_SIM_SHARED", &shared.path)
+            .env("LD_LIBRARY_PATH", &libdir)
+            .env("ACL_APP_LIBRARY", fake_library("libascendcl.so"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("spawn the program");
+        let out = BufReader::new(child.stdout.take().unwrap()).lines();
+        App { child, out }
+    }
+
+    /// The program's verdict on its start-up: Ok(available) or Err(vendor code).
+    fn started(&mut self) -> Result<u32, i64> {
+        let line = self.out.next().expect("a line").unwrap();
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["ok", _, "available", a] => Ok(a.parse().unwrap()),
+            ["fail", code, ..] => Err(code.parse().unwrap()),
+            _ => panic!("unexpected output: {line}"),
+        }
+    }
+
+    /// Closes stdin: the program destroys its streams, resets the device and exits.
+    fn release(mut self) {
+        drop(self.child.stdin.take());
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+fn holder_pids(d: &Daemon) -> Vec<u32> {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"]
+        .as_array()
+        .map_or(Vec::new(), |a| a.iter().map(|h| h["pid"].as_u64().unwrap() as u32).collect())
+}
+
+fn native_held(d: &Daemon) -> u64 {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"].as_array().map_or(0, |a| a.iter().map(|h| h["streams"].as_u64().unwrap()).sum())
+}
+
+#[test]
+fn forty_programs_collide_without_npud_and_all_start_under_it() {
+    let (program, _) = programs();
+    // Without npud: every process takes what it can; those that come last fail half-way.
+    let shared = Shared::new();
+    let mut apps: Vec<App> = (0..40).map(|_| App::spawn(&shared, program, None)).collect();
+    let verdicts: Vec<Result<u32, i64>> = apps.iter_mut().map(App::started).collect();
+    let failed = verdicts.iter().filter(|v| v.is_err()).count();
+    assert!(failed > 0, "40 x {HELD} streams cannot fit 2048");
+    assert!(verdicts.iter().filter_map(|v| v.err()).all(|c| c == 207008), "{verdicts:?}");
+    for a in apps {
+        drop(a); // the failed ones already exited; the rest end with their pipes
+    }
+
+    // Under npud: the programs that do not fit wait, whole, and nobody fails.
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let npud = d.pid();
+    let capacity = d.device0()["capacity"].as_u64().unwrap();
+    let fit = capacity / u64::from(HELD);
+    let run = ["--streams", "61", "--wait", "5m"];
+    // npuctl run execs the program: its pid is the one npud lists as a holder.
+    let mut apps: HashMap<u32, App> = (0..40)
+        .map(|_| {
+            let a = App::spawn(&shared, program, Some((&d, &run)));
+            (a.child.id(), a)
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(60), || d.device0()["queued_requests"].as_u64() == Some(40 - fit)
+            && native_held(&d) == fit * u64::from(HELD)
+            && u64::from(shared.held_by_others(npud)) == fit * u64::from(HELD)),
+        "{fit} programs hold their whole need and the rest wait:\n{}",
+        d.log()
+    );
+    // At this quiet point npud's count and the driver's are the same number.
+    assert_eq!(u64::from(shared.held_by_others(npud)), native_held(&d), "npud counts what the driver counts");
+    // Release granted programs one at a time; each release lets a waiting one in.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !apps.is_empty() {
+        assert!(Instant::now() < deadline, "{} programs never got their streams", apps.len());
+        let granted = holder_pids(&d).into_iter().find(|p| apps.contains_key(p));
+        let Some(mut app) = granted.and_then(|p| apps.remove(&p)) else {
+            std::thread::sleep(Duration::from_millis(25));
+            continue;
+        };
+        assert!(app.started().is_ok(), "no program fails under npud");
+        app.release();
+    }
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && native_held(&d) == 0), "{}", d.log());
+    assert_eq!(shared.held_by_others(npud), 0, "the driver holds nothing for them either");
+}
+
+#[test]
+fn a_program_that_looks_the_runtime_up_with_dlsym_is_admitted_too() {
+    let (_, dl) = programs();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let mut app = App::spawn(&shared, dl, Some((&d, &["--streams", "61"])));
+    assert!(app.started().is_ok());
+    assert_eq!(native_held(&d), u64::from(HELD), "dlopen + dlsym(handle) calls were admitted");
+    assert_eq!(d.in_use(), u64::from(HELD));
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0));
+}
+
+#[test]
+fn a_killed_program_gives_its_streams_back_at_once_and_a_queued_one_leaves_nothing() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    // A lease of an hour: anything returned in this test came back without a lease wait.
+    let d = shared.daemon(&["--lease", "1h"]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "61"]).status.success());
+    let mut holder = App::spawn(&shared, program, Some((&d, &["--streams", "61"])));
+    assert!(holder.started().is_ok());
+    assert_eq!(d.in_use(), u64::from(HELD));
+    // A second program of the same tenant waits: the quota is spent.
+    let queued = App::spawn(&shared, program, Some((&d, &["--streams", "61", "--wait", "5m"])));
+    assert!(eventually(Duration::from_secs(30), || d.device0()["queued_requests"].as_u64() == Some(1)));
+    let mut queued = queued;
+    queued.child.kill().unwrap();
+    queued.child.wait().unwrap();
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["queued_requests"].as_u64() == Some(0)),
+        "it left the queue"
+    );
+    assert_eq!(d.in_use(), u64::from(HELD), "and took nothing");
+    holder.child.kill().unwrap();
+    holder.child.wait().unwrap();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "SIGKILL returned the streams:\n{}", d.log());
+    assert_eq!(shared.held_by_others(d.pid()), 0);
+}
+
+#[test]
+fn available_streams_are_the_tenants_share_shared_with_grpc_clients() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "100"]).status.success());
+    // The same tenant holds 10 daemon streams through gRPC: one ledger, one quota.
+    let out = d.npuctl(&["stream", "create", "--count", "10"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut app = App::spawn(&shared, program, Some((&d, &["--streams", "61"])));
+    let available = app.started().expect("started");
+    assert_eq!(available, 100 - 10 - HELD, "aclrtGetStreamAvailableNum answers the tenant's share");
+    assert_eq!(d.in_use(), 10 + u64::from(HELD));
+    app.release();
+}
