@@ -130,6 +130,10 @@ pub struct BudgetConfig {
     pub max_wait: Duration,
     /// Streams per device for backends with no fixed limit (CUDA).
     pub cuda_streams_per_device: u32,
+    /// Longest one process's native creation batch keeps a device to itself before the
+    /// next process's grant is answered (it usually ends sooner, when the process reports
+    /// it created its streams); zero turns pacing of native creation off.
+    pub native_pacing: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -260,6 +264,7 @@ struct FileBudget {
     safety_margin: Option<u32>,
     batch_size: Option<u32>,
     batch_pause: Option<String>,
+    native_pacing: Option<String>,
     create_retries: Option<u32>,
     retry_backoff: Option<String>,
     pool_max: Option<u32>,
@@ -282,6 +287,23 @@ struct FileLimits {
     max_pending_reports: Option<usize>,
     max_native_processes: Option<u32>,
     declare_grace: Option<String>,
+}
+
+/// Longest a native creation batch keeps a device by default: far above what creating a
+/// torch_npu process's ~70 streams takes, so it only matters for a process that never says
+/// it is done.
+pub const DEFAULT_NATIVE_PACING: Duration = Duration::from_secs(2);
+const MAX_NATIVE_PACING: Duration = Duration::from_secs(24 * 3600);
+
+fn bounded(key: &str, d: Duration, max: Duration) -> Result<Duration, ConfigError> {
+    if d > max {
+        return Err(bad(format!(
+            "{key}: {} is longer than the most, {}",
+            humantime::format_duration(d),
+            humantime::format_duration(max)
+        )));
+    }
+    Ok(d)
 }
 
 fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
@@ -333,6 +355,11 @@ impl Config {
             safety_margin: f.budget.safety_margin.unwrap_or(0),
             batch_size: f.budget.batch_size.unwrap_or(64),
             batch_pause: duration("budget.batch_pause", f.budget.batch_pause.as_deref(), Duration::ZERO)?,
+            native_pacing: bounded(
+                "budget.native_pacing",
+                duration("budget.native_pacing", f.budget.native_pacing.as_deref(), DEFAULT_NATIVE_PACING)?,
+                MAX_NATIVE_PACING,
+            )?,
             create_retries: f.budget.create_retries.unwrap_or(5),
             retry_backoff: duration(
                 "budget.retry_backoff",

@@ -104,8 +104,11 @@ impl Daemon {
         }));
         let health = Arc::new(crate::health::Health::new(backend.devices().len()));
         let limiter = crate::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
-        let natives =
-            crate::native::Natives::new(config.limits.max_native_processes as usize, config.limits.declare_grace);
+        let natives = crate::native::Natives::new(
+            config.limits.max_native_processes as usize,
+            config.limits.declare_grace,
+            config.budget.native_pacing,
+        );
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),

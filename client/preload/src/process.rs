@@ -10,19 +10,27 @@ use crate::books::{Books, Plan};
 use crate::settings::Settings;
 use crate::wire::{Connection, WireError};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
 pub const NO_STREAM_RESOURCE: i32 = 207008;
 /// How often the watcher looks for a closed connection while the process holds streams.
 const WATCH_PERIOD: Duration = Duration::from_millis(250);
+/// How often it looks while a creation batch is open, and how long a batch must be quiet
+/// (no stream created) before npud hears it is done and lets the next process's batch
+/// start. Creating a stream takes microseconds to a few milliseconds, so a start-up's
+/// creations are much closer together than this.
+const BATCH_QUIET: Duration = Duration::from_millis(30);
 
 pub struct Process {
     pub pid: u32,
     settings: Settings,
     books: Mutex<Books>,
+    /// Devices with a creation batch open, and when a stream was last created on each.
+    batches: Mutex<HashMap<u32, Instant>>,
     conn: Mutex<Option<Connection>>,
     warned: AtomicBool,
     watcher: Once,
@@ -42,6 +50,7 @@ impl Process {
             pid,
             settings: Settings::from_env(),
             books: Mutex::new(Books::default()),
+            batches: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -96,20 +105,53 @@ impl Process {
     /// Notices npud going away while the process sits on its streams, and reconnects (and
     /// declares) as soon as npud is back, so a restarted npud counts them without waiting
     /// for the process's next call.
+    ///
+    /// It also ends creation batches: once a granted batch has been quiet for
+    /// `BATCH_QUIET`, it tells npud, off the program's path.
     fn watch(&'static self) {
         loop {
-            std::thread::sleep(WATCH_PERIOD);
+            let open = !lock(&self.batches).is_empty();
+            std::thread::sleep(if open { BATCH_QUIET } else { WATCH_PERIOD });
             if std::process::id() != self.pid {
                 return;
             }
             let holding = lock(&self.books).devices().iter().any(|(_, d)| d.used > 0);
             let Ok(mut guard) = self.conn.try_lock() else { continue };
+            if let Some(conn) = guard.as_mut() {
+                self.end_quiet_batches(conn);
+            }
             if guard.as_mut().is_some_and(Connection::closed_by_peer) {
                 *guard = None;
             }
             if guard.is_none() && holding {
                 *guard = self.connect().ok();
             }
+        }
+    }
+
+    fn end_quiet_batches(&self, conn: &mut Connection) {
+        let quiet: Vec<u32> = {
+            let mut batches = lock(&self.batches);
+            let quiet: Vec<u32> =
+                batches.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
+            for d in &quiet {
+                batches.remove(d);
+            }
+            quiet
+        };
+        for device in quiet {
+            // Best effort: npud ends the batch anyway when its pacing window passes.
+            let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device }), Duration::ZERO);
+        }
+    }
+
+    /// A stream is being created on `device`: an open batch stays open.
+    fn creating(&self, device: u32, new_batch: bool) {
+        let mut batches = lock(&self.batches);
+        if new_batch {
+            batches.insert(device, Instant::now());
+        } else if let Some(last) = batches.get_mut(&device) {
+            *last = Instant::now();
         }
     }
 
@@ -128,13 +170,17 @@ impl Process {
     /// the vendor code to return instead of creating.
     pub fn admit(&'static self, device: u32, n: u32) -> Result<(), i32> {
         let plan = lock(&self.books).plan(device, n, self.settings.streams);
-        let Plan::Ask { count, wait } = plan else { return Ok(()) };
+        let Plan::Ask { count, wait } = plan else {
+            self.creating(device, false);
+            return Ok(());
+        };
         let wait = if wait { self.settings.wait } else { Duration::ZERO };
         let ask =
             pb::AcquireBudgetRequest { device, count, wait_ms: wait.as_millis().min(u128::from(u32::MAX)) as u32 };
         match self.with_conn(|c| c.call(Call::Acquire(ask), wait)) {
             Ok(_) => {
                 lock(&self.books).granted(device, count, n);
+                self.creating(device, true);
                 Ok(())
             }
             Err(e @ WireError::Unreachable(_)) => {

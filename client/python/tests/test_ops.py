@@ -3,6 +3,7 @@ the Prometheus parser, and the Kubernetes schemas."""
 
 import pathlib
 import socket
+import time
 import urllib.request
 
 import grpc
@@ -102,3 +103,38 @@ def test_a_session_that_vanished_is_reopened_by_the_next_call(daemon):
     stream.close()
     s.close()
     other.close()
+
+
+def test_a_plain_grpcio_client_holds_budget_for_as_long_as_its_budget_stream_lives(daemon):
+    """A program in any language that creates streams itself asks npud first through
+    BudgetService: one bidirectional stream is one session."""
+    from npud.v1 import budget_pb2, budget_pb2_grpc, admin_pb2, admin_pb2_grpc
+    import queue
+
+    channel = unix_channel(daemon)
+    calls = queue.Queue()
+
+    def requests():
+        while (call := calls.get()) is not None:
+            yield call
+
+    replies = budget_pb2_grpc.BudgetServiceStub(channel).Budget(requests(), timeout=60)
+    calls.put(budget_pb2.BudgetCall(hello=budget_pb2.BudgetHello(program="pytest")))
+    assert next(replies).WhichOneof("reply") == "welcome"
+    calls.put(budget_pb2.BudgetCall(acquire=budget_pb2.AcquireBudgetRequest(device=0, count=70, wait_ms=10_000)))
+    granted = next(replies)
+    assert granted.WhichOneof("reply") == "acquired", granted
+    assert granted.acquired.share.holds == 70
+    calls.put(budget_pb2.BudgetCall(created=budget_pb2.CreatedBudgetRequest(device=0)))
+    assert next(replies).WhichOneof("reply") == "created"
+
+    admin = admin_pb2_grpc.AdminServiceStub(channel)
+    holders = admin.Status(admin_pb2.StatusRequest(), timeout=10).native_holders
+    assert [(h.program, h.streams) for h in holders] == [("pytest", 70)]
+
+    calls.put(None)  # the client ends its side: the session ends and its budget goes back
+    assert list(replies) == []
+    deadline = time.monotonic() + 30
+    while admin.Status(admin_pb2.StatusRequest(), timeout=10).native_holders:
+        assert time.monotonic() < deadline, "the holding outlived its stream"
+        time.sleep(0.05)

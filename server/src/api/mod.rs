@@ -2,6 +2,7 @@
 //! find the session, convert messages, and nothing else.
 
 mod admin;
+mod budget;
 mod convert;
 mod devices;
 mod events;
@@ -14,9 +15,10 @@ use crate::auth::{Caller, Peer};
 use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
 use npud_proto::v1::{
-    admin_service_server::AdminServiceServer, device_service_server::DeviceServiceServer,
-    event_service_server::EventServiceServer, report_service_server::ReportServiceServer,
-    session_service_server::SessionServiceServer, stream_service_server::StreamServiceServer,
+    admin_service_server::AdminServiceServer, budget_service_server::BudgetServiceServer,
+    device_service_server::DeviceServiceServer, event_service_server::EventServiceServer,
+    report_service_server::ReportServiceServer, session_service_server::SessionServiceServer,
+    stream_service_server::StreamServiceServer,
 };
 use std::sync::Arc;
 use tonic::{Request, Status};
@@ -118,6 +120,7 @@ pub const SERVICE_NAMES: &[&str] = &[
     "npud.v1.EventService",
     "npud.v1.ReportService",
     "npud.v1.AdminService",
+    "npud.v1.BudgetService",
 ];
 
 /// Identity given to callers on plain TCP ("nobody").
@@ -131,5 +134,6 @@ pub fn router(daemon: Arc<Daemon>) -> tonic::service::Routes {
         .add_service(StreamServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
         .add_service(EventServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
         .add_service(ReportServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(AdminServiceServer::new(api).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(AdminServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
+        .add_service(BudgetServiceServer::new(api).max_decoding_message_size(npud_proto::BUDGET_MAX_FRAME))
 }

@@ -6,6 +6,8 @@
 //!
 //! [`Admission`]: crate::admission::Admission
 
+pub mod pacing;
+pub mod session;
 pub mod wire;
 
 use crate::ledger::Tenant;
@@ -35,11 +37,14 @@ pub struct Natives {
     /// How long after start declarations (re-counting what processes held before a
     /// restart) are accepted.
     declare_grace: Duration,
+    /// One native creation batch at a time per device.
+    pub pacing: pacing::Pacing,
 }
 
 impl Natives {
-    pub fn new(max_per_tenant: usize, declare_grace: Duration) -> Self {
+    pub fn new(max_per_tenant: usize, declare_grace: Duration, pacing_window: Duration) -> Self {
         Self {
+            pacing: pacing::Pacing::new(pacing_window),
             holders: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             max_per_tenant,
@@ -151,7 +156,7 @@ mod tests {
 
     #[test]
     fn a_holder_gives_back_no_more_than_it_holds() {
-        let n = Natives::new(4, Duration::from_secs(60));
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
         let id = n.open(holder("a")).expect("open");
         n.add(id, 0, 5);
         assert_eq!(n.remove(id, 0, 3), 3);
@@ -163,7 +168,7 @@ mod tests {
 
     #[test]
     fn connections_are_bounded_per_tenant() {
-        let n = Natives::new(2, Duration::from_secs(60));
+        let n = Natives::new(2, Duration::from_secs(60), Duration::ZERO);
         assert!(n.open(holder("a")).is_some());
         assert!(n.open(holder("a")).is_some());
         assert!(n.open(holder("a")).is_none(), "a third connection of the same tenant");
@@ -172,7 +177,7 @@ mod tests {
 
     #[test]
     fn rows_show_a_tenant_only_its_own_holders() {
-        let n = Natives::new(4, Duration::from_secs(60));
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
         let a = n.open(holder("a")).expect("open");
         let b = n.open(holder("b")).expect("open");
         n.add(a, 0, 3);

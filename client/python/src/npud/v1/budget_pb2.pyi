@@ -7,34 +7,38 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class BudgetCall(_message.Message):
-    __slots__ = ("hello", "acquire", "release", "declare", "share")
+    __slots__ = ("hello", "acquire", "release", "declare", "share", "created")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
     DECLARE_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     hello: BudgetHello
     acquire: AcquireBudgetRequest
     release: ReleaseBudgetRequest
     declare: DeclareBudgetRequest
     share: BudgetShareRequest
-    def __init__(self, hello: _Optional[_Union[BudgetHello, _Mapping]] = ..., acquire: _Optional[_Union[AcquireBudgetRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseBudgetRequest, _Mapping]] = ..., declare: _Optional[_Union[DeclareBudgetRequest, _Mapping]] = ..., share: _Optional[_Union[BudgetShareRequest, _Mapping]] = ...) -> None: ...
+    created: CreatedBudgetRequest
+    def __init__(self, hello: _Optional[_Union[BudgetHello, _Mapping]] = ..., acquire: _Optional[_Union[AcquireBudgetRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseBudgetRequest, _Mapping]] = ..., declare: _Optional[_Union[DeclareBudgetRequest, _Mapping]] = ..., share: _Optional[_Union[BudgetShareRequest, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetRequest, _Mapping]] = ...) -> None: ...
 
 class BudgetReply(_message.Message):
-    __slots__ = ("welcome", "acquired", "released", "declared", "share", "error")
+    __slots__ = ("welcome", "acquired", "released", "declared", "share", "error", "created")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
     DECLARED_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     welcome: BudgetWelcome
     acquired: AcquireBudgetResponse
     released: ReleaseBudgetResponse
     declared: DeclareBudgetResponse
     share: BudgetShare
     error: BudgetError
-    def __init__(self, welcome: _Optional[_Union[BudgetWelcome, _Mapping]] = ..., acquired: _Optional[_Union[AcquireBudgetResponse, _Mapping]] = ..., released: _Optional[_Union[ReleaseBudgetResponse, _Mapping]] = ..., declared: _Optional[_Union[DeclareBudgetResponse, _Mapping]] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., error: _Optional[_Union[BudgetError, _Mapping]] = ...) -> None: ...
+    created: CreatedBudgetResponse
+    def __init__(self, welcome: _Optional[_Union[BudgetWelcome, _Mapping]] = ..., acquired: _Optional[_Union[AcquireBudgetResponse, _Mapping]] = ..., released: _Optional[_Union[ReleaseBudgetResponse, _Mapping]] = ..., declared: _Optional[_Union[DeclareBudgetResponse, _Mapping]] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., error: _Optional[_Union[BudgetError, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetResponse, _Mapping]] = ...) -> None: ...
 
 class BudgetHello(_message.Message):
     __slots__ = ("program",)
@@ -99,6 +103,16 @@ class DeclareBudgetResponse(_message.Message):
     accepted: int
     share: BudgetShare
     def __init__(self, accepted: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
+
+class CreatedBudgetRequest(_message.Message):
+    __slots__ = ("device",)
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    device: int
+    def __init__(self, device: _Optional[int] = ...) -> None: ...
+
+class CreatedBudgetResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
 
 class BudgetShareRequest(_message.Message):
     __slots__ = ("device",)

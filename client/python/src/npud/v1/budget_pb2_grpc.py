@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from npud.v1 import budget_pb2 as npud_dot_v1_dot_budget__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -22,3 +23,119 @@ if _version_not_supported:
         + f' Please upgrade your grpc module to grpcio>={GRPC_GENERATED_VERSION}'
         + f' or downgrade your generated code using grpcio-tools<={GRPC_VERSION}.'
     )
+
+
+class BudgetServiceStub:
+    """Stream budget for programs that create streams in their own context (an unmodified
+    framework process under the interposer, or any program that asks before it calls the
+    vendor). Holdings live in the same per-device ledger, weighted-fair queue, quotas and
+    reservations as daemon streams; the daemon creates nothing for them.
+
+    The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
+    foreign process needs no async runtime and its connection is its session: the client
+    writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
+    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    closes (the process exited or was killed), everything it held goes back at once.
+
+    Programs that already speak gRPC use BudgetService instead: one Budget stream is one
+    session, with the same messages and the same rules; when the stream ends (the client
+    closed it, cancelled it or died), everything it held goes back.
+    """
+
+    def __init__(self, channel):
+        """Constructor.
+
+        Args:
+            channel: A grpc.Channel.
+        """
+        self.Budget = channel.stream_stream(
+                '/npud.v1.BudgetService/Budget',
+                request_serializer=npud_dot_v1_dot_budget__pb2.BudgetCall.SerializeToString,
+                response_deserializer=npud_dot_v1_dot_budget__pb2.BudgetReply.FromString,
+                _registered_method=True)
+
+
+class BudgetServiceServicer:
+    """Stream budget for programs that create streams in their own context (an unmodified
+    framework process under the interposer, or any program that asks before it calls the
+    vendor). Holdings live in the same per-device ledger, weighted-fair queue, quotas and
+    reservations as daemon streams; the daemon creates nothing for them.
+
+    The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
+    foreign process needs no async runtime and its connection is its session: the client
+    writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
+    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    closes (the process exited or was killed), everything it held goes back at once.
+
+    Programs that already speak gRPC use BudgetService instead: one Budget stream is one
+    session, with the same messages and the same rules; when the stream ends (the client
+    closed it, cancelled it or died), everything it held goes back.
+    """
+
+    def Budget(self, request_iterator, context):
+        """Each BudgetCall gets exactly one BudgetReply, in order. Send the next call after the
+        reply; an acquire that is waiting is withdrawn when the stream ends.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+
+def add_BudgetServiceServicer_to_server(servicer, server):
+    rpc_method_handlers = {
+            'Budget': grpc.stream_stream_rpc_method_handler(
+                    servicer.Budget,
+                    request_deserializer=npud_dot_v1_dot_budget__pb2.BudgetCall.FromString,
+                    response_serializer=npud_dot_v1_dot_budget__pb2.BudgetReply.SerializeToString,
+            ),
+    }
+    generic_handler = grpc.method_handlers_generic_handler(
+            'npud.v1.BudgetService', rpc_method_handlers)
+    server.add_generic_rpc_handlers((generic_handler,))
+    server.add_registered_method_handlers('npud.v1.BudgetService', rpc_method_handlers)
+
+
+ # This class is part of an EXPERIMENTAL API.
+class BudgetService:
+    """Stream budget for programs that create streams in their own context (an unmodified
+    framework process under the interposer, or any program that asks before it calls the
+    vendor). Holdings live in the same per-device ledger, weighted-fair queue, quotas and
+    reservations as daemon streams; the daemon creates nothing for them.
+
+    The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
+    foreign process needs no async runtime and its connection is its session: the client
+    writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
+    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    closes (the process exited or was killed), everything it held goes back at once.
+
+    Programs that already speak gRPC use BudgetService instead: one Budget stream is one
+    session, with the same messages and the same rules; when the stream ends (the client
+    closed it, cancelled it or died), everything it held goes back.
+    """
+
+    @staticmethod
+    def Budget(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/npud.v1.BudgetService/Budget',
+            npud_dot_v1_dot_budget__pb2.BudgetCall.SerializeToString,
+            npud_dot_v1_dot_budget__pb2.BudgetReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)

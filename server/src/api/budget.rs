@@ -1,0 +1,56 @@
+use super::Api;
+use crate::native::session::{NativeSession, Origin};
+use npud_proto::v1::{self as pb, budget_service_server::BudgetService};
+use std::pin::Pin;
+use std::sync::Arc;
+use tokio_stream::Stream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Replies a session may have written but the client not yet read.
+const REPLY_BUFFER: usize = 4;
+
+#[tonic::async_trait]
+impl BudgetService for Api {
+    type BudgetStream = Pin<Box<dyn Stream<Item = Result<pb::BudgetReply, Status>> + Send>>;
+
+    /// One stream is one session: it is served by a task that ends (and gives back what
+    /// the session held) when the client's side ends or the response stream is dropped.
+    async fn budget(&self, req: Request<Streaming<pb::BudgetCall>>) -> Result<Response<Self::BudgetStream>, Status> {
+        let caller = self.caller(&req)?;
+        let origin = match req.extensions().get::<Arc<crate::identity::PeerInfo>>() {
+            Some(info) => Origin {
+                pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+                container: info.container.as_ref().map(|c| c.id.clone()),
+            },
+            None => Origin { pid: 0, container: None },
+        };
+        let session = NativeSession::open(Arc::clone(&self.daemon), caller, origin)?;
+        let mut calls = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(REPLY_BUFFER);
+        tokio::spawn(async move {
+            loop {
+                let call = tokio::select! {
+                    call = calls.message() => call,
+                    _ = tx.closed() => break,
+                };
+                let call = match call {
+                    Ok(Some(call)) => call,
+                    Ok(None) => break,
+                    Err(status) => {
+                        let _ = tx.send(Err(status)).await;
+                        break;
+                    }
+                };
+                let reply = tokio::select! {
+                    reply = session.answer(call) => reply,
+                    _ = tx.closed() => break,
+                };
+                if tx.send(Ok(reply)).await.is_err() {
+                    break;
+                }
+            }
+            drop(session);
+        });
+        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}

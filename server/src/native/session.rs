@@ -1,0 +1,217 @@
+//! One budget session: a process that creates streams in its own context, whichever
+//! transport carries its calls (the interposer's framed wire, or a `BudgetService.Budget`
+//! gRPC stream). The session is its connection: dropping it gives back everything it held.
+
+use super::Holder;
+use super::pacing::Batch;
+use crate::auth::Caller;
+use crate::daemon::Daemon;
+use crate::error::{NpudError, Reason};
+use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+use prost::Message;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Who is on the other end, as the transport knows it.
+pub struct Origin {
+    /// Process id from the socket's peer credentials; 0 when unknown (TCP).
+    pub pid: u32,
+    /// Container id when the process runs in one.
+    pub container: Option<String>,
+}
+
+pub struct NativeSession {
+    daemon: Arc<Daemon>,
+    caller: Caller,
+    id: u64,
+    /// The creation batch this session has open per device (see `pacing`).
+    batches: Mutex<HashMap<u32, Batch>>,
+}
+
+impl NativeSession {
+    /// Registers a session for `caller`; refused when the tenant has the most open.
+    pub fn open(daemon: Arc<Daemon>, caller: Caller, origin: Origin) -> Result<Self, NpudError> {
+        let holder = Holder {
+            pid: origin.pid,
+            tenant: caller.tenant.clone(),
+            program: String::new(),
+            container: origin.container.map(|c| c.chars().take(12).collect()),
+            held: BTreeMap::new(),
+        };
+        let Some(id) = daemon.natives.open(holder) else {
+            return Err(NpudError::new(
+                Reason::TooManySessions,
+                format!("tenant {} has the most interposed processes connected that it may", caller.tenant),
+            ));
+        };
+        tracing::debug!(id, tenant = %caller.tenant, pid = origin.pid, "budget session opened");
+        Ok(Self { daemon, caller, id, batches: Mutex::new(HashMap::new()) })
+    }
+
+    /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
+    /// withdraws it from the queue and takes nothing.
+    pub async fn answer(&self, call: pb::BudgetCall) -> pb::BudgetReply {
+        let reply = match call.call {
+            Some(Call::Hello(h)) => Ok(self.hello(h)),
+            Some(Call::Acquire(a)) => self.acquire(&a).await,
+            Some(Call::Release(r)) => self.release(&r),
+            Some(Call::Declare(d)) => self.declare(&d).await,
+            Some(Call::Created(c)) => self.check_device(c.device).map(|()| {
+                self.end_batch(c.device);
+                Reply::Created(pb::CreatedBudgetResponse {})
+            }),
+            Some(Call::Share(s)) => self.check_device(s.device).map(|()| Reply::Share(self.share(s.device))),
+            None => Err(NpudError::new(Reason::InvalidArgumentOther, "an empty budget call")),
+        };
+        match reply {
+            Ok(r) => pb::BudgetReply { reply: Some(r) },
+            Err(e) => error_reply(e),
+        }
+    }
+
+    fn hello(&self, h: pb::BudgetHello) -> Reply {
+        let program: String = h.program.chars().take(256).collect();
+        self.daemon.natives.set_program(self.id, program);
+        Reply::Welcome(pb::BudgetWelcome {
+            tenant: self.caller.tenant.to_string(),
+            epoch: u32::from(self.daemon.epoch),
+            declare_grace_ms: millis(self.daemon.natives.declare_grace()),
+        })
+    }
+
+    async fn acquire(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {
+        let daemon = &self.daemon;
+        self.check_device(a.device)?;
+        daemon.refuse_if_draining()?;
+        if a.count == 0 {
+            return Err(NpudError::new(Reason::InvalidCount, "asked for 0 streams"));
+        }
+        let (quota, _) = daemon.quotas.get(&self.caller.tenant);
+        let wait = Duration::from_millis(u64::from(a.wait_ms));
+        // Asking again means the last batch on this device is done; it must not wait for itself.
+        self.end_batch(a.device);
+        // The ledger changes in acquire_native and the holder's count just after: one mutation.
+        let _mutation = daemon.health.mutation();
+        let waited = daemon.admission.acquire_native(a.device, &self.caller.tenant, &quota, a.count, wait).await?;
+        // Granted: wait for the device's creation turn, giving the grant back if the session
+        // goes away meanwhile.
+        let paced = Instant::now();
+        let unclaimed = Unclaimed { daemon, tenant: &self.caller.tenant, device: a.device, count: a.count };
+        let batch = daemon.natives.pacing.turn(a.device).await;
+        unclaimed.claim();
+        daemon.natives.add(self.id, a.device, a.count);
+        if let Some(batch) = batch {
+            self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
+        }
+        let waited = waited + paced.elapsed();
+        Ok(Reply::Acquired(pb::AcquireBudgetResponse { waited_ms: millis(waited), share: Some(self.share(a.device)) }))
+    }
+
+    /// Ends this session's creation batch on `device`, if it has one open.
+    fn end_batch(&self, device: u32) {
+        let batch = self.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&device);
+        drop(batch);
+    }
+
+    fn release(&self, r: &pb::ReleaseBudgetRequest) -> Result<Reply, NpudError> {
+        self.check_device(r.device)?;
+        let _mutation = self.daemon.health.mutation();
+        let n = self.daemon.natives.remove(self.id, r.device, r.count);
+        self.daemon.admission.release_native(r.device, &self.caller.tenant, n);
+        Ok(Reply::Released(pb::ReleaseBudgetResponse { share: Some(self.share(r.device)) }))
+    }
+
+    async fn declare(&self, d: &pb::DeclareBudgetRequest) -> Result<Reply, NpudError> {
+        let daemon = &self.daemon;
+        self.check_device(d.device)?;
+        if !daemon.natives.accepts_declarations() {
+            return Err(NpudError::new(
+                Reason::InvalidArgumentOther,
+                format!(
+                    "declarations are accepted only within {} of the daemon's start; acquire instead",
+                    humantime::format_duration(daemon.natives.declare_grace())
+                ),
+            ));
+        }
+        let _mutation = daemon.health.mutation();
+        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count).await;
+        daemon.natives.add(self.id, d.device, accepted);
+        if accepted < d.count {
+            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left");
+        }
+        Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)) }))
+    }
+
+    fn share(&self, device: u32) -> pb::BudgetShare {
+        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
+        let s = self.daemon.admission.native_share(device, &self.caller.tenant, &quota);
+        pb::BudgetShare {
+            device,
+            capacity: s.capacity,
+            device_free: s.device_free,
+            available: s.available,
+            tenant_holds: s.tenant_holds,
+            holds: self.daemon.natives.held(self.id, device),
+            max_streams: quota.max_streams,
+        }
+    }
+
+    fn check_device(&self, device: u32) -> Result<(), NpudError> {
+        self.daemon.device(device).map(drop)
+    }
+}
+
+/// A grant not yet counted against its session: given back if dropped (the wait for the
+/// creation turn was cancelled), forgotten once counted.
+struct Unclaimed<'a> {
+    daemon: &'a Daemon,
+    tenant: &'a crate::ledger::Tenant,
+    device: u32,
+    count: u32,
+}
+
+impl Unclaimed<'_> {
+    /// The grant is about to be counted against its session.
+    fn claim(self) {
+        // Only references inside: forgetting it skips the give-back and leaks nothing.
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Unclaimed<'_> {
+    fn drop(&mut self) {
+        self.daemon.admission.release_native(self.device, self.tenant, self.count);
+    }
+}
+
+/// Gives back everything the session held when it ends, however it ends.
+impl Drop for NativeSession {
+    fn drop(&mut self) {
+        let _mutation = self.daemon.health.mutation();
+        if let Some(h) = self.daemon.natives.close(self.id) {
+            let total: u32 = h.held.values().sum();
+            for (&device, &n) in &h.held {
+                self.daemon.admission.release_native(device, &h.tenant, n);
+            }
+            tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");
+        }
+    }
+}
+
+fn millis(d: Duration) -> u32 {
+    d.as_millis().min(u128::from(u32::MAX)) as u32
+}
+
+/// The same code, reason, figures and message a gRPC caller would get.
+pub fn error_reply(e: NpudError) -> pb::BudgetReply {
+    let status = tonic::Status::from(e);
+    let detail = pb::ErrorDetail::decode(status.details()).unwrap_or_default();
+    pb::BudgetReply {
+        reply: Some(Reply::Error(pb::BudgetError {
+            message: status.message().to_string(),
+            detail: Some(detail),
+            code: status.code() as i32,
+        })),
+    }
+}

@@ -1,0 +1,125 @@
+//! Issue 19: the budget API as a gRPC service, for programs in any language that create
+//! their streams themselves. One `BudgetService.Budget` stream is one session; creation
+//! batches are paced one at a time per device.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply, budget_service_client::BudgetServiceClient};
+use npud_tests::{Daemon, eventually_async, npud_channel};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// One open Budget stream: calls go in, replies come out in order.
+struct Budget {
+    calls: mpsc::Sender<pb::BudgetCall>,
+    replies: tonic::Streaming<pb::BudgetReply>,
+}
+
+impl Budget {
+    async fn open(d: &Daemon) -> Budget {
+        let mut client = BudgetServiceClient::new(npud_channel(&d.socket).await);
+        let (calls, rx) = mpsc::channel(4);
+        let replies = client.budget(ReceiverStream::new(rx)).await.expect("Budget stream").into_inner();
+        let mut b = Budget { calls, replies };
+        match b.call(Call::Hello(pb::BudgetHello { program: "budget-test".into() })).await {
+            Reply::Welcome(w) => assert_eq!(w.tenant, "root"),
+            other => panic!("expected a welcome, got {other:?}"),
+        }
+        b
+    }
+
+    async fn send(&self, call: Call) {
+        self.calls.send(pb::BudgetCall { call: Some(call) }).await.expect("stream open");
+    }
+
+    async fn reply(&mut self) -> Reply {
+        self.replies.next().await.expect("a reply").expect("not a stream error").reply.expect("a reply body")
+    }
+
+    async fn call(&mut self, call: Call) -> Reply {
+        self.send(call).await;
+        self.reply().await
+    }
+
+    async fn acquire(&mut self, count: u32) -> Reply {
+        self.call(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count, wait_ms: 60_000 })).await
+    }
+}
+
+async fn held(d: &Daemon) -> u64 {
+    let status = d.client().await.status().await.expect("status");
+    status.native_holders.iter().map(|h| u64::from(h.streams)).sum()
+}
+
+#[tokio::test]
+async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
+    let d = Daemon::builder().config("[budget]\nnative_pacing = \"0s\"\n").start();
+    let mut b = Budget::open(&d).await;
+    let Reply::Acquired(a) = b.acquire(70).await else { panic!("granted") };
+    let share = a.share.expect("share");
+    assert_eq!(share.holds, 70);
+    assert_eq!(share.tenant_holds, 70);
+    assert_eq!(held(&d).await, 70, "status lists the holder");
+    assert_eq!(d.in_use(), 70, "one ledger with daemon streams");
+
+    let Reply::Released(r) = b.call(Call::Release(pb::ReleaseBudgetRequest { device: 0, count: 20 })).await else {
+        panic!("released")
+    };
+    assert_eq!(r.share.expect("share").holds, 50);
+
+    // A bad call is answered with the error a gRPC call would get, and the session goes on.
+    let Reply::Error(e) = b.call(Call::Acquire(pb::AcquireBudgetRequest { device: 99, count: 1, wait_ms: 0 })).await
+    else {
+        panic!("device 99 does not exist")
+    };
+    assert_eq!(e.code, tonic::Code::InvalidArgument as i32, "{e:?}");
+    assert_eq!(e.detail.expect("detail").reason, pb::ErrorReason::InvalidDevice as i32);
+    assert!(e.message.contains("99"), "{}", e.message);
+    let Reply::Share(s) = b.call(Call::Share(pb::BudgetShareRequest { device: 0 })).await else { panic!("share") };
+    assert_eq!(s.holds, 50, "the failed call changed nothing");
+
+    drop(b); // the client goes away without a word
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 0 }).await, "{}", d.log());
+    assert_eq!(held(&d).await, 0);
+}
+
+#[tokio::test]
+async fn a_second_batch_on_a_device_waits_until_the_first_says_it_created_its_streams() {
+    // A window of an hour: only the sessions' own reports end a batch in this test.
+    let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
+    let mut first = Budget::open(&d).await;
+    let mut second = Budget::open(&d).await;
+    let mut third = Budget::open(&d).await;
+    assert!(matches!(first.acquire(10).await, Reply::Acquired(_)));
+
+    second.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000 })).await;
+    // Its budget is there, its turn is not: no answer while the first batch is open.
+    assert!(tokio::time::timeout(Duration::from_millis(500), second.reply()).await.is_err(), "answered early");
+    assert!(matches!(first.call(Call::Created(pb::CreatedBudgetRequest { device: 0 })).await, Reply::Created(_)));
+    let Reply::Acquired(a) = second.reply().await else { panic!("granted after the first batch ended") };
+    assert!(a.waited_ms > 0, "the wait for the turn is reported");
+
+    // A session that goes away mid-batch ends its batch too.
+    third.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000 })).await;
+    assert!(tokio::time::timeout(Duration::from_millis(500), third.reply()).await.is_err(), "answered early");
+    drop(second);
+    assert!(matches!(third.reply().await, Reply::Acquired(_)));
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 20 }).await, "{}", d.log());
+}
+
+#[tokio::test]
+async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
+    let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
+    let mut first = Budget::open(&d).await;
+    assert!(matches!(first.acquire(10).await, Reply::Acquired(_)));
+    let waiting = Budget::open(&d).await;
+    waiting.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 30, wait_ms: 60_000 })).await;
+    // Its grant is counted while it waits for the turn…
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 40 }).await, "{}", d.log());
+    drop(waiting);
+    // …and given back when it goes away before the turn comes.
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 10 }).await, "{}", d.log());
+    assert_eq!(held(&d).await, 10);
+}
