@@ -76,11 +76,20 @@ impl Shared {
 
     /// npud on the acl backend over the fake library, on this shared budget.
     fn daemon(&self, extra: &[&str]) -> Daemon {
+        self.daemon_on(None, extra)
+    }
+
+    /// The same on a socket the test chose, so a restarted npud is found where it was.
+    fn daemon_on(&self, socket: Option<&Path>, extra: &[&str]) -> Daemon {
         let mut args = vec!["--backend", "acl", "--acl-library"];
         let lib = fake_library("libascendcl.so");
         args.push(lib.to_str().unwrap());
         args.extend_from_slice(extra);
-        Daemon::builder().args(&args).env("NPU_SIM_SHARED", self.path.to_str().unwrap()).start()
+        let mut builder = Daemon::builder().args(&args).env("NPU_SIM_SHARED", self.path.to_str().unwrap());
+        if let Some(socket) = socket {
+            builder = builder.socket(socket);
+        }
+        builder.start()
     }
 }
 
@@ -250,4 +259,56 @@ fn available_streams_are_the_tenants_share_shared_with_grpc_clients() {
     assert_eq!(available, 100 - 10 - HELD, "aclrtGetStreamAvailableNum answers the tenant's share");
     assert_eq!(d.in_use(), 10 + u64::from(HELD));
     app.release();
+}
+
+#[test]
+fn a_restarted_npud_counts_exactly_what_ten_running_programs_hold() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("npud.sock");
+    let mut first = shared.daemon_on(Some(&socket), &[]);
+    let mut apps: Vec<App> =
+        (0..10).map(|_| App::spawn(&shared, program, Some((&first, &["--streams", "61"])))).collect();
+    for a in &mut apps {
+        assert!(a.started().is_ok());
+    }
+    let held = 10 * u64::from(HELD);
+    assert_eq!(native_held(&first), held);
+    let capacity = first.device0()["capacity"].as_u64().unwrap();
+    first.kill9();
+
+    let second = shared.daemon_on(Some(&socket), &[]);
+    // The programs notice, reconnect and declare what they hold; npud's count is the
+    // driver's, whatever the driver said was free when npud started.
+    assert!(
+        eventually(Duration::from_secs(30), || holder_pids(&second).len() == 10 && native_held(&second) == held),
+        "the ten programs declared their streams:\n{}",
+        second.log()
+    );
+    assert_eq!(second.in_use(), held, "one ledger");
+    assert_eq!(u64::from(shared.held_by_others(second.pid())), held, "npud counts what the driver counts");
+
+    assert_eq!(
+        second.device0()["capacity"].as_u64(),
+        Some(capacity),
+        "sized from the product (aclrtGetSocName), not from what was free at the restart"
+    );
+    // New admissions respect the declared streams: asking for one more than is left waits…
+    let ask = (capacity - held + 1).to_string();
+    let mut big = App::spawn(&shared, program, Some((&second, &["--streams", ask.as_str(), "--wait", "5m"])));
+    assert!(
+        eventually(Duration::from_secs(30), || second.device0()["queued_requests"].as_u64() == Some(1)),
+        "{}",
+        second.log()
+    );
+    // …until one of the ten ends.
+    apps.pop().unwrap().release();
+    assert!(big.started().is_ok(), "granted once a declared holder went away");
+    big.release();
+    for a in apps {
+        a.release();
+    }
+    assert!(eventually(Duration::from_secs(10), || second.in_use() == 0 && native_held(&second) == 0));
+    assert_eq!(shared.held_by_others(second.pid()), 0);
 }

@@ -108,6 +108,20 @@ pub trait Acl {
         // SAFETY: as above.
         Ok(unsafe { f(info) })
     }
+    /// The SoC's name (`aclrtGetSocName`, e.g. "Ascend910B3"); None when the library lacks
+    /// the call or answers NULL.
+    fn soc_name(&self) -> Option<String> {
+        if !self.lib().has("aclrtGetSocName") {
+            return None;
+        }
+        let name = call!(self.lib(), "aclrtGetSocName", fn() -> *const c_char,).ok()?;
+        if name.is_null() {
+            return None;
+        }
+        // SAFETY: a non-NULL answer is a NUL-terminated string the library keeps alive for
+        // the process's lifetime; it is copied before anything else is called.
+        Some(unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned())
+    }
     // The fake library's test hooks (absent from real AscendCL).
     fn fake_launch_delay(&self, s: usize, us: u64, task: &mut u64) -> Result<AclError, LoadError> {
         call!(self.lib(), "npudFakeLaunchDelay", fn(usize, u64, *mut u64) -> AclError, s, us, task)

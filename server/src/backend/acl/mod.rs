@@ -8,6 +8,7 @@
 //! (the test fake); real AscendCL answers UNSUPPORTED.
 
 mod ffi;
+mod soc;
 
 use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
@@ -157,6 +158,11 @@ impl AclBackend {
         if count == 0 {
             return Err("AscendCL reports no devices".into());
         }
+        let soc = lib.soc_name();
+        let known = soc.as_deref().and_then(soc::limits);
+        if known.is_none() {
+            tracing::warn!(?soc, "unknown SoC: each device is sized from the streams free at npud's start");
+        }
         let mut contexts = Vec::new();
         let mut descs = Vec::new();
         for id in 0..count {
@@ -172,14 +178,25 @@ impl AclBackend {
             if lib.has("npudFakeStreamsInUse") {
                 let _ = lib.fake_streams_in_use(id as i32, &mut held);
             }
+            // The product's total, when known: what is free now misses other processes'
+            // streams, which interposed processes declare once they reconnect.
+            let (hardware_limit, event_limit) = known.unwrap_or((available + held, 65535));
+            let elsewhere = hardware_limit.saturating_sub(available + held);
+            if elsewhere > 0 {
+                tracing::warn!(
+                    device = id,
+                    streams = elsewhere,
+                    "other processes hold streams on the device; interposed ones declare theirs when they reconnect"
+                );
+            }
             contexts.push(ctx);
             descs.push(DeviceDesc {
                 id,
                 name: format!("ascend{id}"),
-                profile: "ascendcl".into(),
-                hardware_limit: available + held,
+                profile: soc.clone().unwrap_or_else(|| "ascendcl".into()),
+                hardware_limit,
                 runtime_streams: held,
-                event_limit: 65535,
+                event_limit,
                 priority_highest: 0,
                 priority_lowest: 7,
             });
