@@ -140,6 +140,21 @@ pub fn render(daemon: &Arc<Daemon>) -> String {
     gauge_family(&mut r, "tenant_queued_requests", "Create requests a tenant has waiting", queued);
     gauge_family(&mut r, "tenant_events", "Events a tenant holds", events);
     gauge_family(&mut r, "tenant_sessions", "Open sessions of a tenant", sessions);
+    let native: Vec<_> = daemon
+        .natives
+        .totals()
+        .into_iter()
+        .map(|((d, t), n)| (TenantLabels { tenant: t.to_string(), device: d.to_string() }, i64::from(n)))
+        .collect();
+    gauge_family(
+        &mut r,
+        "tenant_native_streams",
+        "Streams a tenant's processes created in their own context (admitted through the budget API)",
+        native,
+    );
+    let processes: Gauge = Gauge::default();
+    processes.set(daemon.natives.connections() as i64);
+    r.register("native_sessions", "Budget sessions open (interposed processes and BudgetService streams)", processes);
     let pool_hits: Counter = Counter::default();
     pool_hits.inc_by(daemon.admission.pool_hits());
     r.register("pool_hits", "Streams handed out from the warm pool", pool_hits);

@@ -53,9 +53,23 @@ async fn held(d: &Daemon) -> u64 {
     status.native_holders.iter().map(|h| u64::from(h.streams)).sum()
 }
 
+/// One sample of `GET /metrics`.
+fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    write!(conn, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut text = String::new();
+    conn.read_to_string(&mut text).unwrap();
+    text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+}
+
 #[tokio::test]
 async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
-    let d = Daemon::builder().config("[budget]\nnative_pacing = \"0s\"\n").start();
+    let port = npud_tests::free_port();
+    let d = Daemon::builder()
+        .config("[budget]\nnative_pacing = \"0s\"\n")
+        .args(&["--metrics", &format!("127.0.0.1:{port}")])
+        .start();
     let mut b = Budget::open(&d).await;
     let Reply::Acquired(a) = b.acquire(70).await else { panic!("granted") };
     let share = a.share.expect("share");
@@ -63,6 +77,9 @@ async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
     assert_eq!(share.tenant_holds, 70);
     assert_eq!(held(&d).await, 70, "status lists the holder");
     assert_eq!(d.in_use(), 70, "one ledger with daemon streams");
+    assert_eq!(metric(port, "npud_tenant_native_streams{tenant=\"root\",device=\"0\"}"), Some(70.0));
+    assert_eq!(metric(port, "npud_tenant_streams{tenant=\"root\",device=\"0\"}"), Some(70.0));
+    assert_eq!(metric(port, "npud_native_sessions"), Some(1.0));
 
     let Reply::Released(r) = b.call(Call::Release(pb::ReleaseBudgetRequest { device: 0, count: 20 })).await else {
         panic!("released")

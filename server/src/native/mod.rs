@@ -104,6 +104,11 @@ impl Natives {
         self.lock().remove(&id)
     }
 
+    /// Budget sessions open now.
+    pub fn connections(&self) -> usize {
+        self.lock().len()
+    }
+
     pub fn accepts_declarations(&self) -> bool {
         self.started.elapsed() <= self.declare_grace
     }
