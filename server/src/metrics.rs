@@ -33,9 +33,15 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    call: String,
+}
+
 /// Metrics that accumulate over the daemon's life.
 pub struct Metrics {
     pub failures: Family<FailureLabels, Counter>,
+    budget_calls: Family<CallLabels, Counter>,
     pub grant_wait: Histogram,
     pub hardware_create: Histogram,
     reclaimed: Family<KindLabels, Counter>,
@@ -45,6 +51,7 @@ impl Metrics {
     fn new() -> Self {
         Self {
             failures: Family::default(),
+            budget_calls: Family::default(),
             // 100 µs .. ~100 s
             grant_wait: Histogram::new(exponential_buckets(0.0001, 4.0, 11)),
             // 10 µs .. ~10 s per batch
@@ -59,6 +66,11 @@ impl Metrics {
             native_code: native_code.map_or(String::new(), |c| c.to_string()),
         };
         self.failures.get_or_create(&labels).inc();
+    }
+
+    /// One call on a budget session (`hello`, `acquire`, `release`, …).
+    pub fn budget_call(&self, call: &str) {
+        self.budget_calls.get_or_create(&CallLabels { call: call.to_string() }).inc();
     }
 
     pub fn reclaimed(&self, streams: u32, events: u32) {
@@ -165,6 +177,11 @@ pub fn render(daemon: &Arc<Daemon>) -> String {
     dropped.inc_by(daemon.reports.dropped());
     r.register("reports_undeliverable", "Reports that could not be delivered", dropped);
     r.register("failures", "Failed requests by reason and native code", m.failures.clone());
+    r.register(
+        "budget_calls",
+        "Calls on budget sessions, by kind (round trips of interposed processes)",
+        m.budget_calls.clone(),
+    );
     r.register("reclaimed", "Sessions, streams and events reclaimed", m.reclaimed.clone());
     r.register("grant_wait_seconds", "Time create requests waited for budget", m.grant_wait.clone());
     r.register("hardware_create_seconds", "Time one paced creation batch took", m.hardware_create.clone());

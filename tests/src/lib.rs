@@ -401,6 +401,16 @@ pub async fn npud_channel(socket: &Path) -> tonic::transport::Channel {
     npud_client::channel(&Target::Socket(socket.to_path_buf())).await.expect("channel")
 }
 
+/// One sample of the daemon's `GET /metrics` on `port` (started with `--metrics`).
+pub fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
+    use std::io::{Read, Write};
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
+    write!(conn, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("request");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).expect("response");
+    text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub fn eventually(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

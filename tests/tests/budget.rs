@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply, budget_service_client::BudgetServiceClient};
-use npud_tests::{Daemon, eventually_async, npud_channel};
+use npud_tests::{Daemon, eventually_async, metric, npud_channel};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -51,16 +51,6 @@ impl Budget {
 async fn held(d: &Daemon) -> u64 {
     let status = d.client().await.status().await.expect("status");
     status.native_holders.iter().map(|h| u64::from(h.streams)).sum()
-}
-
-/// One sample of `GET /metrics`.
-fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
-    use std::io::{Read, Write};
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    write!(conn, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
-    let mut text = String::new();
-    conn.read_to_string(&mut text).unwrap();
-    text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
 }
 
 #[tokio::test]

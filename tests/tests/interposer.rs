@@ -6,7 +6,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{Daemon, bin, eventually, fake_library};
+use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -209,13 +209,18 @@ fn forty_programs_collide_without_npud_and_all_start_under_it() {
 fn a_program_that_looks_the_runtime_up_with_dlsym_is_admitted_too() {
     let (_, dl) = programs();
     let shared = Shared::new();
-    let d = shared.daemon(&[]);
+    let port = free_port();
+    let d = shared.daemon(&["--metrics", &format!("127.0.0.1:{port}")]);
     let mut app = App::spawn(&shared, dl, Some((&d, &["--streams", "61"])));
     assert!(app.started().is_ok());
     assert_eq!(native_held(&d), u64::from(HELD), "dlopen + dlsym(handle) calls were admitted");
     assert_eq!(d.in_use(), u64::from(HELD));
+    // One round trip admitted the whole start-up, not one per stream…
+    assert_eq!(metric(port, "npud_budget_calls_total{call=\"acquire\"}"), Some(1.0));
     app.release();
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0));
+    // …and destroying 60 streams and resetting the device gave it back in one.
+    assert_eq!(metric(port, "npud_budget_calls_total{call=\"release\"}"), Some(1.0));
 }
 
 #[test]

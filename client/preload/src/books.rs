@@ -78,13 +78,20 @@ impl Books {
         d.used = d.used.saturating_sub(n);
     }
 
-    /// Streams went away: returns how much budget to give back to npud (the grant shrinks
-    /// with them, so a process that gives streams back does not sit on budget).
-    pub fn freed(&mut self, device: u32, n: u32) -> u32 {
+    /// Streams went away. Their budget stays with the process as unused grant, so a
+    /// program that destroys and re-creates streams asks npud nothing; what is above its
+    /// start-up need goes back with [`Books::surplus`] once the device is quiet.
+    pub fn freed(&mut self, device: u32, n: u32) {
         let d = self.devices.entry(device).or_default();
-        let n = n.min(d.used);
-        d.used -= n;
-        let back = n.min(d.granted);
+        d.used = d.used.saturating_sub(n);
+    }
+
+    /// Takes the unused grant above `floor` (the start-up need, which the process keeps
+    /// while it uses the device) off the books: how much to give back to npud.
+    pub fn surplus(&mut self, device: u32, floor: u32) -> u32 {
+        let Some(d) = self.devices.get_mut(&device) else { return 0 };
+        let keep = d.used.max(floor.min(d.granted));
+        let back = d.granted.saturating_sub(keep);
         d.granted -= back;
         back
     }
@@ -198,14 +205,23 @@ mod tests {
     }
 
     #[test]
-    fn destroyed_streams_give_their_budget_back() {
+    fn destroyed_streams_keep_their_budget_until_it_is_surplus() {
         let mut b = Books::default();
-        b.granted(0, 61, 61);
+        b.granted(0, 71, 61);
         b.stream_created(0x10, 0, 7);
         assert_eq!(b.stream_destroyed(0x10), Some(0));
-        assert_eq!(b.freed(0, 1), 1);
-        assert_eq!(b.device(0), Device { granted: 60, used: 60, set_count: 0, default_ctx: 0 });
+        b.freed(0, 1);
+        assert_eq!(b.device(0), Device { granted: 71, used: 60, set_count: 0, default_ctx: 0 });
         assert_eq!(b.stream_destroyed(0x10), None, "only once");
+        assert_eq!(b.plan(0, 1, 71), Plan::Covered, "re-creating asks npud nothing");
+        // Growth past the start-up need goes back once it is destroyed; the need stays.
+        assert_eq!(b.plan(0, 20, 71), Plan::Ask { count: 10, wait: false });
+        b.granted(0, 10, 20);
+        b.freed(0, 30);
+        assert_eq!(b.surplus(0, 71), 10);
+        assert_eq!(b.device(0).granted, 71);
+        assert_eq!(b.surplus(0, 71), 0, "nothing twice");
+        assert_eq!(b.surplus(1, 71), 0, "an unknown device");
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Process {
     books: Mutex<Books>,
     /// Devices with a creation batch open, and when a stream was last created on each.
     batches: Mutex<HashMap<u32, Instant>>,
+    /// Devices where streams were destroyed, and when last: their surplus grant goes back
+    /// to npud in one release once they are quiet, not one round trip per destroy.
+    releases: Mutex<HashMap<u32, Instant>>,
     conn: Mutex<Option<Connection>>,
     warned: AtomicBool,
     watcher: Once,
@@ -51,6 +54,7 @@ impl Process {
             settings: Settings::from_env(),
             books: Mutex::new(Books::default()),
             batches: Mutex::new(HashMap::new()),
+            releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -110,7 +114,7 @@ impl Process {
     /// `BATCH_QUIET`, it tells npud, off the program's path.
     fn watch(&'static self) {
         loop {
-            let open = !lock(&self.batches).is_empty();
+            let open = !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty();
             std::thread::sleep(if open { BATCH_QUIET } else { WATCH_PERIOD });
             if std::process::id() != self.pid {
                 return;
@@ -119,6 +123,7 @@ impl Process {
             let Ok(mut guard) = self.conn.try_lock() else { continue };
             if let Some(conn) = guard.as_mut() {
                 self.end_quiet_batches(conn);
+                self.release_quiet_surplus(conn);
             }
             if guard.as_mut().is_some_and(Connection::closed_by_peer) {
                 *guard = None;
@@ -143,6 +148,29 @@ impl Process {
             // Best effort: npud ends the batch anyway when its pacing window passes.
             let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device }), Duration::ZERO);
         }
+    }
+
+    fn release_quiet_surplus(&self, conn: &mut Connection) {
+        let quiet: Vec<u32> = {
+            let mut releases = lock(&self.releases);
+            let quiet: Vec<u32> =
+                releases.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
+            for d in &quiet {
+                releases.remove(d);
+            }
+            quiet
+        };
+        for device in quiet {
+            let count = lock(&self.books).surplus(device, self.settings.streams);
+            if count > 0 {
+                let _ = conn.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO);
+            }
+        }
+    }
+
+    /// Streams went away on `device`; the surplus goes back once it is quiet.
+    fn destroying(&self, device: u32) {
+        lock(&self.releases).insert(device, Instant::now());
     }
 
     /// A stream is being created on `device`: an open batch stays open.
@@ -212,13 +240,13 @@ impl Process {
         lock(&self.books).stream_created(stream, device, ctx);
     }
 
-    pub fn stream_destroyed(&'static self, stream: usize) {
-        let back = {
+    pub fn stream_destroyed(&self, stream: usize) {
+        let device = {
             let mut books = lock(&self.books);
-            books.stream_destroyed(stream).map(|d| (d, books.freed(d, 1)))
+            books.stream_destroyed(stream).inspect(|&d| books.freed(d, 1))
         };
-        if let Some((device, back)) = back {
-            self.give_back(device, back);
+        if let Some(device) = device {
+            self.destroying(device);
         }
     }
 
@@ -226,13 +254,16 @@ impl Process {
         lock(&self.books).context_created(ctx, device);
     }
 
-    pub fn context_destroyed(&'static self, ctx: usize) {
-        let back = {
+    pub fn context_destroyed(&self, ctx: usize) {
+        let device = {
             let mut books = lock(&self.books);
-            books.context_destroyed(ctx).map(|(d, n)| (d, books.freed(d, n)))
+            books.context_destroyed(ctx).map(|(d, n)| {
+                books.freed(d, n);
+                d
+            })
         };
-        if let Some((device, back)) = back {
-            self.give_back(device, back);
+        if let Some(device) = device {
+            self.destroying(device);
         }
     }
 

@@ -52,6 +52,16 @@ impl NativeSession {
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
     /// withdraws it from the queue and takes nothing.
     pub async fn answer(&self, call: pb::BudgetCall) -> pb::BudgetReply {
+        let kind = match &call.call {
+            Some(Call::Hello(_)) => "hello",
+            Some(Call::Acquire(_)) => "acquire",
+            Some(Call::Release(_)) => "release",
+            Some(Call::Declare(_)) => "declare",
+            Some(Call::Share(_)) => "share",
+            Some(Call::Created(_)) => "created",
+            None => "empty",
+        };
+        crate::metrics::global().budget_call(kind);
         let reply = match call.call {
             Some(Call::Hello(h)) => Ok(self.hello(h)),
             Some(Call::Acquire(a)) => self.acquire(&a).await,
