@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod contention;
+pub mod native;
 pub mod pki;
 
 use std::net::TcpListener;

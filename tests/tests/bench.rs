@@ -13,7 +13,15 @@ fn npud_bench_quick_runs_and_writes_json() {
     let out = Command::new(bin("npud-bench")).args(["--quick", "--json"]).arg(&json).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
-    for needle in ["× empty p50", "record ops/s", "sessions: open p50", "40x60 jobs", "reclaim:", "targets:"] {
+    for needle in [
+        "× empty p50",
+        "record ops/s",
+        "sessions: open p50",
+        "40x60 jobs",
+        "reclaim:",
+        "targets:",
+        "under the interposer",
+    ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -21,4 +29,6 @@ fn npud_bench_quick_runs_and_writes_json() {
     assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
     assert_eq!(doc["targets"]["managed_failed_jobs"], 0, "the managed policy never fails a job");
     assert_eq!(doc["contention"][0]["leaked_streams"], 0);
+    assert_eq!(doc["interposer"]["acquires_per_process"], 1.0, "one round trip admits a whole start-up");
+    assert_eq!(doc["interposer"]["crowd"][1]["failed"], 0, "no process fails under the interposer");
 }

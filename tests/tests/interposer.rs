@@ -11,40 +11,14 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Streams each program creates, and what it holds with its default stream.
 const STREAMS: u32 = 60;
 const HELD: u32 = STREAMS + 1;
 
-/// The C program, built once per test binary: (linked, dlopen variant).
 fn programs() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("npud-acl-app-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("native/acl_app.c");
-        let libdir = fake_library("libascendcl.so").parent().unwrap().to_path_buf();
-        let build = |out: &Path, extra: &[&str]| {
-            let status = Command::new("cc")
-                .arg("-O1")
-                .args(extra)
-                .arg("-o")
-                .arg(out)
-                .arg(&source)
-                .arg("-L")
-                .arg(&libdir)
-                .args(["-lascendcl", "-ldl"])
-                .status()
-                .expect("a C compiler (cc) is needed to build the test program");
-            assert!(status.success(), "building {}", out.display());
-        };
-        let (linked, dl) = (dir.join("acl_app"), dir.join("acl_app_dl"));
-        build(&linked, &[]);
-        build(&dl, &["-DUSE_DLOPEN"]);
-        (linked, dl)
-    })
+    npud_tests::native::acl_apps()
 }
 
 /// A budget file for one test: the fake driver's view of the device, shared by everyone.
@@ -76,20 +50,12 @@ impl Shared {
 
     /// npud on the acl backend over the fake library, on this shared budget.
     fn daemon(&self, extra: &[&str]) -> Daemon {
-        self.daemon_on(None, extra)
+        npud_tests::native::acl_daemon(&self.path, None, extra)
     }
 
     /// The same on a socket the test chose, so a restarted npud is found where it was.
     fn daemon_on(&self, socket: Option<&Path>, extra: &[&str]) -> Daemon {
-        let mut args = vec!["--backend", "acl", "--acl-library"];
-        let lib = fake_library("libascendcl.so");
-        args.push(lib.to_str().unwrap());
-        args.extend_from_slice(extra);
-        let mut builder = Daemon::builder().args(&args).env("NPU_SIM_SHARED", self.path.to_str().unwrap());
-        if let Some(socket) = socket {
-            builder = builder.socket(socket);
-        }
-        builder.start()
+        npud_tests::native::acl_daemon(&self.path, socket, extra)
     }
 }
 
@@ -109,10 +75,9 @@ impl App {
             }
             None => Command::new(program),
         };
-        let libdir = fake_library("libascendcl.so").parent().unwrap().to_path_buf();
         cmd.args([STREAMS.to_string().as_str(), "-1"])
             .env("NPU_SIM_SHARED", &shared.path)
-            .env("LD_LIBRARY_PATH", &libdir)
+            .env("LD_LIBRARY_PATH", npud_tests::native::fake_dir())
             .env("ACL_APP_LIBRARY", fake_library("libascendcl.so"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

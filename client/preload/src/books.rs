@@ -45,6 +45,12 @@ impl Books {
         self.devices.get(&device).copied().unwrap_or_default()
     }
 
+    /// Whether every stream granted on `device` exists.
+    pub fn grant_used(&self, device: u32) -> bool {
+        let d = self.device(device);
+        d.granted > 0 && d.used >= d.granted
+    }
+
     pub fn devices(&self) -> Vec<(u32, Device)> {
         self.devices.iter().map(|(&d, &v)| (d, v)).collect()
     }

@@ -12,7 +12,7 @@ use crate::wire::{Connection, WireError};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 /// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
@@ -22,8 +22,9 @@ const WATCH_PERIOD: Duration = Duration::from_millis(250);
 /// How often it looks while a creation batch is open, and how long a batch must be quiet
 /// (no stream created) before npud hears it is done and lets the next process's batch
 /// start. Creating a stream takes microseconds to a few milliseconds, so a start-up's
-/// creations are much closer together than this.
-const BATCH_QUIET: Duration = Duration::from_millis(30);
+/// creations are much closer together than this. A batch that used its whole grant ends
+/// at once.
+const BATCH_QUIET: Duration = Duration::from_millis(20);
 
 pub struct Process {
     pub pid: u32,
@@ -37,6 +38,8 @@ pub struct Process {
     conn: Mutex<Option<Connection>>,
     warned: AtomicBool,
     watcher: Once,
+    /// The watcher thread, woken early when a batch is complete.
+    watcher_thread: OnceLock<std::thread::Thread>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -58,6 +61,7 @@ impl Process {
             conn: Mutex::new(None),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
+            watcher_thread: OnceLock::new(),
         }
     }
 
@@ -101,7 +105,9 @@ impl Process {
             }
         }
         self.watcher.call_once(|| {
-            let _ = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch());
+            if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
+                let _ = self.watcher_thread.set(handle.thread().clone());
+            }
         });
         Ok(conn)
     }
@@ -115,7 +121,7 @@ impl Process {
     fn watch(&'static self) {
         loop {
             let open = !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty();
-            std::thread::sleep(if open { BATCH_QUIET } else { WATCH_PERIOD });
+            std::thread::park_timeout(if open { BATCH_QUIET } else { WATCH_PERIOD });
             if std::process::id() != self.pid {
                 return;
             }
@@ -237,7 +243,27 @@ impl Process {
     }
 
     pub fn stream_created(&self, stream: usize, device: u32, ctx: usize) {
-        lock(&self.books).stream_created(stream, device, ctx);
+        let complete = {
+            let mut books = lock(&self.books);
+            books.stream_created(stream, device, ctx);
+            books.grant_used(device)
+        };
+        if complete {
+            self.batch_complete(device);
+        }
+    }
+
+    /// The batch on `device` used its whole grant: the watcher ends it now, not after a
+    /// quiet period, so the next process's batch need not wait.
+    fn batch_complete(&self, device: u32) {
+        let mut batches = lock(&self.batches);
+        if let Some(last) = batches.get_mut(&device) {
+            *last = Instant::now().checked_sub(BATCH_QUIET).unwrap_or(*last);
+            drop(batches);
+            if let Some(t) = self.watcher_thread.get() {
+                t.unpark();
+            }
+        }
     }
 
     pub fn stream_destroyed(&self, stream: usize) {
@@ -251,7 +277,14 @@ impl Process {
     }
 
     pub fn context_created(&self, ctx: usize, device: u32) {
-        lock(&self.books).context_created(ctx, device);
+        let complete = {
+            let mut books = lock(&self.books);
+            books.context_created(ctx, device);
+            books.grant_used(device)
+        };
+        if complete {
+            self.batch_complete(device);
+        }
     }
 
     pub fn context_destroyed(&self, ctx: usize) {

@@ -6,7 +6,7 @@
 //! Starts its own daemons on temp sockets. Prints a table (with each cost as a ratio to
 //! the empty gRPC call of the same run) and writes the figures as JSON.
 
-use npud_tests::bench::{calls, jain, micros, scale, unix_echo};
+use npud_tests::bench::{calls, jain, micros, native, scale, unix_echo};
 use npud_tests::contention::{Scenario, run};
 use npud_tests::{Client, Daemon, Target};
 use serde_json::json;
@@ -173,6 +173,42 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
+    // The interposer: an unmodified program's start-up, and the 40x60 jobs as processes.
+    let startup = native::startup(70, if quick { 10 } else { 40 });
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let startup_ratio = startup.interposed.p50().as_secs_f64() / startup.native.p50().as_secs_f64();
+    println!("\n{:<44} {:>10} {:>10} {:>12}", "process start-up, 70 streams", "p50 ms", "p99 ms", "× native");
+    for (name, s) in [("native (no npud)", &startup.native), ("under the interposer", &startup.interposed)] {
+        println!(
+            "{:<44} {:>10.2} {:>10.2} {:>12.2}",
+            name,
+            ms(s.p50()),
+            ms(s.p99()),
+            s.p50().as_secs_f64() / startup.native.p50().as_secs_f64()
+        );
+    }
+    println!(
+        "budget round trips per interposed process: {:.1} in all ({:.1} acquire; the rest are hello, share for aclrtGetStreamAvailableNum, created from the watcher, and the reset's release)",
+        startup.calls_per_process, startup.acquires_per_process
+    );
+    let crowd_hold = Duration::from_secs(1);
+    let crowds = [native::crowd(40, 61, crowd_hold, false), native::crowd(40, 61, crowd_hold, true)];
+    println!(
+        "\n{:<24} {:>6} {:>7} {:>10} {:>10} {:>8}",
+        "40 processes x 61", "ok", "failed", "makespan", "ideal", "ratio"
+    );
+    for (name, c) in ["native (no npud)", "under the interposer"].iter().zip(&crowds) {
+        println!(
+            "{:<24} {:>6} {:>7} {:>9.2}s {:>9.2}s {:>8.2}",
+            name,
+            c.processes - c.failed,
+            c.failed,
+            c.makespan.as_secs_f64(),
+            c.ideal.as_secs_f64(),
+            c.makespan.as_secs_f64() / c.ideal.as_secs_f64()
+        );
+    }
+
     // Reclaim.
     let d = Daemon::builder().args(&["--lease", "1s"]).start();
     let holders = if quick { 5 } else { 20 };
@@ -200,6 +236,16 @@ async fn main() -> anyhow::Result<()> {
         managed.failed,
         verdict(managed.failed == 0)
     );
+    println!(
+        "  interposer: one acquire per process start-up: {:.1} -> {}",
+        startup.acquires_per_process,
+        verdict(startup.acquires_per_process <= 1.0)
+    );
+    println!(
+        "  40x61 processes under the interposer, 0 failed: {} failed -> {}",
+        crowds[1].failed,
+        verdict(crowds[1].failed == 0)
+    );
     println!("total {:.1} s", started.elapsed().as_secs_f64());
 
     let doc = json!({
@@ -213,6 +259,16 @@ async fn main() -> anyhow::Result<()> {
         "contention": [managed.to_json(), passthrough.to_json()],
         "jain_fairness_managed": fairness,
         "reclaim_ms": reclaimed.as_secs_f64() * 1e3,
+        "interposer": {
+            "startup_streams": startup.streams,
+            "native_p50_ms": ms(startup.native.p50()), "interposed_p50_ms": ms(startup.interposed.p50()),
+            "startup_ratio": startup_ratio,
+            "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
+            "crowd": crowds.iter().zip(["native", "interposed"]).map(|(c, name)| json!({
+                "run": name, "processes": c.processes, "failed": c.failed,
+                "makespan_s": c.makespan.as_secs_f64(), "ideal_s": c.ideal.as_secs_f64(),
+            })).collect::<Vec<_>>(),
+        },
         "targets": {
             "create_destroy_pair_ratio": create_ratio, "create_destroy_per_rpc_ratio": per_rpc_create,
             "record_query_ratio": record_ratio, "throughput_ratio_16": ratio_at_16, "create_cost_flat": flat,
