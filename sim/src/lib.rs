@@ -13,6 +13,7 @@ pub mod error;
 pub mod flags;
 pub mod fleet;
 pub mod profile;
+pub mod shared;
 
 pub use device::{DeviceCounts, ReportSink, SimDevice, SimOptions};
 pub use engine::{EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};

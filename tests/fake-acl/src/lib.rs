@@ -10,7 +10,6 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
-mod shared;
 mod state;
 
 use state::{Rt, rt};

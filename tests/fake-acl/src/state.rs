@@ -8,6 +8,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const INTERNAL: AclError = 507000;
+/// ACL_ERROR_RT_NO_STREAM_RESOURCE: the device (all processes together) has no stream left.
+pub const NO_STREAM_RESOURCE: AclError = 207008;
 const INVALID_PARAM: AclError = 100000;
 const INVALID_DEVICE: AclError = 107001;
 const CONTEXT_NULL: AclError = 107002;
@@ -42,7 +44,7 @@ struct Inner {
 pub struct Rt {
     pub devices: Vec<Arc<SimDevice>>,
     /// The budget shared with other processes (`NPU_SIM_SHARED`), when set.
-    shared: Option<crate::shared::SharedBudget>,
+    shared: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
     due: Condvar,
 }
@@ -67,7 +69,7 @@ pub fn init() -> bool {
             }
         })
         .ok();
-        let shared = crate::shared::SharedBudget::from_env(profile.stream_limit);
+        let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit);
         Rt {
             devices,
             shared,
@@ -109,7 +111,12 @@ impl Rt {
 
     /// Takes `n` streams from the budget shared with other processes, if there is one.
     fn take_shared(&self, device: u32, n: u32) -> Result<(), AclError> {
-        self.shared.as_ref().map_or(Ok(()), |s| s.take(device, n))
+        self.shared.as_ref().map_or(Ok(()), |s| {
+            s.take(device, n).map_err(|e| match e {
+                npu_sim::shared::SharedError::Exhausted => NO_STREAM_RESOURCE,
+                npu_sim::shared::SharedError::Io => INTERNAL,
+            })
+        })
     }
 
     fn give_shared(&self, device: u32, n: u32) {

@@ -1,6 +1,7 @@
-//! One device budget shared by every process that loads the fake (`NPU_SIM_SHARED=<path>`),
-//! so the multi-process failure the daemon exists for is reproducible: forty processes that
-//! each take 61 streams of a 2048-stream device collide near the limit and fail with 207008,
+//! One device budget shared by every process that loads a fake vendor library
+//! (`NPU_SIM_SHARED=<path>`), so the multi-process failure the daemon exists for is
+//! reproducible: forty processes that each take 61 streams of a 2048-stream device collide
+//! near the limit and fail (207008 from fake-acl, CUDA_ERROR_OUT_OF_MEMORY from fake-cuda),
 //! as they do on a real device.
 //!
 //! The budget is a small text file, one `pid device streams` line per holder, read and
@@ -12,10 +13,15 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 
-/// ACL_ERROR_RT_NO_STREAM_RESOURCE.
-pub const NO_STREAM_RESOURCE: i32 = 207008;
+/// Why a take failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedError {
+    /// The device (all processes together) has fewer streams left than asked for.
+    Exhausted,
+    /// The budget file could not be locked, read or written.
+    Io,
+}
 
 pub struct SharedBudget {
     file: File,
@@ -34,13 +40,13 @@ impl SharedBudget {
         Some(SharedBudget { file, limit })
     }
 
-    /// Takes `n` streams on `device` for this process, or fails with 207008 when the
-    /// device (all processes together) has fewer than `n` left.
-    pub fn take(&self, device: u32, n: u32) -> Result<(), i32> {
+    /// Takes `n` streams on `device` for this process, or fails when the device (all
+    /// processes together) has fewer than `n` left.
+    pub fn take(&self, device: u32, n: u32) -> Result<(), SharedError> {
         self.update(|holders| {
             let used: u32 = holders.iter().filter(|((_, d), _)| *d == device).map(|(_, s)| *s).sum();
             if used.saturating_add(n) > self.limit {
-                return Err(NO_STREAM_RESOURCE);
+                return Err(SharedError::Exhausted);
             }
             *holders.entry((std::process::id(), device)).or_insert(0) += n;
             Ok(())
@@ -72,17 +78,14 @@ impl SharedBudget {
 
     /// Runs `op` on the holder table under the file lock, dropping dead processes' lines
     /// first, and writes the table back.
-    fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, i32>) -> Result<T, i32> {
-        let fd = self.file.as_raw_fd();
-        // SAFETY: flock on a descriptor this struct owns; blocks until the lock is ours.
-        if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
-            return Err(crate::state::INTERNAL);
-        }
+    fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, SharedError>) -> Result<T, SharedError> {
+        // flock(2): one process at a time, released by the kernel if the holder dies.
+        self.file.lock().map_err(|_| SharedError::Io)?;
         let result = (|| {
             let mut file = &self.file;
             let mut text = String::new();
-            file.seek(SeekFrom::Start(0)).map_err(|_| crate::state::INTERNAL)?;
-            file.read_to_string(&mut text).map_err(|_| crate::state::INTERNAL)?;
+            file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
+            file.read_to_string(&mut text).map_err(|_| SharedError::Io)?;
             let mut holders: Holders = text
                 .lines()
                 .filter_map(|l| {
@@ -96,13 +99,12 @@ impl SharedBudget {
             for ((pid, device), streams) in &holders {
                 text.push_str(&format!("{pid} {device} {streams}\n"));
             }
-            file.seek(SeekFrom::Start(0)).map_err(|_| crate::state::INTERNAL)?;
-            self.file.set_len(0).map_err(|_| crate::state::INTERNAL)?;
-            file.write_all(text.as_bytes()).map_err(|_| crate::state::INTERNAL)?;
+            file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
+            self.file.set_len(0).map_err(|_| SharedError::Io)?;
+            file.write_all(text.as_bytes()).map_err(|_| SharedError::Io)?;
             Ok(out)
         })();
-        // SAFETY: releases the lock taken above on the same descriptor.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        let _ = self.file.unlock();
         result
     }
 }
