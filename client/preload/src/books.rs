@@ -122,6 +122,13 @@ impl Books {
         Some((device, 1 + self.drop_streams_of(ctx)))
     }
 
+    /// A context that holds no budget of its own went away (CUDA): forgets the streams
+    /// made in it; (device, streams freed) when there were any.
+    pub fn context_streams_gone(&mut self, ctx: usize) -> Option<(u32, u32)> {
+        let device = self.streams.values().find(|(_, c)| *c == ctx).map(|(d, _)| *d)?;
+        Some((device, self.drop_streams_of(ctx)))
+    }
+
     pub fn context_device(&self, ctx: usize) -> Option<u32> {
         self.contexts
             .get(&ctx)

@@ -4,8 +4,11 @@
 //! npud for budget; destruction, device reset and process death give it back. Kernels,
 //! events and synchronisation never touch npud: the data path stays native.
 //!
-//! Layers: [`ffi`] (the only unsafe code: exported hooks, `dlsym`, finding the real vendor
-//! functions) → [`process`] (per-process state, fork-aware) → [`books`] (what the process
+//! It interposes AscendCL (`aclrt*`) and the CUDA driver (`cuStreamCreate*`,
+//! `cuStreamDestroy*`, `cuCtxDestroy_v2`, `cuGetProcAddress(_v2)`).
+//!
+//! Layers: [`ffi`] (the only unsafe code: exported hooks per vendor, `dlsym`, finding the
+//! real vendor functions) → [`process`] (per-process state, fork-aware) → [`books`] (what the process
 //! holds, pure) and [`wire`] (a blocking client of npud's budget wire; no async runtime in
 //! a foreign process). Nothing runs in a library constructor: the first hooked call
 //! connects.

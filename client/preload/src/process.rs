@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::{Duration, Instant};
 
-/// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
-pub const NO_STREAM_RESOURCE: i32 = 207008;
+/// npud refused (or the wait expired, or npud is required and unreachable): the hook
+/// returns its vendor's "no stream resource" code instead of creating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused;
 /// How often the watcher looks for a closed connection while the process holds streams.
 const WATCH_PERIOD: Duration = Duration::from_millis(250);
 /// How often it looks while a creation batch is open, and how long a batch must be quiet
@@ -189,10 +191,10 @@ impl Process {
         }
     }
 
-    fn unreachable(&self, e: &WireError) -> Result<(), i32> {
+    fn unreachable(&self, e: &WireError) -> Result<(), Refused> {
         if self.settings.required {
-            eprintln!("npud-preload: {e}; NPUD_REQUIRED is set, so stream creation fails with {NO_STREAM_RESOURCE}");
-            return Err(NO_STREAM_RESOURCE);
+            eprintln!("npud-preload: {e}; NPUD_REQUIRED is set, so stream creation fails");
+            return Err(Refused);
         }
         if !self.warned.swap(true, Ordering::Relaxed) {
             eprintln!("npud-preload: {e}; streams are created without admission");
@@ -200,9 +202,8 @@ impl Process {
         Ok(())
     }
 
-    /// Admits `n` new streams on `device` (a context's default stream is one). Err carries
-    /// the vendor code to return instead of creating.
-    pub fn admit(&'static self, device: u32, n: u32) -> Result<(), i32> {
+    /// Admits `n` new streams on `device` (a context's default stream is one).
+    pub fn admit(&'static self, device: u32, n: u32) -> Result<(), Refused> {
         let plan = lock(&self.books).plan(device, n, self.settings.streams);
         let Plan::Ask { count, wait } = plan else {
             self.creating(device, false);
@@ -225,7 +226,7 @@ impl Process {
             }
             Err(WireError::Refused { message, .. }) => {
                 eprintln!("npud-preload: no budget for {count} streams on device {device}: {message}");
-                Err(NO_STREAM_RESOURCE)
+                Err(Refused)
             }
         }
     }
@@ -291,6 +292,20 @@ impl Process {
         let device = {
             let mut books = lock(&self.books);
             books.context_destroyed(ctx).map(|(d, n)| {
+                books.freed(d, n);
+                d
+            })
+        };
+        if let Some(device) = device {
+            self.destroying(device);
+        }
+    }
+
+    /// A CUDA context was destroyed, and the streams made in it with it.
+    pub fn context_streams_gone(&self, ctx: usize) {
+        let device = {
+            let mut books = lock(&self.books);
+            books.context_streams_gone(ctx).map(|(d, n)| {
                 books.freed(d, n);
                 d
             })

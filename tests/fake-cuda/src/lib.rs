@@ -17,6 +17,7 @@ use std::time::Duration;
 pub type CuResult = u32;
 const SUCCESS: CuResult = 0;
 const INVALID_VALUE: CuResult = 1;
+const OUT_OF_MEMORY: CuResult = 2;
 const NOT_INITIALIZED: CuResult = 3;
 const INVALID_DEVICE: CuResult = 101;
 const INVALID_IMAGE: CuResult = 200;
@@ -48,12 +49,18 @@ struct Inner {
     functions: HashMap<usize, String>,
     host_fns: HashMap<u64, Pending>,
     next_fn: u64,
+    /// Contexts made with cuCtxCreate: handle → device.
+    contexts: HashMap<usize, u32>,
+    /// The context each stream was created in, so destroying a context destroys them.
+    stream_ctx: HashMap<usize, usize>,
 }
 
 struct Rt {
     devices: Vec<Arc<SimDevice>>,
     primary: Vec<usize>,
     inner: Mutex<Inner>,
+    /// The device budget shared with other processes (NPU_SIM_SHARED), as a driver's is.
+    shared: Option<npu_sim::shared::SharedBudget>,
 }
 
 static RT: OnceLock<Rt> = OnceLock::new();
@@ -71,7 +78,11 @@ impl Rt {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
     fn device_of_ctx(&self, ctx: usize) -> Option<u32> {
-        self.primary.iter().position(|c| *c == ctx).map(|i| i as u32)
+        self.primary
+            .iter()
+            .position(|c| *c == ctx)
+            .map(|i| i as u32)
+            .or_else(|| self.lock().contexts.get(&ctx).copied())
     }
     fn current(&self) -> Result<&Arc<SimDevice>, CuResult> {
         let d = self.device_of_ctx(CURRENT.with(std::cell::Cell::get)).ok_or(INVALID_CONTEXT)?;
@@ -84,6 +95,21 @@ impl Rt {
     fn event(&self, h: usize) -> Result<(&Arc<SimDevice>, EventId, bool), CuResult> {
         let (d, id, timing) = *self.lock().events.get(&h).ok_or(INVALID_HANDLE)?;
         Ok((&self.devices[d as usize], id, timing))
+    }
+    fn give_shared(&self, device: u32, n: u32) {
+        if let Some(shared) = &self.shared {
+            shared.give(device, n);
+        }
+    }
+    fn destroy_stream(&self, s: usize) -> Result<(), CuResult> {
+        let (dev, id) = self.stream(s)?;
+        {
+            let mut inner = self.lock();
+            inner.streams.remove(&s);
+            inner.stream_ctx.remove(&s);
+        }
+        self.give_shared(dev.id(), 1);
+        dev.destroy_stream(id).map_err(sim)
     }
     fn mint(inner: &mut Inner) -> usize {
         inner.next += 0x40;
@@ -125,7 +151,7 @@ fn sim(e: npu_sim::SimError) -> CuResult {
         K::InvalidArgument | K::EventFlagsForbid | K::FailureModeAlreadySet => INVALID_VALUE,
         K::InvalidHandle | K::EventNotRecorded | K::EventNotTimed => INVALID_HANDLE,
         K::EventNotComplete => NOT_READY,
-        K::StreamBudget | K::EventBudget => 2,
+        K::StreamBudget | K::EventBudget => OUT_OF_MEMORY,
         K::TaskFailed => LAUNCH_FAILED,
     }
 }
@@ -150,7 +176,8 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
         })
         .ok();
         let primary = (0..devices.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
-        Rt { devices, primary, inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }) }
+        let shared = npu_sim::shared::SharedBudget::from_env(Profile::default().stream_limit);
+        Rt { devices, primary, inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }), shared }
     });
     SUCCESS
 }
@@ -240,15 +267,24 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, p
         Err(e) => return e,
     };
     let clamped = priority.clamp(GREATEST_PRIORITY, LEAST_PRIORITY);
+    if let Some(shared) = &r.shared
+        && shared.take(dev.id(), 1).is_err()
+    {
+        return OUT_OF_MEMORY;
+    }
     match dev.create_stream((clamped - GREATEST_PRIORITY) as u32, 0) {
         Ok(id) => {
             let mut inner = r.lock();
             let h = Rt::mint(&mut inner);
             inner.streams.insert(h, (dev.id(), id, flags, clamped));
+            inner.stream_ctx.insert(h, CURRENT.with(std::cell::Cell::get));
             // SAFETY: checked non-null out-pointer.
             unsafe { put(s, h) }
         }
-        Err(e) => sim(e),
+        Err(e) => {
+            r.give_shared(dev.id(), 1);
+            sim(e)
+        }
     }
 }
 
@@ -260,11 +296,13 @@ pub unsafe extern "C" fn cuStreamCreate(s: *mut usize, flags: u32) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamDestroy_v2(s: usize) -> CuResult {
-    with(|r| {
-        let (dev, id) = r.stream(s)?;
-        r.lock().streams.remove(&s);
-        dev.destroy_stream(id).map_err(sim)
-    })
+    with(|r| r.destroy_stream(s))
+}
+
+/// The pre-4.0 name; the same call.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamDestroy(s: usize) -> CuResult {
+    cuStreamDestroy_v2(s)
 }
 
 /// A stream with a failed task answers LAUNCH_FAILED from then on (a sticky error).
@@ -513,4 +551,118 @@ pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuRes
         Some(d) => unsafe { put(n, d.counts().streams_in_use) },
         None => INVALID_DEVICE,
     }
+}
+
+/// cuCtxCreate_v2: a new context on `dev`, made current on this thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if ctx.is_null() {
+        return INVALID_VALUE;
+    }
+    let Some(device) = usize::try_from(dev).ok().filter(|d| *d < r.devices.len()) else { return INVALID_DEVICE };
+    let h = {
+        let mut inner = r.lock();
+        let h = Rt::mint(&mut inner);
+        inner.contexts.insert(h, device as u32);
+        h
+    };
+    CURRENT.with(|c| c.set(h));
+    // SAFETY: checked non-null out-pointer.
+    unsafe { put(ctx, h) }
+}
+
+/// cuCtxDestroy_v2: the context and every stream made in it go away.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
+    with(|r| {
+        r.lock().contexts.remove(&ctx).ok_or(INVALID_CONTEXT)?;
+        let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
+        for s in streams {
+            r.destroy_stream(s)?;
+        }
+        CURRENT.with(|c| {
+            if c.get() == ctx {
+                c.set(0);
+            }
+        });
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(ctx, CURRENT.with(std::cell::Cell::get)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)) {
+        // SAFETY: out-pointer from the caller.
+        Some(d) => unsafe { put(dev, d as i32) },
+        None => INVALID_CONTEXT,
+    }
+}
+
+/// The driver entry point a versioned request names, as `cudaTypedefs.h` maps them.
+fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
+    Some(match symbol {
+        b"cuInit" => cuInit as *mut c_void,
+        b"cuDeviceGet" => cuDeviceGet as *mut c_void,
+        b"cuDeviceGetCount" => cuDeviceGetCount as *mut c_void,
+        b"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *mut c_void,
+        b"cuCtxSetCurrent" => cuCtxSetCurrent as *mut c_void,
+        b"cuCtxGetCurrent" => cuCtxGetCurrent as *mut c_void,
+        b"cuCtxGetDevice" => cuCtxGetDevice as *mut c_void,
+        b"cuCtxCreate" if version >= 3020 => cuCtxCreate_v2 as *mut c_void,
+        b"cuCtxDestroy" if version >= 4000 => cuCtxDestroy_v2 as *mut c_void,
+        b"cuStreamCreate" => cuStreamCreate as *mut c_void,
+        b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
+        b"cuStreamDestroy" if version >= 4000 => cuStreamDestroy_v2 as *mut c_void,
+        b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
+        b"cuStreamSynchronize" => cuStreamSynchronize as *mut c_void,
+        b"cuStreamQuery" => cuStreamQuery as *mut c_void,
+        b"cuGetProcAddress" if version >= 12000 => cuGetProcAddress_v2 as *mut c_void,
+        b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
+        _ => return None,
+    })
+}
+
+/// cuGetProcAddress (CUDA 11.3): how the runtime finds driver entry points.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: i32,
+    _flags: u64,
+) -> CuResult {
+    // SAFETY: forwarded; no status out-pointer.
+    unsafe { cuGetProcAddress_v2(symbol, pfn, version, _flags, std::ptr::null_mut()) }
+}
+
+/// cuGetProcAddress_v2 (CUDA 12): the same, with why a symbol was not found.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: i32,
+    _flags: u64,
+    status: *mut i32,
+) -> CuResult {
+    if symbol.is_null() || pfn.is_null() {
+        return INVALID_VALUE;
+    }
+    // SAFETY: a NUL-terminated name from the caller.
+    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
+    let found = proc_address(name, version);
+    // SAFETY: out-pointers from the caller (status may be NULL).
+    unsafe {
+        *pfn = found.unwrap_or(std::ptr::null_mut());
+        if !status.is_null() {
+            *status = if found.is_some() { 0 } else { 1 };
+        }
+    }
+    if found.is_some() { SUCCESS } else { NOT_FOUND }
 }

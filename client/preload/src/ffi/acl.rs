@@ -1,0 +1,231 @@
+//! The AscendCL hooks: streams, contexts (each holds a default stream), devices (the
+//! default context aclrtSetDevice makes), and the caller's share of the device.
+
+use super::{Handle, INTERNAL, Vendor, hook, real};
+use crate::process::Process;
+use std::ffi::{CStr, c_void};
+use std::ptr::null_mut;
+
+/// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
+const NO_STREAM_RESOURCE: i32 = 207008;
+
+pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
+
+type IntFn = unsafe extern "C" fn(i32) -> i32;
+type PtrFn = unsafe extern "C" fn(Handle) -> i32;
+type OutFn = unsafe extern "C" fn(*mut Handle) -> i32;
+type OutIntFn = unsafe extern "C" fn(*mut Handle, i32) -> i32;
+type ConfigFn = unsafe extern "C" fn(*mut Handle, u32, u32) -> i32;
+type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
+type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
+
+/// The device of the calling thread's current context.
+fn current_device(p: &Process) -> u32 {
+    if let Some(get) = real!(&LIBRARY, aclrtGetDevice: DeviceFn, null_mut()) {
+        let mut d = -1;
+        // SAFETY: the vendor function with an out-pointer to a local.
+        if unsafe { get(&mut d) } == 0
+            && let Ok(d) = u32::try_from(d)
+        {
+            return d;
+        }
+    }
+    p.context_device(current_context()).unwrap_or(0)
+}
+
+fn current_context() -> usize {
+    let mut ctx: Handle = null_mut();
+    match real!(&LIBRARY, aclrtGetCurrentContext: OutFn, null_mut()) {
+        // SAFETY: the vendor function with an out-pointer to a local.
+        Some(get) if unsafe { get(&mut ctx) } == 0 => ctx as usize,
+        _ => 0,
+    }
+}
+
+/// Admits one stream on the current device, runs `create`, and books the outcome.
+fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i32) -> i32 {
+    if out.is_null() {
+        return create(); // the vendor's own INVALID_PARAM
+    }
+    let device = current_device(p);
+    if p.admit(device, 1).is_err() {
+        return NO_STREAM_RESOURCE;
+    }
+    let rc = create();
+    if rc == 0 {
+        // SAFETY: the vendor filled the caller's non-null out-pointer.
+        p.stream_created(unsafe { *out } as usize, device, current_context());
+    } else {
+        p.not_created(device, 1);
+    }
+    rc
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtSetDevice: IntFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function, called as the program called it.
+    hook(
+        |p| {
+            let Ok(id) = u32::try_from(device) else { return unsafe { real(device) } };
+            let first = !p.device_is_set(id);
+            if first && p.admit(id, 1).is_err() {
+                return NO_STREAM_RESOURCE;
+            }
+            let rc = unsafe { real(device) };
+            if rc != 0 {
+                if first {
+                    p.not_created(id, 1);
+                }
+                return rc;
+            }
+            p.device_set(id, first.then(current_context));
+            0
+        },
+        || unsafe { real(device) },
+    )
+}
+
+fn reset(device: i32, force: bool, real: IntFn) -> i32 {
+    // SAFETY (both closures): the vendor function, called as the program called it.
+    hook(
+        |p| {
+            let rc = unsafe { real(device) };
+            if rc == 0
+                && let Ok(id) = u32::try_from(device)
+            {
+                p.device_reset(id, force);
+            }
+            rc
+        },
+        || unsafe { real(device) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDevice(device: i32) -> i32 {
+    real!(&LIBRARY, aclrtResetDevice: IntFn).map_or(INTERNAL, |real| reset(device, false, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceForce(device: i32) -> i32 {
+    real!(&LIBRARY, aclrtResetDeviceForce: IntFn).map_or(INTERNAL, |real| reset(device, true, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtCreateContext: OutIntFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments.
+    hook(
+        |p| {
+            let Ok(id) = u32::try_from(device) else { return unsafe { real(ctx, device) } };
+            if ctx.is_null() {
+                return unsafe { real(ctx, device) };
+            }
+            if p.admit(id, 1).is_err() {
+                return NO_STREAM_RESOURCE;
+            }
+            let rc = unsafe { real(ctx, device) };
+            if rc == 0 {
+                // SAFETY: the vendor filled the caller's non-null out-pointer.
+                p.context_created(unsafe { *ctx } as usize, id);
+            } else {
+                p.not_created(id, 1);
+            }
+            rc
+        },
+        || unsafe { real(ctx, device) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyContext(ctx: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtDestroyContext: PtrFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's handle.
+    hook(
+        |p| {
+            let rc = unsafe { real(ctx) };
+            if rc == 0 {
+                p.context_destroyed(ctx as usize);
+            }
+            rc
+        },
+        || unsafe { real(ctx) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateStream(stream: *mut Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtCreateStream: OutFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's out-pointer.
+    hook(|p| create_one(p, stream, || unsafe { real(stream) }), || unsafe { real(stream) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priority: u32, flag: u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtCreateStreamWithConfig: ConfigFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments.
+    hook(
+        |p| create_one(p, stream, || unsafe { real(stream, priority, flag) }),
+        || unsafe { real(stream, priority, flag) },
+    )
+}
+
+fn destroy(stream: Handle, real: PtrFn) -> i32 {
+    // SAFETY (both closures): the vendor function with the caller's handle.
+    hook(
+        |p| {
+            let rc = unsafe { real(stream) };
+            if rc == 0 {
+                p.stream_destroyed(stream as usize);
+            }
+            rc
+        },
+        || unsafe { real(stream) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStream(stream: Handle) -> i32 {
+    real!(&LIBRARY, aclrtDestroyStream: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> i32 {
+    real!(&LIBRARY, aclrtDestroyStreamForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtGetStreamAvailableNum: CountFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's out-pointer, which it
+    // filled when it returned 0.
+    hook(
+        |p| {
+            let rc = unsafe { real(count) };
+            if rc == 0 && !count.is_null() {
+                let device = current_device(p);
+                unsafe { *count = p.available(device, *count) };
+            }
+            rc
+        },
+        || unsafe { real(count) },
+    )
+}
+
+/// Our hook for an exact AscendCL name, if we interpose it.
+pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"aclrtSetDevice" => aclrtSetDevice as *mut c_void,
+        b"aclrtResetDevice" => aclrtResetDevice as *mut c_void,
+        b"aclrtResetDeviceForce" => aclrtResetDeviceForce as *mut c_void,
+        b"aclrtCreateContext" => aclrtCreateContext as *mut c_void,
+        b"aclrtDestroyContext" => aclrtDestroyContext as *mut c_void,
+        b"aclrtCreateStream" => aclrtCreateStream as *mut c_void,
+        b"aclrtCreateStreamWithConfig" => aclrtCreateStreamWithConfig as *mut c_void,
+        b"aclrtDestroyStream" => aclrtDestroyStream as *mut c_void,
+        b"aclrtDestroyStreamForce" => aclrtDestroyStreamForce as *mut c_void,
+        b"aclrtGetStreamAvailableNum" => aclrtGetStreamAvailableNum as *mut c_void,
+        _ => return None,
+    })
+}

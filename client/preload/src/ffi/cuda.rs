@@ -1,0 +1,199 @@
+//! The CUDA driver hooks: stream creation and destruction, context destruction (which
+//! destroys the context's streams), and `cuGetProcAddress(_v2)`, through which the CUDA
+//! runtime (since 11.3) fetches every driver entry point, so symbol interposition alone
+//! would catch nothing a cudart program does. A CUDA context's NULL stream is not a created
+//! stream and costs no budget.
+
+use super::{Handle, Vendor, hook_or, real};
+use crate::process::Process;
+use std::ffi::{CStr, c_char, c_void};
+use std::ptr::null_mut;
+
+type CuResult = u32;
+/// CUDA_ERROR_OUT_OF_MEMORY: what the driver answers when it cannot make a stream, and
+/// what a refused or expired admission returns.
+const OUT_OF_MEMORY: CuResult = 2;
+/// CUDA_ERROR_UNKNOWN: the real function could not be found, or a hook failed.
+const UNKNOWN: CuResult = 999;
+/// The CUDA version from which a base name means its `_v2` entry point (cudaTypedefs.h).
+const V2_FROM: i32 = 4000;
+const PROC_ADDRESS_V2_FROM: i32 = 12000;
+
+pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libcuda.so.1", c"libcuda.so"]);
+
+type CreateFn = unsafe extern "C" fn(*mut Handle, u32) -> CuResult;
+type CreatePriorityFn = unsafe extern "C" fn(*mut Handle, u32, i32) -> CuResult;
+type HandleFn = unsafe extern "C" fn(Handle) -> CuResult;
+type OutHandleFn = unsafe extern "C" fn(*mut Handle) -> CuResult;
+type OutIntFn = unsafe extern "C" fn(*mut i32) -> CuResult;
+type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
+type ProcV2Fn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
+
+/// The calling thread's current context and its device; None without a context.
+fn current() -> Option<(usize, u32)> {
+    let (get_ctx, get_dev) = (
+        real!(&LIBRARY, cuCtxGetCurrent: OutHandleFn, null_mut())?,
+        real!(&LIBRARY, cuCtxGetDevice: OutIntFn, null_mut())?,
+    );
+    let (mut ctx, mut dev): (Handle, i32) = (null_mut(), -1);
+    // SAFETY: the vendor functions with out-pointers to locals.
+    let ok = unsafe { get_ctx(&mut ctx) == 0 && !ctx.is_null() && get_dev(&mut dev) == 0 };
+    ok.then_some((ctx as usize, u32::try_from(dev).ok()?))
+}
+
+/// Admits one stream on the current context's device, runs `create`, books the outcome.
+fn create(out: *mut Handle, create: impl Fn() -> CuResult) -> CuResult {
+    hook_or(
+        |p: &'static Process| {
+            let Some((ctx, device)) = current().filter(|_| !out.is_null()) else { return create() };
+            if p.admit(device, 1).is_err() {
+                return OUT_OF_MEMORY;
+            }
+            let rc = create();
+            if rc == 0 {
+                // SAFETY: the driver filled the caller's non-null out-pointer.
+                p.stream_created(unsafe { *out } as usize, device, ctx);
+            } else {
+                p.not_created(device, 1);
+            }
+            rc
+        },
+        &create,
+        UNKNOWN,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamCreate(stream: *mut Handle, flags: u32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuStreamCreate: CreateFn) else { return UNKNOWN };
+    // SAFETY: the driver function with the caller's arguments.
+    create(stream, || unsafe { real(stream, flags) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamCreateWithPriority(stream: *mut Handle, flags: u32, priority: i32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuStreamCreateWithPriority: CreatePriorityFn) else { return UNKNOWN };
+    // SAFETY: the driver function with the caller's arguments.
+    create(stream, || unsafe { real(stream, flags, priority) })
+}
+
+fn destroy(stream: Handle, real: HandleFn) -> CuResult {
+    // SAFETY (both closures): the driver function with the caller's handle.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(stream) };
+            if rc == 0 {
+                p.stream_destroyed(stream as usize);
+            }
+            rc
+        },
+        || unsafe { real(stream) },
+        UNKNOWN,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamDestroy(stream: Handle) -> CuResult {
+    real!(&LIBRARY, cuStreamDestroy: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamDestroy_v2(stream: Handle) -> CuResult {
+    real!(&LIBRARY, cuStreamDestroy_v2: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxDestroy_v2(ctx: Handle) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuCtxDestroy_v2: HandleFn) else { return UNKNOWN };
+    // SAFETY (both closures): the driver function with the caller's handle.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(ctx) };
+            if rc == 0 {
+                p.context_streams_gone(ctx as usize);
+            }
+            rc
+        },
+        || unsafe { real(ctx) },
+        UNKNOWN,
+    )
+}
+
+/// Replaces a driver entry point the program fetched with our hook for it.
+///
+/// # Safety
+/// `symbol` is NUL-terminated and `pfn` valid, as the driver just accepted them.
+unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: i32) {
+    // SAFETY: per this function's contract.
+    if symbol.is_null() || pfn.is_null() || unsafe { (*pfn).is_null() } {
+        return;
+    }
+    // SAFETY: per this function's contract.
+    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
+    let hook = match name {
+        b"cuStreamCreate" => cuStreamCreate as *mut c_void,
+        b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
+        b"cuStreamDestroy" if version >= V2_FROM => cuStreamDestroy_v2 as *mut c_void,
+        b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
+        b"cuCtxDestroy" if version >= V2_FROM => cuCtxDestroy_v2 as *mut c_void,
+        // Lookups through the returned pointer must stay hooked too.
+        b"cuGetProcAddress" if version >= PROC_ADDRESS_V2_FROM => cuGetProcAddress_v2 as *mut c_void,
+        b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
+        _ => return,
+    };
+    // SAFETY: per this function's contract.
+    unsafe { *pfn = hook };
+}
+
+/// # Safety
+/// The same contract as the driver's cuGetProcAddress.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: i32,
+    flags: u64,
+) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuGetProcAddress: ProcFn) else { return UNKNOWN };
+    // SAFETY: forwarded exactly as called; substitute only on success.
+    let rc = unsafe { real(symbol, pfn, version, flags) };
+    if rc == 0 {
+        // SAFETY: the driver accepted these arguments.
+        unsafe { substitute(symbol, pfn, version) };
+    }
+    rc
+}
+
+/// # Safety
+/// The same contract as the driver's cuGetProcAddress_v2.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetProcAddress_v2(
+    symbol: *const c_char,
+    pfn: *mut *mut c_void,
+    version: i32,
+    flags: u64,
+    status: *mut i32,
+) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuGetProcAddress_v2: ProcV2Fn) else { return UNKNOWN };
+    // SAFETY: forwarded exactly as called; substitute only on success.
+    let rc = unsafe { real(symbol, pfn, version, flags, status) };
+    if rc == 0 {
+        // SAFETY: the driver accepted these arguments.
+        unsafe { substitute(symbol, pfn, version) };
+    }
+    rc
+}
+
+/// Our hook for an exact CUDA driver name, if we interpose it.
+pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"cuStreamCreate" => cuStreamCreate as *mut c_void,
+        b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
+        b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
+        b"cuStreamDestroy_v2" => cuStreamDestroy_v2 as *mut c_void,
+        b"cuCtxDestroy_v2" => cuCtxDestroy_v2 as *mut c_void,
+        b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
+        b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
+        _ => return None,
+    })
+}

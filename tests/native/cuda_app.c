@@ -1,0 +1,100 @@
+/* An ordinary CUDA driver program with no npud code in it, as a PyTorch process fills its
+ * stream pool: retain device 0's primary context, create N streams with
+ * cuStreamCreateWithPriority, say how it went, hold them, destroy them.
+ *
+ *   cuda_app N HOLD_MS     HOLD_MS < 0 holds until standard input closes
+ *
+ * Prints "ok N" once all N exist, or "fail CODE after K" when creation K+1 failed (the
+ * process then exits without cleaning up), then "done" after the teardown.
+ * Built as is, it links against libcuda; with -DUSE_PROC_ADDRESS it does what a static
+ * cudart does: dlopen() the driver RTLD_LOCAL, dlsym(handle, "cuGetProcAddress_v2"), and
+ * fetch every other entry point through it with a CUDA 12 version. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef unsigned int CUresult;
+typedef void *CUcontext;
+typedef void *CUstream;
+#define CU_STREAM_NON_BLOCKING 0x1u
+
+#ifdef USE_PROC_ADDRESS
+#include <dlfcn.h>
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
+static CUresult (*cuStreamDestroy)(CUstream);
+
+static void load(void) {
+    const char *path = getenv("CUDA_APP_LIBRARY");
+    void *h = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        fprintf(stderr, "dlopen: %s\n", dlerror());
+        exit(3);
+    }
+    CUresult (*get)(const char *, void **, int, uint64_t, int *);
+    *(void **)&get = dlsym(h, "cuGetProcAddress_v2");
+    if (!get) {
+        fprintf(stderr, "dlsym: no cuGetProcAddress_v2\n");
+        exit(3);
+    }
+    int status = 0;
+    CUresult rc = get("cuInit", (void **)&cuInit, 12000, 0, &status);
+    rc |= get("cuDevicePrimaryCtxRetain", (void **)&cuDevicePrimaryCtxRetain, 12000, 0, &status);
+    rc |= get("cuCtxSetCurrent", (void **)&cuCtxSetCurrent, 12000, 0, &status);
+    rc |= get("cuStreamCreateWithPriority", (void **)&cuStreamCreateWithPriority, 12000, 0, &status);
+    /* The base name at a version >= 4000 is cuStreamDestroy_v2. */
+    rc |= get("cuStreamDestroy", (void **)&cuStreamDestroy, 12000, 0, &status);
+    if (rc != 0) {
+        fprintf(stderr, "cuGetProcAddress_v2: a function is missing\n");
+        exit(3);
+    }
+}
+#else
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
+CUresult cuStreamDestroy_v2(CUstream);
+#define cuStreamDestroy cuStreamDestroy_v2
+static void load(void) {}
+#endif
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s STREAMS HOLD_MS\n", argv[0]);
+        return 2;
+    }
+    int n = atoi(argv[1]), hold = atoi(argv[2]);
+    CUstream *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
+    CUcontext ctx = 0;
+    load();
+    CUresult rc = cuInit(0);
+    if (rc == 0) rc = cuDevicePrimaryCtxRetain(&ctx, 0);
+    if (rc == 0) rc = cuCtxSetCurrent(ctx);
+    if (rc != 0) {
+        printf("fail %u after 0\n", rc);
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        rc = cuStreamCreateWithPriority(&s[i], CU_STREAM_NON_BLOCKING, -1);
+        if (rc != 0) {
+            printf("fail %u after %d\n", rc, i);
+            return 1;
+        }
+    }
+    printf("ok %d\n", n);
+    fflush(stdout);
+    if (hold < 0) {
+        char buf[64];
+        while (read(0, buf, sizeof buf) > 0) {
+        }
+    } else {
+        usleep((useconds_t)hold * 1000);
+    }
+    for (int i = 0; i < n; i++) cuStreamDestroy(s[i]);
+    printf("done\n");
+    return 0;
+}
