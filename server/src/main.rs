@@ -27,23 +27,30 @@ fn init_tracing(format: &str, level: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
-async fn shutdown_signal() {
+/// Installs the SIGTERM/SIGINT handlers now, before READY=1 can be sent: a supervisor
+/// that stops npud right after READY=1 must find the handler there, not the default
+/// action that kills the process without STOPPING=1 or a drain.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-        tracing::error!("cannot install signal handlers; stop npud with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM received"),
-        _ = int.recv() => tracing::info!("SIGINT received"),
+    let handlers = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            tracing::error!("cannot install signal handlers; stop npud with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM received"),
+            _ = int.recv() => tracing::info!("SIGINT received"),
+        }
     }
 }
 
 /// SIGHUP re-reads the config file and applies tenants and quotas; a bad file is logged
 /// and changes nothing.
-async fn reload_on_sighup(daemon: Arc<Daemon>, args: Args) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+/// The handler is installed by the caller, inside the runtime, before READY=1: SIGHUP's
+/// default action would end the daemon.
+async fn reload_on_sighup(daemon: Arc<Daemon>, args: Args, hup: std::io::Result<tokio::signal::unix::Signal>) {
+    let Ok(mut hup) = hup else {
         tracing::warn!("cannot install the SIGHUP handler; reloading is unavailable");
         return;
     };
@@ -87,8 +94,14 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_UNAVAILABLE);
         }
     };
-    runtime.spawn(reload_on_sighup(Arc::clone(&daemon), args));
-    match runtime.block_on(npud::serve(daemon, shutdown_signal())) {
+    // The handlers register with the runtime's signal driver, so inside it, and now.
+    let shutdown = {
+        let _entered = runtime.enter();
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+        runtime.spawn(reload_on_sighup(Arc::clone(&daemon), args, hup));
+        shutdown_signal()
+    };
+    match runtime.block_on(npud::serve(daemon, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("npud: {e}");
