@@ -402,14 +402,24 @@ pub async fn npud_channel(socket: &Path) -> tonic::transport::Channel {
     npud_client::channel(&Target::Socket(socket.to_path_buf())).await.expect("channel")
 }
 
-/// One sample of the daemon's `GET /metrics` on `port` (started with `--metrics`).
-pub fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
+/// The whole HTTP/1.1 response to `GET path` on a loopback `port` (the metrics listener).
+pub fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).expect("metrics listener");
-    write!(conn, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("request");
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").expect("request");
     let mut text = String::new();
     conn.read_to_string(&mut text).expect("response");
-    text.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+    text
+}
+
+/// One sample in a metrics text, by its name and labels as printed.
+pub fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+}
+
+/// One sample of the daemon's `GET /metrics` on `port` (started with `--metrics`).
+pub fn metric(port: u16, name_and_labels: &str) -> Option<f64> {
+    sample(&http_get(port, "/metrics"), name_and_labels)
 }
 
 /// Polls `check` until it is true or `timeout` passes.

@@ -3,9 +3,12 @@
 //! backend over a device budget that every process shares (`NPU_SIM_SHARED`).
 
 use crate::{Daemon, bin, fake_library};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Builds `native/<source>` against the fake library `-l<link>` into a per-process temp
 /// directory, once per variant (extra compiler flags).
@@ -56,17 +59,7 @@ pub fn cuda_daemon(shared: &Path, extra: &[&str]) -> Daemon {
 
 /// A command for the CUDA program on the shared budget, interposed when `npud` is given.
 pub fn cuda_command(program: &Path, shared: &Path, npud: Option<(&Daemon, u32)>) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("NPU_SIM_SHARED", shared)
-        .env("LD_LIBRARY_PATH", fake_dir())
-        .env("CUDA_APP_LIBRARY", fake_library("libcuda.so"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    if let Some((d, streams)) = npud {
-        cmd.env("LD_PRELOAD", preload_library()).env("NPUD_SOCKET", &d.socket).env("NPUD_STREAMS", streams.to_string());
-    }
-    cmd
+    command(program, shared, ("CUDA_APP_LIBRARY", "libcuda.so"), npud)
 }
 
 /// The program, built once per process: (linked against libascendcl, dlopen variant).
@@ -105,13 +98,19 @@ pub fn acl_daemon(shared: &Path, socket: Option<&Path>, extra: &[&str]) -> Daemo
     builder.start()
 }
 
-/// A command for the program on the shared budget, interposed (`LD_PRELOAD`, the way a
-/// container runs it) when `npud` is given.
+/// A command for the AscendCL program on the shared budget, interposed (`LD_PRELOAD`, the
+/// way a container runs it) when `npud` is given.
 pub fn acl_command(program: &Path, shared: &Path, npud: Option<(&Daemon, u32)>) -> Command {
+    command(program, shared, ("ACL_APP_LIBRARY", "libascendcl.so"), npud)
+}
+
+/// `program` on the shared budget, finding the fake `library` (its file name, under the
+/// variable the dlopen variants read), stdin and stdout piped.
+fn command(program: &Path, shared: &Path, library: (&str, &str), npud: Option<(&Daemon, u32)>) -> Command {
     let mut cmd = Command::new(program);
     cmd.env("NPU_SIM_SHARED", shared)
         .env("LD_LIBRARY_PATH", fake_dir())
-        .env("ACL_APP_LIBRARY", fake_library("libascendcl.so"))
+        .env(library.0, fake_library(library.1))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
@@ -119,4 +118,67 @@ pub fn acl_command(program: &Path, shared: &Path, npud: Option<(&Daemon, u32)>) 
         cmd.env("LD_PRELOAD", preload_library()).env("NPUD_SOCKET", &d.socket).env("NPUD_STREAMS", streams.to_string());
     }
     cmd
+}
+
+/// A running test program that holds its streams until [`App::release`].
+pub struct App {
+    pub child: Child,
+    out: Lines<BufReader<ChildStdout>>,
+}
+
+impl App {
+    /// Spawns `cmd` (stdout piped).
+    pub fn spawn(mut cmd: Command) -> App {
+        let mut child = cmd.spawn().expect("spawn the program");
+        let out = BufReader::new(child.stdout.take().expect("stdout piped")).lines();
+        App { child, out }
+    }
+
+    /// The program's verdict on its start-up: Ok(the words after "ok") or Err(the vendor
+    /// code it failed with).
+    pub fn started(&mut self) -> Result<Vec<String>, i64> {
+        let line = self.out.next().expect("a line").expect("readable output");
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["ok", rest @ ..] => Ok(rest.iter().map(|s| s.to_string()).collect()),
+            ["fail", code, ..] => Err(code.parse().expect("a numeric code")),
+            _ => panic!("unexpected output: {line}"),
+        }
+    }
+
+    /// Closes stdin: the program destroys its streams and exits.
+    pub fn release(mut self) {
+        drop(self.child.stdin.take());
+        assert!(self.child.wait().expect("wait").success());
+    }
+}
+
+/// Pids of the processes npud lists as native holders.
+pub fn holder_pids(d: &Daemon) -> Vec<u32> {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"].as_array().map_or(Vec::new(), |a| {
+        a.iter().filter_map(|h| h["pid"].as_u64().and_then(|p| u32::try_from(p).ok())).collect()
+    })
+}
+
+/// Streams npud counts for native holders, all together.
+pub fn native_held(d: &Daemon) -> u64 {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["streams"].as_u64()).sum())
+}
+
+/// Releases programs one at a time in the order npud granted them (each release lets a
+/// waiting one in), asserting every one started; `apps` is keyed by the pid npud lists.
+pub fn release_as_granted(d: &Daemon, mut apps: HashMap<u32, App>, timeout: Duration) {
+    let deadline = Instant::now() + timeout;
+    while !apps.is_empty() {
+        assert!(Instant::now() < deadline, "{} programs never got their streams", apps.len());
+        let granted = holder_pids(d).into_iter().find(|p| apps.contains_key(p));
+        let Some(mut app) = granted.and_then(|p| apps.remove(&p)) else {
+            std::thread::sleep(Duration::from_millis(25));
+            continue;
+        };
+        assert!(app.started().is_ok(), "no program fails under npud");
+        app.release();
+    }
 }

@@ -6,12 +6,11 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
+use npud_tests::native::{App, acl_command, holder_pids, native_held, release_as_granted};
+use npud_tests::{Daemon, bin, eventually, free_port, metric};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Streams each program creates, and what it holds with its default stream.
 const STREAMS: u32 = 60;
@@ -59,62 +58,28 @@ impl Shared {
     }
 }
 
-/// One program, holding its streams until `release`.
-struct App {
-    child: Child,
-    out: std::io::Lines<BufReader<ChildStdout>>,
-}
-
-impl App {
-    fn spawn(shared: &Shared, program: &Path, under: Option<(&Daemon, &[&str])>) -> App {
-        let mut cmd = match under {
-            Some((d, run_args)) => {
-                let mut c = Command::new(bin("npuctl"));
-                c.arg("--socket").arg(&d.socket).arg("run").args(run_args).arg("--").arg(program);
-                c
-            }
-            None => Command::new(program),
-        };
-        cmd.args([STREAMS.to_string().as_str(), "-1"])
-            .env("NPU_SIM_SHARED", &shared.path)
-            .env("LD_LIBRARY_PATH", npud_tests::native::fake_dir())
-            .env("ACL_APP_LIBRARY", fake_library("libascendcl.so"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = cmd.spawn().expect("spawn the program");
-        let out = BufReader::new(child.stdout.take().unwrap()).lines();
-        App { child, out }
-    }
-
-    /// The program's verdict on its start-up: Ok(available) or Err(vendor code).
-    fn started(&mut self) -> Result<u32, i64> {
-        let line = self.out.next().expect("a line").unwrap();
-        let w: Vec<&str> = line.split_whitespace().collect();
-        match w.as_slice() {
-            ["ok", _, "available", a] => Ok(a.parse().unwrap()),
-            ["fail", code, ..] => Err(code.parse().unwrap()),
-            _ => panic!("unexpected output: {line}"),
+/// The program on the shared budget, holding its streams until released; under npud it
+/// runs through `npuctl run` with `run_args`, as a user starts it.
+fn spawn(shared: &Shared, program: &Path, under: Option<(&Daemon, &[&str])>) -> App {
+    let mut cmd = match under {
+        Some((d, run_args)) => {
+            let mut c = acl_command(&bin("npuctl"), &shared.path, None);
+            c.arg("--socket").arg(&d.socket).arg("run").args(run_args).arg("--").arg(program);
+            c
         }
-    }
-
-    /// Closes stdin: the program destroys its streams, resets the device and exits.
-    fn release(mut self) {
-        drop(self.child.stdin.take());
-        assert!(self.child.wait().unwrap().success());
-    }
+        None => acl_command(program, &shared.path, None),
+    };
+    cmd.args([STREAMS.to_string().as_str(), "-1"]);
+    App::spawn(cmd)
 }
 
-fn holder_pids(d: &Daemon) -> Vec<u32> {
-    let status = d.npuctl_json(&["status"]);
-    status["native_holders"]
-        .as_array()
-        .map_or(Vec::new(), |a| a.iter().map(|h| h["pid"].as_u64().unwrap() as u32).collect())
-}
-
-fn native_held(d: &Daemon) -> u64 {
-    let status = d.npuctl_json(&["status"]);
-    status["native_holders"].as_array().map_or(0, |a| a.iter().map(|h| h["streams"].as_u64().unwrap()).sum())
+/// The program's verdict on its start-up: Ok(what aclrtGetStreamAvailableNum said) or
+/// Err(the vendor code).
+fn available(app: &mut App) -> Result<u32, i64> {
+    app.started().map(|w| match w.as_slice() {
+        [_, label, a] if label == "available" => a.parse().expect("a count"),
+        _ => panic!("unexpected start-up line: ok {w:?}"),
+    })
 }
 
 #[test]
@@ -122,8 +87,8 @@ fn forty_programs_collide_without_npud_and_all_start_under_it() {
     let (program, _) = programs();
     // Without npud: every process takes what it can; those that come last fail half-way.
     let shared = Shared::new();
-    let mut apps: Vec<App> = (0..40).map(|_| App::spawn(&shared, program, None)).collect();
-    let verdicts: Vec<Result<u32, i64>> = apps.iter_mut().map(App::started).collect();
+    let mut apps: Vec<App> = (0..40).map(|_| spawn(&shared, program, None)).collect();
+    let verdicts: Vec<Result<u32, i64>> = apps.iter_mut().map(available).collect();
     let failed = verdicts.iter().filter(|v| v.is_err()).count();
     assert!(failed > 0, "40 x {HELD} streams cannot fit 2048");
     assert!(verdicts.iter().filter_map(|v| v.err()).all(|c| c == 207008), "{verdicts:?}");
@@ -139,9 +104,9 @@ fn forty_programs_collide_without_npud_and_all_start_under_it() {
     let fit = capacity / u64::from(HELD);
     let run = ["--streams", "61", "--wait", "5m"];
     // npuctl run execs the program: its pid is the one npud lists as a holder.
-    let mut apps: HashMap<u32, App> = (0..40)
+    let apps: HashMap<u32, App> = (0..40)
         .map(|_| {
-            let a = App::spawn(&shared, program, Some((&d, &run)));
+            let a = spawn(&shared, program, Some((&d, &run)));
             (a.child.id(), a)
         })
         .collect();
@@ -154,18 +119,7 @@ fn forty_programs_collide_without_npud_and_all_start_under_it() {
     );
     // At this quiet point npud's count and the driver's are the same number.
     assert_eq!(u64::from(shared.held_by_others(npud)), native_held(&d), "npud counts what the driver counts");
-    // Release granted programs one at a time; each release lets a waiting one in.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while !apps.is_empty() {
-        assert!(Instant::now() < deadline, "{} programs never got their streams", apps.len());
-        let granted = holder_pids(&d).into_iter().find(|p| apps.contains_key(p));
-        let Some(mut app) = granted.and_then(|p| apps.remove(&p)) else {
-            std::thread::sleep(Duration::from_millis(25));
-            continue;
-        };
-        assert!(app.started().is_ok(), "no program fails under npud");
-        app.release();
-    }
+    release_as_granted(&d, apps, Duration::from_secs(120));
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && native_held(&d) == 0), "{}", d.log());
     assert_eq!(shared.held_by_others(npud), 0, "the driver holds nothing for them either");
 }
@@ -176,7 +130,7 @@ fn a_program_that_looks_the_runtime_up_with_dlsym_is_admitted_too() {
     let shared = Shared::new();
     let port = free_port();
     let d = shared.daemon(&["--metrics", &format!("127.0.0.1:{port}")]);
-    let mut app = App::spawn(&shared, dl, Some((&d, &["--streams", "61"])));
+    let mut app = spawn(&shared, dl, Some((&d, &["--streams", "61"])));
     assert!(app.started().is_ok());
     assert_eq!(native_held(&d), u64::from(HELD), "dlopen + dlsym(handle) calls were admitted");
     assert_eq!(d.in_use(), u64::from(HELD));
@@ -195,11 +149,11 @@ fn a_killed_program_gives_its_streams_back_at_once_and_a_queued_one_leaves_nothi
     // A lease of an hour: anything returned in this test came back without a lease wait.
     let d = shared.daemon(&["--lease", "1h"]);
     assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "61"]).status.success());
-    let mut holder = App::spawn(&shared, program, Some((&d, &["--streams", "61"])));
+    let mut holder = spawn(&shared, program, Some((&d, &["--streams", "61"])));
     assert!(holder.started().is_ok());
     assert_eq!(d.in_use(), u64::from(HELD));
     // A second program of the same tenant waits: the quota is spent.
-    let queued = App::spawn(&shared, program, Some((&d, &["--streams", "61", "--wait", "5m"])));
+    let queued = spawn(&shared, program, Some((&d, &["--streams", "61", "--wait", "5m"])));
     assert!(eventually(Duration::from_secs(30), || d.device0()["queued_requests"].as_u64() == Some(1)));
     let mut queued = queued;
     queued.child.kill().unwrap();
@@ -224,8 +178,8 @@ fn available_streams_are_the_tenants_share_shared_with_grpc_clients() {
     // The same tenant holds 10 daemon streams through gRPC: one ledger, one quota.
     let out = d.npuctl(&["stream", "create", "--count", "10"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut app = App::spawn(&shared, program, Some((&d, &["--streams", "61"])));
-    let available = app.started().expect("started");
+    let mut app = spawn(&shared, program, Some((&d, &["--streams", "61"])));
+    let available = available(&mut app).expect("started");
     assert_eq!(available, 100 - 10 - HELD, "aclrtGetStreamAvailableNum answers the tenant's share");
     assert_eq!(d.in_use(), 10 + u64::from(HELD));
     app.release();
@@ -238,8 +192,7 @@ fn a_restarted_npud_counts_exactly_what_ten_running_programs_hold() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("npud.sock");
     let mut first = shared.daemon_on(Some(&socket), &[]);
-    let mut apps: Vec<App> =
-        (0..10).map(|_| App::spawn(&shared, program, Some((&first, &["--streams", "61"])))).collect();
+    let mut apps: Vec<App> = (0..10).map(|_| spawn(&shared, program, Some((&first, &["--streams", "61"])))).collect();
     for a in &mut apps {
         assert!(a.started().is_ok());
     }
@@ -266,7 +219,7 @@ fn a_restarted_npud_counts_exactly_what_ten_running_programs_hold() {
     );
     // New admissions respect the declared streams: asking for one more than is left waits…
     let ask = (capacity - held + 1).to_string();
-    let mut big = App::spawn(&shared, program, Some((&second, &["--streams", ask.as_str(), "--wait", "5m"])));
+    let mut big = spawn(&shared, program, Some((&second, &["--streams", ask.as_str(), "--wait", "5m"])));
     assert!(
         eventually(Duration::from_secs(30), || second.device0()["queued_requests"].as_u64() == Some(1)),
         "{}",

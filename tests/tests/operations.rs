@@ -3,8 +3,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::{Daemon, StreamOptions, bin, eventually, free_port};
-use std::io::{Read, Write};
+use npud_tests::{Daemon, StreamOptions, bin, eventually, free_port, http_get, sample};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -71,18 +70,6 @@ fn the_systemd_unit_verifies() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let problems: Vec<&str> = stderr.lines().filter(|l| l.contains("npud.service")).collect();
     assert!(out.status.success() && problems.is_empty(), "systemd-analyze verify: {stderr}");
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
-    let mut body = String::new();
-    s.read_to_string(&mut body).unwrap();
-    body
-}
-
-fn sample(metrics: &str, name_and_labels: &str) -> Option<f64> {
-    metrics.lines().find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
 }
 
 #[tokio::test]

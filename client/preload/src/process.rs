@@ -48,6 +48,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Takes the devices that have been quiet for `BATCH_QUIET` out of `last_seen`.
+fn take_quiet(last_seen: &Mutex<HashMap<u32, Instant>>) -> Vec<u32> {
+    let mut map = lock(last_seen);
+    let quiet: Vec<u32> = map.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
+    for d in &quiet {
+        map.remove(d);
+    }
+    quiet
+}
+
 fn program() -> String {
     std::env::args_os().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -143,32 +153,14 @@ impl Process {
     }
 
     fn end_quiet_batches(&self, conn: &mut Connection) {
-        let quiet: Vec<u32> = {
-            let mut batches = lock(&self.batches);
-            let quiet: Vec<u32> =
-                batches.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
-            for d in &quiet {
-                batches.remove(d);
-            }
-            quiet
-        };
-        for device in quiet {
+        for device in take_quiet(&self.batches) {
             // Best effort: npud ends the batch anyway when its pacing window passes.
             let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device }), Duration::ZERO);
         }
     }
 
     fn release_quiet_surplus(&self, conn: &mut Connection) {
-        let quiet: Vec<u32> = {
-            let mut releases = lock(&self.releases);
-            let quiet: Vec<u32> =
-                releases.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
-            for d in &quiet {
-                releases.remove(d);
-            }
-            quiet
-        };
-        for device in quiet {
+        for device in take_quiet(&self.releases) {
             let count = lock(&self.books).surplus(device, self.settings.streams);
             if count > 0 {
                 let _ = conn.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO);

@@ -26,6 +26,26 @@ struct DeviceState {
     pool: HashMap<Class, Vec<RawStream>>,
 }
 
+impl DeviceState {
+    /// Takes pooled streams out of the pool while the hardware would otherwise hold more
+    /// than the device's capacity (held + pooled + draining), and brings the ledger's
+    /// pooled count up to date; the caller destroys what is returned, outside the lock.
+    fn evict_overflow(&mut self) -> Vec<RawStream> {
+        let mut pooled: u32 = self.pool.values().map(|v| v.len() as u32).sum();
+        let l = &self.ledger;
+        let mut over = (l.in_use() + pooled + l.draining()).saturating_sub(l.capacity());
+        let mut evicted = Vec::new();
+        while over > 0 {
+            let Some(s) = self.pool.values_mut().find_map(Vec::pop) else { break };
+            evicted.push(s);
+            over -= 1;
+            pooled -= 1;
+        }
+        self.ledger.set_pooled(pooled);
+        evicted
+    }
+}
+
 struct DeviceBudget {
     state: Mutex<DeviceState>,
     /// Held while a creation batch is in flight: one batch per device at a time.
@@ -251,22 +271,7 @@ impl Admission {
             });
             let reused: Vec<(RawStream, bool)> = pooled.unwrap_or_default().into_iter().map(|s| (s, true)).collect();
             // Evict other classes' pooled streams if hardware would overflow otherwise.
-            let mut pooled_total: u32 = st.pool.values().map(|v| v.len() as u32).sum();
-            let l = &st.ledger;
-            let mut over = (l.in_use() + pooled_total + l.draining()).saturating_sub(l.capacity());
-            let mut evicted = Vec::new();
-            while over > 0 {
-                let Some(v) = st.pool.values_mut().find(|v| !v.is_empty()) else {
-                    break;
-                };
-                if let Some(s) = v.pop() {
-                    evicted.push(s);
-                    over -= 1;
-                    pooled_total -= 1;
-                }
-            }
-            st.ledger.set_pooled(pooled_total);
-            (reused, evicted)
+            (reused, st.evict_overflow())
         };
         self.pool_hits.fetch_add(streams.len() as u64, Ordering::Relaxed);
         self.destroy_all(device, evicted).await;

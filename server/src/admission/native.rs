@@ -84,21 +84,7 @@ impl Admission {
     /// Destroys pooled streams while the hardware would otherwise hold more than the
     /// device's capacity (held + pooled + draining).
     async fn make_room(&self, device: u32) {
-        let evicted = {
-            let mut st = self.lock(device);
-            let mut pooled: u32 = st.pool.values().map(|v| v.len() as u32).sum();
-            let l = &st.ledger;
-            let mut over = (l.in_use() + pooled + l.draining()).saturating_sub(l.capacity());
-            let mut evicted = Vec::new();
-            while over > 0 {
-                let Some(s) = st.pool.values_mut().find_map(Vec::pop) else { break };
-                evicted.push(s);
-                over -= 1;
-                pooled -= 1;
-            }
-            st.ledger.set_pooled(pooled);
-            evicted
-        };
+        let evicted = self.lock(device).evict_overflow();
         self.destroy_all(device, evicted).await;
     }
 }
