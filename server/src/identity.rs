@@ -1,6 +1,7 @@
 //! Who a Unix-socket peer is: SO_PEERCRED (uid, gid, pid), plus the container it runs in,
 //! read from the peer's cgroup path. Resolved once per connection, when it is accepted.
 
+use crate::authority::AuthorityRewriter;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -99,6 +100,8 @@ pub struct PeerStream {
     info: Arc<PeerInfo>,
     /// Bytes already read off the connection to tell its protocol, handed back first.
     replay: Vec<u8>,
+    /// Set on HTTP/2 connections from the Unix socket: see [`crate::authority`].
+    rewriter: Option<Box<AuthorityRewriter>>,
 }
 
 impl PeerStream {
@@ -112,7 +115,7 @@ impl PeerStream {
             }
         });
         let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container };
-        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new() })
+        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None })
     }
 
     pub fn info(&self) -> &Arc<PeerInfo> {
@@ -133,6 +136,20 @@ impl PeerStream {
     pub fn consume_preface(&mut self) {
         self.replay.clear();
     }
+
+    /// From now on, requests read off this connection reach the server with an
+    /// `:authority` it accepts (see [`crate::authority`]); the bytes kept for replay go
+    /// through the rewriter too.
+    pub fn normalise_authority(&mut self) -> std::io::Result<()> {
+        let mut rewriter = Box::<AuthorityRewriter>::default();
+        rewriter.feed(&std::mem::take(&mut self.replay)).map_err(invalid)?;
+        self.rewriter = Some(rewriter);
+        Ok(())
+    }
+}
+
+fn invalid(e: crate::authority::AuthorityError) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, e)
 }
 
 impl tonic::transport::server::Connected for PeerStream {
@@ -145,6 +162,25 @@ impl tonic::transport::server::Connected for PeerStream {
 
 impl AsyncRead for PeerStream {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if let Some(rewriter) = this.rewriter.as_mut() {
+            loop {
+                let out = rewriter.output();
+                if !out.is_empty() {
+                    let n = out.len().min(buf.remaining());
+                    buf.put_slice(&out[..n]);
+                    out.drain(..n);
+                    return Poll::Ready(Ok(()));
+                }
+                let mut scratch = [0u8; 16 * 1024];
+                let mut read = ReadBuf::new(&mut scratch);
+                std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+                if read.filled().is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                rewriter.feed(read.filled()).map_err(invalid)?;
+            }
+        }
         if !self.replay.is_empty() {
             let n = self.replay.len().min(buf.remaining());
             buf.put_slice(&self.replay[..n]);

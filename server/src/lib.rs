@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod api;
 pub mod auth;
+pub mod authority;
 pub mod backend;
 pub mod cli;
 pub mod config;

@@ -130,9 +130,12 @@ fn route_connections(
                         peer.consume_preface();
                         crate::native::wire::serve(daemon, peer).await;
                     }
-                    Ok(Ok(_)) => {
-                        let _ = tx.send(Ok(peer)).await;
-                    }
+                    Ok(Ok(_)) => match peer.normalise_authority() {
+                        Ok(()) => {
+                            let _ = tx.send(Ok(peer)).await;
+                        }
+                        Err(e) => tracing::debug!(error = %e, "dropping a connection with a malformed start"),
+                    },
                     _ => tracing::debug!("dropping a connection that sent no preface"),
                 }
             });

@@ -18,8 +18,9 @@ DEPLOY = pathlib.Path(__file__).resolve().parents[3] / "deploy"
 
 
 def unix_channel(d):
-    # grpc-core sends a unix path as :authority, which HTTP/2 servers reject.
-    return grpc.insecure_channel("unix:" + str(d.socket), options=[("grpc.default_authority", "localhost")])
+    # grpcio's defaults, as a stranger writes them: grpc-core sends the socket's path as
+    # :authority, which npud normalises on the Unix socket.
+    return grpc.insecure_channel("unix:" + str(d.socket))
 
 
 def free_port():
@@ -36,6 +37,23 @@ def test_standard_health_client_sees_every_service(daemon):
     with pytest.raises(grpc.RpcError) as info:
         stub.Check(health_pb2.HealthCheckRequest(service="npud.v1.Nothing"), timeout=10)
     assert info.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_default_grpcio_channel_works_with_every_form_of_unix_target(daemon):
+    from npud.v1 import device_pb2, device_pb2_grpc, session_pb2, session_pb2_grpc, stream_pb2, stream_pb2_grpc
+
+    for target in ["unix:" + str(daemon.socket), "unix://" + str(daemon.socket)]:
+        channel = grpc.insecure_channel(target)
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        devices = device_pb2_grpc.DeviceServiceStub(channel).List(device_pb2.ListDevicesRequest(), timeout=10)
+        assert devices.devices[0].capacity > 0
+        session = session_pb2_grpc.SessionServiceStub(channel).Open(session_pb2.OpenSessionRequest(), timeout=10)
+        metadata = [("npud-session", str(session.session))]
+        streams = stream_pb2_grpc.StreamServiceStub(channel)
+        created = streams.Create(stream_pb2.CreateStreamsRequest(device=0, count=3), timeout=10, metadata=metadata)
+        assert len(created.streams) == 3
+        channel.close()
 
 
 def test_standard_reflection_client_lists_and_describes_the_services(daemon):

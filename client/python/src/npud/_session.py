@@ -25,9 +25,6 @@ from npud.v1 import (
 SESSION_KEY = "npud-session"
 # Messages as large as the daemon accepts (callback user data is at most 64 KiB).
 _OPTIONS = [("grpc.max_receive_message_length", 8 << 20), ("grpc.max_send_message_length", 8 << 20)]
-# grpc-core sends a unix socket's path as :authority, which HTTP/2 servers (hyper, so
-# tonic) reject as malformed; name a plain authority instead.
-_UNIX_OPTIONS = [("grpc.default_authority", "localhost")]
 # A renewal answer that means the session no longer exists (lapsed: NOT_FOUND; from an
 # earlier daemon: FAILED_PRECONDITION).
 _SESSION_LOST = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
@@ -78,7 +75,7 @@ class Session:
 
     def __init__(self, target: Optional[str] = None, name: str = "", lease_ms: int = 0, renew: bool = True):
         self.target = target or default_target()
-        options = _OPTIONS + (_UNIX_OPTIONS if self.target.startswith("unix:") else [])
+        options = list(_OPTIONS)
         credentials = _tls_credentials() if not self.target.startswith("unix:") else None
         if credentials is not None:
             self.channel = grpc.secure_channel(self.target, credentials, options=options)

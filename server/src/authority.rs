@@ -1,0 +1,246 @@
+//! Normalises the `:authority` of HTTP/2 requests that arrive on the Unix socket.
+//!
+//! grpc-core clients (Python, C++, Ruby, C#, PHP), grpc-java and Bazel send a Unix
+//! target's socket path as `:authority` (`/run/npud/npud.sock`), which is not a URI
+//! authority, and the HTTP/2 server under tonic answers every such request with
+//! RST_STREAM(PROTOCOL_ERROR) (hyperium/h2#487). The authority of a request on a local
+//! socket carries no meaning, so this filter sits on the client-to-server byte stream of
+//! Unix connections: it passes every frame through untouched except header blocks, which it
+//! decodes with the client's HPACK state and re-encodes toward the server with an invalid
+//! `:authority` replaced by `localhost`. Only HEADERS/CONTINUATION payloads are buffered;
+//! DATA and control frames are copied as they come. TCP connections never pass through here.
+
+use loona_hpack::{Decoder, Encoder};
+
+/// The client connection preface (RFC 9113 §3.4), passed through as it is.
+const CLIENT_PREFACE_LEN: usize = 24;
+const FRAME_HEADER_LEN: usize = 9;
+const HEADERS: u8 = 0x1;
+const CONTINUATION: u8 = 0x9;
+const END_HEADERS: u8 = 0x4;
+const PADDED: u8 = 0x8;
+const PRIORITY: u8 = 0x20;
+/// The server's SETTINGS_MAX_FRAME_SIZE (the protocol default; tonic keeps it): re-encoded
+/// blocks are split into frames no larger than this.
+const MAX_FRAME: usize = 16_384;
+/// The server's SETTINGS_HEADER_TABLE_SIZE (the protocol default), which bounds the
+/// client's dynamic table.
+const TABLE_SIZE: usize = 4_096;
+/// A header block, compressed or decoded, larger than this closes the connection: the
+/// server refuses header lists past 16 KiB anyway, and decoding is bounded so a small
+/// block of repeated table references cannot make the daemon allocate without limit.
+pub const MAX_BLOCK: usize = 1 << 20;
+/// What a request on the socket is given when its own authority is not one.
+const LOCAL_AUTHORITY: &[u8] = b"localhost";
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AuthorityError {
+    #[error("HTTP/2 header block is not valid HPACK: {0}")]
+    Hpack(String),
+    #[error("HTTP/2 header block exceeds {MAX_BLOCK} bytes")]
+    TooLarge,
+    #[error("HTTP/2 header block interrupted by a frame of type {0:#x}")]
+    Interrupted(u8),
+}
+
+enum State {
+    /// Passing the client preface through; how many bytes of it are left.
+    Preface(usize),
+    /// Waiting for a whole 9-byte frame header.
+    FrameHeader,
+    /// Copying this many bytes of a frame's payload through.
+    Passthrough(usize),
+    /// Collecting the payload of a HEADERS or CONTINUATION frame.
+    HeaderPayload { kind: u8, flags: u8, stream: u32, len: usize },
+}
+
+/// One connection's client-to-server rewriter: feed it bytes as they are read, take the
+/// bytes the server should see.
+pub struct AuthorityRewriter {
+    state: State,
+    input: Vec<u8>,
+    output: Vec<u8>,
+    decoder: Decoder<'static>,
+    encoder: Encoder<'static>,
+    /// A header block whose END_HEADERS has not arrived: stream, HEADERS flags, priority
+    /// bytes and the fragments so far.
+    block: Option<(u32, u8, Vec<u8>, Vec<u8>)>,
+}
+
+impl Default for AuthorityRewriter {
+    fn default() -> Self {
+        let mut decoder = Decoder::new();
+        decoder.set_max_allowed_table_size(TABLE_SIZE);
+        AuthorityRewriter {
+            state: State::Preface(CLIENT_PREFACE_LEN),
+            input: Vec::new(),
+            output: Vec::new(),
+            decoder,
+            encoder: Encoder::new(),
+            block: None,
+        }
+    }
+}
+
+impl AuthorityRewriter {
+    /// Takes bytes read from the client; what the server should see accumulates in
+    /// [`AuthorityRewriter::output`].
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(), AuthorityError> {
+        self.input.extend_from_slice(bytes);
+        let mut at = 0;
+        let result = loop {
+            match self.step(at) {
+                Ok(Some(used)) => at += used,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        self.input.drain(..at);
+        result
+    }
+
+    /// The bytes ready for the server; the caller drains what it hands on.
+    pub fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.output
+    }
+
+    /// Advances over `self.input[at..]`; `None` when more input is needed.
+    fn step(&mut self, at: usize) -> Result<Option<usize>, AuthorityError> {
+        let avail = &self.input[at..];
+        match self.state {
+            State::Preface(left) | State::Passthrough(left) => {
+                let n = left.min(avail.len());
+                if n == 0 && left > 0 {
+                    return Ok(None);
+                }
+                self.output.extend_from_slice(&avail[..n]);
+                let rest = left - n;
+                self.state = match (&self.state, rest) {
+                    (_, 0) => State::FrameHeader,
+                    (State::Preface(_), r) => State::Preface(r),
+                    (_, r) => State::Passthrough(r),
+                };
+                Ok(Some(n))
+            }
+            State::FrameHeader => {
+                let Some(h) = avail.get(..FRAME_HEADER_LEN) else { return Ok(None) };
+                let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+                let (kind, flags) = (h[3], h[4]);
+                let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                if kind == HEADERS || kind == CONTINUATION {
+                    if len > MAX_BLOCK {
+                        return Err(AuthorityError::TooLarge);
+                    }
+                    self.state = State::HeaderPayload { kind, flags, stream, len };
+                } else {
+                    if self.block.is_some() {
+                        return Err(AuthorityError::Interrupted(kind));
+                    }
+                    self.output.extend_from_slice(h);
+                    self.state = if len == 0 { State::FrameHeader } else { State::Passthrough(len) };
+                }
+                Ok(Some(FRAME_HEADER_LEN))
+            }
+            State::HeaderPayload { kind, flags, stream, len } => {
+                let Some(payload) = avail.get(..len) else { return Ok(None) };
+                let payload = payload.to_vec();
+                self.state = State::FrameHeader;
+                self.header_frame(kind, flags, stream, &payload)?;
+                Ok(Some(len))
+            }
+        }
+    }
+
+    fn header_frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Result<(), AuthorityError> {
+        let malformed = || AuthorityError::Hpack("frame shorter than its padding or priority".into());
+        let fragment = if kind == HEADERS {
+            if self.block.is_some() {
+                return Err(AuthorityError::Interrupted(kind));
+            }
+            let mut body = payload;
+            if flags & PADDED != 0 {
+                let (&pad, rest) = body.split_first().ok_or_else(malformed)?;
+                body = rest
+                    .get(..rest.len().checked_sub(usize::from(pad)).ok_or_else(malformed)?)
+                    .ok_or_else(malformed)?;
+            }
+            let mut priority = Vec::new();
+            if flags & PRIORITY != 0 {
+                priority = body.get(..5).ok_or_else(malformed)?.to_vec();
+                body = &body[5..];
+            }
+            self.block = Some((stream, flags & !(PADDED | END_HEADERS), priority, Vec::new()));
+            body
+        } else {
+            match &self.block {
+                Some((s, ..)) if *s == stream => payload,
+                _ => return Err(AuthorityError::Interrupted(kind)),
+            }
+        };
+        let Some((_, _, _, fragments)) = self.block.as_mut() else { return Err(AuthorityError::Interrupted(kind)) };
+        if fragments.len() + fragment.len() > MAX_BLOCK {
+            return Err(AuthorityError::TooLarge);
+        }
+        fragments.extend_from_slice(fragment);
+        if flags & END_HEADERS != 0 {
+            let (stream, flags, priority, block) = self.block.take().ok_or(AuthorityError::Interrupted(kind))?;
+            let encoded = self.reencode(&block)?;
+            self.emit(stream, flags, &priority, &encoded);
+        }
+        Ok(())
+    }
+
+    /// Decodes one whole block with the client's table and encodes it with ours.
+    fn reencode(&mut self, block: &[u8]) -> Result<Vec<u8>, AuthorityError> {
+        let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut size = 0usize;
+        let decoded = self.decoder.decode_with_cb(block, |name, value| {
+            // RFC 7541 §4.1's accounting: each entry costs 32 bytes over its strings.
+            size = size.saturating_add(name.len() + value.len() + 32);
+            if size <= MAX_BLOCK {
+                let value =
+                    if &name[..] == b":authority" && !is_authority(&value) { LOCAL_AUTHORITY } else { &value[..] };
+                headers.push((name.into_owned(), value.to_vec()));
+            }
+        });
+        decoded.map_err(|e| AuthorityError::Hpack(format!("{e:?}")))?;
+        if size > MAX_BLOCK {
+            return Err(AuthorityError::TooLarge);
+        }
+        Ok(self.encoder.encode(headers.iter().map(|(n, v)| (&n[..], &v[..]))))
+    }
+
+    /// Writes a header block as one HEADERS frame and as many CONTINUATION frames as the
+    /// server's frame size needs.
+    fn emit(&mut self, stream: u32, flags: u8, priority: &[u8], block: &[u8]) {
+        let first = block.len().min(MAX_FRAME - priority.len());
+        let (head, mut rest) = block.split_at(first);
+        let mut kind = HEADERS;
+        let mut frame_flags = flags;
+        let mut body: Vec<u8> = [priority, head].concat();
+        loop {
+            if rest.is_empty() {
+                frame_flags |= END_HEADERS;
+            }
+            let len = body.len();
+            self.output.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, frame_flags]);
+            self.output.extend_from_slice(&stream.to_be_bytes());
+            self.output.extend_from_slice(&body);
+            if rest.is_empty() {
+                return;
+            }
+            let n = rest.len().min(MAX_FRAME);
+            body = rest[..n].to_vec();
+            rest = &rest[n..];
+            kind = CONTINUATION;
+            frame_flags = 0;
+        }
+    }
+}
+
+fn is_authority(value: &[u8]) -> bool {
+    !value.is_empty() && tonic::codegen::http::uri::Authority::try_from(value).is_ok()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+use super::*;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = payload.len();
+    let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// Splits the rewriter's output into frames: (type, flags, stream, payload).
+fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !bytes.is_empty() {
+        let len = usize::from(bytes[0]) << 16 | usize::from(bytes[1]) << 8 | usize::from(bytes[2]);
+        let stream = u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]);
+        out.push((bytes[3], bytes[4], stream, bytes[9..9 + len].to_vec()));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+fn request(authority: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/grpc.health.v1.Health/Check"),
+        (":authority", authority),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+    .iter()
+    .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
+    .collect()
+}
+
+fn encode(enc: &mut Encoder<'static>, headers: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    enc.encode(headers.iter().map(|(n, v)| (&n[..], &v[..])))
+}
+
+/// Runs `input` through a rewriter `chunk` bytes at a time; returns the server's view.
+fn rewrite(input: &[u8], chunk: usize) -> Result<Vec<u8>, AuthorityError> {
+    let mut r = AuthorityRewriter::default();
+    let mut seen = Vec::new();
+    for piece in input.chunks(chunk) {
+        r.feed(piece)?;
+        seen.append(r.output());
+    }
+    Ok(seen)
+}
+
+/// The header blocks the server would decode, one list per HEADERS..END_HEADERS run.
+fn server_view(bytes: &[u8]) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut dec = Decoder::new();
+    let (mut lists, mut block) = (Vec::new(), Vec::new());
+    for (kind, flags, _, payload) in frames(&bytes[PREFACE.len()..]) {
+        if kind == HEADERS || kind == CONTINUATION {
+            block.extend_from_slice(&payload[if flags & PRIORITY != 0 { 5 } else { 0 }..]);
+            if flags & END_HEADERS != 0 {
+                lists.push(dec.decode(&block).expect("the server can decode what it is sent"));
+                block.clear();
+            }
+        }
+    }
+    lists
+}
+
+fn authority(list: &[(Vec<u8>, Vec<u8>)]) -> String {
+    let (_, v) = list.iter().find(|(n, _)| n == b":authority").expect(":authority");
+    String::from_utf8(v.clone()).expect("utf-8")
+}
+
+#[test]
+fn a_socket_path_authority_becomes_localhost_and_everything_else_is_kept() {
+    let mut client = Encoder::new();
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(0x4, 0, 0, &[0, 3, 0, 0, 0, 100])); // SETTINGS
+    input.extend(frame(HEADERS, END_HEADERS, 1, &encode(&mut client, &request("/run/npud/npud.sock"))));
+    input.extend(frame(0x0, 0x1, 1, b"\0\0\0\0\0")); // DATA, END_STREAM
+    // The second request leans on the client's dynamic table.
+    input.extend(frame(HEADERS, END_HEADERS, 3, &encode(&mut client, &request("/run/npud/npud.sock"))));
+    for chunk in [1, 7, 4096] {
+        let out = rewrite(&input, chunk).expect("a well-formed stream passes");
+        assert_eq!(&out[..PREFACE.len()], PREFACE);
+        let lists = server_view(&out);
+        assert_eq!(lists.len(), 2);
+        for list in &lists {
+            assert_eq!(authority(list), "localhost");
+            let others: Vec<_> = list.iter().filter(|(n, _)| n != b":authority").cloned().collect();
+            let want: Vec<_> = request("x").into_iter().filter(|(n, _)| n != b":authority").collect();
+            assert_eq!(others, want);
+        }
+        let kinds: Vec<_> = frames(&out[PREFACE.len()..]).iter().map(|f| (f.0, f.2)).collect();
+        assert_eq!(kinds, [(0x4, 0), (HEADERS, 1), (0x0, 1), (HEADERS, 3)]);
+        let data = frames(&out[PREFACE.len()..]).remove(2);
+        assert_eq!((data.1, data.3), (0x1, b"\0\0\0\0\0".to_vec()));
+    }
+}
+
+#[test]
+fn a_valid_authority_is_left_as_the_client_sent_it() {
+    let mut client = Encoder::new();
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS | 0x1, 1, &encode(&mut client, &request("npud.local:50051"))));
+    let out = rewrite(&input, 64).expect("passes");
+    assert_eq!(authority(&server_view(&out)[0]), "npud.local:50051");
+    assert_eq!(frames(&out[PREFACE.len()..])[0].1, END_HEADERS | 0x1, "END_STREAM survives");
+}
+
+#[test]
+fn padding_priority_and_continuations_are_understood() {
+    let mut client = Encoder::new();
+    let block = encode(&mut client, &request("/tmp/npud.sock"));
+    let (a, b) = block.split_at(block.len() / 2);
+    let mut payload = vec![3u8]; // pad length
+    payload.extend_from_slice(&[0x80, 0, 0, 1, 15]); // priority: exclusive on stream 1, weight 15
+    payload.extend_from_slice(a);
+    payload.extend_from_slice(&[0, 0, 0]);
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, PADDED | PRIORITY, 3, &payload));
+    input.extend(frame(CONTINUATION, END_HEADERS, 3, b));
+    let out = rewrite(&input, 5).expect("passes");
+    let f = frames(&out[PREFACE.len()..]);
+    assert_eq!(f.len(), 1, "the block is re-sent as one frame");
+    assert_eq!(f[0].1, PRIORITY | END_HEADERS, "padding is dropped, priority kept");
+    assert_eq!(&f[0].3[..5], &[0x80, 0, 0, 1, 15]);
+    assert_eq!(authority(&server_view(&out)[0]), "localhost");
+}
+
+#[test]
+fn a_block_larger_than_one_frame_is_split_into_continuations() {
+    let mut client = Encoder::new();
+    let mut headers = request("/tmp/npud.sock");
+    for i in 0..6 {
+        headers.push((format!("x-big-{i}").into_bytes(), vec![b'v'; 6000]));
+    }
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS, 1, &encode(&mut client, &headers)));
+    let out = rewrite(&input, 1000).expect("passes");
+    let f = frames(&out[PREFACE.len()..]);
+    assert!(f.len() >= 3, "36 KB of headers need three frames, got {}", f.len());
+    assert!(f.iter().all(|(_, _, s, p)| *s == 1 && p.len() <= MAX_FRAME));
+    assert_eq!(f[0].0, HEADERS);
+    assert!(f[1..].iter().all(|x| x.0 == CONTINUATION));
+    assert!(f[..f.len() - 1].iter().all(|x| x.1 & END_HEADERS == 0));
+    assert_eq!(f[f.len() - 1].1, END_HEADERS);
+    let list = &server_view(&out)[0];
+    assert_eq!(authority(list), "localhost");
+    assert_eq!(list.len(), headers.len());
+}
+
+#[test]
+fn hostile_blocks_close_the_connection_instead_of_growing_memory() {
+    // One 4 KB table entry referenced 300,000 times: 1.2 GB if decoded naively.
+    let mut block = vec![0x40, 1, b'x', 0x7f];
+    block.extend(loona_hpack::encoder::encode_integer(4000, 7).iter().skip(1));
+    block.extend(vec![b'a'; 4000]);
+    block.extend(std::iter::repeat_n(0x80 | 62, 300_000));
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, 0, 1, &block[..16_000]));
+    let mut at = 16_000;
+    while at < block.len() {
+        let end = (at + 16_000).min(block.len());
+        input.extend(frame(CONTINUATION, if end == block.len() { END_HEADERS } else { 0 }, 1, &block[at..end]));
+        at = end;
+    }
+    assert_eq!(rewrite(&input, 65_536), Err(AuthorityError::TooLarge));
+
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, 0, 1, &[0x82]));
+    input.extend(frame(0x0, 0, 1, b"x"));
+    assert_eq!(rewrite(&input, 64), Err(AuthorityError::Interrupted(0)));
+
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS, 1, &[0xff, 0xff, 0xff, 0x0f]));
+    assert!(matches!(rewrite(&input, 64), Err(AuthorityError::Hpack(_))));
+
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS | PADDED, 1, &[9, 0x82]));
+    assert!(matches!(rewrite(&input, 64), Err(AuthorityError::Hpack(_))), "padding longer than the frame");
+}
