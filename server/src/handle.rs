@@ -1,7 +1,12 @@
-//! Opaque handles: `[epoch:16][kind:4][serial:44]`.
+//! Opaque handles: `[epoch:12][kind:3][serial:38]`, 53 bits in all.
 //!
 //! The epoch changes at every daemon start, so a handle kept across a restart is
 //! recognised and answered with a clear STALE_EPOCH instead of hitting a new resource.
+//! Handles stay below 2^53 so they survive JSON tools that read numbers as doubles (jq,
+//! JavaScript): `npuctl -o json ... | jq .handle` prints the handle exactly, and clients
+//! keep them as plain integers. The price: 4,095 epochs (a handle from two or more
+//! restarts ago is told from a live one with probability 4094/4095, from the previous
+//! instance always) and 2^38 serials per run (years of minting at the daemon's peak rate).
 
 use crate::error::{NpudError, NpudResult, Reason};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,8 +30,14 @@ impl Kind {
     }
 }
 
-const SERIAL_BITS: u32 = 44;
+const SERIAL_BITS: u32 = 38;
 const SERIAL_MASK: u64 = (1 << SERIAL_BITS) - 1;
+const KIND_BITS: u32 = 3;
+const EPOCH_SHIFT: u32 = SERIAL_BITS + KIND_BITS;
+/// Epochs are 1..=EPOCH_MASK.
+pub const EPOCH_MASK: u16 = (1 << 12) - 1;
+/// Every handle is below this (2^53, the largest exact integer of an IEEE double).
+pub const HANDLE_LIMIT: u64 = 1 << (EPOCH_SHIFT + 12);
 
 #[derive(Debug)]
 pub struct Minter {
@@ -35,8 +46,9 @@ pub struct Minter {
 }
 
 impl Minter {
+    /// `epoch` is taken modulo the epoch space (see [`new_epoch`]).
     pub fn new(epoch: u16) -> Self {
-        Self { epoch, next: AtomicU64::new(1) }
+        Self { epoch: (epoch & EPOCH_MASK).max(1), next: AtomicU64::new(1) }
     }
 
     pub fn epoch(&self) -> u16 {
@@ -45,14 +57,14 @@ impl Minter {
 
     pub fn mint(&self, kind: Kind) -> u64 {
         let serial = self.next.fetch_add(1, Ordering::Relaxed) & SERIAL_MASK;
-        (u64::from(self.epoch) << 48) | ((kind as u64) << SERIAL_BITS) | serial
+        (u64::from(self.epoch) << EPOCH_SHIFT) | ((kind as u64) << SERIAL_BITS) | serial
     }
 
     /// Checks that `handle` is of this daemon instance and of `kind`.
     pub fn check(&self, handle: u64, kind: Kind) -> NpudResult<u64> {
-        let epoch = (handle >> 48) as u16;
-        let handle_kind = (handle >> SERIAL_BITS) & 0xF;
-        if handle == 0 || handle_kind == 0 || handle_kind > 4 {
+        let epoch = (handle >> EPOCH_SHIFT) as u16;
+        let handle_kind = (handle >> SERIAL_BITS) & ((1 << KIND_BITS) - 1);
+        if handle == 0 || handle >= HANDLE_LIMIT || handle_kind == 0 || handle_kind > 4 {
             return Err(NpudError::unknown_handle(handle));
         }
         if epoch != self.epoch {
@@ -79,13 +91,13 @@ pub fn new_epoch(previous: Option<u16>) -> u16 {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
     let mut x = nanos ^ (u64::from(std::process::id()) << 32);
-    // splitmix64 finaliser: spreads the clock's low bits over the 16 we keep.
+    // splitmix64 finaliser: spreads the clock's low bits over the 12 we keep.
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     x ^= x >> 31;
-    let mut epoch = (x as u16).max(1);
-    if Some(epoch) == previous {
-        epoch = epoch.wrapping_add(1).max(1);
+    let mut epoch = (x as u16 & EPOCH_MASK).max(1);
+    if Some(epoch) == previous.map(|p| p & EPOCH_MASK) {
+        epoch = (epoch % EPOCH_MASK) + 1;
     }
     epoch
 }
@@ -109,7 +121,20 @@ mod tests {
     #[test]
     fn epochs_change_and_are_nonzero() {
         let e = new_epoch(None);
-        assert_ne!(e, 0);
+        assert!((1..=EPOCH_MASK).contains(&e));
         assert_ne!(new_epoch(Some(e)), e);
+        assert_ne!(new_epoch(Some(EPOCH_MASK)), EPOCH_MASK);
+    }
+
+    #[test]
+    fn every_handle_is_exact_as_a_json_number() {
+        let m = Minter::new(EPOCH_MASK);
+        m.next.store(SERIAL_MASK, Ordering::Relaxed);
+        for kind in [Kind::Stream, Kind::Event, Kind::Session, Kind::Callback] {
+            let h = m.mint(kind);
+            assert!(h < HANDLE_LIMIT, "{h:#x} fits in 53 bits");
+            assert_eq!(h as f64 as u64, h, "a double holds {h} exactly");
+        }
+        assert_eq!(m.check(HANDLE_LIMIT | 1, Kind::Stream).unwrap_err().reason, Reason::UnknownHandle);
     }
 }

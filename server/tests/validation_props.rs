@@ -85,7 +85,7 @@ impl World {
         match h {
             Handle::Raw(x) => *x,
             Handle::Live(i) => pool.get(i % pool.len().max(1)).copied().unwrap_or(*i as u64),
-            Handle::Stale(i) => pool.get(i % pool.len().max(1)).map_or(0xdead, |h| h ^ (0x0101 << 48)),
+            Handle::Stale(i) => pool.get(i % pool.len().max(1)).map_or(0xdead, |h| h ^ (0x0101 << 41)),
         }
     }
     fn stream(&self, h: &Handle) -> u64 {

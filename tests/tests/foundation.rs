@@ -39,6 +39,37 @@ fn npuctl_creates_and_destroys_streams_and_the_ledger_follows() {
     assert_eq!(d.device0()["available"], 2046);
 }
 
+/// A handle read by a JSON tool that keeps numbers as doubles (jq, JavaScript) comes back
+/// exact, and npuctl accepts it as printed.
+#[test]
+fn a_handle_survives_a_round_trip_through_jq() {
+    let d = Daemon::start();
+    let out = d.npuctl(&["-o", "json", "stream", "create", "--count", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exact: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    for s in exact.as_array().expect("array") {
+        let h = s["handle"].as_u64().expect("a number");
+        assert_eq!(h as f64 as u64, h, "handle {h} is exact as a double");
+    }
+    let handle = exact[0]["handle"].as_u64().expect("a number").to_string();
+    // The same through jq itself, when the machine has it, exactly as a user pipes it.
+    let through_jq =
+        Command::new("jq").arg(".[0].handle").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok().map(
+            |mut jq| {
+                use std::io::Write;
+                jq.stdin.take().expect("stdin").write_all(&out.stdout).expect("write to jq");
+                let o = jq.wait_with_output().expect("jq");
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            },
+        );
+    if let Some(printed) = through_jq {
+        assert_eq!(printed, handle, "jq prints the handle npuctl printed");
+    }
+    let queried = d.npuctl_json(&["stream", "query", &handle]);
+    assert_eq!(queried["handle"].to_string(), handle);
+    assert_eq!(d.npuctl_json(&["stream", "destroy", &handle])["destroyed"], 1);
+}
+
 #[tokio::test]
 async fn creating_past_the_budget_is_resource_exhausted_with_the_numbers() {
     let d = Daemon::builder().args(&["--sim-profile", "atlas-200i-a2"]).start();

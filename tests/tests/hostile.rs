@@ -41,10 +41,10 @@ async fn hostile_requests_get_specific_errors_and_change_nothing() {
     let timeline = dev.create_event(EventOptions { flags: 0x8, ..Default::default() }).await.unwrap();
     c.streams().set_failure_mode(proto::SetFailureModeRequest { stream: s2.handle(), mode: 1 }).await.unwrap();
     let (h1, h2, hs, he, ht) = (s1.handle(), s2.handle(), subscribed.handle(), ev.handle(), timeline.handle());
-    let stale = h1 ^ (0x00ff << 48);
+    let stale = h1 ^ (0x00ff << 41);
     let guessed = h1 + 1_000_000;
     let session = c.session_id();
-    let stale_session = session ^ (0x00ff << 48);
+    let stale_session = session ^ (0x00ff << 41);
     let _filler = outsider.device(0).create_event(EventOptions::default()).await.unwrap();
     let _filler2 = outsider.device(0).create_event(EventOptions::default()).await.unwrap();
 
