@@ -36,6 +36,8 @@ pub struct Identities {
     admin_tenants: HashSet<Tenant>,
     admin_uids: HashSet<u32>,
     refuse_unknown: bool,
+    /// Tenants' `process_streams`: what their interposed processes ask for at start-up.
+    process_streams: HashMap<Tenant, u32>,
 }
 
 /// Tenant names appear in logs, metrics labels and file names: keep them plain.
@@ -58,6 +60,7 @@ impl Identities {
             admin_tenants: HashSet::new(),
             admin_uids: config.admin_uids.iter().copied().collect(),
             refuse_unknown: config.refuse_unknown,
+            process_streams: HashMap::new(),
         };
         for t in &config.tenants {
             let name: Tenant = Arc::from(t.name.as_str());
@@ -67,11 +70,19 @@ impl Identities {
             me.by_gid.extend(t.gids.iter().map(|g| (*g, Arc::clone(&name))));
             me.by_cert_name.extend(t.cert_names.iter().map(|n| (n.clone(), Arc::clone(&name))));
             me.by_token_hash.extend(t.token_sha256.iter().map(|h| (h.to_ascii_lowercase(), Arc::clone(&name))));
+            if let Some(n) = t.process_streams {
+                me.process_streams.insert(Arc::clone(&name), n);
+            }
             if t.admin {
                 me.admin_tenants.insert(name);
             }
         }
         me
+    }
+
+    /// The tenant's configured start-up ask for an interposed process, if any.
+    pub fn process_streams(&self, tenant: &str) -> Option<u32> {
+        self.process_streams.get(tenant).copied()
     }
 
     fn mapped(&self, peer: &Peer) -> Option<Tenant> {

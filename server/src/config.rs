@@ -78,6 +78,9 @@ impl Quota {
     }
 }
 
+/// The most a tenant's `process_streams` may say: more than any device holds.
+pub const MAX_PROCESS_STREAMS: u32 = 4096;
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
@@ -100,6 +103,11 @@ pub struct TenantConfig {
     pub token_sha256: Vec<String>,
     #[serde(default)]
     pub admin: bool,
+    /// Streams per device an interposed process of this tenant asks for at once when its
+    /// environment does not say (`NPUD_STREAMS`); unset: the interposer's default, sized
+    /// for a torch_npu process.
+    #[serde(default)]
+    pub process_streams: Option<u32>,
     #[serde(flatten)]
     pub quota: Quota,
 }
@@ -485,6 +493,12 @@ impl Config {
         for t in &self.tenants {
             crate::auth::check_tenant_name(&t.name).map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
             t.quota.validate(&format!("tenant {}", t.name))?;
+            if let Some(n) = t.process_streams.filter(|n| !(1..=MAX_PROCESS_STREAMS).contains(n)) {
+                return Err(bad(format!(
+                    "tenant {}: process_streams must be 1..={MAX_PROCESS_STREAMS}, got {n}",
+                    t.name
+                )));
+            }
             if seen.insert(t.name.as_str(), ()).is_some() {
                 return Err(bad(format!("tenant {:?} is defined twice", t.name)));
             }

@@ -223,6 +223,8 @@ fn bad_configuration_exits_64_before_binding() {
         "[[tenants]]\nname = \"a\"\nmax_streams = 4\nreserved_streams = 8",
         "colour = \"blue\"",
         "[sim]\nprofile = \"atlas-9000\"",
+        "[[tenants]]\nname = \"a\"\nprocess_streams = 0",
+        "[[tenants]]\nname = \"a\"\nprocess_streams = 100000",
     ];
     for text in cases {
         std::fs::write(&config, text).expect("write");

@@ -235,3 +235,25 @@ fn a_restarted_npud_counts_exactly_what_ten_running_programs_hold() {
     assert!(eventually(Duration::from_secs(10), || second.in_use() == 0 && native_held(&second) == 0));
     assert_eq!(shared.held_by_others(second.pid()), 0);
 }
+
+#[test]
+fn without_npud_streams_a_process_asks_for_its_tenants_process_streams() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let lib = npud_tests::fake_library("libascendcl.so");
+    let d = Daemon::builder()
+        .args(&["--backend", "acl", "--acl-library", lib.to_str().unwrap()])
+        .config("[[tenants]]\nname = \"trainers\"\nuids = [0]\nprocess_streams = 90\n")
+        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
+        .start();
+    // No --streams: the process's start-up ask comes from its tenant's config.
+    let mut app = spawn(&shared, program, Some((&d, &[])));
+    let available = available(&mut app).expect("started");
+    assert_eq!(native_held(&d), 90, "one grant of the tenant's process_streams");
+    assert_eq!(shared.held_by_others(d.pid()), HELD, "of which the program made {HELD}");
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    // What it may still create: the unused part of its grant plus what the tenant may take.
+    assert_eq!(available, capacity - HELD);
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
+}

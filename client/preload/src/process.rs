@@ -7,11 +7,11 @@
 //! another thread's hook.
 
 use crate::books::{Books, Plan};
-use crate::settings::Settings;
+use crate::settings::{DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,10 @@ pub struct Process {
     /// to npud in one release once they are quiet, not one round trip per destroy.
     releases: Mutex<HashMap<u32, Instant>>,
     conn: Mutex<Option<Connection>>,
+    /// The tenant's `process_streams` as npud's welcome said (0: none configured).
+    tenant_streams: AtomicU32,
+    /// Whether npud has been asked for it (once, before the first plan).
+    asked_tenant: AtomicBool,
     warned: AtomicBool,
     watcher: Once,
     /// The watcher thread, woken early when a batch is complete.
@@ -71,6 +75,8 @@ impl Process {
             batches: Mutex::new(HashMap::new()),
             releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
+            tenant_streams: AtomicU32::new(0),
+            asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
             watcher_thread: OnceLock::new(),
@@ -96,6 +102,7 @@ impl Process {
     /// hold something here if npud went away and came back).
     fn connect(&'static self) -> Result<Connection, WireError> {
         let mut conn = Connection::open(&self.settings.socket, &program())?;
+        self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
         for (device, used) in holding {
@@ -161,7 +168,7 @@ impl Process {
 
     fn release_quiet_surplus(&self, conn: &mut Connection) {
         for device in take_quiet(&self.releases) {
-            let count = lock(&self.books).surplus(device, self.settings.streams);
+            let count = lock(&self.books).surplus(device, self.startup());
             if count > 0 {
                 let _ = conn.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO);
             }
@@ -194,9 +201,21 @@ impl Process {
         Ok(())
     }
 
+    /// The process's whole start-up need per device: `NPUD_STREAMS`, else its tenant's
+    /// `process_streams` in npud's config, else a torch_npu process's.
+    fn startup(&self) -> u32 {
+        let tenant = self.tenant_streams.load(Ordering::Relaxed);
+        self.settings.streams.or((tenant > 0).then_some(tenant)).unwrap_or(DEFAULT_STREAMS)
+    }
+
     /// Admits `n` new streams on `device` (a context's default stream is one).
     pub fn admit(&'static self, device: u32, n: u32) -> Result<(), Refused> {
-        let plan = lock(&self.books).plan(device, n, self.settings.streams);
+        if self.settings.streams.is_none() && !self.asked_tenant.swap(true, Ordering::Relaxed) {
+            // The welcome carries the tenant's start-up ask; an unreachable npud is dealt
+            // with by the acquire below.
+            let _ = self.with_conn(|_| Ok(()));
+        }
+        let plan = lock(&self.books).plan(device, n, self.startup());
         let Plan::Ask { count, wait } = plan else {
             self.creating(device, false);
             return Ok(());

@@ -14,8 +14,9 @@ pub struct Settings {
     /// npud's socket: `NPUD_SOCKET`, else the socket rule's default.
     pub socket: PathBuf,
     /// Streams per device the process asks for at once (`NPUD_STREAMS`), default stream
-    /// included.
-    pub streams: u32,
+    /// included; when unset, the tenant's `process_streams` from npud's welcome, else
+    /// [`DEFAULT_STREAMS`].
+    pub streams: Option<u32>,
     /// `NPUD_WAIT`: how long the first ask may wait (humantime, or seconds).
     pub wait: Duration,
     /// `NPUD_REQUIRED=1`: refuse with 207008 when npud cannot be reached, instead of
@@ -35,7 +36,7 @@ impl Settings {
             socket: var("NPUD_SOCKET")
                 .filter(|s| !s.is_empty())
                 .map_or_else(npud_proto::default_socket_path, PathBuf::from),
-            streams: streams.unwrap_or(DEFAULT_STREAMS),
+            streams,
             wait: wait.unwrap_or(DEFAULT_WAIT),
             required: var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
         }
@@ -64,9 +65,9 @@ mod tests {
         });
         assert_eq!(
             (s.socket, s.streams, s.wait, s.required),
-            ("/tmp/x.sock".into(), 61, Duration::from_secs(30), true)
+            ("/tmp/x.sock".into(), Some(61), Duration::from_secs(30), true)
         );
         let d = Settings::from_vars(|k| (k == "NPUD_STREAMS").then(|| "zero".into()));
-        assert_eq!((d.streams, d.wait, d.required), (DEFAULT_STREAMS, DEFAULT_WAIT, false));
+        assert_eq!((d.streams, d.wait, d.required), (None, DEFAULT_WAIT, false));
     }
 }

@@ -32,6 +32,8 @@ pub struct Connection {
     stream: UnixStream,
     pub tenant: String,
     pub epoch: u32,
+    /// The tenant's configured start-up ask (0: not configured).
+    pub process_streams: u32,
 }
 
 fn broken(e: impl std::fmt::Display) -> WireError {
@@ -44,13 +46,14 @@ impl Connection {
         let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
         stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
-        let mut conn = Connection { stream, tenant: String::new(), epoch: 0 };
+        let mut conn = Connection { stream, tenant: String::new(), epoch: 0, process_streams: 0 };
         match conn
             .call(Call::Hello(pb::BudgetHello { program: program.chars().take(256).collect() }), Duration::ZERO)?
         {
             Reply::Welcome(w) => {
                 conn.tenant = w.tenant;
                 conn.epoch = w.epoch;
+                conn.process_streams = w.process_streams;
                 Ok(conn)
             }
             other => Err(broken(format!("unexpected answer to hello: {other:?}"))),

@@ -87,6 +87,13 @@ impl NativeSession {
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
+            process_streams: self
+                .daemon
+                .identities
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .process_streams(&self.caller.tenant)
+                .unwrap_or(0),
         })
     }
 
