@@ -303,6 +303,16 @@ impl<W> Ledger<W> {
         self.take(tenant, count, Tag(f64::NEG_INFINITY));
     }
 
+    /// The `n` tenants holding the most streams, most first (ties by name), for a
+    /// diagnosis that says who has the device.
+    pub fn largest_holders(&self, n: usize) -> Vec<(Tenant, u32)> {
+        let mut all: Vec<(Tenant, u32)> =
+            self.used.iter().filter(|(_, u)| **u > 0).map(|(t, u)| (Arc::clone(t), *u)).collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(n);
+        all
+    }
+
     pub fn tenant_figures(&self) -> HashMap<Tenant, TenantFigures> {
         let mut out: HashMap<Tenant, TenantFigures> = HashMap::new();
         for (t, &u) in &self.used {

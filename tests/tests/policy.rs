@@ -44,16 +44,27 @@ async fn a_request_is_granted_whole_never_in_part() {
 
 #[tokio::test]
 async fn an_expired_wait_explains_itself() {
-    let d = Daemon::builder().args(&["--sim-profile", "atlas-200i-a2"]).start();
-    let c = d.client().await;
-    let _held = c.device(0).create_streams(500, StreamOptions::default()).await.unwrap();
+    let d = Daemon::builder().tcp().args(&["--sim-profile", "atlas-200i-a2"]).start();
+    let (c, other) = (d.client().await, d.tcp_client().await);
+    let _held = c.device(0).create_streams(100, StreamOptions::default()).await.unwrap();
+    let _theirs = other.device(0).create_streams(400, StreamOptions::default()).await.unwrap();
     let opts = StreamOptions { wait: Duration::from_millis(300), ..Default::default() };
     let (code, reason, e) = failure(c.device(0).create_streams(20, opts).await);
     assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::GrantWaitExpired));
     let text = e.to_string();
-    for needle in ["within 300ms", "capacity 510", "in use 500", "queue position 1"] {
+    let needles = [
+        "within 300ms",
+        "capacity 510",
+        "in use 500",
+        "tenant root holds 100",
+        "queue position 1",
+        // Who has the device, largest first; another tenant's name is not the caller's to see.
+        "largest holders: 400 (another tenant), 100 (tenant root)",
+    ];
+    for needle in needles {
         assert!(text.contains(needle), "{needle:?} missing from {text:?}");
     }
+    assert!(!text.contains(other.tenant()), "{text:?} names {}", other.tenant());
     assert_eq!(e.figure("requested"), Some(20));
     assert_eq!(c.status().await.unwrap().devices[0].queued_requests, 0, "the expired request left the queue");
 }

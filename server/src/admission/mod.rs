@@ -16,6 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
+/// How many holders a wait-expired diagnosis names.
+const LARGEST_HOLDERS: usize = 3;
+
 mod native;
 pub use native::NativeShare;
 
@@ -236,17 +239,29 @@ impl Admission {
                         figures.push(("requested", i64::from(count)));
                         grant_queued(&mut st.ledger);
                         let l = &st.ledger;
+                        // Other tenants' names are not the caller's to see (status hides
+                        // them from non-admins); their sizes are, and npud's log names them.
+                        let holders = l.largest_holders(LARGEST_HOLDERS);
+                        let largest: Vec<String> = holders
+                            .iter()
+                            .map(|(t, n)| {
+                                if t == tenant { format!("{n} (tenant {t})") } else { format!("{n} (another tenant)") }
+                            })
+                            .collect();
+                        let named: Vec<String> = holders.iter().map(|(t, n)| format!("{t} {n}")).collect();
+                        tracing::info!(device, %tenant, count, largest = %named.join(", "), "a wait for budget expired");
                         Err(NpudError::new(
                             Reason::GrantWaitExpired,
                             format!(
-                                "no budget for {count} streams within {}: device capacity {}, in use {}, pooled {}, tenant {tenant} holds {} of max {} (reserved {}), queue position {position}",
+                                "no budget for {count} streams within {}: device capacity {}, in use {}, pooled {}, tenant {tenant} holds {} of max {} (reserved {}), queue position {position}; largest holders: {}",
                                 humantime::format_duration(wait),
                                 l.capacity(),
                                 l.in_use(),
                                 l.pooled(),
                                 l.used_by(tenant),
                                 quota.max_streams,
-                                quota.reserved_streams
+                                quota.reserved_streams,
+                                if largest.is_empty() { "none".to_string() } else { largest.join(", ") }
                             ),
                         )
                         .with_figures(figures))
