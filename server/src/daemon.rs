@@ -68,6 +68,12 @@ impl Daemon {
         };
         let store = StateStore::new(config.state_dir.as_deref());
         let persisted = store.load()?;
+        // A state file is input like the config: its quotas pass the same checks.
+        for (name, q) in &persisted.quotas {
+            crate::auth::check_tenant_name(name)
+                .map_err(|e| StartError::Config(format!("persisted quota for {name:?}: {e}")))?;
+            q.validate(&format!("persisted quota for {name}")).map_err(|e| StartError::Config(e.to_string()))?;
+        }
         let epoch = new_epoch(persisted.epoch);
         let quotas = Quotas::new(&config, store, persisted);
         quotas.record_epoch(epoch)?;
@@ -77,8 +83,8 @@ impl Daemon {
             .map(|d| d.hardware_limit.saturating_sub(d.runtime_streams).saturating_sub(config.budget.safety_margin))
             .collect();
         if let Some(min) = capacities.iter().min() {
-            let reserved: u32 = quotas.reservations().values().sum();
-            if reserved > *min {
+            let reserved: u64 = quotas.reservations().values().map(|&r| u64::from(r)).sum();
+            if reserved > u64::from(*min) {
                 return Err(StartError::Config(format!(
                     "tenants reserve {reserved} streams but a device can hand out only {min}"
                 )));
@@ -131,8 +137,8 @@ impl Daemon {
     /// Applies a re-read config file (SIGHUP): tenant mappings, admins and quotas change;
     /// sessions, streams and everything else stay as they are.
     pub fn reload(&self, config: &Config) -> Result<(), StartError> {
-        let reserved: u32 = config.tenants.iter().map(|t| t.quota.reserved_streams).sum();
-        if reserved > self.smallest_capacity() {
+        let reserved: u64 = config.tenants.iter().map(|t| u64::from(t.quota.reserved_streams)).sum();
+        if reserved > u64::from(self.smallest_capacity()) {
             return Err(StartError::Config(format!("tenants reserve {reserved} streams, more than a device holds")));
         }
         *self.identities.write().unwrap_or_else(|e| e.into_inner()) = Identities::new(config);

@@ -131,10 +131,11 @@ impl<W> Ledger<W> {
     }
 
     /// Sum over tenants of max(held, reserved): what the budget is committed to.
-    fn committed(&self) -> u32 {
-        let held: u32 = self.used.iter().map(|(t, &u)| self.claim(t, u)).sum();
-        let idle_reserved: u32 =
-            self.reservations.iter().filter(|(t, _)| !self.used.contains_key(*t)).map(|(_, &r)| r).sum();
+    /// In u64: reservations come from admins and files, and their sum must not wrap.
+    fn committed(&self) -> u64 {
+        let held: u64 = self.used.iter().map(|(t, &u)| u64::from(self.claim(t, u))).sum();
+        let idle_reserved: u64 =
+            self.reservations.iter().filter(|(t, _)| !self.used.contains_key(*t)).map(|(_, &r)| u64::from(r)).sum();
         held + idle_reserved
     }
 
@@ -144,8 +145,9 @@ impl<W> Ledger<W> {
 
     fn fits_budget(&self, tenant: &str, count: u32) -> bool {
         let used = self.used_by(tenant);
-        let committed = self.committed() - self.claim(tenant, used) + self.claim(tenant, used + count);
-        committed.saturating_add(self.draining) <= self.capacity
+        let committed = self.committed() - u64::from(self.claim(tenant, used))
+            + u64::from(self.claim(tenant, used.saturating_add(count)));
+        committed + u64::from(self.draining) <= u64::from(self.capacity)
     }
 
     /// The numbers a refusal explains itself with.

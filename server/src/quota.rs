@@ -108,9 +108,9 @@ impl Quotas {
         q.weight = change.weight.unwrap_or(q.weight);
         q.highest_priority = change.highest_priority.unwrap_or(q.highest_priority);
         q.validate(&format!("tenant {tenant}")).map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e.0))?;
-        let others: u32 =
-            self.reservations().iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, r)| r).sum();
-        if others + q.reserved_streams > capacity {
+        let others: u64 =
+            self.reservations().iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, &r)| u64::from(r)).sum();
+        if others + u64::from(q.reserved_streams) > u64::from(capacity) {
             return Err(NpudError::new(
                 Reason::InvalidArgumentOther,
                 format!(

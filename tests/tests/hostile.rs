@@ -408,3 +408,49 @@ async fn a_flooding_tenant_is_rate_limited_without_slowing_others() {
         other.devices().await.expect("root is not limited by uid-65534's flood");
     }
 }
+
+/// Quota arithmetic cannot wrap: not through SetQuota, not through a state file.
+#[test]
+fn quota_sums_that_would_overflow_are_refused_and_change_nothing() {
+    let state = tempfile::tempdir().unwrap();
+    let d = Daemon::builder().state_dir(state.path()).start();
+    let ok = d.npuctl(&["quota", "set", "batch", "--reserved-streams", "10", "--max-streams", "100"]);
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    let max = u32::MAX.to_string();
+    let out = d.npuctl(&["quota", "set", "greedy", "--max-streams", &max, "--reserved-streams", &max]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("over-commit"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    // The daemon is alive and nothing changed: greedy has the default quota, batch its own.
+    let tenants = d.npuctl_json(&["tenant", "list"]);
+    let listed: Vec<&str> = tenants.as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(listed.contains(&"batch") && !listed.contains(&"greedy"), "{tenants}");
+    assert_eq!(d.device0()["reserved"], 10);
+    drop(d);
+
+    // A state file whose reservations wrap u32, or that holds a quota no SetQuota could set,
+    // stops npud at start with a reason, not a panic.
+    let cases = [
+        r#"{"epoch":5,"quotas":{"a":{"max_streams":4294967295,"reserved_streams":4294967295,"max_events":1,"weight":1,"highest_priority":0},"b":{"max_streams":4294967295,"reserved_streams":4294967295,"max_events":1,"weight":1,"highest_priority":0}}}"#,
+        r#"{"epoch":5,"quotas":{"a":{"max_streams":4,"reserved_streams":8,"max_events":1,"weight":1,"highest_priority":0}}}"#,
+        r#"{"epoch":5,"quotas":{"a":{"max_streams":4,"reserved_streams":0,"max_events":1,"weight":0,"highest_priority":0}}}"#,
+        r#"{"epoch":5,"quotas":{"../x\u0000":{"max_streams":4,"reserved_streams":0,"max_events":1,"weight":1,"highest_priority":0}}}"#,
+    ];
+    for text in cases {
+        std::fs::write(state.path().join("state.json"), text).unwrap();
+        let socket = state.path().join("s.sock");
+        let out = std::process::Command::new(npud_tests::bin("npud"))
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(state.path())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(69), "{text}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        assert!(err.contains("reserve") || err.contains("persisted quota"), "{text}: {err}");
+        assert!(!socket.exists(), "nothing was bound");
+    }
+}
