@@ -476,6 +476,11 @@ impl Registry {
         self.lock().subscriptions.contains_key(&(session, thread))
     }
 
+    /// Daemon events on `device`, all tenants.
+    pub fn device_events(&self, device: u32) -> u32 {
+        self.lock().events.values().filter(|e| e.device == device).count() as u32
+    }
+
     pub fn events_held(&self, tenant: &str) -> u32 {
         self.lock().by_tenant.get(tenant).map_or(0, |t| t.events.len() as u32)
     }

@@ -310,6 +310,11 @@ impl SimDevice {
         self.with(|s, _| s.engine.inject_task_failure(stream, task, code))
     }
 
+    /// Events that can still be created (aclrtGetEventAvailNum).
+    pub fn available_events(&self) -> u32 {
+        self.with(|s, _| self.profile.event_limit.saturating_sub(s.events_in_use))
+    }
+
     /// Streams that can still be created (aclrtGetStreamAvailableNum).
     pub fn available_streams(&self) -> u32 {
         self.with(|s, _| self.profile.stream_limit.saturating_sub(s.streams_in_use))

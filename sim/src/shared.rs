@@ -33,9 +33,20 @@ pub struct SharedBudget {
 type Holders = BTreeMap<(u32, u32), u32>;
 
 impl SharedBudget {
-    /// Opens (creating) the budget file named by `NPU_SIM_SHARED`, if set.
+    /// Opens (creating) the stream budget file named by `NPU_SIM_SHARED`, if set.
     pub fn from_env(limit: u32) -> Option<SharedBudget> {
-        let path = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
+        Self::open_env("", limit)
+    }
+
+    /// The device event table shared the same way, in `$NPU_SIM_SHARED.events` (inference
+    /// parts hold only 1023 events per device).
+    pub fn events_from_env(limit: u32) -> Option<SharedBudget> {
+        Self::open_env(".events", limit)
+    }
+
+    fn open_env(suffix: &str, limit: u32) -> Option<SharedBudget> {
+        let mut path = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
+        path.push(suffix);
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).ok()?;
         Some(SharedBudget { file, limit })
     }

@@ -75,6 +75,14 @@ pub fn acl_apps() -> &'static (PathBuf, PathBuf) {
     })
 }
 
+/// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
+/// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
+/// <k>`, holds its events until stdin closes, and exits.
+pub fn acl_events_app() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("acl_events.c", "ascendcl", "acl_events", &[]))
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

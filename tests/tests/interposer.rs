@@ -257,3 +257,48 @@ fn without_npud_streams_a_process_asks_for_its_tenants_process_streams() {
     app.release();
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
 }
+
+/// Events a process holds natively, from `status`.
+fn native_events(d: &Daemon) -> u64 {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["events"].as_u64()).sum())
+}
+
+/// An inference part's 1023-event table is shared like its streams: npud counts the
+/// events interposed processes make, holds each tenant to its max_events, answers
+/// aclrtGetEventAvailNum with the caller's share, and gets everything back at exit.
+#[test]
+fn events_on_an_inference_part_are_admitted_against_the_tenants_quota() {
+    let program = npud_tests::native::acl_events_app();
+    let shared = Shared::new();
+    let lib = npud_tests::fake_library("libascendcl.so");
+    let d = Daemon::builder()
+        .args(&["--backend", "acl", "--acl-library", lib.to_str().unwrap()])
+        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
+        .env("NPU_SIM_PROFILE", "atlas-inference")
+        .start();
+    assert_eq!(d.device0()["event_limit"], 1023, "{}", d.device0());
+    assert!(d.npuctl(&["quota", "set", "root", "--max-events", "500"]).status.success());
+    let events_app = |n: u32| {
+        let mut cmd = acl_command(program, &shared.path, Some((&d, 4)));
+        cmd.env("NPU_SIM_PROFILE", "atlas-inference").arg(n.to_string());
+        App::spawn(cmd)
+    };
+    let mut first = events_app(400);
+    let words = first.started().expect("400 events fit the quota");
+    // Left to it: the tenant's 500 less the 400 it made.
+    assert_eq!(words, ["400", "available", "100"]);
+    let counted = native_events(&d);
+    assert!((400..=400 + 32).contains(&counted), "npud counts the events with at most a chunk spare: {counted}");
+    assert_eq!(d.device0()["events_in_use"].as_u64(), Some(counted));
+
+    // A second process of the same tenant: the device still has 600 events, the quota 100.
+    let mut second = events_app(400);
+    assert_eq!(second.started(), Err(207007), "refused with the vendor's no-event code at the quota");
+    let _ = second.child.wait();
+    assert!(eventually(Duration::from_secs(10), || native_events(&d) == counted), "the refused process left nothing");
+
+    first.release();
+    assert!(eventually(Duration::from_secs(10), || native_events(&d) == 0 && d.in_use() == 0), "{}", d.log());
+    assert_eq!(d.device0()["events_in_use"], 0);
+}

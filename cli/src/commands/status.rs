@@ -60,7 +60,7 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
         })).collect::<Vec<_>>(),
         "native_holders": s.native_holders.iter().map(|h| json!({
             "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,
-            "device": h.device, "streams": h.streams,
+            "device": h.device, "streams": h.streams, "events": h.events,
         })).collect::<Vec<_>>(),
     });
     emit(ctx.output, json, || {
@@ -113,12 +113,13 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
                         container,
                         h.device.to_string(),
                         h.streams.to_string(),
+                        h.events.to_string(),
                         h.program.clone(),
                     ]
                 })
                 .collect();
-            out.push_str("\nnative streams (interposed processes)\n");
-            out.push_str(&table(&["PID", "TENANT", "CONTAINER", "DEVICE", "STREAMS", "PROGRAM"], &rows));
+            out.push_str("\nnative streams and events (interposed processes)\n");
+            out.push_str(&table(&["PID", "TENANT", "CONTAINER", "DEVICE", "STREAMS", "EVENTS", "PROGRAM"], &rows));
         }
         out
     });

@@ -9,11 +9,12 @@
 //!
 //! Layers: [`ffi`] (the only unsafe code: exported hooks per vendor, `dlsym`, finding the
 //! real vendor functions) → [`process`] (per-process state, fork-aware) → [`books`] (what the process
-//! holds, pure) and [`wire`] (a blocking client of npud's budget wire; no async runtime in
+//! holds, pure; [`events`] likewise) and [`wire`] (a blocking client of npud's budget wire; no async runtime in
 //! a foreign process). Nothing runs in a library constructor: the first hooked call
 //! connects.
 
 pub mod books;
+pub mod events;
 #[allow(unsafe_code)]
 mod ffi;
 pub mod process;

@@ -7,6 +7,7 @@
 //! another thread's hook.
 
 use crate::books::{Books, Plan};
+use crate::events::EventBooks;
 use crate::settings::{DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
@@ -32,6 +33,7 @@ pub struct Process {
     pub pid: u32,
     settings: Settings,
     books: Mutex<Books>,
+    events: Mutex<EventBooks>,
     /// Devices with a creation batch open, and when a stream was last created on each.
     batches: Mutex<HashMap<u32, Instant>>,
     /// Devices where streams were destroyed, and when last: their surplus grant goes back
@@ -72,6 +74,7 @@ impl Process {
             pid,
             settings: Settings::from_env(),
             books: Mutex::new(Books::default()),
+            events: Mutex::new(EventBooks::default()),
             batches: Mutex::new(HashMap::new()),
             releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
@@ -106,7 +109,8 @@ impl Process {
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
         for (device, used) in holding {
-            match conn.call(Call::Declare(pb::DeclareBudgetRequest { device, count: used }), Duration::ZERO) {
+            let declare = pb::DeclareBudgetRequest { device, count: used, events: 0 };
+            match conn.call(Call::Declare(declare), Duration::ZERO) {
                 Ok(Reply::Declared(d)) => {
                     lock(&self.books).declared(device);
                     if d.accepted < used {
@@ -121,6 +125,12 @@ impl Process {
                     eprintln!("npud-preload: declaring {used} streams on device {device}: {message}")
                 }
                 Err(e) => return Err(e),
+            }
+        }
+        for (device, events) in lock(&self.events).holding() {
+            let declare = pb::DeclareBudgetRequest { device, count: 0, events };
+            if let Ok(Reply::Declared(d)) = conn.call(Call::Declare(declare), Duration::ZERO) {
+                lock(&self.events).declared(device, d.events_accepted);
             }
         }
         self.watcher.call_once(|| {
@@ -171,6 +181,10 @@ impl Process {
             let count = lock(&self.books).surplus(device, self.startup());
             if count > 0 {
                 let _ = conn.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO);
+            }
+            let count = lock(&self.events).surplus(device);
+            if count > 0 {
+                let _ = conn.call(Call::ReleaseEvents(pb::ReleaseEventsRequest { device, count }), Duration::ZERO);
             }
         }
     }
@@ -345,8 +359,67 @@ impl Process {
     }
 
     pub fn device_reset(&'static self, device: u32, force: bool) {
-        let back = lock(&self.books).reset_device(device, force);
+        let (back, last) = {
+            let mut books = lock(&self.books);
+            let back = books.reset_device(device, force);
+            (back, books.device(device).set_count == 0)
+        };
         self.give_back(device, back);
+        if last {
+            let events = lock(&self.events).reset(device);
+            if events > 0 {
+                let release = pb::ReleaseEventsRequest { device, count: events };
+                let _ = self.with_conn(|c| c.call(Call::ReleaseEvents(release), Duration::ZERO));
+            }
+        }
+    }
+
+    /// Admits one event on `device`: covered by the process's event grant, or a chunk
+    /// (else exactly one) asked for without waiting.
+    pub fn admit_event(&'static self, device: u32) -> Result<(), Refused> {
+        let Some(chunk) = lock(&self.events).plan(device) else { return Ok(()) };
+        let mut last = None;
+        for count in [chunk, 1] {
+            let ask = pb::AcquireEventsRequest { device, count };
+            match self.with_conn(|c| c.call(Call::AcquireEvents(ask), Duration::ZERO)) {
+                Ok(_) => {
+                    lock(&self.events).granted(device, count);
+                    return Ok(());
+                }
+                Err(e @ WireError::Unreachable(_)) => {
+                    self.unreachable(&e)?;
+                    lock(&self.events).granted(device, 1);
+                    return Ok(());
+                }
+                Err(WireError::Refused { message, .. }) => last = Some(message),
+            }
+        }
+        eprintln!("npud-preload: no event on device {device}: {}", last.unwrap_or_default());
+        Err(Refused)
+    }
+
+    pub fn event_created(&self, event: usize, device: u32) {
+        lock(&self.events).created(event, device);
+    }
+
+    pub fn event_not_created(&self, device: u32) {
+        lock(&self.events).not_created(device);
+    }
+
+    pub fn event_destroyed(&self, event: usize) {
+        if let Some(device) = lock(&self.events).destroyed(event) {
+            self.destroying(device);
+        }
+    }
+
+    /// aclrtGetEventAvailNum as the caller's share, like [`Process::available`].
+    pub fn available_events(&'static self, device: u32, vendor: u32) -> u32 {
+        let d = lock(&self.events).device(device);
+        let unused = d.granted.saturating_sub(d.used);
+        match self.with_conn(|c| c.call(Call::Share(pb::BudgetShareRequest { device }), Duration::ZERO)) {
+            Ok(Reply::Share(s)) => s.events_available.saturating_add(unused).min(vendor),
+            _ => vendor,
+        }
     }
 
     /// aclrtGetStreamAvailableNum as the caller's share: what its tenant may still take

@@ -9,7 +9,10 @@ impl Api {
         d.devices()
             .iter()
             .map(|desc| {
-                let events: u32 = counts.values().map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0)).sum();
+                // The device's event table holds daemon and native events alike.
+                let events: u32 =
+                    counts.values().map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0)).sum::<u32>()
+                        + d.natives.device_events(desc.id);
                 convert::device(
                     desc,
                     d.backend.name(),

@@ -13,6 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The most events one call may ask for.
+const MAX_EVENT_ASK: u32 = 4096;
+
 /// Who is on the other end, as the transport knows it.
 pub struct Origin {
     /// Process id from the socket's peer credentials; 0 when unknown (TCP).
@@ -38,6 +41,7 @@ impl NativeSession {
             program: String::new(),
             container: origin.container.map(|c| c.chars().take(12).collect()),
             held: BTreeMap::new(),
+            events: BTreeMap::new(),
         };
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
@@ -59,6 +63,8 @@ impl NativeSession {
             Some(Call::Declare(_)) => "declare",
             Some(Call::Share(_)) => "share",
             Some(Call::Created(_)) => "created",
+            Some(Call::AcquireEvents(_)) => "acquire_events",
+            Some(Call::ReleaseEvents(_)) => "release_events",
             None => "empty",
         };
         crate::metrics::global().budget_call(kind);
@@ -72,6 +78,11 @@ impl NativeSession {
                 Reply::Created(pb::CreatedBudgetResponse {})
             }),
             Some(Call::Share(s)) => self.check_device(s.device).map(|()| Reply::Share(self.share(s.device))),
+            Some(Call::AcquireEvents(a)) => self.acquire_events(&a),
+            Some(Call::ReleaseEvents(r)) => self.check_device(r.device).map(|()| {
+                self.daemon.natives.remove_events(self.id, r.device, r.count);
+                Reply::EventsReleased(pb::ReleaseEventsResponse { share: Some(self.share(r.device)) })
+            }),
             None => Err(NpudError::new(Reason::InvalidArgumentOther, "an empty budget call")),
         };
         match reply {
@@ -125,6 +136,24 @@ impl NativeSession {
         Ok(Reply::Acquired(pb::AcquireBudgetResponse { waited_ms: millis(waited), share: Some(self.share(a.device)) }))
     }
 
+    /// Events are granted at once or refused: the vendor refuses at once too, and a
+    /// program makes them on its hot path.
+    fn acquire_events(&self, a: &pb::AcquireEventsRequest) -> Result<Reply, NpudError> {
+        let daemon = &self.daemon;
+        self.check_device(a.device)?;
+        daemon.refuse_if_draining()?;
+        if a.count == 0 || a.count > MAX_EVENT_ASK {
+            return Err(NpudError::new(
+                Reason::InvalidCount,
+                format!("asked for {} events; 1..={MAX_EVENT_ASK} per call", a.count),
+            ));
+        }
+        daemon.natives.add_events(self.id, a.device, a.count, |on_device, of_tenant| {
+            daemon.event_room(&self.caller.tenant, a.device, a.count, on_device, of_tenant)
+        })?;
+        Ok(Reply::EventsAcquired(pb::AcquireEventsResponse { share: Some(self.share(a.device)) }))
+    }
+
     /// Ends this session's creation batch on `device`, if it has one open.
     fn end_batch(&self, device: u32) {
         let batch = self.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&device);
@@ -157,13 +186,28 @@ impl NativeSession {
         if accepted < d.count {
             tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left");
         }
-        Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)) }))
+        // Declared events exist too: counted over the tenant's quota, never past the table.
+        let table = daemon.device(d.device)?.event_limit;
+        let events_accepted = daemon.natives.declare_events(self.id, d.device, d.events, |on_device| {
+            table.saturating_sub(daemon.registry.device_events(d.device).saturating_add(on_device))
+        });
+        Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)), events_accepted }))
     }
 
     fn share(&self, device: u32) -> pb::BudgetShare {
         let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
         let s = self.daemon.admission.native_share(device, &self.caller.tenant, &quota);
+        let d = &self.daemon;
+        let event_capacity = d.device(device).map_or(0, |desc| desc.event_limit);
+        let device_events = d.registry.device_events(device).saturating_add(d.natives.device_events(device));
+        let tenant_events =
+            d.registry.events_held(&self.caller.tenant).saturating_add(d.natives.tenant_events(&self.caller.tenant));
         pb::BudgetShare {
+            event_capacity,
+            events_available: event_capacity
+                .saturating_sub(device_events)
+                .min(quota.max_events.saturating_sub(tenant_events)),
+            event_holds: d.natives.events_held(self.id, device),
             device,
             capacity: s.capacity,
             device_free: s.device_free,

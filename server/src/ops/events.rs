@@ -23,15 +23,13 @@ impl Daemon {
         self.require_healthy(device)?;
         check_event_flags(flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         self.registry.touch(caller, session)?;
-        let (quota, _) = self.quotas.get(&caller.tenant);
-        let held = self.registry.events_held(&caller.tenant);
-        if held >= quota.max_events {
-            return Err(NpudError::new(
-                Reason::EventBudgetExhausted,
-                format!("tenant {} holds {held} events, its quota is {}", caller.tenant, quota.max_events),
-            )
-            .with_figures(vec![("tenant_events", i64::from(held)), ("max_events", i64::from(quota.max_events))]));
-        }
+        self.event_room(
+            &caller.tenant,
+            device,
+            1,
+            self.natives.device_events(device),
+            self.natives.tenant_events(&caller.tenant),
+        )?;
         let flags = if flags == 0 { EVENT_DEFAULT } else { flags };
         let timing = !disable_timing && flags & EVENT_TIME_LINE != 0;
         let raw =
@@ -44,6 +42,37 @@ impl Daemon {
                 Err(e)
             }
         }
+    }
+
+    /// Whether `count` more events fit the device's event table (daemon and native events
+    /// together: the table is the hardware's) and the tenant's `max_events`.
+    pub fn event_room(
+        &self,
+        tenant: &str,
+        device: u32,
+        count: u32,
+        native_on_device: u32,
+        native_of_tenant: u32,
+    ) -> NpudResult<()> {
+        let (quota, _) = self.quotas.get(tenant);
+        let held = u64::from(self.registry.events_held(tenant)) + u64::from(native_of_tenant);
+        if held + u64::from(count) > u64::from(quota.max_events) {
+            return Err(NpudError::new(
+                Reason::EventBudgetExhausted,
+                format!("tenant {tenant} holds {held} events, its quota is {}", quota.max_events),
+            )
+            .with_figures(vec![("tenant_events", held as i64), ("max_events", i64::from(quota.max_events))]));
+        }
+        let table = self.device(device)?.event_limit;
+        let in_use = u64::from(self.registry.device_events(device)) + u64::from(native_on_device);
+        if in_use + u64::from(count) > u64::from(table) {
+            return Err(NpudError::new(
+                Reason::EventBudgetExhausted,
+                format!("device {device} holds {table} events and {in_use} are in use; {count} more do not fit"),
+            )
+            .with_figures(vec![("device_events", in_use as i64), ("event_limit", i64::from(table))]));
+        }
+        Ok(())
     }
 
     /// Destroys an event; records still pending complete first (the CUDA semantics).

@@ -273,6 +273,24 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32)
     }
 }
 
+/// The "Ex" variant differs on a real device in how many events it may make (a larger
+/// table on newer parts); the fake's one table serves both.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { aclrtCreateEventWithFlag(event, flag) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.available_events() {
+        // SAFETY: out-pointer from the caller.
+        Ok(n) => unsafe { put(count, n) },
+        Err(e) => e,
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateEvent(event: *mut Handle) -> AclError {
     // SAFETY: forwarded out-pointer.

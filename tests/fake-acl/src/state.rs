@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub const INTERNAL: AclError = 507000;
 /// ACL_ERROR_RT_NO_STREAM_RESOURCE: the device (all processes together) has no stream left.
 pub const NO_STREAM_RESOURCE: AclError = 207008;
+/// ACL_ERROR_RT_NO_EVENT_RESOURCE: the device (all processes together) has no event left.
+pub const NO_EVENT_RESOURCE: AclError = 207007;
 const INVALID_PARAM: AclError = 100000;
 const INVALID_DEVICE: AclError = 107001;
 const CONTEXT_NULL: AclError = 107002;
@@ -45,6 +47,8 @@ pub struct Rt {
     pub devices: Vec<Arc<SimDevice>>,
     /// The budget shared with other processes (`NPU_SIM_SHARED`), when set.
     shared: Option<npu_sim::shared::SharedBudget>,
+    /// The device event table shared the same way.
+    shared_events: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
     due: Condvar,
 }
@@ -70,9 +74,11 @@ pub fn init() -> bool {
         })
         .ok();
         let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit);
+        let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);
         Rt {
             devices,
             shared,
+            shared_events,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
             due: Condvar::new(),
         }
@@ -121,6 +127,22 @@ impl Rt {
 
     fn give_shared(&self, device: u32, n: u32) {
         if let Some(s) = &self.shared {
+            s.give(device, n);
+        }
+    }
+
+    /// Events from the table shared with other processes, if there is one.
+    fn take_shared_event(&self, device: u32) -> Result<(), AclError> {
+        self.shared_events.as_ref().map_or(Ok(()), |s| {
+            s.take(device, 1).map_err(|e| match e {
+                npu_sim::shared::SharedError::Exhausted => NO_EVENT_RESOURCE,
+                npu_sim::shared::SharedError::Io => INTERNAL,
+            })
+        })
+    }
+
+    fn give_shared_events(&self, device: u32, n: u32) {
+        if let Some(s) = &self.shared_events {
             s.give(device, n);
         }
     }
@@ -193,7 +215,15 @@ impl Rt {
             }
         };
         match last {
-            Some(ctx) => self.destroy_context(ctx as Handle),
+            Some(ctx) => {
+                // Like the driver, resetting the device frees the events made on it.
+                let events: Vec<usize> =
+                    self.lock().events.iter().filter(|(_, (d, _))| *d == id).map(|(h, _)| *h).collect();
+                for e in events {
+                    let _ = self.destroy_event(e as Handle);
+                }
+                self.destroy_context(ctx as Handle)
+            }
             None => Ok(()),
         }
     }
@@ -263,6 +293,13 @@ impl Rt {
         Ok(self.shared.as_ref().map_or(own, |s| s.available(dev.id()).min(own)))
     }
 
+    /// aclrtGetEventAvailNum: what the device's event table has left, all processes counted.
+    pub fn available_events(&self) -> Result<u32, AclError> {
+        let dev = self.current_device()?;
+        let own = dev.available_events();
+        Ok(self.shared_events.as_ref().map_or(own, |s| s.available(dev.id()).min(own)))
+    }
+
     pub fn streams_on(&self, device: u32) -> Vec<StreamId> {
         self.lock().streams.values().filter(|(d, _)| *d == device).map(|(_, id)| *id).collect()
     }
@@ -270,7 +307,11 @@ impl Rt {
     pub fn create_event(&self, flags: u32) -> Result<Handle, AclError> {
         let dev = self.current_device()?;
         let timing = flags & npu_sim::flags::EVENT_TIME_LINE != 0;
-        let id = dev.create_event(flags, timing).map_err(|e| e.code)?;
+        self.take_shared_event(dev.id())?;
+        let id = dev.create_event(flags, timing).map_err(|e| {
+            self.give_shared_events(dev.id(), 1);
+            e.code
+        })?;
         let mut inner = self.lock();
         let h = Self::mint(&mut inner);
         inner.events.insert(h, (dev.id(), id));
@@ -288,6 +329,7 @@ impl Rt {
     pub fn destroy_event(&self, h: Handle) -> Result<(), AclError> {
         let (dev, id) = self.event(h)?;
         self.lock().events.remove(&(h as usize));
+        self.give_shared_events(dev.id(), 1);
         dev.destroy_event(id).map_err(|e| e.code)
     }
 

@@ -8,6 +8,8 @@ use std::ptr::null_mut;
 
 /// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
 const NO_STREAM_RESOURCE: i32 = 207008;
+/// ACL_ERROR_RT_NO_EVENT_RESOURCE: what a refused event admission returns.
+const NO_EVENT_RESOURCE: i32 = 207007;
 
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 
@@ -15,6 +17,7 @@ type IntFn = unsafe extern "C" fn(i32) -> i32;
 type PtrFn = unsafe extern "C" fn(Handle) -> i32;
 type OutFn = unsafe extern "C" fn(*mut Handle) -> i32;
 type OutIntFn = unsafe extern "C" fn(*mut Handle, i32) -> i32;
+type OutFlagFn = unsafe extern "C" fn(*mut Handle, u32) -> i32;
 type ConfigFn = unsafe extern "C" fn(*mut Handle, u32, u32) -> i32;
 type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
 type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
@@ -213,6 +216,83 @@ pub extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> i32 {
     )
 }
 
+/// Admits one event on the current device, runs `create`, and books the outcome.
+fn create_event(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i32) -> i32 {
+    if out.is_null() {
+        return create(); // the vendor's own INVALID_PARAM
+    }
+    let device = current_device(p);
+    if p.admit_event(device).is_err() {
+        return NO_EVENT_RESOURCE;
+    }
+    let rc = create();
+    if rc == 0 {
+        // SAFETY: the vendor filled the caller's non-null out-pointer.
+        p.event_created(unsafe { *out } as usize, device);
+    } else {
+        p.event_not_created(device);
+    }
+    rc
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateEvent(event: *mut Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtCreateEvent: OutFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's out-pointer.
+    hook(|p| create_event(p, event, || unsafe { real(event) }), || unsafe { real(event) })
+}
+
+fn create_event_with_flag(event: *mut Handle, flag: u32, real: OutFlagFn) -> i32 {
+    // SAFETY (both closures): the vendor function with the caller's arguments.
+    hook(|p| create_event(p, event, || unsafe { real(event, flag) }), || unsafe { real(event, flag) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32) -> i32 {
+    real!(&LIBRARY, aclrtCreateEventWithFlag: OutFlagFn)
+        .map_or(INTERNAL, |real| create_event_with_flag(event, flag, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> i32 {
+    real!(&LIBRARY, aclrtCreateEventExWithFlag: OutFlagFn)
+        .map_or(INTERNAL, |real| create_event_with_flag(event, flag, real))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyEvent(event: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtDestroyEvent: PtrFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's handle.
+    hook(
+        |p| {
+            let rc = unsafe { real(event) };
+            if rc == 0 {
+                p.event_destroyed(event as usize);
+            }
+            rc
+        },
+        || unsafe { real(event) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtGetEventAvailNum: CountFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's out-pointer, which it
+    // filled when it returned 0.
+    hook(
+        |p| {
+            let rc = unsafe { real(count) };
+            if rc == 0 && !count.is_null() {
+                let device = current_device(p);
+                unsafe { *count = p.available_events(device, *count) };
+            }
+            rc
+        },
+        || unsafe { real(count) },
+    )
+}
+
 /// Our hook for an exact AscendCL name, if we interpose it.
 pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
@@ -226,6 +306,11 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtDestroyStream" => aclrtDestroyStream as *mut c_void,
         b"aclrtDestroyStreamForce" => aclrtDestroyStreamForce as *mut c_void,
         b"aclrtGetStreamAvailableNum" => aclrtGetStreamAvailableNum as *mut c_void,
+        b"aclrtCreateEvent" => aclrtCreateEvent as *mut c_void,
+        b"aclrtCreateEventWithFlag" => aclrtCreateEventWithFlag as *mut c_void,
+        b"aclrtCreateEventExWithFlag" => aclrtCreateEventExWithFlag as *mut c_void,
+        b"aclrtDestroyEvent" => aclrtDestroyEvent as *mut c_void,
+        b"aclrtGetEventAvailNum" => aclrtGetEventAvailNum as *mut c_void,
         _ => return None,
     })
 }
