@@ -9,6 +9,9 @@ use crate::registry::{EventEntry, StreamEntry};
 use npu_sim::flags::{EVENT_DEFAULT, EVENT_TIME_LINE, check_event_flags};
 use std::sync::Arc;
 
+/// ACL_ERROR_RT_NO_EVENT_RESOURCE.
+const ACL_NO_EVENT_RESOURCE: i64 = 207007;
+
 impl Daemon {
     pub fn create_event(
         &self,
@@ -66,11 +69,15 @@ impl Daemon {
         let table = self.device(device)?.event_limit;
         let in_use = u64::from(self.registry.device_events(device)) + u64::from(native_on_device);
         if in_use + u64::from(count) > u64::from(table) {
-            return Err(NpudError::new(
+            let e = NpudError::new(
                 Reason::EventBudgetExhausted,
                 format!("device {device} holds {table} events and {in_use} are in use; {count} more do not fit"),
             )
-            .with_figures(vec![("device_events", in_use as i64), ("event_limit", i64::from(table))]));
+            .with_figures(vec![("device_events", in_use as i64), ("event_limit", i64::from(table))]);
+            // The code the vendor gives for a full event table (AscendCL's; the CUDA
+            // driver has no fixed table to fill).
+            let backend = self.backend.name();
+            return Err(if backend == "cuda" { e } else { e.with_native(backend, ACL_NO_EVENT_RESOURCE) });
         }
         Ok(())
     }
