@@ -177,3 +177,41 @@ def test_vendor_error_codes_for_vendor_error_situations(daemon):
     held = [acl.rt.create_stream() for _ in range(n)]
     assert all(ret == 0 for _, ret in held)
     assert acl.rt.create_stream() == (0, 207008)
+
+
+def test_the_event_wait_status_and_ex_events_behave_as_the_seed_says(daemon):
+    ACL_EVENT_SYNC = 0x1
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    available, ret = acl.rt.get_event_avail_num()
+    assert ret == 0 and available > 0
+    producer, ret = acl.rt.create_stream()
+    consumer, _ = acl.rt.create_stream()
+    event, ret = acl.rt.create_event_with_flag(ACL_EVENT_SYNC)
+    assert ret == 0
+    assert acl.rt.get_event_avail_num() == (available - 1, 0)
+    # Never recorded: a wait on it ends at once.
+    assert acl.rt.query_event_wait_status(event) == (acl.rt.ACL_EVENT_WAIT_STATUS_COMPLETE, 0)
+    assert acl.ext.delay(producer, 2_000_000) == 0  # 2 s of work the record waits behind
+    assert acl.rt.record_event(event, producer) == 0
+    assert acl.rt.stream_wait_event(consumer, event) == 0
+    assert acl.rt.query_event_wait_status(event) == (acl.rt.ACL_EVENT_WAIT_STATUS_NOT_READY, 0)
+    assert acl.rt.synchronize_stream(consumer) == 0
+    assert acl.rt.query_event_wait_status(event) == (acl.rt.ACL_EVENT_WAIT_STATUS_COMPLETE, 0)
+
+    ex, ret = acl.rt.create_event_ex_with_flag(ACL_EVENT_SYNC)
+    assert ret == 0
+    assert acl.rt.record_event(ex, producer) == 0
+    assert acl.rt.synchronize_event(ex) == 0
+    assert acl.rt.stream_wait_event(consumer, ex) == 0
+    # The seed: events made by the Ex call are refused by reset, query and wait-status.
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
+    assert acl.rt.reset_event(ex, producer) == ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert acl.rt.query_event(ex)[1] == ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert acl.rt.query_event_wait_status(ex)[1] == ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+    assert acl.rt.query_event_status(ex) == (acl.rt.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    for e in (event, ex):
+        assert acl.rt.destroy_event(e) == 0
+    for s in (producer, consumer):
+        assert acl.rt.destroy_stream(s) == 0
+    assert acl.rt.reset_device(0) == 0

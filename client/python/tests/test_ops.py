@@ -105,20 +105,18 @@ def test_kubernetes_manifests_validate_against_the_schemas():
 def test_a_session_that_vanished_is_reopened_by_the_next_call(daemon):
     """A lease that lapsed while the process was stalled (here: the session closed from
     elsewhere) costs the process nothing but what the session held."""
-    from npud import core
     from npud._session import Session
-    from npud.v1 import session_pb2
+    from npud.v1 import session_pb2, stream_pb2
 
     s = Session(name="heal-me")
     lost = s.id
     other = Session()
     other.call(other.sessions.Close, session_pb2.CloseSessionRequest(name="heal-me"))
-    dev = core.Device(0)
-    dev._session = s
-    stream = dev.create_stream()
+    made = s.call(s.streams.Create, stream_pb2.CreateStreamsRequest(device=0, count=1))
     assert s.id != lost and s.reopened == 1
-    stream.sync()
-    stream.close()
+    handle = made.streams[0].handle
+    s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=handle))
+    s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[handle]))
     s.close()
     other.close()
 

@@ -15,10 +15,12 @@ from npud.errors import NpudError, Reason
 from npud.v1 import (
     admin_pb2_grpc,
     device_pb2_grpc,
+    event_pb2,
     event_pb2_grpc,
     report_pb2_grpc,
     session_pb2,
     session_pb2_grpc,
+    stream_pb2,
     stream_pb2_grpc,
 )
 
@@ -102,6 +104,11 @@ class Session:
         self.reopened = 0
         self.metadata = ((SESSION_KEY, str(self.id)),) + self._token_metadata
         self._closed = threading.Event()
+        # Objects the garbage collector dropped, destroyed by a reaper thread (see
+        # release_later).
+        self._reap: list = []
+        self._reap_ready = threading.Condition()
+        self._reaper: Optional[threading.Thread] = None
         self._renews = renew
         self._reopening = threading.Lock()
         if renew:
@@ -178,6 +185,39 @@ class Session:
             self.reopened += 1
             return True
 
+    def release_later(self, kind: str, handle: int) -> None:
+        """Destroys a stream or event the program dropped, off the garbage collector's
+        path (a finalizer must not make a network call): a reaper thread does it at once."""
+        if self._closed.is_set():
+            return  # closing the session reclaims everything anyway
+        with self._reap_ready:
+            self._reap.append((kind, int(handle)))
+            if self._reaper is None:
+                self._reaper = threading.Thread(target=self._reap_loop, name="npud-reaper", daemon=True)
+                self._reaper.start()
+            self._reap_ready.notify()
+
+    def _reap_loop(self) -> None:
+        while not self._closed.is_set():
+            with self._reap_ready:
+                while not self._reap and not self._closed.is_set():
+                    self._reap_ready.wait(1.0)
+                batch, self._reap = self._reap, []
+            # One call per object: one that is already gone must not keep the others.
+            calls = [
+                (self.events.Destroy, event_pb2.DestroyEventRequest(handle=h))
+                if kind == "event"
+                else (self.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[h]))
+                for kind, h in batch
+            ]
+            for method, request in calls:
+                if self._closed.is_set():
+                    return  # closing the session reclaimed them
+                try:
+                    self.call(method, request)
+                except (NpudError, ValueError):
+                    pass  # already gone, or the channel closed under us: nothing is left to free
+
     @property
     def closed(self) -> bool:
         return self._closed.is_set()
@@ -187,6 +227,8 @@ class Session:
         if self._closed.is_set():
             return
         self._closed.set()
+        with self._reap_ready:
+            self._reap_ready.notify_all()
         try:
             self.sessions.Close(session_pb2.CloseSessionRequest(session=self.id), metadata=self.metadata, timeout=30)
         except grpc.RpcError:
@@ -207,6 +249,12 @@ def default_session() -> Session:
         if _default is None or _default.closed:
             _default = Session()
         return _default
+
+
+def current_default_session() -> Optional[Session]:
+    """The process's session if one is open; never opens one."""
+    s = _default
+    return s if s is not None and not s.closed else None
 
 
 def close_default_session() -> None:

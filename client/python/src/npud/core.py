@@ -1,21 +1,37 @@
-"""A cuda.core-like API over npud: Device, Stream, Event.
+"""A cuda.core-like API over npud: Device, Stream, Event, Context.
 
-Handles are daemon handles (ints), not device pointers: raw pointers mean nothing across
-a process boundary. Errors raise `npud.NpudError` with the reason and the native code.
+It behaves as cuda.core documents: streams and events are made through a Device (or
+`Stream.record`), never constructed directly; they compare and hash by handle; a dropped
+object is released by the garbage collector; `Event.__sub__` explains itself with
+cuda.core's messages; errors subclass RuntimeError. Handles are daemon handles (ints),
+not device pointers: raw pointers mean nothing across a process boundary. Priorities are
+the backend's: on CUDA devices lower numbers are more urgent, on ACL devices 0 is.
 """
 
 from __future__ import annotations
 
-import abc
+import os
 import threading
-from dataclasses import dataclass
-from typing import Optional, TypeVar, Union
+import weakref
+from dataclasses import dataclass, fields
+from typing import Optional, Tuple, Union
 
 from npud import _session
 from npud.errors import NpudError
-from npud.v1 import common_pb2, device_pb2, event_pb2, stream_pb2
+from npud.v1 import common_pb2, device_pb2, errors_pb2, event_pb2, stream_pb2
 
-__all__ = ["Device", "Stream", "Event", "StreamOptions", "EventOptions", "NpudError"]
+__all__ = [
+    "Device",
+    "Context",
+    "Stream",
+    "Event",
+    "StreamOptions",
+    "EventOptions",
+    "NpudError",
+    "LEGACY_DEFAULT_STREAM",
+    "PER_THREAD_DEFAULT_STREAM",
+    "default_stream",
+]
 
 STREAM_FLAG_NON_BLOCKING = common_pb2.STREAM_FLAG_NON_BLOCKING
 
@@ -34,26 +50,56 @@ class StreamOptions:
 @dataclass(frozen=True)
 class EventOptions:
     enable_timing: bool = False
+    # As in cuda.core: True asks for blocking synchronisation (CU_EVENT_BLOCKING_SYNC).
     busy_waited_sync: bool = False
+    ipc_enabled: bool = False
+
+
+def _options(cls, options, what: str):
+    """cuda.core accepts an options object, a dict of its fields, or None."""
+    if options is None:
+        return cls()
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, dict):
+        known = {f.name for f in fields(cls)}
+        unknown = set(options) - known
+        if unknown:
+            raise TypeError(f"{what}: unknown fields {sorted(unknown)}")
+        return cls(**options)
+    raise TypeError(f"{what} must be provided as an object of type {cls.__name__} or as a dict, got {type(options)}")
 
 
 class Device:
-    """A device of the daemon, through this process's session."""
+    """A device of the daemon, through this process's session. `Device(n)` is one object
+    per device id, as in cuda.core."""
 
-    def __init__(self, device_id: Optional[int] = None):
+    _instances: dict = {}
+    _instances_lock = threading.Lock()
+
+    def __new__(cls, device_id: Optional[int] = None):
         if device_id is None:
             device_id = getattr(_current, "device_id", 0)
-        self.device_id = int(device_id)
-        self._session = _session.default_session()
+        device_id = int(device_id)
+        if device_id < 0:
+            raise ValueError(f"device_id must be >= 0, got {device_id}")
+        with cls._instances_lock:
+            dev = cls._instances.get(device_id)
+            if dev is None:
+                dev = super().__new__(cls)
+                dev.device_id = device_id
+                cls._instances[device_id] = dev
+            return dev
+
+    @property
+    def _session(self) -> _session.Session:
+        return _session.default_session()
 
     def __repr__(self) -> str:
         return f"<Device {self.device_id}>"
 
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Device) and other.device_id == self.device_id
-
-    def __hash__(self) -> int:
-        return hash(self.device_id)
+    def __int__(self) -> int:
+        return self.device_id
 
     def _info(self) -> device_pb2.Device:
         s = self._session
@@ -72,12 +118,28 @@ class Device:
         d = self._info()
         return {"capacity": d.capacity, "in_use": d.in_use, "pooled": d.pooled, "available": d.available}
 
+    @property
+    def context(self) -> "Context":
+        return Context._of(self)
+
+    @property
+    def default_stream(self) -> "Stream":
+        return default_stream()
+
     def set_current(self) -> None:
         self._info()
         _current.device_id = self.device_id
 
-    def create_stream(self, options: Optional[StreamOptions] = None) -> "Stream":
-        options = options or StreamOptions()
+    def create_stream(self, obj=None, options=None) -> "Stream":
+        """A new stream, or (with `obj`) a Stream for an object that exposes
+        `__cuda_stream__` (which is then not owned: closing it destroys nothing)."""
+        if options is None and isinstance(obj, (StreamOptions, dict)):
+            obj, options = None, obj  # options passed positionally: unambiguous, so accepted
+        if obj is not None and options is not None:
+            raise ValueError("obj and options cannot be both specified")
+        if obj is not None:
+            return Stream._from_protocol(obj)
+        options = _options(StreamOptions, options, "Stream options")
         flags = STREAM_FLAG_NON_BLOCKING if options.nonblocking else 0
         req = stream_pb2.CreateStreamsRequest(
             device=self.device_id,
@@ -88,34 +150,78 @@ class Device:
         )
         s = self._session
         info = s.call(s.streams.Create, req).streams[0]
-        return Stream(self, info)
+        return Stream._make(self, info, owned=True)
 
-    def create_event(self, options: Optional[EventOptions] = None) -> "Event":
-        options = options or EventOptions()
+    def create_event(self, options=None) -> "Event":
+        options = _options(EventOptions, options, "Event options")
+        if options.ipc_enabled:
+            raise TypeError("npud events cannot be shared between processes (ipc_enabled)")
         req = event_pb2.CreateEventRequest(
-            device=self.device_id, disable_timing=not options.enable_timing, blocking_sync=not options.busy_waited_sync
+            device=self.device_id, disable_timing=not options.enable_timing, blocking_sync=options.busy_waited_sync
         )
         s = self._session
-        return Event(self, s.call(s.events.Create, req))
+        return Event._make(self, s.call(s.events.Create, req), busy_waited=options.busy_waited_sync)
 
     def sync(self) -> None:
-        """Waits for this process's tenant's work on the device (never another tenant's)."""
+        """Waits for this process's work on the device (never another process's)."""
         s = self._session
         s.call(s.devices.Synchronize, device_pb2.SynchronizeDeviceRequest(device=self.device_id))
 
 
-_Self = TypeVar("_Self", bound="_Owned")
+class Context:
+    """A device's context as this process sees it (npud keeps one per device per session)."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Context objects cannot be instantiated directly. Please use Device or Stream APIs.")
+
+    @classmethod
+    def _of(cls, device: Device) -> "Context":
+        ctx = cls.__new__(cls)
+        ctx._device = device
+        return ctx
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def handle(self) -> int:
+        return self._device.device_id
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Context):
+            return NotImplemented
+        return other._device is self._device
+
+    def __hash__(self) -> int:
+        return hash((Context, self._device.device_id))
+
+    def __repr__(self) -> str:
+        return f"<Context of device {self._device.device_id}>"
 
 
-class _Owned(abc.ABC):
-    """A daemon object this process created on a device: destroyed once, by `close()` or
-    at the end of a `with` block."""
+def _release_later(kind: str, handle: int) -> None:
+    """A weakref finalizer: hands the object to the session's reaper (never a gRPC call
+    from inside the garbage collector)."""
+    s = _session.current_default_session()
+    if s is not None:
+        s.release_later(kind, handle)
 
-    def __init__(self, device: Device, info):
+
+class _Owned:
+    """A daemon object on a device. Owned objects are destroyed once: by `close()`, at the
+    end of a `with` block, or when the program drops the last reference."""
+
+    _kind = ""
+
+    def _setup(self, device: Device, info, owned: bool) -> None:
         self._device = device
-        self._session = device._session
         self._info = info
-        self._closed = False
+        self._finalizer = None
+        if owned:
+            self._finalizer = weakref.finalize(self, _release_later, self._kind, info.handle)
+            # At exit, closing the session reclaims everything in one call.
+            self._finalizer.atexit = False
 
     @property
     def handle(self) -> int:
@@ -125,28 +231,87 @@ class _Owned(abc.ABC):
     def device(self) -> Device:
         return self._device
 
-    @abc.abstractmethod
+    @property
+    def context(self) -> Context:
+        return Context._of(self._device)
+
+    @property
+    def _session(self) -> _session.Session:
+        return self._device._session
+
     def _destroy(self) -> None:
         """Asks the daemon to destroy the object (called at most once)."""
+        raise NotImplementedError
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._destroy()
+        """Destroys the object if this process owns it; a borrowed one is only let go."""
+        if self._finalizer is not None and self._finalizer.detach() is not None:
+            self._destroy()
 
-    def __enter__(self: _Self) -> _Self:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        return int(self.handle) == int(other.handle)
+
+    def __hash__(self) -> int:
+        return hash((type(self), int(self.handle)))
+
 
 class Stream(_Owned):
-    """A queue of work on a device. Close it, or use it as a context manager."""
+    """A queue of work on a device. Made by `Device.create_stream`, `Stream.from_handle`
+    or as a default stream; dropped streams are released."""
+
+    _kind = "stream"
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Stream objects cannot be instantiated directly. "
+            "Please use Device APIs (create_stream) or other Stream APIs (from_handle)."
+        )
+
+    @classmethod
+    def _make(cls, device: Device, info, owned: bool) -> "Stream":
+        s = cls.__new__(cls)
+        s._setup(device, info, owned)
+        return s
+
+    @staticmethod
+    def from_handle(handle: int) -> "Stream":
+        """A Stream for an existing npud stream handle of this tenant; not owned: its
+        lifetime stays with whoever made it."""
+        s = _session.default_session()
+        info = s.call(s.streams.Get, stream_pb2.GetStreamRequest(handle=int(handle)))
+        return Stream._make(Device(info.device), info, owned=False)
+
+    @staticmethod
+    def _from_protocol(obj) -> "Stream":
+        attr = getattr(obj, "__cuda_stream__", None)
+        if attr is None:
+            raise TypeError(f"{type(obj)} object does not have a '__cuda_stream__' attribute")
+        info = attr() if callable(attr) else attr
+        try:
+            size = len(info)
+        except Exception as e:
+            raise RuntimeError(f"obj.__cuda_stream__ must return a sequence with 2 elements, got {type(info)}") from e
+        if size != 2:
+            raise RuntimeError(f"obj.__cuda_stream__ must return a sequence with 2 elements, got {size} elements")
+        if info[0] != 0:
+            raise RuntimeError(
+                f"The first element of the sequence returned by obj.__cuda_stream__ must be 0, got {info[0]!r}"
+            )
+        return Stream.from_handle(int(info[1]))
+
+    def __cuda_stream__(self) -> Tuple[int, int]:
+        return (0, self.handle)
 
     def __repr__(self) -> str:
-        return f"<Stream {self.handle} on device {self.device.device_id}>"
+        return f"<Stream handle={self.handle} device={self.device.device_id}>"
 
     @property
     def priority(self) -> int:
@@ -156,25 +321,37 @@ class Stream(_Owned):
     def is_nonblocking(self) -> bool:
         return bool(self._info.flags & STREAM_FLAG_NON_BLOCKING)
 
-    def record(self, event: Optional["Event"] = None, options: Optional[EventOptions] = None) -> "Event":
+    def record(self, event: Optional["Event"] = None, options=None) -> "Event":
         """Records an event on the stream (a new one unless `event` is given)."""
         if event is None:
-            event = self._device.create_event(options)
+            event = self.device.create_event(options)
+        elif not isinstance(event, Event):
+            raise TypeError(f"event must be an Event, got {type(event)}")
         s = self._session
         s.call(s.events.Record, event_pb2.RecordEventRequest(event=event.handle, stream=self.handle))
         return event
 
     def wait(self, event_or_stream: Union["Event", "Stream"]) -> None:
         """Later work waits for the event (or for the other stream's current work)."""
-        if isinstance(event_or_stream, Stream):
-            marker = event_or_stream.record(options=EventOptions())
-            try:
-                self.wait(marker)
-            finally:
-                marker.close()
+        if isinstance(event_or_stream, Event):
+            s = self._session
+            req = stream_pb2.StreamWaitEventRequest(stream=self.handle, event=event_or_stream.handle)
+            s.call(s.streams.WaitEvent, req)
             return
-        s = self._session
-        s.call(s.streams.WaitEvent, stream_pb2.StreamWaitEventRequest(stream=self.handle, event=event_or_stream.handle))
+        if isinstance(event_or_stream, Stream):
+            other = event_or_stream
+        else:
+            try:
+                other = Stream._from_protocol(event_or_stream)
+            except Exception as e:
+                raise ValueError(
+                    f"only an Event, Stream, or object supporting __cuda_stream__ can be waited, got {type(event_or_stream)}"
+                ) from e
+        marker = other.record(options=EventOptions())
+        try:
+            self.wait(marker)
+        finally:
+            marker.close()
 
     def sync(self) -> None:
         s = self._session
@@ -197,15 +374,117 @@ class Stream(_Owned):
         s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[self.handle]))
 
 
+class _DefaultStream(Stream):
+    """LEGACY_DEFAULT_STREAM or PER_THREAD_DEFAULT_STREAM: work goes to a stream npud
+    makes once per device (per thread too, for the per-thread one) in this process's
+    session; closing it does nothing."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("default streams are module constants: use LEGACY_DEFAULT_STREAM or Device().default_stream")
+
+    @classmethod
+    def _builtin(cls, name: str, per_thread: bool) -> "_DefaultStream":
+        s = cls.__new__(cls)
+        s._name, s._per_thread = name, per_thread
+        s._streams, s._lock = {}, threading.Lock()
+        s._finalizer = None
+        return s
+
+    def _resolve(self) -> Stream:
+        dev = Device()
+        sess = dev._session
+        key = (id(sess), sess.id, dev.device_id, threading.get_ident() if self._per_thread else 0)
+        with self._lock:
+            stream = self._streams.get(key)
+            if stream is None:
+                # Owned by the session: npud reclaims it when the session closes.
+                stream = dev.create_stream(options=StreamOptions(nonblocking=False))
+                stream._finalizer.detach()
+                self._streams[key] = stream
+            return stream
+
+    @property
+    def _info(self):
+        return self._resolve()._info
+
+    @property
+    def _device(self) -> Device:
+        return self._resolve().device
+
+    def close(self) -> None:
+        pass
+
+    def __eq__(self, other) -> bool:
+        return other is self
+
+    def __hash__(self) -> int:
+        return hash((_DefaultStream, self._name))
+
+    def __repr__(self) -> str:
+        return f"<{self._name}>"
+
+
+LEGACY_DEFAULT_STREAM = _DefaultStream._builtin("LEGACY_DEFAULT_STREAM", per_thread=False)
+PER_THREAD_DEFAULT_STREAM = _DefaultStream._builtin("PER_THREAD_DEFAULT_STREAM", per_thread=True)
+
+
+def default_stream() -> Stream:
+    """The default stream: per-thread when CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM is set
+    to a nonzero number, else the legacy one (as cuda.core decides)."""
+    try:
+        per_thread = int(os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM", "0"))
+    except ValueError:
+        per_thread = 0
+    return PER_THREAD_DEFAULT_STREAM if per_thread else LEGACY_DEFAULT_STREAM
+
+
+# cuda.core's explanations for a failed `end - start`, by npud's reason.
+_ELAPSED_EXPLANATIONS = {
+    errors_pb2.EVENT_NOT_TIMED: (
+        "Both Events must be created with timing enabled in order to subtract them; "
+        "use EventOptions(enable_timing=True) when creating both events."
+    ),
+    errors_pb2.EVENT_NOT_RECORDED: (
+        "Both Events must be recorded before they can be subtracted; "
+        "use Stream.record() to record both events to a stream."
+    ),
+    errors_pb2.EVENT_NOT_COMPLETE: (
+        "One or both events have not completed; "
+        "use Event.sync(), Stream.sync(), or Device.sync() to wait for the events to complete "
+        "before subtracting them."
+    ),
+}
+
+
 class Event(_Owned):
     """A point in a stream's work. `end - start` gives elapsed milliseconds."""
 
+    _kind = "event"
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Event objects cannot be instantiated directly. Please use Stream APIs (record).")
+
+    @classmethod
+    def _make(cls, device: Device, info, busy_waited: bool) -> "Event":
+        e = cls.__new__(cls)
+        e._setup(device, info, owned=True)
+        e._busy_waited = busy_waited
+        return e
+
     def __repr__(self) -> str:
-        return f"<Event {self.handle}>"
+        return f"<Event handle={self.handle}>"
 
     @property
     def is_timing_disabled(self) -> bool:
         return not self._info.timing
+
+    @property
+    def is_sync_busy_waited(self) -> bool:
+        return self._busy_waited
+
+    @property
+    def is_ipc_enabled(self) -> bool:
+        return False
 
     @property
     def is_done(self) -> bool:
@@ -219,8 +498,20 @@ class Event(_Owned):
         s.call(s.events.Synchronize, event_pb2.SynchronizeEventRequest(handle=self.handle))
 
     def __sub__(self, other: "Event") -> float:
+        if not isinstance(other, Event):
+            return NotImplemented
         s = self._session
-        return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=other.handle, end=self.handle)).milliseconds
+        try:
+            req = event_pb2.ElapsedTimeRequest(start=other.handle, end=self.handle)
+            return s.call(s.events.ElapsedTime, req).milliseconds
+        except NpudError as e:
+            explanation = _ELAPSED_EXPLANATIONS.get(e.reason)
+            if explanation is None:
+                raise
+            raise NpudError(e.code, explanation, e.reason, e.native_code, e.figures) from e
+
+    def __rsub__(self, other):
+        return NotImplemented
 
     def _destroy(self) -> None:
         s = self._session

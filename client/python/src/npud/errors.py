@@ -18,14 +18,16 @@ ACL_ERROR_RT_INVALID_DEVICEID = 107001
 ACL_ERROR_RT_CONTEXT_NULL = 107002
 ACL_ERROR_RT_THREAD_SUBSCRIBE = 107012
 ACL_ERROR_RT_INVALID_HANDLE = 107017
+ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207000
 ACL_ERROR_RT_NO_EVENT_RESOURCE = 207007
 ACL_ERROR_RT_NO_STREAM_RESOURCE = 207008
 ACL_ERROR_RT_INTERNAL_ERROR = 507000
 ACL_ERROR_RT_REPORT_TIMEOUT = 507012
 
 
-class NpudError(Exception):
-    """A failed npud call: the gRPC code, npud's stable reason and the vendor's code."""
+class NpudError(RuntimeError):
+    """A failed npud call: the gRPC code, npud's stable reason and the vendor's code.
+    A RuntimeError, as cuda.core's failures are."""
 
     def __init__(self, code: "grpc.StatusCode | None", message: str, reason: int = 0, native_code: int = 0, figures=None):
         # `code` is None for failures decided locally, before any call reached npud.

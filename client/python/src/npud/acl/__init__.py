@@ -33,6 +33,7 @@ def finalize() -> int:
         STATE.default_streams.clear()
         STATE.stream_device.clear()
         STATE.event_device.clear()
+        STATE.ex_events.clear()
         STATE.callbacks.clear()
         STATE.contexts.clear()
         STATE.exception_callback = None

@@ -22,6 +22,9 @@ class State:
         self.default_streams: Dict[int, int] = {}
         self.stream_device: Dict[int, int] = {}
         self.event_device: Dict[int, int] = {}
+        # Events made with create_event_ex_with_flag, which reset_event, query_event and
+        # query_event_wait_status refuse (the seed's constraint).
+        self.ex_events: set = set()
         self.callbacks: Dict[int, Tuple[Callable[[Any], None], Any]] = {}
         self.callback_ids = itertools.count(1)
         self.exception_callback: Optional[Callable[[Any], None]] = None

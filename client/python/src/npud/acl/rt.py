@@ -10,6 +10,7 @@ from npud.acl._state import STATE
 from npud.errors import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_CONTEXT_NULL,
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_PARAM_INVALID,
     ACL_ERROR_RT_REPORT_TIMEOUT,
@@ -22,6 +23,7 @@ from npud.v1 import common_pb2, device_pb2, event_pb2, report_pb2, stream_pb2
 ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY = 0, 1
 ACL_EVENT_STATUS_COMPLETE, ACL_EVENT_STATUS_NOT_READY = 0, 1
 ACL_EVENT_RECORDED_STATUS_NOT_READY, ACL_EVENT_RECORDED_STATUS_COMPLETE = 0, 1
+ACL_EVENT_WAIT_STATUS_COMPLETE, ACL_EVENT_WAIT_STATUS_NOT_READY = 0, 1
 ACL_CALLBACK_NO_BLOCK, ACL_CALLBACK_BLOCK = 0, 1
 ACL_HOST = 1
 
@@ -105,6 +107,7 @@ def reset_device(device_id: int) -> int:
                 STATE.stream_device.pop(h, None)
             for h in events:
                 STATE.event_device.pop(h, None)
+                STATE.ex_events.discard(h)
         handles = streams + ([default] if default else [])
         if handles:
             s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=handles))
@@ -246,15 +249,34 @@ def create_event() -> Tuple[int, int]:
 
 
 def create_event_with_flag(flag: int) -> Tuple[int, int]:
+    return _create_event(flag, ex=False)
+
+
+def create_event_ex_with_flag(flag: int) -> Tuple[int, int]:
+    """aclrtCreateEventExWithFlag: an event of the larger table; reset_event, query_event
+    and query_event_wait_status refuse it, as the vendor documents."""
+    return _create_event(flag, ex=True)
+
+
+def _create_event(flag: int, ex: bool) -> Tuple[int, int]:
     def run():
         s = STATE.require()
         device = _device()
         handle = s.call(s.events.Create, event_pb2.CreateEventRequest(device=device, flags=int(flag))).handle
         with STATE.lock:
             STATE.event_device[handle] = device
+            if ex:
+                STATE.ex_events.add(handle)
         return handle
 
     return _value(run, 0)
+
+
+def _not_for_ex(event: int, call: str) -> None:
+    with STATE.lock:
+        ex = int(event) in STATE.ex_events
+    if ex:
+        raise _fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"{call} does not take events made with create_event_ex_with_flag")
 
 
 def destroy_event(event: int) -> int:
@@ -266,6 +288,7 @@ def destroy_event(event: int) -> int:
         s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=int(event)))
         with STATE.lock:
             STATE.event_device.pop(int(event), None)
+            STATE.ex_events.discard(int(event))
 
     return _ret(run)
 
@@ -280,6 +303,7 @@ def record_event(event: int, stream: int) -> int:
 
 def reset_event(event: int, stream: int) -> int:
     def run():
+        _not_for_ex(event, "reset_event")
         s = STATE.require()
         s.call(s.events.Reset, event_pb2.ResetEventRequest(event=int(event), stream=_stream(stream)))
 
@@ -293,10 +317,39 @@ def _event_state(event: int) -> int:
 
 def query_event(event: int) -> Tuple[int, int]:
     """Deprecated aclrtQueryEvent: COMPLETE unless the latest record is still pending."""
-    return _value(
-        lambda: ACL_EVENT_STATUS_NOT_READY if _event_state(event) == common_pb2.EVENT_STATE_PENDING else ACL_EVENT_STATUS_COMPLETE,
-        ACL_EVENT_STATUS_NOT_READY,
-    )
+
+    def run():
+        _not_for_ex(event, "query_event")
+        return ACL_EVENT_STATUS_NOT_READY if _event_state(event) == common_pb2.EVENT_STATE_PENDING else ACL_EVENT_STATUS_COMPLETE
+
+    return _value(run, ACL_EVENT_STATUS_NOT_READY)
+
+
+def query_event_wait_status(event: int) -> Tuple[int, int]:
+    """aclrtQueryEventWaitStatus: whether the stream waits on the event (stream_wait_event)
+    are done. A wait ends when the stream reaches the event's latest record (a wait on a
+    never-recorded event ends at once), so they are done unless that record is pending."""
+
+    def run():
+        _not_for_ex(event, "query_event_wait_status")
+        pending = _event_state(event) == common_pb2.EVENT_STATE_PENDING
+        return ACL_EVENT_WAIT_STATUS_NOT_READY if pending else ACL_EVENT_WAIT_STATUS_COMPLETE
+
+    return _value(run, ACL_EVENT_WAIT_STATUS_NOT_READY)
+
+
+def get_event_avail_num() -> Tuple[int, int]:
+    """aclrtGetEventAvailNum: events the current device's table has left."""
+
+    def run():
+        s = STATE.require()
+        device = _device()
+        for d in s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices:
+            if d.id == device:
+                return max(d.event_limit - d.events_in_use, 0)
+        raise _fail(ACL_ERROR_RT_INVALID_DEVICEID, f"no device {device}")
+
+    return _value(run, 0)
 
 
 def query_event_status(event: int) -> Tuple[int, int]:

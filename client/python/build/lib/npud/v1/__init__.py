@@ -1,0 +1,1 @@
+"""Generated npud.v1 protobuf and gRPC modules (see tools/gen_stubs.py)."""
