@@ -21,6 +21,7 @@ fn npud_bench_quick_runs_and_writes_json() {
         "reclaim:",
         "targets:",
         "under the interposer",
+        "authority rewrite of a request",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }

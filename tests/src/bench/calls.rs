@@ -104,6 +104,43 @@ pub fn in_process(warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
             rx.recv().expect("report");
         }),
     ));
+    // What normalising `:authority` on the Unix socket adds to each new connection's first
+    // request: a fresh rewriter (its HPACK tables included) over a grpcio-style request.
+    let request = grpcio_style_request();
+    out.push((
+        "authority rewrite of a request (in-process)",
+        measure_blocking(warmup, n, || {
+            let mut r = npud::authority::AuthorityRewriter::default();
+            r.feed(&request).expect("a well-formed request");
+            assert!(!r.output().is_empty());
+        }),
+    ));
+    out
+}
+
+/// The client preface, an empty SETTINGS, a gRPC request's HEADERS as grpc-core sends them
+/// on a Unix socket (the socket path as `:authority`) and its DATA.
+fn grpcio_style_request() -> Vec<u8> {
+    fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u8, payload: &[u8]) {
+        let len = payload.len();
+        out.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, 0, 0, 0, stream]);
+        out.extend_from_slice(payload);
+    }
+    let headers: [(&[u8], &[u8]); 8] = [
+        (b":method", b"POST"),
+        (b":scheme", b"http"),
+        (b":path", b"/grpc.health.v1.Health/Check"),
+        (b":authority", b"/run/npud/npud.sock"),
+        (b"te", b"trailers"),
+        (b"content-type", b"application/grpc"),
+        (b"user-agent", b"grpc-python/1.85.1 grpc-c/50.0.0 (linux; chttp2)"),
+        (b"grpc-accept-encoding", b"identity, deflate, gzip"),
+    ];
+    let block = loona_hpack::Encoder::new().encode(headers);
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    frame(&mut out, 0x4, 0, 0, &[]);
+    frame(&mut out, 0x1, 0x4, 1, &block);
+    frame(&mut out, 0x0, 0x1, 1, &[0, 0, 0, 0, 0]);
     out
 }
 
