@@ -16,6 +16,9 @@ pub struct Peer {
     pub gid: u32,
     pub pid: Option<i32>,
     pub container: Option<Container>,
+    /// Whether the peer runs in a container could not be established (see
+    /// [`crate::identity::PeerInfo::unverified`]): such a peer is refused.
+    pub unverified: bool,
 }
 
 /// An authenticated caller.
@@ -46,6 +49,22 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
         && name.len() <= 64
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
     if ok { Ok(()) } else { Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into()) }
+}
+
+/// Tenant names npud derives for unmapped peers: `root`, `uid-N`, `container-ID`,
+/// `cert-NAME`. A configured tenant may not take one, or its members would share the
+/// derived identity's streams (a tenant named `root` with `uids = [1004]` could destroy
+/// host root's streams).
+pub fn check_not_derived(name: &str) -> Result<(), String> {
+    let derived = name == "root" || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p));
+    if derived {
+        Err(format!(
+            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME); \
+             give the tenant another name and map the uid, container or certificate to it"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 impl Identities {
@@ -133,6 +152,16 @@ impl Identities {
     }
 
     pub fn resolve(&self, peer: &Peer) -> NpudResult<Caller> {
+        if peer.unverified {
+            let who = peer.pid.map_or_else(|| "the peer".to_string(), |p| format!("process {p}"));
+            return Err(NpudError::new(
+                Reason::NoIdentity,
+                format!(
+                    "cannot tell whether {who} runs in a container (its cgroup could not be read when it connected; \
+                     did the connecting process exit?): connect from a live process"
+                ),
+            ));
+        }
         // A uid is only meaningful on the host: root inside a container is not root here.
         let host_admin = peer.container.is_none() && self.admin_uids.contains(&peer.uid);
         let tenant = match self.mapped(peer) {

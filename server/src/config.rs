@@ -491,7 +491,9 @@ impl Config {
         self.default_quota.validate("default_quota")?;
         let mut seen = BTreeMap::new();
         for t in &self.tenants {
-            crate::auth::check_tenant_name(&t.name).map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
+            crate::auth::check_tenant_name(&t.name)
+                .and_then(|()| crate::auth::check_not_derived(&t.name))
+                .map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
             t.quota.validate(&format!("tenant {}", t.name))?;
             if let Some(n) = t.process_streams.filter(|n| !(1..=MAX_PROCESS_STREAMS).contains(n)) {
                 return Err(bad(format!(

@@ -92,6 +92,9 @@ pub struct PeerInfo {
     pub gid: u32,
     pub pid: Option<i32>,
     pub container: Option<Container>,
+    /// The peer's cgroup could not be read (the connecting process is gone, or there is no
+    /// pid): whether it runs in a container is unknown, so it gets no identity.
+    pub unverified: bool,
 }
 
 /// A Unix connection carrying its peer's identity, resolved at accept time.
@@ -107,14 +110,17 @@ pub struct PeerStream {
 impl PeerStream {
     pub fn accept(stream: UnixStream, inspector: &dyn PeerInspector) -> std::io::Result<PeerStream> {
         let cred = stream.peer_cred()?;
-        let container = cred.pid().and_then(|pid| match inspector.cgroup(pid) {
-            Ok(text) => container_of(&text),
-            Err(e) => {
-                tracing::debug!(pid, error = %e, "cannot read the peer's cgroup; treating it as a host process");
-                None
+        // Fail closed: a peer whose cgroup cannot be read might be in a container (root
+        // there is not root here), so it is not taken for a host process.
+        let (container, unverified) = match cred.pid().map(|pid| (pid, inspector.cgroup(pid))) {
+            Some((_, Ok(text))) => (container_of(&text), false),
+            Some((pid, Err(e))) => {
+                tracing::info!(pid, error = %e, "cannot read the peer's cgroup; it gets no identity");
+                (None, true)
             }
-        });
-        let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container };
+            None => (None, true),
+        };
+        let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
         Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None })
     }
 
@@ -251,5 +257,33 @@ mod tests {
             assert_eq!(container_of(text), None, "{text}");
         }
         assert_eq!(container_of("0::/docker/abc"), None, "too short to be an id");
+    }
+
+    /// A peer whose /proc entry is gone by the time npud reads it.
+    struct Vanished;
+    impl PeerInspector for Vanished {
+        fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_peer_whose_cgroup_cannot_be_read_is_unverified_and_refused() {
+        let (ours, _theirs) = UnixStream::pair().expect("socketpair");
+        let peer = PeerStream::accept(ours, &Vanished).expect("credentials");
+        let info = peer.info();
+        assert!(info.unverified && info.container.is_none());
+        let args = <crate::cli::Args as clap::Parser>::parse_from(["npud"]);
+        let config = crate::Config::load(&args).expect("the default configuration");
+        let caller = crate::auth::Identities::new(&config).resolve(&crate::auth::Peer {
+            uid: 0,
+            gid: 0,
+            pid: info.pid,
+            container: None,
+            unverified: info.unverified,
+        });
+        let e = caller.expect_err("never host root");
+        assert_eq!(e.reason, crate::error::Reason::NoIdentity);
+        assert!(e.message.contains("cgroup could not be read"), "{}", e.message);
     }
 }

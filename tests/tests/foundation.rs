@@ -225,6 +225,10 @@ fn bad_configuration_exits_64_before_binding() {
         "[sim]\nprofile = \"atlas-9000\"",
         "[[tenants]]\nname = \"a\"\nprocess_streams = 0",
         "[[tenants]]\nname = \"a\"\nprocess_streams = 100000",
+        // Names npud derives for unmapped peers cannot be claimed by a configured tenant.
+        "[[tenants]]\nname = \"root\"\nuids = [1004]",
+        "[[tenants]]\nname = \"uid-65534\"\nuids = [1004]",
+        "[[tenants]]\nname = \"container-0123456789ab\"\nuids = [1004]",
     ];
     for text in cases {
         std::fs::write(&config, text).expect("write");

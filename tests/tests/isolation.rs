@@ -90,8 +90,16 @@ fn two_containers_running_as_root_are_two_isolated_tenants() {
     // Root inside a container is not an admin of the host's daemon.
     let denied = b.ask("set-quota team-a 1");
     assert_eq!(error_of(&denied), "PermissionDenied", "{denied}");
-    // The host's root still is.
-    assert!(d.npuctl(&["quota", "set", "team-a", "--max-streams", "9"]).status.success());
+    // The host's root still is (a process whose cgroup says it is on the host)…
+    let mut host = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
+    let allowed = host.ask("set-quota team-a 9");
+    assert!(allowed.get("error").is_none(), "{allowed}");
+    // …and a process whose cgroup cannot be read gets no identity at all, never host root:
+    // npuctl's pid has no entry in this test's /proc.
+    let out = d.npuctl(&["quota", "set", "team-a", "--max-streams", "9"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cgroup could not be read"), "{out:?}");
 }
 
 #[test]

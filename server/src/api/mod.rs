@@ -62,6 +62,7 @@ impl Api {
                         gid: INSECURE_TCP_UID,
                         pid: None,
                         container: None,
+                        unverified: false,
                     })?
                 } else {
                     return Err(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity").into());
@@ -101,7 +102,13 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
 
 fn unix_peer<T>(req: &Request<T>) -> Option<Peer> {
     let info = req.extensions().get::<std::sync::Arc<crate::identity::PeerInfo>>()?;
-    Some(Peer { uid: info.uid, gid: info.gid, pid: info.pid, container: info.container.clone() })
+    Some(Peer {
+        uid: info.uid,
+        gid: info.gid,
+        pid: info.pid,
+        container: info.container.clone(),
+        unverified: info.unverified,
+    })
 }
 
 /// `authorization: Bearer <token>`, bounded so a huge header is not hashed.

@@ -17,7 +17,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Serves one budget-wire connection whose preface has been read.
 pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     let info = Arc::clone(conn.info());
-    let peer = Peer { uid: info.uid, gid: info.gid, pid: info.pid, container: info.container.clone() };
+    let peer = Peer {
+        uid: info.uid,
+        gid: info.gid,
+        pid: info.pid,
+        container: info.container.clone(),
+        unverified: info.unverified,
+    };
     let resolved = daemon.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(&peer);
     let origin = Origin {
         pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
