@@ -47,6 +47,7 @@ pub async fn bind_socket(
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
             .map_err(|e| socket_error(path, format!("cannot set directory mode: {e}")))?;
     }
+    check_socket_dir(path)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
             return Err(socket_error(path, "is a symlink; refusing to follow it"));
@@ -78,6 +79,55 @@ pub async fn bind_socket(
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
     Ok(listener)
+}
+
+/// The socket's directory must be one that no other uid can rename or unlink entries in:
+/// owned by this daemon's uid or by root, and not writable by group or others unless it is
+/// sticky (like /tmp). Otherwise another uid could replace the socket with its own and
+/// root's npuctl would talk to an impostor; it also makes the chmod after bind, which goes
+/// through the path, safe.
+fn check_socket_dir(path: &Path) -> Result<(), ServeError> {
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) => d.to_path_buf(),
+        None => PathBuf::from("."),
+    };
+    let meta = std::fs::metadata(&dir).map_err(|e| socket_error(path, format!("cannot inspect its directory: {e}")))?;
+    if meta.uid() != my_uid() && meta.uid() != 0 {
+        return Err(socket_error(
+            path,
+            format!(
+                "its directory {} is owned by uid {}; another uid could replace the socket",
+                dir.display(),
+                meta.uid()
+            ),
+        ));
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(socket_error(
+            path,
+            format!(
+                "its directory {} is writable by other users (mode {:o}) and not sticky; another uid could replace the socket",
+                dir.display(),
+                mode & 0o7777
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Removes the socket file when serving ends, however it ends (a TCP listener that cannot
+/// bind must not leave a dead socket behind).
+struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        match std::fs::remove_file(&self.0) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!(error = %e, "could not remove the socket"),
+        }
+    }
 }
 
 /// rustls server config: our certificate, and the CA that signs clients' certificates
@@ -184,6 +234,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     let config = &daemon.config;
     let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?;
     let socket = config.socket.clone();
+    let _socket_file = SocketFile(socket.clone());
     daemon
         .admission
         .prewarm((0, npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC))
@@ -282,9 +333,6 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         }
     };
     daemon.admission.drain_pools().await;
-    if let Err(e) = std::fs::remove_file(&socket) {
-        tracing::warn!(error = %e, "could not remove the socket");
-    }
     tracing::info!("npud stopped");
     result
 }

@@ -454,3 +454,35 @@ fn quota_sums_that_would_overflow_are_refused_and_change_nothing() {
         assert!(!socket.exists(), "nothing was bound");
     }
 }
+
+/// npud will not serve from a directory where another uid could swap its socket, and a
+/// start that fails after the socket was bound leaves no socket behind.
+#[test]
+fn the_socket_is_only_served_from_a_safe_directory_and_never_left_behind() {
+    use std::os::unix::fs::PermissionsExt;
+    let npud = |socket: &std::path::Path, extra: &[&str]| {
+        std::process::Command::new(npud_tests::bin("npud")).arg("--socket").arg(socket).args(extra).output().unwrap()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = npud(&open.join("npud.sock"), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("writable by other users") && err.contains("not sticky"), "{err}");
+    assert!(!open.join("npud.sock").exists(), "nothing was bound");
+    // Sticky and world-writable, like /tmp: others cannot unlink what npud owns there.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let d = Daemon::builder().socket(&open.join("npud.sock")).start();
+    assert_eq!(d.device0()["in_use"], 0, "serving from a sticky directory");
+    drop(d);
+
+    // The TCP port is taken: npud fails after binding its socket, and removes it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let socket = dir.path().join("npud.sock");
+    let out = npud(&socket, &["--listen", &addr, "--insecure-tcp"]);
+    assert!(!out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!socket.exists(), "the socket file went with the failed start");
+}
