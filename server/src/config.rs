@@ -160,6 +160,11 @@ pub struct Limits {
     pub max_pending_reports: usize,
     /// Interposed processes one tenant may have connected at once.
     pub max_native_processes: u32,
+    /// Connections (gRPC and budget wire) one uid may keep open on the Unix socket, so one
+    /// user cannot take every descriptor npud has.
+    pub max_connections_per_uid: u32,
+    /// Calls one HTTP/2 connection may have in flight (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_concurrent_calls: u32,
     /// How long after start the daemon accepts declarations of streams that interposed
     /// processes held before it restarted.
     pub declare_grace: Duration,
@@ -294,8 +299,15 @@ struct FileLimits {
     callback_deadline: Option<String>,
     max_pending_reports: Option<usize>,
     max_native_processes: Option<u32>,
+    max_connections_per_uid: Option<u32>,
+    max_concurrent_calls: Option<u32>,
     declare_grace: Option<String>,
 }
+
+/// Connections one uid may keep open on the Unix socket by default.
+pub const DEFAULT_MAX_CONNECTIONS_PER_UID: u32 = 512;
+/// Calls in flight per HTTP/2 connection by default.
+pub const DEFAULT_MAX_CONCURRENT_CALLS: u32 = 1024;
 
 /// Longest a native creation batch keeps a device by default: far above what creating a
 /// torch_npu process's ~70 streams takes, so it only matters for a process that never says
@@ -388,6 +400,8 @@ impl Config {
             max_streams_per_request: f.limits.max_streams_per_request.unwrap_or(1024),
             max_user_data: f.limits.max_user_data.unwrap_or(64 * 1024),
             max_native_processes: f.limits.max_native_processes.unwrap_or(1024),
+            max_connections_per_uid: f.limits.max_connections_per_uid.unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_UID),
+            max_concurrent_calls: f.limits.max_concurrent_calls.unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS),
             declare_grace: duration(
                 "limits.declare_grace",
                 f.limits.declare_grace.as_deref(),
@@ -470,6 +484,9 @@ impl Config {
         }
         if self.limits.max_streams_per_request == 0 || self.limits.max_streams_per_request > 4096 {
             return Err(bad("limits.max_streams_per_request must be 1..=4096"));
+        }
+        if self.limits.max_connections_per_uid == 0 || self.limits.max_concurrent_calls == 0 {
+            return Err(bad("limits.max_connections_per_uid and max_concurrent_calls must be at least 1"));
         }
         if self.limits.max_sessions_per_tenant == 0
             || self.limits.max_pending_requests == 0

@@ -105,6 +105,8 @@ pub struct PeerStream {
     replay: Vec<u8>,
     /// Set on HTTP/2 connections from the Unix socket: see [`crate::authority`].
     rewriter: Option<Box<AuthorityRewriter>>,
+    /// The connection's place in its uid's limit, freed when the connection is dropped.
+    slot: Option<crate::connections::ConnectionSlot>,
 }
 
 impl PeerStream {
@@ -121,7 +123,7 @@ impl PeerStream {
             None => (None, true),
         };
         let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
-        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None })
+        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
     }
 
     pub fn info(&self) -> &Arc<PeerInfo> {
@@ -136,6 +138,11 @@ impl PeerStream {
         self.inner.read_exact(&mut preface).await?;
         self.replay = preface.to_vec();
         Ok(preface)
+    }
+
+    /// Holds `slot` for as long as the connection lives.
+    pub fn hold(&mut self, slot: crate::connections::ConnectionSlot) {
+        self.slot = Some(slot);
     }
 
     /// Drops the bytes [`PeerStream::read_preface`] kept for replay.

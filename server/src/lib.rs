@@ -11,6 +11,7 @@ pub mod authority;
 pub mod backend;
 pub mod cli;
 pub mod config;
+pub mod connections;
 pub mod daemon;
 pub mod error;
 pub mod handle;

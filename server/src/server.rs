@@ -155,6 +155,7 @@ fn route_connections(
     daemon: Arc<Daemon>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<crate::identity::PeerStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
+    let limiter = crate::connections::ConnectionLimiter::new(daemon.config.limits.max_connections_per_uid);
     tokio::spawn(async move {
         while !tx.is_closed() {
             let stream = match listener.accept().await {
@@ -173,6 +174,18 @@ fn route_connections(
                     continue;
                 }
             };
+            let uid = peer.info().uid;
+            match limiter.admit(uid) {
+                Some(slot) => peer.hold(slot),
+                None => {
+                    tracing::warn!(
+                        uid,
+                        limit = daemon.config.limits.max_connections_per_uid,
+                        "closing a connection: the uid has the most connections it may open"
+                    );
+                    continue;
+                }
+            }
             let (tx, daemon) = (tx.clone(), Arc::clone(&daemon));
             tokio::spawn(async move {
                 match tokio::time::timeout(PREFACE_TIMEOUT, peer.read_preface::<8>()).await {
@@ -268,17 +281,21 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
         tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
-    let uds = tonic::transport::Server::builder().add_routes(routes.clone()).serve_with_incoming_shutdown(
-        route_connections(
-            listener,
-            Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() }),
-            Arc::clone(&daemon),
-        ),
-        stopped(stop_rx.clone()),
-    );
+    let calls = Some(config.limits.max_concurrent_calls);
+    let uds = tonic::transport::Server::builder()
+        .max_concurrent_streams(calls)
+        .add_routes(routes.clone())
+        .serve_with_incoming_shutdown(
+            route_connections(
+                listener,
+                Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() }),
+                Arc::clone(&daemon),
+            ),
+            stopped(stop_rx.clone()),
+        );
     let tcp = match config.listen {
         Some(addr) => {
-            let mut builder = tonic::transport::Server::builder();
+            let mut builder = tonic::transport::Server::builder().max_concurrent_streams(calls);
             match &config.tls {
                 Some(tls) => {
                     builder =
