@@ -282,8 +282,10 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     let calls = Some(config.limits.max_concurrent_calls);
+    let decode_errors = || tower::util::MapResponseLayer::new(crate::api::status::decode_failure_is_invalid_argument);
     let uds = tonic::transport::Server::builder()
         .max_concurrent_streams(calls)
+        .layer(decode_errors())
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
             route_connections(
@@ -295,7 +297,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         );
     let tcp = match config.listen {
         Some(addr) => {
-            let mut builder = tonic::transport::Server::builder().max_concurrent_streams(calls);
+            let mut builder = tonic::transport::Server::builder().max_concurrent_streams(calls).layer(decode_errors());
             match &config.tls {
                 Some(tls) => {
                     builder =

@@ -154,3 +154,21 @@ def test_a_plain_grpcio_client_holds_budget_for_as_long_as_its_budget_stream_liv
     while admin.Status(admin_pb2.StatusRequest(), timeout=10).native_holders:
         assert time.monotonic() < deadline, "the holding outlived its stream"
         time.sleep(0.05)
+
+
+def test_garbage_request_bytes_are_the_callers_error_with_a_detail(daemon):
+    """Bytes that are not the method's message: INVALID_ARGUMENT and npud's ErrorDetail,
+    as for any other bad input (not INTERNAL, which reads as npud's fault)."""
+    from npud.errors import NpudError
+    from npud.v1 import errors_pb2
+
+    channel = unix_channel(daemon)
+    raw = channel.unary_unary(
+        "/npud.v1.DeviceService/List", request_serializer=lambda b: b, response_deserializer=lambda b: b
+    )
+    with pytest.raises(grpc.RpcError) as info:
+        raw(b"\xff\xff\xff\xff", timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    err = NpudError.from_rpc(info.value)
+    assert err.reason == errors_pb2.INVALID_ARGUMENT_OTHER
+    assert "not a valid message" in err.message

@@ -56,3 +56,72 @@ impl From<NpudError> for Status {
         Status::with_details(code_of(e.reason), message, detail.encode_to_vec().into())
     }
 }
+
+/// tonic answers a request whose bytes are not the message it expects with INTERNAL and
+/// no detail (a server fault, to a client reading codes). It is the caller's error: this
+/// turns such an answer into INVALID_ARGUMENT with npud's ErrorDetail, keeping tonic's
+/// description. Applied to every response; only trailers-only decode failures change.
+pub fn decode_failure_is_invalid_argument<B: Default>(
+    mut res: tonic::codegen::http::Response<B>,
+) -> tonic::codegen::http::Response<B> {
+    let headers = res.headers();
+    if headers.get("grpc-status").is_none_or(|s| s != "13") {
+        return res;
+    }
+    let Some(message) = headers.get("grpc-message").and_then(|m| m.to_str().ok()) else { return res };
+    let message = percent_decode(message);
+    if !message.starts_with("failed to decode Protobuf message") {
+        return res;
+    }
+    let status = Status::from(NpudError::new(
+        Reason::InvalidArgumentOther,
+        format!("the request is not a valid message of its method: {message}"),
+    ));
+    let fresh: tonic::codegen::http::Response<B> = status.into_http();
+    *res.headers_mut() = fresh.headers().clone();
+    res
+}
+
+/// grpc-message is percent-encoded (gRPC over HTTP/2); undo it for matching and quoting.
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decode_failure_becomes_invalid_argument_with_a_detail_and_others_pass() {
+        let decode =
+            Status::internal("failed to decode Protobuf message: invalid wire type: Varint (expected LengthDelimited)");
+        let res = decode_failure_is_invalid_argument::<tonic::body::Body>(decode.into_http());
+        let back = Status::from_header_map(res.headers()).expect("a status");
+        assert_eq!(back.code(), Code::InvalidArgument);
+        assert!(back.message().contains("invalid wire type"), "{}", back.message());
+        let detail = ErrorDetail::decode(back.details()).expect("ErrorDetail");
+        assert_eq!(detail.reason, Reason::InvalidArgumentOther as i32);
+        for other in [Status::internal("backend exploded"), Status::not_found("no such stream")] {
+            let (code, message) = (other.code(), other.message().to_string());
+            let res = decode_failure_is_invalid_argument::<tonic::body::Body>(other.into_http());
+            let back = Status::from_header_map(res.headers()).expect("a status");
+            assert_eq!((back.code(), back.message()), (code, message.as_str()));
+        }
+    }
+}
