@@ -114,8 +114,29 @@ fn exit_code(e: &anyhow::Error) -> u8 {
     }
 }
 
+/// Help and version go to stdout as clap writes them; a usage error is one line on stderr
+/// (the contract: a failure is one line), exit 2 as clap's.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
+    }
+    let text = e.render().to_string();
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
+    let line = line.trim().trim_start_matches("error: ");
+    eprintln!("npuctl: {line} (see npuctl --help)");
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     if let Command::Run(args) = &cli.command {
         // exec needs no runtime; it returns only when the program could not be started.
         let e = commands::run::exec(args, cli.socket.as_deref());

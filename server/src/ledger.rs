@@ -156,6 +156,8 @@ impl<W> Ledger<W> {
             ("capacity", i64::from(self.capacity)),
             ("in_use", i64::from(self.in_use)),
             ("pooled", i64::from(self.pooled)),
+            // Released streams still finishing their work: they hold budget until they do.
+            ("draining", i64::from(self.draining)),
             ("tenant_in_use", i64::from(self.used_by(tenant))),
             ("tenant_max_streams", i64::from(quota.max_streams)),
             ("tenant_reserved", i64::from(quota.reserved_streams)),

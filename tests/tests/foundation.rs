@@ -242,6 +242,26 @@ fn bad_configuration_exits_64_before_binding() {
     assert_eq!(out.status.code(), Some(64));
 }
 
+/// The contract: a failure is one line on stderr and a non-zero exit, usage errors too.
+#[test]
+fn npuctl_usage_errors_are_one_line() {
+    let cases: [&[&str]; 4] = [
+        &["stream", "create", "--count", "x"],
+        &["bogus"],
+        &["stream", "create", "--flags"],
+        &["-o", "yaml", "device", "list"],
+    ];
+    for args in cases {
+        let out = Command::new(bin("npuctl")).args(args).output().expect("npuctl");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.starts_with("npuctl: "), "{err}");
+    }
+    let help = Command::new(bin("npuctl")).arg("--help").output().expect("npuctl");
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Usage:"));
+}
+
 #[tokio::test]
 async fn the_rust_client_destroys_on_drop_and_closes_sessions() {
     let d = Daemon::start();

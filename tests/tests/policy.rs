@@ -69,6 +69,28 @@ async fn an_expired_wait_explains_itself() {
     assert_eq!(c.status().await.unwrap().devices[0].queued_requests, 0, "the expired request left the queue");
 }
 
+/// Streams released with work still queued keep their budget until the work is done; a
+/// refusal they cause says so instead of reading "in use 0, pooled 0".
+#[tokio::test]
+async fn a_refusal_caused_by_draining_streams_names_them() {
+    let d = Daemon::builder().args(&["--sim-profile", "atlas-200i-a2"]).start();
+    let c = d.client().await;
+    let dev = c.device(0);
+    let busy = dev.create_streams(510, StreamOptions::default()).await.unwrap();
+    for s in busy.iter().take(10) {
+        s.delay(Duration::from_secs(60)).await.unwrap();
+    }
+    drop(busy); // 500 go back at once, 10 drain for a minute
+    assert!(
+        eventually_async(Duration::from_secs(10), || async { c.status().await.unwrap().devices[0].in_use == 0 }).await
+    );
+    let opts = StreamOptions { wait: Duration::from_millis(300), ..Default::default() };
+    let (code, reason, e) = failure(dev.create_streams(505, opts).await);
+    assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::GrantWaitExpired));
+    assert!(e.to_string().contains("draining 10"), "{e}");
+    assert_eq!(e.figure("draining"), Some(10));
+}
+
 #[tokio::test]
 async fn a_reservation_holds_against_a_greedy_tenant() {
     let d = Daemon::builder()

@@ -253,11 +253,12 @@ impl Admission {
                         Err(NpudError::new(
                             Reason::GrantWaitExpired,
                             format!(
-                                "no budget for {count} streams within {}: device capacity {}, in use {}, pooled {}, tenant {tenant} holds {} of max {} (reserved {}), queue position {position}; largest holders: {}",
+                                "no budget for {count} streams within {}: device capacity {}, in use {}, pooled {}, draining {}, tenant {tenant} holds {} of max {} (reserved {}), queue position {position}; largest holders: {}",
                                 humantime::format_duration(wait),
                                 l.capacity(),
                                 l.in_use(),
                                 l.pooled(),
+                                l.draining(),
                                 l.used_by(tenant),
                                 quota.max_streams,
                                 quota.reserved_streams,
