@@ -149,7 +149,7 @@ impl SimDevice {
 
     /// Creates one hardware stream (aclrtCreateStreamWithConfig).
     pub fn create_stream(&self, priority: u32, stream_flags: u32) -> SimResult<StreamId> {
-        flags::check_stream_flags(stream_flags).map_err(SimError::invalid)?;
+        let stream_flags = flags::effective_stream_flags(stream_flags).map_err(SimError::invalid)?;
         if priority > self.profile.priority_lowest {
             return Err(SimError::invalid(format!(
                 "priority {priority} is outside 0..={}",

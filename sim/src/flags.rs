@@ -27,15 +27,23 @@ const EVENT_KNOWN: u32 =
 /// What aclrtCreateEvent gives: usable by stream waits and resets, and timed.
 pub const EVENT_DEFAULT: u32 = EVENT_SYNC | EVENT_TIME_LINE;
 
-/// Checks a stream flag word: known bits only, DEVICE_USE_ONLY on its own.
+/// Checks a stream flag word: DEVICE_USE_ONLY, the macro that cannot be OR-ed, stands on
+/// its own among the documented macros. Other values are not errors (see
+/// [`effective_stream_flags`]).
 pub fn check_stream_flags(flags: u32) -> Result<(), String> {
-    if flags & !STREAM_KNOWN != 0 {
-        return Err(format!("unknown stream flag bits {:#x}", flags & !STREAM_KNOWN));
-    }
-    if flags & STREAM_DEVICE_USE_ONLY != 0 && flags != STREAM_DEVICE_USE_ONLY {
+    if flags & STREAM_DEVICE_USE_ONLY != 0 && flags & STREAM_KNOWN != STREAM_DEVICE_USE_ONLY {
         return Err("DEVICE_USE_ONLY cannot be combined with other stream flags".into());
     }
     Ok(())
+}
+
+/// The flags a stream is made with. aclrtCreateStreamWithConfig's seed: macros that cannot
+/// be OR-ed are refused, and "a stream created with any other value is the same as one
+/// made by aclrtCreateStream": a word with bits outside the documented macros makes an
+/// ordinary stream (flags 0).
+pub fn effective_stream_flags(flags: u32) -> Result<u32, String> {
+    check_stream_flags(flags)?;
+    Ok(if flags & !STREAM_KNOWN != 0 { 0 } else { flags })
 }
 
 /// Checks an event flag word: known bits only, EXTERNAL on its own.
@@ -101,7 +109,10 @@ mod tests {
         assert!(check_stream_flags(STREAM_DEVICE_USE_ONLY).is_ok());
         assert!(check_stream_flags(STREAM_DEVICE_USE_ONLY | STREAM_FAST_LAUNCH).is_err());
         assert!(check_stream_flags(STREAM_FAST_LAUNCH | STREAM_FAST_SYNC).is_ok());
-        assert!(check_stream_flags(0x4000).is_err());
+        assert_eq!(effective_stream_flags(0x4000), Ok(0), "another value: an ordinary stream");
+        assert_eq!(effective_stream_flags(0x4000 | STREAM_FAST_LAUNCH), Ok(0));
+        assert_eq!(effective_stream_flags(STREAM_FAST_LAUNCH | STREAM_FAST_SYNC), Ok(3));
+        assert!(effective_stream_flags(u32::MAX).is_err(), "DEVICE_USE_ONLY OR-ed with the rest");
     }
 
     #[test]

@@ -340,3 +340,48 @@ fn npuctl_drives_events_and_stream_waits() {
     assert_eq!(d.npuctl_json(&["event", "destroy", &a, &b])["destroyed"], 2);
     assert_eq!(d.npuctl(&["event", "query", &a]).status.code(), Some(3));
 }
+
+/// aclrtCreateStreamWithConfig: macros that cannot be OR-ed are refused; "a stream created
+/// with any other value is the same as one made by aclrtCreateStream" (npud applies the
+/// rule on every backend).
+#[tokio::test]
+async fn a_flag_word_outside_the_macros_makes_an_ordinary_stream() {
+    let (_d, c) = setup().await;
+    let dev = c.device(0);
+    for other in [0x4000, 0x4000 | 0x1, 0x8000_0000] {
+        let s = dev.create_stream(StreamOptions { flags: other, ..Default::default() }).await.unwrap();
+        assert_eq!(s.flags(), 0, "{other:#x} makes an ordinary stream");
+        s.delay(ms(1)).await.unwrap();
+        s.sync().await.unwrap();
+    }
+    let s = dev.create_stream(StreamOptions { flags: 0x3, ..Default::default() }).await.unwrap();
+    assert_eq!(s.flags(), 0x3, "documented macros OR-ed together are kept");
+    for refused in [0x21, u32::MAX] {
+        let (code, reason, _) =
+            failure(dev.create_stream(StreamOptions { flags: refused, ..Default::default() }).await);
+        assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::InvalidFlags), "{refused:#x}");
+    }
+}
+
+/// cuStreamCreateWithPriority: an out-of-range priority is clamped into the device's range
+/// and the stream reports the clamped value. AscendCL documents no clamping: refused.
+#[tokio::test]
+async fn an_out_of_range_priority_is_clamped_on_cuda_and_refused_on_acl() {
+    let (_d, c) = setup().await;
+    let dev = c.device(0);
+    let range = &c.devices().await.unwrap()[0];
+    let (most, least) = (range.priority_highest, range.priority_lowest);
+    let opts = |priority| StreamOptions { priority, ..Default::default() };
+    if backend() == Backend::Cuda {
+        let urgent = dev.create_stream(opts(most - 100)).await.unwrap();
+        assert_eq!(urgent.priority(), most);
+        let lazy = dev.create_stream(opts(least + 100)).await.unwrap();
+        assert_eq!(lazy.priority(), least);
+        assert_eq!(lazy.info().await.unwrap().priority, least);
+        return;
+    }
+    for out in [most - 1, least + 1] {
+        let (code, reason, _) = failure(dev.create_stream(opts(out)).await);
+        assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::InvalidPriority), "priority {out}");
+    }
+}

@@ -85,6 +85,14 @@ def test_the_default_stream_is_the_legacy_one_unless_per_thread_is_asked_for(dae
     ev.close()
 
 
+def test_a_stream_defaults_to_the_devices_lowest_priority(daemon):
+    dev = Device(0)
+    with dev.create_stream() as s:
+        assert s.priority == dev._info().priority_lowest == 7, "atlas: 0 is the most urgent, 7 the least"
+    with dev.create_stream(core.StreamOptions(priority=0)) as urgent:
+        assert urgent.priority == 0
+
+
 def test_event_options_read_as_cuda_core_reads_them(daemon):
     dev = Device(0)
     busy = dev.create_event(EventOptions(busy_waited_sync=True))

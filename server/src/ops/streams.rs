@@ -31,6 +31,19 @@ pub struct CreateRequest {
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl Daemon {
+    /// cuStreamCreateWithPriority's seed: a priority outside cuCtxGetStreamPriorityRange "will
+    /// automatically be clamped to the lowest or the highest number in the range", and the
+    /// stream reports the clamped one. AscendCL has no such rule: there an out-of-range
+    /// priority is refused (check_create).
+    fn effective_priority(&self, device: u32, priority: i32) -> NpudResult<i32> {
+        let dev = self.device(device)?;
+        Ok(if self.backend.name() == "cuda" {
+            priority.clamp(dev.priority_highest, dev.priority_lowest)
+        } else {
+            priority
+        })
+    }
+
     fn check_create(&self, caller: &Caller, req: &CreateRequest) -> NpudResult<crate::config::Quota> {
         let dev = self.device(req.device)?;
         let max = self.config.limits.max_streams_per_request;
@@ -71,6 +84,12 @@ impl Daemon {
         req: CreateRequest,
     ) -> NpudResult<(Vec<StreamView>, Duration)> {
         self.refuse_if_draining()?;
+        let req = CreateRequest {
+            flags: npu_sim::flags::effective_stream_flags(req.flags)
+                .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?,
+            priority: self.effective_priority(req.device, req.priority)?,
+            ..req
+        };
         let quota = self.check_create(caller, &req)?;
         self.require_healthy(req.device)?;
         self.registry.touch(caller, session)?;

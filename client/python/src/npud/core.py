@@ -41,7 +41,8 @@ _current = threading.local()
 @dataclass(frozen=True)
 class StreamOptions:
     nonblocking: bool = True
-    # None takes the device default (0, the most urgent on ACL devices).
+    # None: the device's lowest priority, as cuda.core defaults (7 on ACL devices, 0 on
+    # CUDA, where lower numbers are more urgent on both).
     priority: Optional[int] = None
     # How long to wait for stream budget, in seconds (npud extension).
     wait: float = 10.0
@@ -112,6 +113,14 @@ class Device:
     def name(self) -> str:
         return self._info().name
 
+    def _lowest_priority(self) -> int:
+        # Cached per session: a later session may be another daemon with other devices.
+        key = (id(self._session), self._session.id)
+        cached = getattr(self, "_lowest", None)
+        if cached is None or cached[0] != key:
+            cached = self._lowest = (key, self._info().priority_lowest)
+        return cached[1]
+
     @property
     def stream_budget(self) -> dict:
         """npud extension: the device's stream ledger."""
@@ -144,7 +153,7 @@ class Device:
         req = stream_pb2.CreateStreamsRequest(
             device=self.device_id,
             count=1,
-            priority=0 if options.priority is None else int(options.priority),
+            priority=self._lowest_priority() if options.priority is None else int(options.priority),
             flags=flags,
             wait_ms=int(max(options.wait, 0) * 1000),
         )
