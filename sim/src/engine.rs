@@ -94,6 +94,8 @@ pub struct StreamStatus {
     pub pending_tasks: u64,
     pub failed: bool,
     pub failure_mode: FailureMode,
+    /// Whether the mode was set (it can be set once per stream).
+    pub failure_mode_set: bool,
 }
 
 /// State of an event's most recent record.
@@ -228,6 +230,7 @@ impl Engine {
             pending_tasks: s.enqueued - s.completed,
             failed: s.first_failure.is_some(),
             failure_mode: s.failure_mode.unwrap_or(FailureMode::Continue),
+            failure_mode_set: s.failure_mode.is_some(),
         })
     }
 

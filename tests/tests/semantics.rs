@@ -385,3 +385,37 @@ async fn an_out_of_range_priority_is_clamped_on_cuda_and_refused_on_acl() {
         assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::InvalidPriority), "priority {out}");
     }
 }
+
+/// A stream from the warm pool is indistinguishable from a new one: a stream whose failure
+/// mode was set (AscendCL allows it once per stream) is not pooled, so the next owner can
+/// set its own.
+#[tokio::test]
+async fn a_pooled_stream_starts_with_no_failure_mode() {
+    let (_d, c) = setup().await;
+    let dev = c.device(0);
+    let set = |stream: u64| {
+        let mut svc = c.streams();
+        async move { svc.set_failure_mode(npud_tests::proto::SetFailureModeRequest { stream, mode: 1 }).await }
+    };
+    let moded = dev.create_stream(StreamOptions::default()).await.unwrap();
+    let plain = dev.create_stream(StreamOptions::default()).await.unwrap();
+    if backend() == Backend::Cuda {
+        assert_eq!(set(moded.handle()).await.unwrap_err().code(), Code::Unimplemented, "an AscendCL call");
+        return;
+    }
+    set(moded.handle()).await.unwrap();
+    let pooled_before = c.devices().await.unwrap()[0].pooled;
+    drop((moded, plain));
+    assert!(
+        npud_tests::eventually_async(Duration::from_secs(10), || async {
+            let d = &c.devices().await.unwrap()[0];
+            d.draining == 0 && d.in_use == 0
+        })
+        .await
+    );
+    assert_eq!(c.devices().await.unwrap()[0].pooled, pooled_before + 1, "only the stream without a mode was pooled");
+    for _ in 0..4 {
+        let s = dev.create_stream(StreamOptions::default()).await.unwrap();
+        set(s.handle()).await.expect("every stream handed out takes a failure mode");
+    }
+}

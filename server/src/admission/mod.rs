@@ -434,7 +434,9 @@ impl Admission {
         for ((s, class), wait) in streams.into_iter().zip(waits) {
             match tokio::time::timeout_at(deadline, wait).await {
                 Ok(Ok(())) => {
-                    let ok = self.backend.stream_state(device, s).is_ok_and(|st| !st.failed);
+                    // A pooled stream must be indistinguishable from a new one: one that
+                    // failed, or whose failure mode was set (once per stream), is destroyed.
+                    let ok = self.backend.stream_state(device, s).is_ok_and(|st| !st.failed && !st.failure_mode_set);
                     healthy.push((s, class, ok));
                 }
                 Ok(Err(_)) => healthy.push((s, class, false)),

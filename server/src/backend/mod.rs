@@ -75,6 +75,9 @@ pub struct StreamState {
     pub pending_tasks: u64,
     pub failed: bool,
     pub stop_on_failure: bool,
+    /// The failure mode was set on it (AscendCL allows that once per stream), so it cannot
+    /// be handed to a new owner as if new.
+    pub failure_mode_set: bool,
 }
 
 /// Asynchronous news from a device.

@@ -143,6 +143,7 @@ impl Backend for SimBackend {
             pending_tasks: s.pending_tasks,
             failed: s.failed,
             stop_on_failure: s.failure_mode == FailureMode::Stop,
+            failure_mode_set: s.failure_mode_set,
         })
     }
 

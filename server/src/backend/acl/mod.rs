@@ -363,6 +363,7 @@ impl Backend for AclBackend {
             pending_tasks: u64::from(!done),
             failed: b.failed.contains(&stream),
             stop_on_failure: b.stop_on_failure.contains(&stream),
+            failure_mode_set: b.failure_mode_set.contains(&stream),
         })
     }
 

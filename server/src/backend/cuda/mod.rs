@@ -275,6 +275,7 @@ impl Backend for CudaBackend {
             pending_tasks: u64::from(!done),
             failed: self.shared.books().failed.contains(&stream),
             stop_on_failure: false,
+            failure_mode_set: false,
         })
     }
 
