@@ -215,3 +215,24 @@ def test_the_event_wait_status_and_ex_events_behave_as_the_seed_says(daemon):
     for s in (producer, consumer):
         assert acl.rt.destroy_stream(s) == 0
     assert acl.rt.reset_device(0) == 0
+
+
+def test_a_null_event_is_an_invalid_parameter(daemon):
+    ACL_ERROR_INVALID_PARAM = 100000
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    stream, _ = acl.rt.create_stream()
+    event, _ = acl.rt.create_event()
+    assert acl.rt.record_event(0, stream) == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.reset_event(0, stream) == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.stream_wait_event(stream, 0) == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.synchronize_event(0) == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.query_event_status(0)[1] == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.event_elapsed_time(0, event)[1] == ACL_ERROR_INVALID_PARAM
+    assert acl.rt.destroy_event(0) == ACL_ERROR_INVALID_PARAM
+    # Stream 0 is the default stream, not an error.
+    assert acl.rt.record_event(event, 0) == 0
+    assert acl.rt.synchronize_stream(0) == 0
+    assert acl.rt.destroy_event(event) == 0
+    assert acl.rt.destroy_stream(stream) == 0
+    assert acl.rt.reset_device(0) == 0
