@@ -519,6 +519,9 @@ impl Engine {
             };
             let task = head.id;
             if let Some(code) = s.injected_failures.remove(&task) {
+                // The failure is on the books before the syncs waiting for this task are
+                // released, so they return it on that call.
+                s.first_failure.get_or_insert(code);
                 complete_head(s, &mut self.fired);
                 self.fail_stream(id, task, code, now);
                 continue;

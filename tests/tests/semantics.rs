@@ -419,3 +419,25 @@ async fn a_pooled_stream_starts_with_no_failure_mode() {
         set(s.handle()).await.expect("every stream handed out takes a failure mode");
     }
 }
+
+/// A sync whose awaited task fails returns that failure on that very call.
+#[tokio::test]
+async fn a_sync_returns_the_failure_of_the_task_it_waited_for() {
+    let (_d, c) = setup().await;
+    let dev = c.device(0);
+    let s = dev.create_stream(StreamOptions::default()).await.unwrap();
+    // Task 1 holds the stream long enough for the fault to be in place before task 2 runs.
+    s.delay(Duration::from_secs(2)).await.unwrap();
+    s.delay(ms(1)).await.unwrap();
+    let fault = npud_tests::proto::InjectFaultRequest {
+        device: 0,
+        fault: Some(npud_tests::proto::inject_fault_request::Fault::FailTask(npud_tests::proto::FailTask {
+            stream: s.handle(),
+            task: 2,
+            code: 507015,
+        })),
+    };
+    c.admin().inject_fault(fault).await.unwrap();
+    let (code, reason, e) = failure(s.sync().await);
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed), "{e}");
+}

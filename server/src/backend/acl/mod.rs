@@ -383,6 +383,15 @@ impl Backend for AclBackend {
         );
         Box::pin(async move {
             let result = wait.await;
+            // The sync itself may be the first to hear of a failed task (the exception report
+            // can arrive after it): an execution error (5xxxxx, not the sync's own timeout) is
+            // that failure, on this very call.
+            if let Err(e) = &result
+                && e.native_code >= 500_000
+                && e.kind != ErrorKind::Timeout
+            {
+                shared.books().failed.insert(stream);
+            }
             if !shared.books().failed.contains(&stream) {
                 return result;
             }

@@ -50,6 +50,13 @@ def _fail(code: int, message: str) -> NpudError:
     return NpudError(None, message, native_code=code)
 
 
+def _event(event: int) -> int:
+    """An event argument: a NULL (0) event is ACL_ERROR_INVALID_PARAM, as in AscendCL."""
+    if not event:
+        raise _fail(ACL_ERROR_INVALID_PARAM, "event is NULL")
+    return int(event)
+
+
 def _device() -> int:
     device = STATE.current_device()
     if device is None:
@@ -215,7 +222,7 @@ def stream_query(stream: int) -> Tuple[int, int]:
 def stream_wait_event(stream: int, event: int) -> int:
     def run():
         s = STATE.require()
-        s.call(s.streams.WaitEvent, stream_pb2.StreamWaitEventRequest(stream=_stream(stream), event=int(event)))
+        s.call(s.streams.WaitEvent, stream_pb2.StreamWaitEventRequest(stream=_stream(stream), event=_event(event)))
 
     return _ret(run)
 
@@ -296,7 +303,7 @@ def destroy_event(event: int) -> int:
 def record_event(event: int, stream: int) -> int:
     def run():
         s = STATE.require()
-        s.call(s.events.Record, event_pb2.RecordEventRequest(event=int(event), stream=_stream(stream)))
+        s.call(s.events.Record, event_pb2.RecordEventRequest(event=_event(event), stream=_stream(stream)))
 
     return _ret(run)
 
@@ -305,14 +312,14 @@ def reset_event(event: int, stream: int) -> int:
     def run():
         _not_for_ex(event, "reset_event")
         s = STATE.require()
-        s.call(s.events.Reset, event_pb2.ResetEventRequest(event=int(event), stream=_stream(stream)))
+        s.call(s.events.Reset, event_pb2.ResetEventRequest(event=_event(event), stream=_stream(stream)))
 
     return _ret(run)
 
 
 def _event_state(event: int) -> int:
     s = STATE.require()
-    return s.call(s.events.Query, event_pb2.QueryEventRequest(handle=int(event))).state
+    return s.call(s.events.Query, event_pb2.QueryEventRequest(handle=_event(event))).state
 
 
 def query_event(event: int) -> Tuple[int, int]:
@@ -371,7 +378,7 @@ def synchronize_event_with_timeout(event: int, timeout: int) -> int:
     def run():
         s = STATE.require()
         ms = 0 if timeout == -1 else max(int(timeout), 1)
-        s.call(s.events.Synchronize, event_pb2.SynchronizeEventRequest(handle=int(event), timeout_ms=ms))
+        s.call(s.events.Synchronize, event_pb2.SynchronizeEventRequest(handle=_event(event), timeout_ms=ms))
 
     return _ret(run)
 
@@ -379,7 +386,7 @@ def synchronize_event_with_timeout(event: int, timeout: int) -> int:
 def event_elapsed_time(start: int, end: int) -> Tuple[float, int]:
     def run():
         s = STATE.require()
-        return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=int(start), end=int(end))).milliseconds
+        return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=_event(start), end=_event(end))).milliseconds
 
     return _value(run, 0.0)
 
