@@ -236,3 +236,33 @@ def test_a_null_event_is_an_invalid_parameter(daemon):
     assert acl.rt.destroy_event(event) == 0
     assert acl.rt.destroy_stream(stream) == 0
     assert acl.rt.reset_device(0) == 0
+
+
+def test_one_exception_reaches_the_callback_once_whichever_path_brings_it(daemon):
+    """The push listener and process_report in a subscribed thread both see the report;
+    the vendor calls the exception callback once per exception."""
+    from npud.acl._state import STATE
+    from npud.v1 import admin_pb2
+
+    acl.init()
+    acl.rt.set_device(0)
+    s, _ = acl.rt.create_stream()
+    me = threading.get_ident()
+    assert acl.rt.subscribe_report(me, s) == 0
+    seen = []
+    got = threading.Event()
+
+    def on_exception(info):
+        seen.append(acl.rt.get_task_id_from_exception_info(info))
+        got.set()
+
+    assert acl.rt.set_exception_info_callback(on_exception) == 0
+    session = STATE.session
+    fault = admin_pb2.InjectFaultRequest(device=0, fail_task=admin_pb2.FailTask(stream=s, task=1, code=507015))
+    session.call(session.admin.InjectFault, fault)
+    acl.ext.delay(s, 1000)
+    assert got.wait(10), "the push listener delivered it"
+    # The same report is still waiting for this subscribed thread.
+    assert acl.rt.process_report(2000) in (0, 507012)  # delivered again, or already taken
+    assert seen == [1], seen
+    assert acl.rt.unsubscribe_report(me, s) == 0

@@ -472,7 +472,7 @@ def process_report(timeout: int) -> int:
         if r.WhichOneof("kind") == "callback":
             _run_callback(s, r.callback)
         elif r.WhichOneof("kind") == "exception":
-            _run_exception(r.exception)
+            _run_exception(r.sequence, r.exception)
     return ACL_SUCCESS
 
 
@@ -505,7 +505,16 @@ class ExceptionInfo:
         return f"ExceptionInfo(task={self.task_id}, stream={self.stream_id}, device={self.device_id}, code={self.error_code})"
 
 
-def _run_exception(e) -> None:
+def _run_exception(sequence: int, e) -> None:
+    """Runs the exception callback once per report: the push listener and process_report
+    can both receive the same report (same sequence number), and the vendor calls the
+    callback once per exception."""
+    with STATE.lock:
+        if sequence in STATE.exceptions_seen:
+            return
+        STATE.exceptions_seen[sequence] = None
+        while len(STATE.exceptions_seen) > 4096:
+            STATE.exceptions_seen.pop(next(iter(STATE.exceptions_seen)))
     fn = STATE.exception_callback
     if fn is not None:
         fn(ExceptionInfo(e.task_id, e.stream, e.thread_id, e.device, e.error_code))
@@ -515,7 +524,7 @@ def _listen_for_exceptions(s) -> None:
     try:
         for r in s.reports.Reports(report_pb2.ReportsRequest(), metadata=s.metadata):
             if r.WhichOneof("kind") == "exception":
-                _run_exception(r.exception)
+                _run_exception(r.sequence, r.exception)
     except Exception:  # the stream ends when the session closes
         return
 
