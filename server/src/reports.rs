@@ -154,17 +154,19 @@ impl ReportHub {
         self.lock().callbacks.get(&id).cloned()
     }
 
-    /// Callbacks launched on a stream that is going away can never be acknowledged.
-    /// Stops tracking a destroyed stream's callbacks. Returns those that had fired and
-    /// still hold the stream (BLOCK, not acknowledged): the caller must release them, or
-    /// the stream would never drain.
+    /// A stream was destroyed. Callbacks still to fire stay tracked, so they are delivered
+    /// when the stream reaches them (exactly once, as the vendors promise); those that fired
+    /// and still hold the stream (BLOCK, not acknowledged) are forgotten and returned: the
+    /// caller releases them, or the stream would never drain.
     pub fn forget_stream(&self, stream: u64) -> Vec<(u64, PendingCallback)> {
         let mut inner = self.lock();
-        let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.stream == stream).map(|(id, _)| *id).collect();
-        ids.into_iter()
-            .filter_map(|id| inner.forget(id).map(|c| (id, c)))
-            .filter(|(_, c)| c.blocking && c.fired)
-            .collect()
+        let ids: Vec<u64> = inner
+            .callbacks
+            .iter()
+            .filter(|(_, c)| c.stream == stream && c.blocking && c.fired)
+            .map(|(id, _)| *id)
+            .collect();
+        ids.into_iter().filter_map(|id| inner.forget(id).map(|c| (id, c))).collect()
     }
 
     /// Callbacks not yet fired or acknowledged, for reclaim checks.

@@ -302,3 +302,22 @@ async fn ten_thousand_callbacks_on_sixteen_streams_arrive_once_in_stream_order()
     let extra = tokio::time::timeout(ms(300), reports.next()).await;
     assert!(extra.is_err(), "nothing delivered twice: {extra:?}");
 }
+
+/// Destroy does not forget enqueued work: a callback launched before the stream is
+/// destroyed is delivered exactly once when the stream reaches it (cuStreamAddCallback:
+/// "executed exactly once"; aclrtDestroyStream: the stream goes after its tasks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_callback_enqueued_before_a_destroy_is_still_delivered_once() {
+    let d = Daemon::start();
+    let c = d.client().await;
+    let mut reports = c.report_stream(0).await.unwrap();
+    let s = subscribed(&c, 9).await;
+    s.delay(ms(1500)).await.unwrap();
+    let id = c.launch_callback(s.handle(), b"late".to_vec(), false).await.unwrap();
+    drop(s); // destroyed at once, with its work still queued
+    let r = next_report(&mut reports).await;
+    let cb = callback(&r);
+    assert_eq!((cb.callback_id, cb.user_data.as_slice()), (id, &b"late"[..]));
+    let again = tokio::time::timeout(Duration::from_secs(2), reports.next()).await;
+    assert!(again.is_err(), "delivered once, got {again:?}");
+}

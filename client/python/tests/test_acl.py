@@ -266,3 +266,35 @@ def test_one_exception_reaches_the_callback_once_whichever_path_brings_it(daemon
     assert acl.rt.process_report(2000) in (0, 507012)  # delivered again, or already taken
     assert seen == [1], seen
     assert acl.rt.unsubscribe_report(me, s) == 0
+
+
+def test_destroy_waits_for_the_streams_work_and_its_callbacks_still_arrive(daemon):
+    """aclrtDestroyStream returns after the stream's tasks are done; a callback launched
+    before the destroy is delivered exactly once. The Force variant returns at once."""
+    assert acl.init() == 0
+    assert acl.rt.set_device(0) == 0
+    me = threading.get_ident()
+    calls = []
+    s, _ = acl.rt.create_stream()
+    keeper, _ = acl.rt.create_stream()  # keeps this thread subscribed after s is gone
+    assert acl.rt.subscribe_report(me, s) == 0
+    assert acl.rt.subscribe_report(me, keeper) == 0
+    assert acl.ext.delay(s, 1_500_000) == 0  # 1.5 s of work ahead of the callback
+    assert acl.rt.launch_callback(calls.append, ["after the work"], acl.rt.ACL_CALLBACK_NO_BLOCK, s) == 0
+    started = time.monotonic()
+    assert acl.rt.destroy_stream(s) == 0
+    assert time.monotonic() - started >= 1.4, "destroy returned before the work was done"
+    assert acl.rt.process_report(5000) == 0
+    assert calls == [["after the work"]]
+    assert acl.rt.process_report(1000) == 507012, "delivered once"
+
+    forced, _ = acl.rt.create_stream()
+    assert acl.rt.subscribe_report(me, forced) == 0
+    assert acl.ext.delay(forced, 3_000_000) == 0
+    assert acl.rt.launch_callback(calls.append, ["forced"], acl.rt.ACL_CALLBACK_NO_BLOCK, forced) == 0
+    started = time.monotonic()
+    assert acl.rt.destroy_stream_force(forced) == 0
+    assert time.monotonic() - started < 2.5, "the Force variant does not wait for the work"
+    # The work still runs, and the callback enqueued before the destroy still arrives.
+    assert acl.rt.process_report(10000) == 0
+    assert calls == [["after the work"], ["forced"]]

@@ -395,7 +395,11 @@ impl Admission {
     }
 
     /// Gives streams back to the device: drained first, then pooled or destroyed.
-    pub fn release(self: &Arc<Self>, device: u32, tenant: &Tenant, streams: Vec<(RawStream, Class)>) {
+    ///
+    /// `reaping`: the owner is gone (its session was reclaimed), so a stream that does not
+    /// drain within the bound is destroyed by force. A stream its owner destroyed keeps its
+    /// work however long it runs, as aclrtDestroyStream and cuStreamDestroy do.
+    pub fn release(self: &Arc<Self>, device: u32, tenant: &Tenant, streams: Vec<(RawStream, Class)>, reaping: bool) {
         if streams.is_empty() {
             return;
         }
@@ -405,7 +409,7 @@ impl Admission {
         let this = Arc::clone(self);
         tokio::spawn(async move {
             if managed {
-                this.drain_and_pool(device, streams).await;
+                this.drain_and_pool(device, streams, reaping).await;
             } else {
                 this.destroy_all(device, streams.into_iter().map(|(s, _)| s).collect()).await;
             }
@@ -425,10 +429,12 @@ impl Admission {
         }
     }
 
-    async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>) {
+    async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>, reaping: bool) {
         let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
-        // One deadline for the whole batch, so several stuck streams cost one bound.
-        let deadline = tokio::time::Instant::now() + self.drain_bound;
+        // One deadline for the whole batch, so several stuck streams cost one bound; none
+        // when the owner destroyed them (their work is theirs to finish).
+        let bound = if reaping { self.drain_bound } else { Duration::from_secs(365 * 24 * 3600) };
+        let deadline = tokio::time::Instant::now() + bound;
         let mut healthy = Vec::with_capacity(streams.len());
         let mut stuck = Vec::new();
         for ((s, class), wait) in streams.into_iter().zip(waits) {

@@ -72,7 +72,7 @@ impl Daemon {
             by_device.entry(s.device).or_default().push((s.raw, (s.priority, s.flags)));
         }
         for (device, list) in by_device {
-            self.admission.release(device, &tenant, list);
+            self.admission.release(device, &tenant, list, true);
         }
         for e in events {
             if let Err(err) = self.backend.destroy_event(e.device, e.raw) {

@@ -135,7 +135,7 @@ impl Daemon {
             Ok(h) => h,
             Err(e) => {
                 let raws = outcome.streams.iter().map(|(s, _)| (*s, class)).collect();
-                self.admission.release(req.device, &caller.tenant, raws);
+                self.admission.release(req.device, &caller.tenant, raws, false);
                 return Err(e);
             }
         };
@@ -171,13 +171,15 @@ impl Daemon {
         let n = removed.len() as u32;
         let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
         for (h, e) in removed {
+            // Callbacks enqueued before the destroy are still delivered (exactly once, as
+            // the vendors promise); one that fired and holds the stream is released.
             for (id, cb) in self.reports.forget_stream(h) {
                 let _ = self.backend.ack_callback(cb.device, cb.raw_stream, id);
             }
             by_device.entry(e.device).or_default().push((e.raw, (e.priority, e.flags)));
         }
         for (device, streams) in by_device {
-            self.admission.release(device, &caller.tenant, streams);
+            self.admission.release(device, &caller.tenant, streams, false);
         }
         Ok(n)
     }

@@ -11,6 +11,8 @@ from npud.errors import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+    ACL_ERROR_RT_INVALID_HANDLE,
+    ACL_ERROR_UNINITIALIZE,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_PARAM_INVALID,
     ACL_ERROR_RT_REPORT_TIMEOUT,
@@ -179,19 +181,33 @@ def create_stream_with_config(priority: int, flag: int) -> Tuple[int, int]:
 
 
 def destroy_stream(stream: int) -> int:
+    """aclrtDestroyStream: returns once the stream's tasks are done (a failed task does not
+    keep it alive), then the stream goes away."""
+    return _destroy_stream(stream, wait=True)
+
+
+def destroy_stream_force(stream: int) -> int:
+    """aclrtDestroyStreamForce: returns at once; the stream's remaining work still runs."""
+    return _destroy_stream(stream, wait=False)
+
+
+def _destroy_stream(stream: int, wait: bool) -> int:
     if not stream:
         return ACL_ERROR_INVALID_PARAM
 
     def run():
         s = STATE.require()
+        if wait:
+            try:
+                s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=int(stream)))
+            except NpudError as e:
+                if e.acl_code() in (ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_UNINITIALIZE):
+                    raise  # no such stream: the destroy below would say the same
         s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[int(stream)]))
         with STATE.lock:
             STATE.stream_device.pop(int(stream), None)
 
     return _ret(run)
-
-
-destroy_stream_force = destroy_stream
 
 
 def synchronize_stream(stream: int) -> int:

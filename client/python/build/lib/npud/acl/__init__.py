@@ -34,6 +34,7 @@ def finalize() -> int:
         STATE.stream_device.clear()
         STATE.event_device.clear()
         STATE.ex_events.clear()
+        STATE.exceptions_seen.clear()
         STATE.callbacks.clear()
         STATE.contexts.clear()
         STATE.exception_callback = None

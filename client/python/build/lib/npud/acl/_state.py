@@ -28,6 +28,9 @@ class State:
         self.callbacks: Dict[int, Tuple[Callable[[Any], None], Any]] = {}
         self.callback_ids = itertools.count(1)
         self.exception_callback: Optional[Callable[[Any], None]] = None
+        # Sequence numbers of exception reports already handed to the callback (insertion
+        # ordered, bounded), so one exception reaches it once.
+        self.exceptions_seen: Dict[int, None] = {}
         self.exception_thread: Optional[threading.Thread] = None
         self.threads: Dict[int, threading.Thread] = {}
 

@@ -11,6 +11,8 @@ from npud.errors import (
     ACL_ERROR_INVALID_PARAM,
     ACL_ERROR_RT_CONTEXT_NULL,
     ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+    ACL_ERROR_RT_INVALID_HANDLE,
+    ACL_ERROR_UNINITIALIZE,
     ACL_ERROR_RT_INVALID_DEVICEID,
     ACL_ERROR_RT_PARAM_INVALID,
     ACL_ERROR_RT_REPORT_TIMEOUT,
@@ -179,19 +181,33 @@ def create_stream_with_config(priority: int, flag: int) -> Tuple[int, int]:
 
 
 def destroy_stream(stream: int) -> int:
+    """aclrtDestroyStream: returns once the stream's tasks are done (a failed task does not
+    keep it alive), then the stream goes away."""
+    return _destroy_stream(stream, wait=True)
+
+
+def destroy_stream_force(stream: int) -> int:
+    """aclrtDestroyStreamForce: returns at once; the stream's remaining work still runs."""
+    return _destroy_stream(stream, wait=False)
+
+
+def _destroy_stream(stream: int, wait: bool) -> int:
     if not stream:
         return ACL_ERROR_INVALID_PARAM
 
     def run():
         s = STATE.require()
+        if wait:
+            try:
+                s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=int(stream)))
+            except NpudError as e:
+                if e.acl_code() in (ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_UNINITIALIZE):
+                    raise  # no such stream: the destroy below would say the same
         s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[int(stream)]))
         with STATE.lock:
             STATE.stream_device.pop(int(stream), None)
 
     return _ret(run)
-
-
-destroy_stream_force = destroy_stream
 
 
 def synchronize_stream(stream: int) -> int:
@@ -472,7 +488,7 @@ def process_report(timeout: int) -> int:
         if r.WhichOneof("kind") == "callback":
             _run_callback(s, r.callback)
         elif r.WhichOneof("kind") == "exception":
-            _run_exception(r.exception)
+            _run_exception(r.sequence, r.exception)
     return ACL_SUCCESS
 
 
@@ -505,7 +521,16 @@ class ExceptionInfo:
         return f"ExceptionInfo(task={self.task_id}, stream={self.stream_id}, device={self.device_id}, code={self.error_code})"
 
 
-def _run_exception(e) -> None:
+def _run_exception(sequence: int, e) -> None:
+    """Runs the exception callback once per report: the push listener and process_report
+    can both receive the same report (same sequence number), and the vendor calls the
+    callback once per exception."""
+    with STATE.lock:
+        if sequence in STATE.exceptions_seen:
+            return
+        STATE.exceptions_seen[sequence] = None
+        while len(STATE.exceptions_seen) > 4096:
+            STATE.exceptions_seen.pop(next(iter(STATE.exceptions_seen)))
     fn = STATE.exception_callback
     if fn is not None:
         fn(ExceptionInfo(e.task_id, e.stream, e.thread_id, e.device, e.error_code))
@@ -515,7 +540,7 @@ def _listen_for_exceptions(s) -> None:
     try:
         for r in s.reports.Reports(report_pb2.ReportsRequest(), metadata=s.metadata):
             if r.WhichOneof("kind") == "exception":
-                _run_exception(r.exception)
+                _run_exception(r.sequence, r.exception)
     except Exception:  # the stream ends when the session closes
         return
 
