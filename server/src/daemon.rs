@@ -26,6 +26,8 @@ pub struct Daemon {
     pub health: Arc<crate::health::Health>,
     /// Processes holding streams they created themselves (the interposer's connections).
     pub natives: crate::native::Natives,
+    /// Streams sessions destroyed that are still draining (for device sync).
+    pub released: crate::ops::released::Released,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -127,6 +129,7 @@ impl Daemon {
             limiter,
             health,
             natives,
+            released: crate::ops::released::Released::default(),
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),

@@ -458,17 +458,9 @@ impl Registry {
         out
     }
 
-    /// Live streams of a tenant on a device (for device sync).
-    pub fn tenant_streams_on(&self, tenant: &str, device: u32) -> Vec<RawStream> {
-        let inner = self.lock();
-        let Some(index) = inner.by_tenant.get(tenant) else { return Vec::new() };
-        index
-            .streams
-            .iter()
-            .filter_map(|h| inner.streams.get(h))
-            .filter(|e| e.device == device)
-            .map(|e| e.raw)
-            .collect()
+    /// Live streams a session made on a device (for its device sync).
+    pub fn session_streams_on(&self, session: u64, device: u32) -> Vec<RawStream> {
+        self.lock().streams.values().filter(|e| e.session == session && e.device == device).map(|e| e.raw).collect()
     }
 
     /// Whether `thread` of `session` is subscribed to any stream (process_report needs it).

@@ -188,6 +188,47 @@ async fn device_sync_waits_for_the_callers_work_only() {
     assert_eq!(code, Code::DeadlineExceeded, "B's own sync does wait for B's work");
 }
 
+/// Device sync is the calling process's: another process of the same tenant is not waited
+/// for, the caller's destroyed-but-draining streams are, and a task failure on them is
+/// returned (once).
+#[tokio::test]
+async fn device_sync_is_the_sessions_and_covers_what_it_destroyed() {
+    let (d, a) = setup().await;
+    let b = d.client().await; // the same tenant, another process
+    assert_eq!(a.tenant(), b.tenant());
+    let theirs = b.device(0).create_stream(StreamOptions::default()).await.unwrap();
+    theirs.delay(Duration::from_secs(30)).await.unwrap();
+    a.device(0).sync(Some(Duration::from_secs(10))).await.expect("another session's work is not waited for");
+
+    let gone = a.device(0).create_stream(StreamOptions::default()).await.unwrap();
+    gone.delay(ms(1500)).await.unwrap();
+    gone.close().await.unwrap();
+    assert_eq!(a.devices().await.unwrap()[0].draining, 1);
+    a.device(0).sync(Some(Duration::from_secs(20))).await.expect("the destroyed stream's work finished");
+    assert_eq!(a.devices().await.unwrap()[0].draining, 0, "the sync waited for the stream it destroyed");
+
+    // Another pool class, so a fresh stream whose tasks the fault names directly.
+    let failing = a.device(0).create_stream(StreamOptions { flags: 0x2, ..Default::default() }).await.unwrap();
+    failing.delay(Duration::from_secs(2)).await.unwrap();
+    let id = failing.delay(ms(1)).await.unwrap();
+    // CUDA kernels carry no task number: the fake driver counts launches on the stream.
+    let task = if backend() == Backend::Cuda { 2 } else { id };
+    let fault = npud_tests::proto::InjectFaultRequest {
+        device: 0,
+        fault: Some(npud_tests::proto::inject_fault_request::Fault::FailTask(npud_tests::proto::FailTask {
+            stream: failing.handle(),
+            task,
+            code: 507015,
+        })),
+    };
+    a.admin().inject_fault(fault).await.unwrap();
+    failing.close().await.unwrap();
+    let (code, reason, e) = failure(a.device(0).sync(Some(Duration::from_secs(20))).await);
+    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed), "{e}");
+    a.device(0).sync(Some(Duration::from_secs(10))).await.expect("the failure was reported once");
+    drop(theirs);
+}
+
 #[tokio::test]
 async fn destroying_what_pending_work_still_uses_follows_the_seeds() {
     let (d, c) = setup().await;

@@ -399,8 +399,20 @@ impl Admission {
     /// `reaping`: the owner is gone (its session was reclaimed), so a stream that does not
     /// drain within the bound is destroyed by force. A stream its owner destroyed keeps its
     /// work however long it runs, as aclrtDestroyStream and cuStreamDestroy do.
-    pub fn release(self: &Arc<Self>, device: u32, tenant: &Tenant, streams: Vec<(RawStream, Class)>, reaping: bool) {
+    ///
+    /// `drained`, when given, hears whether a task of the batch failed once it has drained.
+    pub fn release(
+        self: &Arc<Self>,
+        device: u32,
+        tenant: &Tenant,
+        streams: Vec<(RawStream, Class)>,
+        reaping: bool,
+        drained: Option<tokio::sync::watch::Sender<Option<bool>>>,
+    ) {
         if streams.is_empty() {
+            if let Some(tx) = drained {
+                let _ = tx.send(Some(false));
+            }
             return;
         }
         let n = streams.len() as u32;
@@ -408,10 +420,19 @@ impl Admission {
         self.lock(device).ledger.release(tenant, n, managed);
         let this = Arc::clone(self);
         tokio::spawn(async move {
-            if managed {
-                this.drain_and_pool(device, streams, reaping).await;
+            let failed = if managed {
+                this.drain_and_pool(device, streams, reaping).await
             } else {
+                let waits: Vec<_> = streams.iter().map(|(s, _)| this.backend.stream_drained(device, *s)).collect();
+                let mut failed = false;
+                for w in waits {
+                    failed |= w.await.is_err_and(|e| e.kind == crate::backend::ErrorKind::TaskFailed);
+                }
                 this.destroy_all(device, streams.into_iter().map(|(s, _)| s).collect()).await;
+                failed
+            };
+            if let Some(tx) = drained {
+                let _ = tx.send(Some(failed));
             }
         });
     }
@@ -429,7 +450,8 @@ impl Admission {
         }
     }
 
-    async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>, reaping: bool) {
+    /// Returns whether a task of the batch failed.
+    async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>, reaping: bool) -> bool {
         let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
         // One deadline for the whole batch, so several stuck streams cost one bound; none
         // when the owner destroyed them (their work is theirs to finish).
@@ -437,15 +459,20 @@ impl Admission {
         let deadline = tokio::time::Instant::now() + bound;
         let mut healthy = Vec::with_capacity(streams.len());
         let mut stuck = Vec::new();
+        let mut failed = false;
         for ((s, class), wait) in streams.into_iter().zip(waits) {
             match tokio::time::timeout_at(deadline, wait).await {
                 Ok(Ok(())) => {
+                    failed |= self.backend.stream_state(device, s).is_ok_and(|st| st.failed);
                     // A pooled stream must be indistinguishable from a new one: one that
                     // failed, or whose failure mode was set (once per stream), is destroyed.
                     let ok = self.backend.stream_state(device, s).is_ok_and(|st| !st.failed && !st.failure_mode_set);
                     healthy.push((s, class, ok));
                 }
-                Ok(Err(_)) => healthy.push((s, class, false)),
+                Ok(Err(e)) => {
+                    failed |= e.kind == crate::backend::ErrorKind::TaskFailed;
+                    healthy.push((s, class, false));
+                }
                 Err(_) => stuck.push(s),
             }
         }
@@ -477,6 +504,7 @@ impl Admission {
             grant_queued(&mut st.ledger);
         }
         self.destroy_all(device, destroy).await;
+        failed
     }
 
     async fn destroy_all(&self, device: u32, streams: Vec<RawStream>) {

@@ -39,9 +39,9 @@ impl DeviceService for Api {
         &self,
         req: Request<pb::SynchronizeDeviceRequest>,
     ) -> Result<Response<pb::SynchronizeDeviceResponse>, Status> {
-        let (caller, _) = self.session(&req)?;
+        let (_, session) = self.session(&req)?;
         let r = req.into_inner();
-        self.daemon.synchronize_device(&caller, r.device, r.timeout_ms).await?;
+        self.daemon.synchronize_device(session, r.device, r.timeout_ms).await?;
         Ok(Response::new(pb::SynchronizeDeviceResponse {}))
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod callbacks;
 pub mod events;
+pub mod released;
 pub mod sessions;
 pub mod streams;
 

@@ -61,6 +61,7 @@ impl Daemon {
             return (0, 0);
         };
         let Some(tenant) = tenant else { return (0, 0) };
+        self.released.forget(session);
         for (id, cb) in self.reports.close_mailbox(session) {
             if cb.blocking && cb.fired {
                 let _ = self.backend.ack_callback(cb.device, cb.raw_stream, id);
@@ -72,7 +73,7 @@ impl Daemon {
             by_device.entry(s.device).or_default().push((s.raw, (s.priority, s.flags)));
         }
         for (device, list) in by_device {
-            self.admission.release(device, &tenant, list, true);
+            self.admission.release(device, &tenant, list, true, None);
         }
         for e in events {
             if let Err(err) = self.backend.destroy_event(e.device, e.raw) {

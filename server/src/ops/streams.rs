@@ -135,7 +135,7 @@ impl Daemon {
             Ok(h) => h,
             Err(e) => {
                 let raws = outcome.streams.iter().map(|(s, _)| (*s, class)).collect();
-                self.admission.release(req.device, &caller.tenant, raws, false);
+                self.admission.release(req.device, &caller.tenant, raws, false, None);
                 return Err(e);
             }
         };
@@ -169,17 +169,20 @@ impl Daemon {
         let _mutation = self.health.mutation();
         let removed = self.registry.remove_streams(caller, handles)?;
         let n = removed.len() as u32;
-        let mut by_device: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+        let mut by_device: BTreeMap<u32, (u64, Vec<_>)> = BTreeMap::new();
         for (h, e) in removed {
             // Callbacks enqueued before the destroy are still delivered (exactly once, as
             // the vendors promise); one that fired and holds the stream is released.
             for (id, cb) in self.reports.forget_stream(h) {
                 let _ = self.backend.ack_callback(cb.device, cb.raw_stream, id);
             }
-            by_device.entry(e.device).or_default().push((e.raw, (e.priority, e.flags)));
+            let batch = by_device.entry(e.device).or_insert((e.session, Vec::new()));
+            batch.1.push((e.raw, (e.priority, e.flags)));
         }
-        for (device, streams) in by_device {
-            self.admission.release(device, &caller.tenant, streams, false);
+        for (device, (session, streams)) in by_device {
+            // The session that made them waits for them in its device syncs.
+            let drained = self.released.track(session, device);
+            self.admission.release(device, &caller.tenant, streams, false, Some(drained));
         }
         Ok(n)
     }
@@ -247,25 +250,42 @@ impl Daemon {
     }
 
     /// Waits for the caller's own streams on the device, never another tenant's.
-    pub async fn synchronize_device(&self, caller: &Caller, device: u32, timeout_ms: u32) -> NpudResult<()> {
+    /// Waits for the calling session's work on the device (the process's, never another
+    /// process's or tenant's), streams it destroyed that are still draining included.
+    pub async fn synchronize_device(&self, session: u64, device: u32, timeout_ms: u32) -> NpudResult<()> {
         self.device(device)?;
         self.require_healthy(device)?;
         let waits: Vec<_> = self
             .registry
-            .tenant_streams_on(&caller.tenant, device)
+            .session_streams_on(session, device)
             .into_iter()
             .map(|raw| self.backend.stream_drained(device, raw))
             .collect();
+        let released = self.released.take(session, device);
         let all = Box::pin(async move {
+            // Every stream waited for, then the first task failure among them reported
+            // (aclrtSynchronizeDevice returns it).
+            let mut failure = None;
             for w in waits {
-                // A failed stream still counts as drained for a device-wide sync.
                 match w.await {
                     Ok(()) => {}
-                    Err(e) if e.kind == crate::backend::ErrorKind::TaskFailed => {}
+                    Err(e) if e.kind == crate::backend::ErrorKind::TaskFailed => {
+                        failure.get_or_insert(e);
+                    }
                     Err(e) => return Err(e),
                 }
             }
-            Ok(())
+            for mut r in released {
+                let failed = r.wait_for(Option::is_some).await.map(|v| *v == Some(true)).unwrap_or(false);
+                if failed && failure.is_none() {
+                    failure = Some(crate::backend::BackendError {
+                        kind: crate::backend::ErrorKind::TaskFailed,
+                        native_code: 507015,
+                        message: "a task failed on a stream this session destroyed".into(),
+                    });
+                }
+            }
+            failure.map_or(Ok(()), Err)
         });
         self.wait(all, timeout_ms, WaitKind::Device, &format!("device {device}")).await
     }
