@@ -165,6 +165,10 @@ pub struct Limits {
     pub max_connections_per_uid: u32,
     /// Calls one HTTP/2 connection may have in flight (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_concurrent_calls: u32,
+    /// Report streams one session may keep open (a process needs one; reconnects overlap).
+    pub max_report_streams_per_session: u32,
+    /// Bytes of undelivered reports (callback payloads) one session may have queued.
+    pub max_report_bytes: usize,
     /// How long after start the daemon accepts declarations of streams that interposed
     /// processes held before it restarted.
     pub declare_grace: Duration,
@@ -301,6 +305,8 @@ struct FileLimits {
     max_native_processes: Option<u32>,
     max_connections_per_uid: Option<u32>,
     max_concurrent_calls: Option<u32>,
+    max_report_streams_per_session: Option<u32>,
+    max_report_bytes: Option<usize>,
     declare_grace: Option<String>,
 }
 
@@ -402,6 +408,8 @@ impl Config {
             max_native_processes: f.limits.max_native_processes.unwrap_or(1024),
             max_connections_per_uid: f.limits.max_connections_per_uid.unwrap_or(DEFAULT_MAX_CONNECTIONS_PER_UID),
             max_concurrent_calls: f.limits.max_concurrent_calls.unwrap_or(DEFAULT_MAX_CONCURRENT_CALLS),
+            max_report_streams_per_session: f.limits.max_report_streams_per_session.unwrap_or(16),
+            max_report_bytes: f.limits.max_report_bytes.unwrap_or(64 << 20),
             declare_grace: duration(
                 "limits.declare_grace",
                 f.limits.declare_grace.as_deref(),
@@ -485,8 +493,14 @@ impl Config {
         if self.limits.max_streams_per_request == 0 || self.limits.max_streams_per_request > 4096 {
             return Err(bad("limits.max_streams_per_request must be 1..=4096"));
         }
-        if self.limits.max_connections_per_uid == 0 || self.limits.max_concurrent_calls == 0 {
-            return Err(bad("limits.max_connections_per_uid and max_concurrent_calls must be at least 1"));
+        if self.limits.max_connections_per_uid == 0
+            || self.limits.max_concurrent_calls == 0
+            || self.limits.max_report_streams_per_session == 0
+            || self.limits.max_report_bytes < 64 * 1024
+        {
+            return Err(bad(
+                "limits.max_connections_per_uid, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes at least 64 KiB",
+            ));
         }
         if self.limits.max_sessions_per_tenant == 0
             || self.limits.max_pending_requests == 0

@@ -103,7 +103,7 @@ impl Daemon {
         ));
         admission.set_reservations(&quotas.reservations());
         let minter = Arc::new(Minter::new(epoch));
-        let reports = ReportHub::new(config.limits.max_pending_reports);
+        let reports = ReportHub::new(config.limits.max_pending_reports, config.limits.max_report_bytes);
         // Devices report from their own threads; a channel hands the reports to the
         // runtime without ever blocking the device.
         let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel();

@@ -224,6 +224,20 @@ impl Registry {
         self.lock().names.get(&(Arc::clone(&caller.tenant), name.to_string())).copied()
     }
 
+    /// Counts a report stream opening on `session`, unless it has `max` open already.
+    pub fn open_report_stream(&self, session: u64, max: u32) -> NpudResult<()> {
+        let mut inner = self.lock();
+        let s = inner.sessions.get_mut(&session).ok_or_else(NpudError::unknown_session)?;
+        if s.report_streams >= max {
+            return Err(NpudError::new(
+                Reason::TooManyReportStreams,
+                format!("session {session} has {} report streams open, the most it may", s.report_streams),
+            ));
+        }
+        s.report_streams += 1;
+        Ok(())
+    }
+
     pub fn set_report_stream(&self, session: u64, open: bool) {
         let mut inner = self.lock();
         if let Some(s) = inner.sessions.get_mut(&session) {

@@ -56,6 +56,37 @@ struct Mailbox {
     /// Wakes only this session's report stream and pull waiters: one global wake-up per
     /// report would stampede every connected tenant's task on each callback.
     notify: Arc<Notify>,
+    /// Bytes the queued reports hold (callback user data and a fixed cost each).
+    bytes: usize,
+}
+
+/// What one queued report costs against the per-session byte bound.
+fn report_bytes(body: &ReportBody) -> usize {
+    const FIXED: usize = 128;
+    match body {
+        ReportBody::Callback { user_data, .. } => FIXED + user_data.len(),
+        ReportBody::Exception { message, .. } => FIXED + message.len(),
+    }
+}
+
+impl Mailbox {
+    fn pop_front(&mut self) -> Option<SessionReport> {
+        let r = self.reports.pop_front()?;
+        self.bytes = self.bytes.saturating_sub(report_bytes(&r.body));
+        Some(r)
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&SessionReport) -> bool) {
+        let mut freed = 0;
+        self.reports.retain(|r| {
+            let k = keep(r);
+            if !k {
+                freed += report_bytes(&r.body);
+            }
+            k
+        });
+        self.bytes = self.bytes.saturating_sub(freed);
+    }
 }
 
 /// Reports already sent on a stream that are kept for a reconnecting client.
@@ -84,15 +115,18 @@ impl Inner {
 pub struct ReportHub {
     inner: Mutex<Inner>,
     max_pending: usize,
+    /// Bytes of queued reports one session may hold.
+    max_bytes: usize,
     dropped: AtomicU64,
     delivered: AtomicU64,
 }
 
 impl ReportHub {
-    pub fn new(max_pending: usize) -> Self {
+    pub fn new(max_pending: usize, max_bytes: usize) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
             max_pending,
+            max_bytes,
             dropped: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
         }
@@ -211,16 +245,22 @@ impl ReportHub {
         if is_exception && !m.exceptions_enabled {
             return;
         }
-        if m.reports.len() >= self.max_pending && m.reports.pop_front().is_some_and(|r| r.sequence > m.sent_upto) {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(
-                session,
-                max = self.max_pending,
-                "report buffer full: the oldest undelivered report was dropped"
-            );
+        let size = report_bytes(&body);
+        // Bounded by count and by bytes (unread callback payloads add up): the oldest go.
+        while !m.reports.is_empty() && (m.reports.len() >= self.max_pending || m.bytes + size > self.max_bytes) {
+            if m.pop_front().is_some_and(|r| r.sequence > m.sent_upto) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(
+                    session,
+                    max = self.max_pending,
+                    max_bytes = self.max_bytes,
+                    "report buffer full: the oldest undelivered report was dropped"
+                );
+            }
         }
         let sequence = m.next_sequence;
         m.next_sequence += 1;
+        m.bytes += size;
         m.reports.push_back(SessionReport { sequence, body });
         m.notify.notify_waiters();
     }
@@ -232,7 +272,7 @@ impl ReportHub {
             return false;
         };
         while m.reports.front().is_some_and(|r| r.sequence <= after) {
-            m.reports.pop_front();
+            m.pop_front();
         }
         m.sent_upto = m.sent_upto.max(after);
         true
@@ -248,7 +288,7 @@ impl ReportHub {
             self.delivered.fetch_add(batch.len() as u64, Ordering::Relaxed);
         }
         while m.reports.len() > REPLAY_WINDOW && m.reports.front().is_some_and(|r| r.sequence <= m.sent_upto) {
-            m.reports.pop_front();
+            m.pop_front();
         }
         Some(batch)
     }
@@ -256,7 +296,7 @@ impl ReportHub {
     /// Forgets an acknowledged callback's report: it need not be replayed.
     pub fn forget_report_of(&self, session: u64, callback: u64) {
         if let Some(m) = self.lock().mailboxes.get_mut(&session) {
-            m.reports.retain(|r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback));
+            m.retain(|r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback));
         }
     }
 
@@ -265,7 +305,7 @@ impl ReportHub {
         let mut inner = self.lock();
         let m = inner.mailboxes.get_mut(&session)?;
         let mut taken = Vec::new();
-        m.reports.retain(|r| {
+        m.retain(|r| {
             if taken.len() < max && r.thread_id() == thread_id {
                 taken.push(r.clone());
                 false
@@ -301,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_report_wakes_only_its_own_session() {
-        let hub = ReportHub::new(8);
+        let hub = ReportHub::new(8, usize::MAX);
         hub.open_mailbox(1);
         hub.open_mailbox(2);
         let (n1, n2) = (hub.watch(1).unwrap(), hub.watch(2).unwrap());
@@ -318,7 +358,7 @@ mod tests {
 
     #[test]
     fn closing_a_mailbox_wakes_its_waiters_and_ends_the_stream() {
-        let hub = ReportHub::new(8);
+        let hub = ReportHub::new(8, usize::MAX);
         hub.open_mailbox(1);
         let n = hub.watch(1).unwrap();
         let mut w = std::pin::pin!(n.notified());
@@ -331,7 +371,7 @@ mod tests {
 
     #[test]
     fn overflow_drops_the_oldest_and_counts_it() {
-        let hub = ReportHub::new(2);
+        let hub = ReportHub::new(2, usize::MAX);
         hub.open_mailbox(1);
         for s in 1..=3 {
             hub.post(1, exception(s));
@@ -339,5 +379,29 @@ mod tests {
         let batch = hub.next_batch(1, 0, 16).unwrap();
         assert_eq!(batch.iter().map(|r| r.sequence).collect::<Vec<_>>(), vec![2, 3]);
         assert_eq!(hub.dropped(), 1);
+    }
+
+    #[test]
+    fn queued_payload_bytes_are_bounded_and_the_oldest_go() {
+        let hub = ReportHub::new(1000, 3 * (128 + 1000));
+        hub.open_mailbox(1);
+        let cb = |id| ReportBody::Callback {
+            callback: id,
+            stream: 1,
+            thread_id: 7,
+            user_data: Arc::from(vec![0u8; 1000]),
+            blocking: false,
+            status: 0,
+        };
+        for id in 1..=5 {
+            hub.post(1, cb(id));
+        }
+        let left = hub.next_batch(1, 0, 100).expect("mailbox");
+        let ids: Vec<u64> = left
+            .iter()
+            .filter_map(|r| if let ReportBody::Callback { callback, .. } = r.body { Some(callback) } else { None })
+            .collect();
+        assert_eq!(ids, vec![3, 4, 5], "three fit; the two oldest were dropped");
+        assert_eq!(hub.dropped(), 2);
     }
 }

@@ -518,3 +518,22 @@ fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
+
+/// One session cannot open report streams without bound.
+#[tokio::test]
+async fn report_streams_are_bounded_per_session() {
+    let d = Daemon::builder().config("[limits]\nmax_report_streams_per_session = 3").start();
+    let c = d.client().await;
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(c.report_stream(0).await.unwrap());
+    }
+    let e = c.report_stream(0).await.unwrap_err();
+    assert_eq!(e.code(), Some(C::ResourceExhausted), "{e}");
+    assert!(e.to_string().contains("report streams open"), "{e}");
+    drop(open.pop());
+    let reopened =
+        npud_tests::eventually_async(std::time::Duration::from_secs(10), || async { c.report_stream(0).await.is_ok() })
+            .await;
+    assert!(reopened, "a closed stream frees its place");
+}

@@ -94,12 +94,13 @@ impl ReportService for Api {
         let (_, session) = self.session(&req)?;
         let daemon = Arc::clone(&self.daemon);
         let notify = daemon.reports.watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
+        daemon.registry.open_report_stream(session, daemon.config.limits.max_report_streams_per_session)?;
+        let alive = OpenStream(Arc::clone(&daemon), session);
         daemon.reports.confirm(session, req.get_ref().after_sequence);
-        daemon.registry.set_report_stream(session, true);
         let (tx, rx) = tokio::sync::mpsc::channel(256);
         let mut cursor = req.get_ref().after_sequence;
         tokio::spawn(async move {
-            let _alive = OpenStream(Arc::clone(&daemon), session);
+            let _alive = alive;
             loop {
                 let changed = notify.notified();
                 tokio::pin!(changed);

@@ -19,7 +19,8 @@ pub fn code_of(reason: Reason) -> Code {
         | RateLimited
         | HardwareCreationFailed
         | TooManyPendingRequests
-        | TooManyCallbacks => Code::ResourceExhausted,
+        | TooManyCallbacks
+        | TooManyReportStreams => Code::ResourceExhausted,
         SyncTimeout => Code::DeadlineExceeded,
         StaleEpoch
         | EventNotRecorded
