@@ -206,6 +206,9 @@ pub struct Config {
     pub limits: Limits,
     pub tenants: Vec<TenantConfig>,
     pub default_quota: Quota,
+    /// Whether the file has a `[default_quota]` section; without one the default
+    /// `max_events` is derived from the devices' event tables (see `Quotas`).
+    pub default_quota_given: bool,
     /// Peers no tenant entry names are refused instead of getting the default quota.
     pub refuse_unknown: bool,
     pub admin_uids: Vec<u32>,
@@ -449,6 +452,7 @@ impl Config {
             limits,
             tenants: file.tenants.clone(),
             default_quota: f.default_quota.unwrap_or_default(),
+            default_quota_given: f.default_quota.is_some(),
             refuse_unknown: f.refuse_unknown.unwrap_or(false),
             admin_uids: f.admin_uids.clone().unwrap_or_else(|| vec![0]),
             log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| "text".into()),

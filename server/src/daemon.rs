@@ -77,7 +77,8 @@ impl Daemon {
             q.validate(&format!("persisted quota for {name}")).map_err(|e| StartError::Config(e.to_string()))?;
         }
         let epoch = new_epoch(persisted.epoch);
-        let quotas = Quotas::new(&config, store, persisted);
+        let event_table = backend.devices().iter().map(|d| d.event_limit).min().unwrap_or(u32::MAX);
+        let quotas = Quotas::new(&config, store, persisted, event_table);
         quotas.record_epoch(epoch)?;
         let capacities: Vec<u32> = backend
             .devices()
@@ -145,7 +146,8 @@ impl Daemon {
             return Err(StartError::Config(format!("tenants reserve {reserved} streams, more than a device holds")));
         }
         *self.identities.write().unwrap_or_else(|e| e.into_inner()) = Identities::new(config);
-        self.quotas.reload(config);
+        let event_table = self.devices().iter().map(|d| d.event_limit).min().unwrap_or(u32::MAX);
+        self.quotas.reload(config, event_table);
         self.admission.set_reservations(&self.quotas.reservations());
         tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
         Ok(())

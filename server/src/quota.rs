@@ -50,13 +50,25 @@ fn config_quotas(config: &Config) -> HashMap<Tenant, Quota> {
     config.tenants.iter().map(|t| (Arc::from(t.name.as_str()), t.quota)).collect()
 }
 
+/// The quota of tenants nothing else names. Without a `[default_quota]` section its
+/// `max_events` is half the smallest device's event table, so one tenant cannot take every
+/// event of a part (an inference part holds 1023): 511 there, 32767 on training parts.
+fn default_quota(config: &Config, event_table: u32) -> Quota {
+    let mut q = config.default_quota;
+    if !config.default_quota_given {
+        q.max_events = (event_table / 2).max(1);
+    }
+    q
+}
+
 impl Quotas {
-    pub fn new(config: &Config, store: StateStore, persisted: PersistedState) -> Self {
+    /// `event_table`: the smallest device's event limit.
+    pub fn new(config: &Config, store: StateStore, persisted: PersistedState, event_table: u32) -> Self {
         let runtime = persisted.quotas.iter().map(|(k, v)| (Arc::from(k.as_str()), *v)).collect();
         Self {
             from_config: RwLock::new(config_quotas(config)),
             runtime: RwLock::new(runtime),
-            default: RwLock::new(config.default_quota),
+            default: RwLock::new(default_quota(config, event_table)),
             store,
             persisted: RwLock::new(persisted),
         }
@@ -64,9 +76,9 @@ impl Quotas {
 
     /// Takes the config file's tenants and default quota (SIGHUP). Changes made through
     /// the admin API still win over the file.
-    pub fn reload(&self, config: &Config) {
+    pub fn reload(&self, config: &Config, event_table: u32) {
         *self.from_config.write().unwrap_or_else(|e| e.into_inner()) = config_quotas(config);
-        *self.default.write().unwrap_or_else(|e| e.into_inner()) = config.default_quota;
+        *self.default.write().unwrap_or_else(|e| e.into_inner()) = default_quota(config, event_table);
     }
 
     pub fn get(&self, tenant: &str) -> (Quota, Source) {

@@ -31,6 +31,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     HARDWARE_CREATION_FAILED: _ClassVar[ErrorReason]
     TOO_MANY_PENDING_REQUESTS: _ClassVar[ErrorReason]
     TOO_MANY_CALLBACKS: _ClassVar[ErrorReason]
+    TOO_MANY_REPORT_STREAMS: _ClassVar[ErrorReason]
     SYNC_TIMEOUT: _ClassVar[ErrorReason]
     STALE_EPOCH: _ClassVar[ErrorReason]
     EVENT_NOT_RECORDED: _ClassVar[ErrorReason]
@@ -72,6 +73,7 @@ RATE_LIMITED: ErrorReason
 HARDWARE_CREATION_FAILED: ErrorReason
 TOO_MANY_PENDING_REQUESTS: ErrorReason
 TOO_MANY_CALLBACKS: ErrorReason
+TOO_MANY_REPORT_STREAMS: ErrorReason
 SYNC_TIMEOUT: ErrorReason
 STALE_EPOCH: ErrorReason
 EVENT_NOT_RECORDED: ErrorReason
