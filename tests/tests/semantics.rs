@@ -491,3 +491,36 @@ async fn a_sync_returns_the_failure_of_the_task_it_waited_for() {
     let (code, reason, e) = failure(s.sync().await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed), "{e}");
 }
+
+/// aclrtResetEvent takes effect when the stream reaches it: a wait enqueued before the reset
+/// still waits for the record that was pending.
+#[tokio::test]
+async fn a_wait_enqueued_before_a_reset_still_waits_for_the_record() {
+    let (_d, c) = setup().await;
+    let dev = c.device(0);
+    let producer = dev.create_stream(StreamOptions::default()).await.unwrap();
+    let consumer = dev.create_stream(StreamOptions::default()).await.unwrap();
+    let ev = dev.create_event(EventOptions::default()).await.unwrap();
+    if backend() == Backend::Cuda {
+        return; // reset is an AscendCL call (see reset_returns_an_event_to_not_recorded…)
+    }
+    let mark = dev.create_event(EventOptions::default()).await.unwrap();
+    producer.delay(Duration::from_secs(2)).await.unwrap();
+    producer.record(&mark).await.unwrap();
+    producer.record(&ev).await.unwrap();
+    consumer.wait(&ev).await.unwrap();
+    ev.reset(&producer).await.unwrap();
+    consumer.sync_timeout(Some(Duration::from_secs(20))).await.unwrap();
+    assert_eq!(mark.state().await.unwrap(), EventState::Complete, "the consumer waited for the producer's record");
+    producer.sync().await.unwrap();
+
+    // The same for the host: until the stream reaches the reset, the record is pending and
+    // an event sync waits for it.
+    let mark2 = dev.create_event(EventOptions::default()).await.unwrap();
+    producer.delay(Duration::from_secs(2)).await.unwrap();
+    producer.record(&mark2).await.unwrap();
+    producer.record(&ev).await.unwrap();
+    ev.reset(&producer).await.unwrap();
+    ev.sync().await.unwrap();
+    assert_eq!(mark2.state().await.unwrap(), EventState::Complete, "the event sync waited for the pending record");
+}

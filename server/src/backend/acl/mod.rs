@@ -40,6 +40,10 @@ struct EventMeta {
     flags: u32,
     timing: bool,
     recorded: bool,
+    /// A reset enqueued on this stream that the stream may not have reached yet: until it
+    /// does, the record before it still counts (aclrtResetEvent takes effect in stream
+    /// order), so waits and syncs go to the runtime instead of returning at once.
+    reset_on: Option<RawStream>,
 }
 
 struct ReportThread {
@@ -455,7 +459,10 @@ impl Backend for AclBackend {
         let flags = if timing { flags | EVENT_TIME_LINE } else { flags & !EVENT_TIME_LINE };
         let mut event = 0usize;
         check(self.shared.lib.create_event_with_flag(&mut event, flags))?;
-        self.shared.books().events.insert(event as RawEvent, EventMeta { flags, timing, recorded: false });
+        self.shared
+            .books()
+            .events
+            .insert(event as RawEvent, EventMeta { flags, timing, recorded: false, reset_on: None });
         Ok(event as RawEvent)
     }
 
@@ -470,6 +477,7 @@ impl Backend for AclBackend {
         check(self.shared.lib.record_event(event as usize, stream as usize))?;
         if let Some(m) = self.shared.books().events.get_mut(&event) {
             m.recorded = true;
+            m.reset_on = None;
         }
         Ok(())
     }
@@ -481,7 +489,9 @@ impl Backend for AclBackend {
         self.shared.on(device)?;
         check(self.shared.lib.reset_event(event as usize, stream as usize))?;
         if let Some(m) = self.shared.books().events.get_mut(&event) {
-            m.recorded = false;
+            if m.recorded {
+                m.reset_on = Some(stream);
+            }
         }
         Ok(())
     }
@@ -490,6 +500,7 @@ impl Backend for AclBackend {
         self.shared.on(device)?;
         let mut status = 0u32;
         check(self.shared.lib.query_event_status(event as usize, &mut status))?;
+        self.settle_reset(device, event);
         let recorded = self.shared.books().events.get(&event).is_none_or(|m| m.recorded);
         Ok(match (status, recorded) {
             (1, _) => EventState::Complete,
@@ -499,6 +510,7 @@ impl Backend for AclBackend {
     }
 
     fn event_complete(&self, device: u32, event: RawEvent) -> Wait {
+        self.settle_reset(device, event);
         if self.shared.books().events.get(&event).is_some_and(|m| !m.recorded) {
             return Box::pin(async { Ok(()) });
         }
@@ -608,6 +620,21 @@ impl Backend for AclBackend {
         self.shared.on(device)?;
         let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
         self.fake("npudFakeFailTask", |lib| lib.fake_fail_task(stream as usize, task, code))
+    }
+}
+
+impl AclBackend {
+    /// A pending reset has taken effect once its stream has nothing left to run (the reset
+    /// included): the event is then not recorded. Until then the record before it counts.
+    fn settle_reset(&self, device: u32, event: RawEvent) {
+        let Some(stream) = self.shared.books().events.get(&event).and_then(|m| m.reset_on) else { return };
+        if self.stream_query(device, stream).unwrap_or(true)
+            && let Some(m) = self.shared.books().events.get_mut(&event)
+            && m.reset_on == Some(stream)
+        {
+            m.recorded = false;
+            m.reset_on = None;
+        }
     }
 }
 
