@@ -488,10 +488,10 @@ impl Backend for AclBackend {
         }
         self.shared.on(device)?;
         check(self.shared.lib.reset_event(event as usize, stream as usize))?;
-        if let Some(m) = self.shared.books().events.get_mut(&event) {
-            if m.recorded {
-                m.reset_on = Some(stream);
-            }
+        if let Some(m) = self.shared.books().events.get_mut(&event)
+            && m.recorded
+        {
+            m.reset_on = Some(stream);
         }
         Ok(())
     }
