@@ -18,18 +18,26 @@ def test_the_package_builds_from_the_repository_with_type_hints_and_no_rust(tmp_
     import os
     import zipfile
 
-    root = pathlib.Path(__file__).resolve().parents[1]
+    import shutil
+
+    # A copy, so setuptools' build/ and egg-info never land in the source tree.
+    root = tmp_path / "src-copy"
+    shutil.copytree(
+        pathlib.Path(__file__).resolve().parents[1],
+        root,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".pytest_cache"),
+    )
     env = {k: v for k, v in os.environ.items() if k != "PATH"}
     env["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin"
     env["CARGO"] = "/nonexistent/cargo"
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(root)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(root)],
         capture_output=True,
         text=True,
         env=env,
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    (wheel,) = tmp_path.glob("npud-*.whl")
+    (wheel,) = (tmp_path / "dist").glob("npud-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "npud/py.typed" in names
     assert "npud/v1/stream_pb2.pyi" in names and "npud/core.py" in names
