@@ -15,6 +15,19 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// Makes task `task` of `stream` fail with 507015 when the device reaches it (admin call).
+async fn fail_task(c: &Client, stream: u64, task: u64) {
+    let fault = npud_tests::proto::InjectFaultRequest {
+        device: 0,
+        fault: Some(npud_tests::proto::inject_fault_request::Fault::FailTask(npud_tests::proto::FailTask {
+            stream,
+            task,
+            code: 507015,
+        })),
+    };
+    c.admin().inject_fault(fault).await.unwrap();
+}
+
 async fn setup() -> (Daemon, Client) {
     let d = Daemon::builder().config("[sim]\nlanes = 4").start();
     let c = d.client().await;
@@ -213,15 +226,7 @@ async fn device_sync_is_the_sessions_and_covers_what_it_destroyed() {
     let id = failing.delay(ms(1)).await.unwrap();
     // CUDA kernels carry no task number: the fake driver counts launches on the stream.
     let task = if backend() == Backend::Cuda { 2 } else { id };
-    let fault = npud_tests::proto::InjectFaultRequest {
-        device: 0,
-        fault: Some(npud_tests::proto::inject_fault_request::Fault::FailTask(npud_tests::proto::FailTask {
-            stream: failing.handle(),
-            task,
-            code: 507015,
-        })),
-    };
-    a.admin().inject_fault(fault).await.unwrap();
+    fail_task(&a, failing.handle(), task).await;
     failing.close().await.unwrap();
     let (code, reason, e) = failure(a.device(0).sync(Some(Duration::from_secs(20))).await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed), "{e}");
@@ -479,15 +484,7 @@ async fn a_sync_returns_the_failure_of_the_task_it_waited_for() {
     // Task 1 holds the stream long enough for the fault to be in place before task 2 runs.
     s.delay(Duration::from_secs(2)).await.unwrap();
     s.delay(ms(1)).await.unwrap();
-    let fault = npud_tests::proto::InjectFaultRequest {
-        device: 0,
-        fault: Some(npud_tests::proto::inject_fault_request::Fault::FailTask(npud_tests::proto::FailTask {
-            stream: s.handle(),
-            task: 2,
-            code: 507015,
-        })),
-    };
-    c.admin().inject_fault(fault).await.unwrap();
+    fail_task(&c, s.handle(), 2).await;
     let (code, reason, e) = failure(s.sync().await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::StreamFailed), "{e}");
 }
