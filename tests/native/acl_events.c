@@ -4,7 +4,8 @@
  *
  *   acl_events N
  *
- * Prints "ok N available A" once all N exist (A: aclrtGetEventAvailNum), or
+ * Prints "ok N available A" once all N exist and aclrtQueryEventWaitStatus calls an
+ * unrecorded event's waits complete (A: aclrtGetEventAvailNum), or
  * "fail CODE after K" when creation K+1 failed (the process then exits without cleaning
  * up, as a failed start-up does), then "done" after the teardown. */
 #include <stdint.h>
@@ -24,6 +25,7 @@ aclError aclrtCreateEventWithFlag(aclrtEvent *, uint32_t);
 aclError aclrtCreateEventExWithFlag(aclrtEvent *, uint32_t);
 aclError aclrtDestroyEvent(aclrtEvent);
 aclError aclrtGetEventAvailNum(uint32_t *);
+aclError aclrtQueryEventWaitStatus(aclrtEvent, uint32_t *);
 
 int main(int argc, char **argv) {
     if (argc != 2) {
@@ -46,6 +48,12 @@ int main(int argc, char **argv) {
             fflush(stdout);
             return 1;
         }
+    }
+    /* A never-recorded event: stream waits on it end at once (ACL_EVENT_WAIT_STATUS_COMPLETE). */
+    uint32_t wait_status = 9;
+    if (n > 0 && (aclrtQueryEventWaitStatus(events[0], &wait_status) != 0 || wait_status != 0)) {
+        printf("fail %d after %d\n", 1, n);
+        return 1;
     }
     uint32_t available = 0;
     rc = aclrtGetEventAvailNum(&available);

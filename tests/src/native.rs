@@ -83,6 +83,13 @@ pub fn acl_events_app() -> &'static PathBuf {
     BUILT.get_or_init(|| build("acl_events.c", "ascendcl", "acl_events", &[]))
 }
 
+/// `native/cuda_callbacks.c` built once per process against libcuda: stream flags,
+/// stream callbacks, context sync and error strings; prints `ok` or `fail <what>`.
+pub fn cuda_callbacks_app() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[]))
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

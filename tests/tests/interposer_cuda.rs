@@ -68,3 +68,19 @@ fn a_program_that_fetches_the_driver_through_cu_get_proc_address_is_admitted() {
     app.release();
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
 }
+
+/// A CUDA program using stream flags, stream callbacks and cuCtxSynchronize runs on the
+/// fake driver as on the real one, alone and under the interposer.
+#[test]
+fn a_program_using_stream_callbacks_runs_on_the_fake_driver_and_under_npud() {
+    let program = npud_tests::native::cuda_callbacks_app();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("budget");
+    let d = cuda_daemon(&shared, &[]);
+    for npud in [None, Some((&d, 4))] {
+        let out = cuda_command(program, &shared, npud).stdin(std::process::Stdio::null()).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "under npud: {}", npud.is_some());
+        assert!(out.status.success());
+    }
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
+}

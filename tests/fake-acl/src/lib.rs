@@ -331,6 +331,19 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) 
     }
 }
 
+/// aclrtQueryEventWaitStatus / aclrtEventWaitStatus: COMPLETE 0 when the stream waits on
+/// the event are done (a wait ends when its stream reaches the event's latest record, at
+/// once for a never-recorded event), NOT_READY 1 while that record is pending.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
+        Err(e) => e,
+    }
+}
+
 /// Deprecated aclrtQueryEvent / aclrtEventStatus: COMPLETE 0, NOT_READY 1 (pending).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> AclError {

@@ -34,9 +34,17 @@ const NON_BLOCKING: u32 = 1;
 const DISABLE_TIMING: u32 = 2;
 
 type HostFn = unsafe extern "C" fn(*mut c_void);
+/// CUstreamCallback: (hStream, status, userData).
+type StreamCallback = unsafe extern "C" fn(usize, CuResult, *mut c_void);
+
+/// A host function (cuLaunchHostFunc) or a stream callback (cuStreamAddCallback).
+enum HostCall {
+    Func(HostFn),
+    Callback(StreamCallback, usize),
+}
 
 struct Pending {
-    func: HostFn,
+    call: HostCall,
     user_data: usize,
 }
 
@@ -117,12 +125,20 @@ impl Rt {
     }
     /// Runs host functions when their turn comes, on this library's own thread.
     fn dispatch(&self, device: u32, report: SimReport) {
-        if let SimReport::Callback { stream, callback, .. } = report {
+        if let SimReport::Callback { stream, callback, status, .. } = report {
             let pending = self.lock().host_fns.remove(&callback);
             if let Some(p) = pending {
                 // SAFETY: the application passed this function and data to
-                // cuLaunchHostFunc and keeps them valid until the function has run.
-                unsafe { (p.func)(p.user_data as *mut c_void) };
+                // cuLaunchHostFunc or cuStreamAddCallback and keeps them valid until the
+                // function has run.
+                match p.call {
+                    HostCall::Func(f) => unsafe { f(p.user_data as *mut c_void) },
+                    // The driver passes the stream's error state: a failed stream's is
+                    // the error it failed with.
+                    HostCall::Callback(f, h) => unsafe {
+                        f(h, if status == 0 { SUCCESS } else { LAUNCH_FAILED }, p.user_data as *mut c_void)
+                    },
+                }
             }
             let _ = self.devices[device as usize].ack_callback(stream, callback);
         }
@@ -430,18 +446,76 @@ pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usi
 #[unsafe(no_mangle)]
 pub extern "C" fn cuLaunchHostFunc(s: usize, func: Option<HostFn>, user_data: *mut c_void) -> CuResult {
     let Some(func) = func else { return INVALID_VALUE };
+    with(|r| enqueue_host_call(r, s, HostCall::Func(func), user_data))
+}
+
+/// cuStreamAddCallback: `callback(stream, status, user_data)` runs once the stream's
+/// earlier work is done, exactly once, and later work waits for it. `flags` must be 0.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuStreamAddCallback(
+    s: usize,
+    callback: Option<StreamCallback>,
+    user_data: *mut c_void,
+    flags: u32,
+) -> CuResult {
+    let Some(callback) = callback else { return INVALID_VALUE };
+    if flags != 0 {
+        return INVALID_VALUE;
+    }
+    with(|r| enqueue_host_call(r, s, HostCall::Callback(callback, s), user_data))
+}
+
+fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -> Result<(), CuResult> {
+    let (dev, id) = r.stream(s)?;
+    let cb = {
+        let mut inner = r.lock();
+        inner.next_fn += 1;
+        let cb = inner.next_fn;
+        inner.host_fns.insert(cb, Pending { call, user_data: user_data as usize });
+        cb
+    };
+    // Host functions block later work on the stream until they return.
+    dev.launch_callback(id, cb, true).map(drop).map_err(sim)
+}
+
+/// cuStreamGetFlags: the flags the stream was created with.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let found = r.lock().streams.get(&s).map(|(_, _, f, _)| *f);
+    match found {
+        // SAFETY: out-pointer from the caller.
+        Some(f) => unsafe { put(flags, f) },
+        None => INVALID_HANDLE,
+    }
+}
+
+/// cuCtxSynchronize: waits for every stream of the current context's device made by this
+/// process; a failed stream's error is returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSynchronize() -> CuResult {
     with(|r| {
-        let (dev, id) = r.stream(s)?;
-        let cb = {
-            let mut inner = r.lock();
-            inner.next_fn += 1;
-            let cb = inner.next_fn;
-            inner.host_fns.insert(cb, Pending { func, user_data: user_data as usize });
-            cb
-        };
-        // Host functions block later work on the stream until they return.
-        dev.launch_callback(id, cb, true).map(drop).map_err(sim)
+        let dev = r.current()?;
+        let streams: Vec<StreamId> =
+            r.lock().streams.values().filter(|(d, ..)| *d == dev.id()).map(|(_, id, ..)| *id).collect();
+        let mut first = None;
+        for id in streams {
+            match block_on(|w| dev.on_stream_drained(id, w)) {
+                // Destroyed meanwhile: nothing left to wait for.
+                Ok(()) | Err(INVALID_HANDLE) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
     })
+}
+
+/// The pre-4.0 name of cuEventDestroy_v2; the same call.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuEventDestroy(e: usize) -> CuResult {
+    cuEventDestroy_v2(e)
 }
 
 /// Accepts NUL-terminated PTX text with at least one `.entry`.
@@ -510,6 +584,22 @@ pub unsafe extern "C" fn cuLaunchKernel(
         let (dev, id) = r.stream(s)?;
         dev.enqueue_delay(id, Duration::from_nanos(ns.max(1))).map(drop).map_err(sim)
     })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuGetErrorString(code: CuResult, out: *mut *const c_char) -> CuResult {
+    let text: &'static [u8] = match code {
+        0 => b"no error\0",
+        1 => b"invalid argument\0",
+        2 => b"out of memory\0",
+        3 => b"initialization error\0",
+        400 => b"invalid resource handle\0",
+        600 => b"device not ready\0",
+        719 => b"unspecified launch failure\0",
+        _ => return INVALID_VALUE,
+    };
+    // SAFETY: out-pointer from the caller; the string is static.
+    unsafe { put(out, text.as_ptr().cast::<c_char>()) }
 }
 
 #[unsafe(no_mangle)]
@@ -624,6 +714,28 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
         b"cuStreamSynchronize" => cuStreamSynchronize as *mut c_void,
         b"cuStreamQuery" => cuStreamQuery as *mut c_void,
+        b"cuStreamGetPriority" => cuStreamGetPriority as *mut c_void,
+        b"cuStreamGetFlags" => cuStreamGetFlags as *mut c_void,
+        b"cuStreamWaitEvent" => cuStreamWaitEvent as *mut c_void,
+        b"cuStreamAddCallback" => cuStreamAddCallback as *mut c_void,
+        b"cuLaunchHostFunc" => cuLaunchHostFunc as *mut c_void,
+        b"cuLaunchKernel" => cuLaunchKernel as *mut c_void,
+        b"cuModuleLoadData" => cuModuleLoadData as *mut c_void,
+        b"cuModuleGetFunction" => cuModuleGetFunction as *mut c_void,
+        b"cuCtxSynchronize" => cuCtxSynchronize as *mut c_void,
+        b"cuCtxGetStreamPriorityRange" => cuCtxGetStreamPriorityRange as *mut c_void,
+        b"cuEventCreate" => cuEventCreate as *mut c_void,
+        b"cuEventRecord" => cuEventRecord as *mut c_void,
+        b"cuEventQuery" => cuEventQuery as *mut c_void,
+        b"cuEventSynchronize" => cuEventSynchronize as *mut c_void,
+        b"cuEventElapsedTime" => cuEventElapsedTime as *mut c_void,
+        b"cuEventDestroy" if version >= 4000 => cuEventDestroy_v2 as *mut c_void,
+        b"cuEventDestroy" => cuEventDestroy as *mut c_void,
+        b"cuDevicePrimaryCtxRelease" if version >= 11000 => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
+        b"cuDeviceGetName" => cuDeviceGetName as *mut c_void,
+        b"cuDriverGetVersion" => cuDriverGetVersion as *mut c_void,
+        b"cuGetErrorName" => cuGetErrorName as *mut c_void,
+        b"cuGetErrorString" => cuGetErrorString as *mut c_void,
         b"cuGetProcAddress" if version >= 12000 => cuGetProcAddress_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         _ => return None,

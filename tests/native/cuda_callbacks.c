@@ -1,0 +1,68 @@
+/* An ordinary CUDA driver program that uses the stream calls the seeds document beyond
+ * creation: cuStreamGetFlags, cuStreamAddCallback, cuCtxSynchronize, cuGetErrorString.
+ *
+ *   cuda_callbacks
+ *
+ * Prints "ok" when every check holds, else "fail <what>" (exit 1). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef unsigned int CUresult;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void (*CUstreamCallback)(CUstream, CUresult, void *);
+#define CU_STREAM_NON_BLOCKING 0x1u
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamGetFlags(CUstream, unsigned *);
+CUresult cuStreamAddCallback(CUstream, CUstreamCallback, void *, unsigned);
+CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuGetErrorString(CUresult, const char **);
+
+static int order[4];
+static int calls;
+static CUstream seen_stream;
+static CUresult seen_status = 99;
+
+static void on_done(CUstream s, CUresult status, void *data) {
+    if (calls < 4) order[calls] = (int)(intptr_t)data;
+    calls++;
+    seen_stream = s;
+    seen_status = status;
+}
+
+#define CHECK(cond, what)            \
+    do {                             \
+        if (!(cond)) {               \
+            printf("fail %s\n", what); \
+            return 1;                \
+        }                            \
+    } while (0)
+
+int main(void) {
+    CUcontext ctx;
+    CUstream plain, nonblocking;
+    unsigned flags = 77;
+    CHECK(cuInit(0) == 0, "cuInit");
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, 0) == 0 && cuCtxSetCurrent(ctx) == 0, "context");
+    CHECK(cuStreamCreate(&plain, 0) == 0, "cuStreamCreate");
+    CHECK(cuStreamCreate(&nonblocking, CU_STREAM_NON_BLOCKING) == 0, "cuStreamCreate non-blocking");
+    CHECK(cuStreamGetFlags(plain, &flags) == 0 && flags == 0, "cuStreamGetFlags default");
+    CHECK(cuStreamGetFlags(nonblocking, &flags) == 0 && flags == CU_STREAM_NON_BLOCKING, "cuStreamGetFlags non-blocking");
+    CHECK(cuStreamAddCallback(nonblocking, on_done, (void *)1, 0) == 0, "cuStreamAddCallback 1");
+    CHECK(cuStreamAddCallback(nonblocking, on_done, (void *)2, 0) == 0, "cuStreamAddCallback 2");
+    CHECK(cuStreamAddCallback(nonblocking, on_done, (void *)3, 1) == 1, "flags must be 0 (CUDA_ERROR_INVALID_VALUE)");
+    CHECK(cuCtxSynchronize() == 0, "cuCtxSynchronize");
+    CHECK(calls == 2 && order[0] == 1 && order[1] == 2, "callbacks ran once each, in order, before the sync returned");
+    CHECK(seen_stream == nonblocking && seen_status == 0, "the callback got its stream and CUDA_SUCCESS");
+    const char *text = NULL;
+    CHECK(cuGetErrorString(1, &text) == 0 && text && strlen(text) > 0, "cuGetErrorString");
+    CHECK(cuStreamDestroy_v2(plain) == 0 && cuStreamDestroy_v2(nonblocking) == 0, "destroy");
+    printf("ok\n");
+    return 0;
+}
