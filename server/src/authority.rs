@@ -32,6 +32,13 @@ const TABLE_SIZE: usize = 4_096;
 pub const MAX_BLOCK: usize = 1 << 20;
 /// What a request on the socket is given when its own authority is not one.
 const LOCAL_AUTHORITY: &[u8] = b"localhost";
+/// The HTTP/2 server refuses header lists over 16 KiB (hyper's SETTINGS_MAX_HEADER_LIST_SIZE)
+/// with a bare HTTP 431 that gRPC clients read as UNKNOWN. A list above this, a little
+/// under that limit, reaches the server trimmed to its pseudo-headers and gRPC framing plus
+/// [`OVERSIZED_METADATA`], so npud answers with a gRPC error that says what was wrong.
+pub const MAX_HEADER_LIST: usize = 15 * 1024;
+/// Marks a request whose metadata was dropped for size; its value is the original size.
+pub const OVERSIZED_METADATA: &str = "npud-oversized-metadata";
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AuthorityError {
@@ -206,6 +213,10 @@ impl AuthorityRewriter {
         decoded.map_err(|e| AuthorityError::Hpack(format!("{e:?}")))?;
         if size > MAX_BLOCK {
             return Err(AuthorityError::TooLarge);
+        }
+        if size > MAX_HEADER_LIST {
+            headers.retain(|(n, _)| n.starts_with(b":") || n == b"content-type" || n == b"te");
+            headers.push((OVERSIZED_METADATA.as_bytes().to_vec(), size.to_string().into_bytes()));
         }
         Ok(self.encoder.encode(headers.iter().map(|(n, v)| (&n[..], &v[..]))))
     }

@@ -286,6 +286,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     let uds = tonic::transport::Server::builder()
         .max_concurrent_streams(calls)
         .layer(decode_errors())
+        .layer(crate::api::status::RefuseOversizedMetadataLayer)
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
             route_connections(

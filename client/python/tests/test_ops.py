@@ -172,3 +172,16 @@ def test_garbage_request_bytes_are_the_callers_error_with_a_detail(daemon):
     err = NpudError.from_rpc(info.value)
     assert err.reason == errors_pb2.INVALID_ARGUMENT_OTHER
     assert "not a valid message" in err.message
+
+
+def test_oversized_metadata_gets_a_grpc_error_that_says_so(daemon):
+    """Metadata over what the HTTP/2 layer takes used to come back as a bare HTTP 431
+    (UNKNOWN to a gRPC client); on the socket it is an error that names the problem, and the
+    connection stays usable."""
+    channel = unix_channel(daemon)
+    stub = health_pb2_grpc.HealthStub(channel)
+    with pytest.raises(grpc.RpcError) as info:
+        stub.Check(health_pb2.HealthCheckRequest(), metadata=[("x-huge", "v" * 20000)], timeout=10)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
+    assert "metadata is" in info.value.details()
+    assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING

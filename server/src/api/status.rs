@@ -83,6 +83,60 @@ pub fn decode_failure_is_invalid_argument<B: Default>(
     res
 }
 
+/// Answers a request the Unix-socket rewriter marked as carrying oversized metadata (see
+/// [`crate::authority::MAX_HEADER_LIST`]) with a gRPC error that says so, before any
+/// service sees it.
+#[derive(Clone)]
+pub struct RefuseOversizedMetadata<S> {
+    inner: S,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RefuseOversizedMetadataLayer;
+
+impl<S> tower::Layer<S> for RefuseOversizedMetadataLayer {
+    type Service = RefuseOversizedMetadata<S>;
+    fn layer(&self, inner: S) -> Self::Service {
+        RefuseOversizedMetadata { inner }
+    }
+}
+
+type BoxFuture<T, E> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, E>> + Send>>;
+
+impl<S, ReqBody, ResBody> tower::Service<tonic::codegen::http::Request<ReqBody>> for RefuseOversizedMetadata<S>
+where
+    S: tower::Service<tonic::codegen::http::Request<ReqBody>, Response = tonic::codegen::http::Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ResBody: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: tonic::codegen::http::Request<ReqBody>) -> Self::Future {
+        let size =
+            req.headers().get(crate::authority::OVERSIZED_METADATA).and_then(|v| v.to_str().ok().map(str::to_string));
+        match size {
+            Some(size) => {
+                let status = Status::from(NpudError::new(
+                    Reason::PayloadTooLarge,
+                    format!(
+                        "the request's metadata is {size} bytes; at most {} are accepted",
+                        crate::authority::MAX_HEADER_LIST
+                    ),
+                ));
+                Box::pin(std::future::ready(Ok(status.into_http())))
+            }
+            None => Box::pin(self.inner.call(req)),
+        }
+    }
+}
+
 /// grpc-message is percent-encoded (gRPC over HTTP/2); undo it for matching and quoting.
 fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
