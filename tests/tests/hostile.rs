@@ -537,3 +537,26 @@ async fn report_streams_are_bounded_per_session() {
             .await;
     assert!(reopened, "a closed stream frees its place");
 }
+
+/// The HTTP/2 server tells every client how many calls one connection may have in flight
+/// (SETTINGS_MAX_CONCURRENT_STREAMS), so one connection cannot park thousands of calls.
+#[test]
+fn a_connection_is_told_its_concurrent_call_limit() {
+    use std::io::{Read, Write};
+    let d = Daemon::builder().config("[limits]\nmax_concurrent_calls = 7").start();
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    s.write_all(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]).unwrap(); // our (empty) SETTINGS
+    let mut header = [0u8; 9];
+    s.read_exact(&mut header).unwrap();
+    assert_eq!(header[3], 0x4, "the server's first frame is its SETTINGS");
+    let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+    let mut payload = vec![0u8; len];
+    s.read_exact(&mut payload).unwrap();
+    let settings: Vec<(u16, u32)> = payload
+        .chunks_exact(6)
+        .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+        .collect();
+    assert!(settings.contains(&(0x3, 7)), "SETTINGS_MAX_CONCURRENT_STREAMS = 7 in {settings:?}");
+}
