@@ -1,5 +1,6 @@
 /* An ordinary CUDA driver program that uses the stream calls the seeds document beyond
- * creation: cuStreamGetFlags, cuStreamAddCallback, cuCtxSynchronize, cuGetErrorString.
+ * creation (cuStreamGetFlags, cuStreamAddCallback, cuCtxSynchronize, cuGetErrorString) and
+ * the memory calls every program makes (cuMemAlloc, copies both ways, cuMemsetD8).
  *
  *   cuda_callbacks
  *
@@ -22,7 +23,15 @@ CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamGetFlags(CUstream, unsigned *);
 CUresult cuStreamAddCallback(CUstream, CUstreamCallback, void *, unsigned);
 CUresult cuStreamDestroy_v2(CUstream);
+CUresult cuStreamSynchronize(CUstream);
 CUresult cuGetErrorString(CUresult, const char **);
+typedef uint64_t CUdeviceptr;
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemcpyHtoD_v2(CUdeviceptr, const void *, size_t);
+CUresult cuMemcpyDtoH_v2(void *, CUdeviceptr, size_t);
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr, const void *, size_t, CUstream);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 
 static int order[4];
 static int calls;
@@ -62,6 +71,15 @@ int main(void) {
     CHECK(seen_stream == nonblocking && seen_status == 0, "the callback got its stream and CUDA_SUCCESS");
     const char *text = NULL;
     CHECK(cuGetErrorString(1, &text) == 0 && text && strlen(text) > 0, "cuGetErrorString");
+    enum { N = 4096 };
+    CUdeviceptr dev = 0;
+    char src[N], back[N];
+    for (int i = 0; i < N; i++) src[i] = (char)(i * 13);
+    CHECK(cuMemAlloc_v2(&dev, N) == 0 && dev != 0, "cuMemAlloc");
+    CHECK(cuMemcpyHtoDAsync_v2(dev, src, N, plain) == 0 && cuStreamSynchronize(plain) == 0, "async H2D");
+    CHECK(cuMemcpyDtoH_v2(back, dev, N) == 0 && memcmp(back, src, N) == 0, "the data round-trips");
+    CHECK(cuMemsetD8_v2(dev, 0x5a, N) == 0 && cuMemcpyDtoH_v2(back, dev, N) == 0 && back[N - 1] == 0x5a, "memset");
+    CHECK(cuMemFree_v2(dev) == 0, "cuMemFree");
     CHECK(cuStreamDestroy_v2(plain) == 0 && cuStreamDestroy_v2(nonblocking) == 0, "destroy");
     printf("ok\n");
     return 0;

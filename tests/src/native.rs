@@ -90,6 +90,13 @@ pub fn cuda_callbacks_app() -> &'static PathBuf {
     BUILT.get_or_init(|| build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[]))
 }
 
+/// `native/acl_memory.c` built once per process against libascendcl: buffers, copies,
+/// memset and run mode as the vendor's samples use them; prints `ok` or `fail <what>`.
+pub fn acl_memory_app() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("acl_memory.c", "ascendcl", "acl_memory", &[]))
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

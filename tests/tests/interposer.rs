@@ -302,3 +302,18 @@ fn events_on_an_inference_part_are_admitted_against_the_tenants_quota() {
     assert!(eventually(Duration::from_secs(10), || native_events(&d) == 0 && d.in_use() == 0), "{}", d.log());
     assert_eq!(d.device0()["events_in_use"], 0);
 }
+
+/// A program written like the vendor's samples (device and host buffers, copies, memset)
+/// runs on the fake library unchanged, alone and under npud.
+#[test]
+fn a_sample_style_program_with_memory_runs_on_the_fake_library_and_under_npud() {
+    let program = npud_tests::native::acl_memory_app();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    for npud in [None, Some((&d, 4))] {
+        let out = acl_command(program, &shared.path, npud).stdin(std::process::Stdio::null()).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "under npud: {}", npud.is_some());
+        assert!(out.status.success());
+    }
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
+}

@@ -10,6 +10,7 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
+mod memory;
 mod state;
 
 use state::{Rt, rt};
@@ -20,11 +21,11 @@ pub type AclError = i32;
 pub type Handle = *mut c_void;
 
 pub const ACL_SUCCESS: AclError = 0;
-const INVALID_PARAM: AclError = 100000;
-const UNINITIALIZE: AclError = 100001;
+pub(crate) const INVALID_PARAM: AclError = 100000;
+pub(crate) const UNINITIALIZE: AclError = 100001;
 const REPEAT_INITIALIZE: AclError = 100002;
 const RT_PARAM_INVALID: AclError = 107000;
-const RT_CONTEXT_NULL: AclError = 107002;
+pub(crate) const RT_CONTEXT_NULL: AclError = 107002;
 const RT_STREAM_SUBSCRIBE: AclError = 107011;
 const RT_THREAD_SUBSCRIBE: AclError = 107012;
 const RT_STREAM_NO_CB_REG: AclError = 107015;

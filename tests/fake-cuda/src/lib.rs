@@ -8,6 +8,8 @@
 //! Host functions run on a thread of this library, as the CUDA driver's do.
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
+mod memory;
+
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_void};
@@ -15,10 +17,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 pub type CuResult = u32;
-const SUCCESS: CuResult = 0;
-const INVALID_VALUE: CuResult = 1;
-const OUT_OF_MEMORY: CuResult = 2;
-const NOT_INITIALIZED: CuResult = 3;
+pub(crate) const SUCCESS: CuResult = 0;
+pub(crate) const INVALID_VALUE: CuResult = 1;
+pub(crate) const OUT_OF_MEMORY: CuResult = 2;
+pub(crate) const NOT_INITIALIZED: CuResult = 3;
 const INVALID_DEVICE: CuResult = 101;
 const INVALID_IMAGE: CuResult = 200;
 const INVALID_CONTEXT: CuResult = 201;
@@ -63,7 +65,7 @@ struct Inner {
     stream_ctx: HashMap<usize, usize>,
 }
 
-struct Rt {
+pub(crate) struct Rt {
     devices: Vec<Arc<SimDevice>>,
     primary: Vec<usize>,
     inner: Mutex<Inner>,
@@ -77,7 +79,7 @@ thread_local! {
     static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-fn rt() -> Option<&'static Rt> {
+pub(crate) fn rt() -> Option<&'static Rt> {
     RT.get()
 }
 
@@ -92,11 +94,11 @@ impl Rt {
             .map(|i| i as u32)
             .or_else(|| self.lock().contexts.get(&ctx).copied())
     }
-    fn current(&self) -> Result<&Arc<SimDevice>, CuResult> {
+    pub(crate) fn current(&self) -> Result<&Arc<SimDevice>, CuResult> {
         let d = self.device_of_ctx(CURRENT.with(std::cell::Cell::get)).ok_or(INVALID_CONTEXT)?;
         Ok(&self.devices[d as usize])
     }
-    fn stream(&self, h: usize) -> Result<(&Arc<SimDevice>, StreamId), CuResult> {
+    pub(crate) fn stream(&self, h: usize) -> Result<(&Arc<SimDevice>, StreamId), CuResult> {
         let (d, id, _, _) = *self.lock().streams.get(&h).ok_or(INVALID_HANDLE)?;
         Ok((&self.devices[d as usize], id))
     }
@@ -145,7 +147,7 @@ impl Rt {
     }
 }
 
-unsafe fn put<T>(out: *mut T, v: T) -> CuResult {
+pub(crate) unsafe fn put<T>(out: *mut T, v: T) -> CuResult {
     if out.is_null() {
         return INVALID_VALUE;
     }
@@ -154,7 +156,7 @@ unsafe fn put<T>(out: *mut T, v: T) -> CuResult {
     SUCCESS
 }
 
-fn with(f: impl FnOnce(&Rt) -> Result<(), CuResult>) -> CuResult {
+pub(crate) fn with(f: impl FnOnce(&Rt) -> Result<(), CuResult>) -> CuResult {
     match rt() {
         Some(r) => f(r).err().unwrap_or(SUCCESS),
         None => NOT_INITIALIZED,
@@ -736,6 +738,17 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuDriverGetVersion" => cuDriverGetVersion as *mut c_void,
         b"cuGetErrorName" => cuGetErrorName as *mut c_void,
         b"cuGetErrorString" => cuGetErrorString as *mut c_void,
+        b"cuMemAlloc" if version >= 3020 => memory::cuMemAlloc_v2 as *mut c_void,
+        b"cuMemAllocHost" if version >= 3020 => memory::cuMemAllocHost_v2 as *mut c_void,
+        b"cuMemFree" if version >= 3020 => memory::cuMemFree_v2 as *mut c_void,
+        b"cuMemFreeHost" => memory::cuMemFreeHost as *mut c_void,
+        b"cuMemcpyHtoD" if version >= 3020 => memory::cuMemcpyHtoD_v2 as *mut c_void,
+        b"cuMemcpyDtoH" if version >= 3020 => memory::cuMemcpyDtoH_v2 as *mut c_void,
+        b"cuMemcpyDtoD" if version >= 3020 => memory::cuMemcpyDtoD_v2 as *mut c_void,
+        b"cuMemcpyHtoDAsync" if version >= 3020 => memory::cuMemcpyHtoDAsync_v2 as *mut c_void,
+        b"cuMemcpyDtoHAsync" if version >= 3020 => memory::cuMemcpyDtoHAsync_v2 as *mut c_void,
+        b"cuMemsetD8" if version >= 3020 => memory::cuMemsetD8_v2 as *mut c_void,
+        b"cuMemGetInfo" if version >= 3020 => memory::cuMemGetInfo_v2 as *mut c_void,
         b"cuGetProcAddress" if version >= 12000 => cuGetProcAddress_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         _ => return None,
