@@ -455,18 +455,22 @@ impl Admission {
         let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
         // One deadline for the whole batch, so several stuck streams cost one bound; none
         // when the owner destroyed them (their work is theirs to finish).
-        let bound = if reaping { self.drain_bound } else { Duration::from_secs(365 * 24 * 3600) };
-        let deadline = tokio::time::Instant::now() + bound;
+        let deadline = reaping.then(|| tokio::time::Instant::now() + self.drain_bound);
         let mut healthy = Vec::with_capacity(streams.len());
         let mut stuck = Vec::new();
         let mut failed = false;
         for ((s, class), wait) in streams.into_iter().zip(waits) {
-            match tokio::time::timeout_at(deadline, wait).await {
+            let drained = match deadline {
+                Some(d) => tokio::time::timeout_at(d, wait).await,
+                None => Ok(wait.await),
+            };
+            match drained {
                 Ok(Ok(())) => {
-                    failed |= self.backend.stream_state(device, s).is_ok_and(|st| st.failed);
+                    let state = self.backend.stream_state(device, s);
+                    failed |= state.as_ref().is_ok_and(|st| st.failed);
                     // A pooled stream must be indistinguishable from a new one: one that
                     // failed, or whose failure mode was set (once per stream), is destroyed.
-                    let ok = self.backend.stream_state(device, s).is_ok_and(|st| !st.failed && !st.failure_mode_set);
+                    let ok = state.is_ok_and(|st| !st.failed && !st.failure_mode_set);
                     healthy.push((s, class, ok));
                 }
                 Ok(Err(e)) => {

@@ -65,18 +65,14 @@ impl From<NpudError> for Status {
 pub fn decode_failure_is_invalid_argument<B: Default>(
     mut res: tonic::codegen::http::Response<B>,
 ) -> tonic::codegen::http::Response<B> {
-    let headers = res.headers();
-    if headers.get("grpc-status").is_none_or(|s| s != "13") {
-        return res;
-    }
-    let Some(message) = headers.get("grpc-message").and_then(|m| m.to_str().ok()) else { return res };
-    let message = percent_decode(message);
-    if !message.starts_with("failed to decode Protobuf message") {
+    // tonic reads the status back from the headers, percent-decoding grpc-message.
+    let Some(status) = Status::from_header_map(res.headers()) else { return res };
+    if status.code() != Code::Internal || !status.message().starts_with("failed to decode Protobuf message") {
         return res;
     }
     let status = Status::from(NpudError::new(
         Reason::InvalidArgumentOther,
-        format!("the request is not a valid message of its method: {message}"),
+        format!("the request is not a valid message of its method: {}", status.message()),
     ));
     let fresh: tonic::codegen::http::Response<B> = status.into_http();
     *res.headers_mut() = fresh.headers().clone();
@@ -135,27 +131,6 @@ where
             None => Box::pin(self.inner.call(req)),
         }
     }
-}
-
-/// grpc-message is percent-encoded (gRPC over HTTP/2); undo it for matching and quoting.
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).copied().and_then(hex), b.get(i + 2).copied().and_then(hex)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
