@@ -293,13 +293,7 @@ impl Process {
     }
 
     pub fn stream_destroyed(&self, stream: usize) {
-        let device = {
-            let mut books = lock(&self.books);
-            books.stream_destroyed(stream).inspect(|&d| books.freed(d, 1))
-        };
-        if let Some(device) = device {
-            self.destroying(device);
-        }
+        self.streams_gone(|books| books.stream_destroyed(stream).map(|d| (d, 1)));
     }
 
     pub fn context_created(&self, ctx: usize, device: u32) {
@@ -314,23 +308,20 @@ impl Process {
     }
 
     pub fn context_destroyed(&self, ctx: usize) {
-        let device = {
-            let mut books = lock(&self.books);
-            books.context_destroyed(ctx).map(|(d, n)| {
-                books.freed(d, n);
-                d
-            })
-        };
-        if let Some(device) = device {
-            self.destroying(device);
-        }
+        self.streams_gone(|books| books.context_destroyed(ctx));
     }
 
     /// A CUDA context was destroyed, and the streams made in it with it.
     pub fn context_streams_gone(&self, ctx: usize) {
+        self.streams_gone(|books| books.context_streams_gone(ctx));
+    }
+
+    /// Books the streams `forget` says went away, (device, how many), as freed; their
+    /// surplus goes back once the device is quiet.
+    fn streams_gone(&self, forget: impl FnOnce(&mut Books) -> Option<(u32, u32)>) {
         let device = {
             let mut books = lock(&self.books);
-            books.context_streams_gone(ctx).map(|(d, n)| {
+            forget(&mut books).map(|(d, n)| {
                 books.freed(d, n);
                 d
             })
