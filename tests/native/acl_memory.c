@@ -7,6 +7,7 @@
  * "fail <what>" (exit 1). */
 #include <stddef.h>
 #include <stdint.h>
+#include "check.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -32,13 +33,6 @@ aclError aclrtMemcpyAsync(void *, size_t, const void *, size_t, aclrtMemcpyKind,
 aclError aclrtMemset(void *, size_t, int32_t, size_t);
 const char *aclGetRecentErrMsg(void);
 
-#define CHECK(cond, what)              \
-    do {                               \
-        if (!(cond)) {                 \
-            printf("fail %s\n", what); \
-            return 1;                  \
-        }                              \
-    } while (0)
 
 int main(void) {
     enum { N = 4096 };

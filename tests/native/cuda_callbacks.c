@@ -6,6 +6,7 @@
  *
  * Prints "ok" when every check holds, else "fail <what>" (exit 1). */
 #include <stdint.h>
+#include "check.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -45,13 +46,6 @@ static void on_done(CUstream s, CUresult status, void *data) {
     seen_status = status;
 }
 
-#define CHECK(cond, what)            \
-    do {                             \
-        if (!(cond)) {               \
-            printf("fail %s\n", what); \
-            return 1;                \
-        }                            \
-    } while (0)
 
 int main(void) {
     CUcontext ctx;
