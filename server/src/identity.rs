@@ -185,8 +185,9 @@ impl AsyncRead for PeerStream {
                     out.drain(..n);
                     return Poll::Ready(Ok(()));
                 }
-                let mut scratch = [0u8; 16 * 1024];
-                let mut read = ReadBuf::new(&mut scratch);
+                // Uninitialised: no 16 KiB memset on every read of the hot path.
+                let mut scratch = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
+                let mut read = ReadBuf::uninit(&mut scratch);
                 std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
                 if read.filled().is_empty() {
                     return Poll::Ready(Ok(()));
