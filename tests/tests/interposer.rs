@@ -317,3 +317,18 @@ fn a_sample_style_program_with_memory_runs_on_the_fake_library_and_under_npud() 
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
 }
+
+/// Under a quota smaller than the default start-up ask (71), an unmodified program started
+/// without --streams asks for what the quota allows instead of failing at aclrtSetDevice.
+#[test]
+fn the_first_ask_never_exceeds_the_tenants_quota() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "61"]).status.success());
+    let mut app = spawn(&shared, program, Some((&d, &[])));
+    assert_eq!(available(&mut app), Ok(0), "started with the whole quota, none left");
+    assert_eq!(native_held(&d), u64::from(HELD));
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
+}

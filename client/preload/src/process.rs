@@ -42,6 +42,8 @@ pub struct Process {
     conn: Mutex<Option<Connection>>,
     /// The tenant's `process_streams` as npud's welcome said (0: none configured).
     tenant_streams: AtomicU32,
+    /// The tenant's max_streams as the welcome said (0: not heard yet).
+    tenant_max: AtomicU32,
     /// Whether npud has been asked for it (once, before the first plan).
     asked_tenant: AtomicBool,
     warned: AtomicBool,
@@ -79,6 +81,7 @@ impl Process {
             releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
             tenant_streams: AtomicU32::new(0),
+            tenant_max: AtomicU32::new(0),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -106,6 +109,7 @@ impl Process {
     fn connect(&'static self) -> Result<Connection, WireError> {
         let mut conn = Connection::open(&self.settings.socket, &program())?;
         self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
+        self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
         for (device, used) in holding {
@@ -217,16 +221,22 @@ impl Process {
 
     /// The process's whole start-up need per device: `NPUD_STREAMS`, else its tenant's
     /// `process_streams` in npud's config, else a torch_npu process's.
+    /// Never more than the tenant may hold: a larger ask could never be granted, and an
+    /// unmodified process would fail at its first aclrtSetDevice under a small quota.
     fn startup(&self) -> u32 {
         let tenant = self.tenant_streams.load(Ordering::Relaxed);
-        self.settings.streams.or((tenant > 0).then_some(tenant)).unwrap_or(DEFAULT_STREAMS)
+        let ask = self.settings.streams.or((tenant > 0).then_some(tenant)).unwrap_or(DEFAULT_STREAMS);
+        match self.tenant_max.load(Ordering::Relaxed) {
+            0 => ask,
+            max => ask.min(max),
+        }
     }
 
     /// Admits `n` new streams on `device` (a context's default stream is one).
     pub fn admit(&'static self, device: u32, n: u32) -> Result<(), Refused> {
-        if self.settings.streams.is_none() && !self.asked_tenant.swap(true, Ordering::Relaxed) {
-            // The welcome carries the tenant's start-up ask; an unreachable npud is dealt
-            // with by the acquire below.
+        if !self.asked_tenant.swap(true, Ordering::Relaxed) {
+            // The welcome carries the tenant's start-up ask and quota; an unreachable npud
+            // is dealt with by the acquire below.
             let _ = self.with_conn(|_| Ok(()));
         }
         let plan = lock(&self.books).plan(device, n, self.startup());

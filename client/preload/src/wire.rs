@@ -34,6 +34,8 @@ pub struct Connection {
     pub epoch: u32,
     /// The tenant's configured start-up ask (0: not configured).
     pub process_streams: u32,
+    /// The tenant's max_streams (0: unknown).
+    pub max_streams: u32,
 }
 
 fn broken(e: impl std::fmt::Display) -> WireError {
@@ -46,7 +48,7 @@ impl Connection {
         let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
         stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
-        let mut conn = Connection { stream, tenant: String::new(), epoch: 0, process_streams: 0 };
+        let mut conn = Connection { stream, tenant: String::new(), epoch: 0, process_streams: 0, max_streams: 0 };
         match conn
             .call(Call::Hello(pb::BudgetHello { program: program.chars().take(256).collect() }), Duration::ZERO)?
         {
@@ -54,6 +56,7 @@ impl Connection {
                 conn.tenant = w.tenant;
                 conn.epoch = w.epoch;
                 conn.process_streams = w.process_streams;
+                conn.max_streams = w.max_streams;
                 Ok(conn)
             }
             other => Err(broken(format!("unexpected answer to hello: {other:?}"))),

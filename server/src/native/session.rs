@@ -105,6 +105,7 @@ impl NativeSession {
                 .unwrap_or_else(|e| e.into_inner())
                 .process_streams(&self.caller.tenant)
                 .unwrap_or(0),
+            max_streams: self.daemon.quotas.get(&self.caller.tenant).0.max_streams,
         })
     }
 
