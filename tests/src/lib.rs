@@ -41,7 +41,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, humantime::DurationError> {
 }
 
 /// Which backend the end-to-end suites drive: `NPUD_TEST_BACKEND=sim|acl|cuda`. The
-/// vendor backends run over this workspace's fake libascendcl.so / libcuda.so.1.
+/// vendor backends run over this workspace's fake libascendcl.so / libcuda.so.1, or on
+/// `cuda` over the real driver named by `NPUD_TEST_CUDA_LIBRARY`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Sim,
@@ -55,6 +56,23 @@ pub fn backend() -> Backend {
         Ok("cuda") => Backend::Cuda,
         _ => Backend::Sim,
     }
+}
+
+/// Whether the suites run on a real device (`NPUD_TEST_CUDA_LIBRARY`, scripts/gpu-check.sh).
+/// What only a simulated device offers (injected faults, a chosen device count, too few
+/// lanes) is not there: a test that needs it says so and returns.
+pub fn skipped_on_real_hardware(needs: &str) -> bool {
+    let real = backend() == Backend::Cuda && std::env::var_os("NPUD_TEST_CUDA_LIBRARY").is_some();
+    if real {
+        eprintln!("skipped on real hardware: needs {needs}");
+    }
+    real
+}
+
+/// How far a device-timed interval may stray from the length of the work in it: the
+/// simulator's clock is exact, a GPU adds launch gaps of a few microseconds per task.
+pub fn timing_tolerance_ms() -> f32 {
+    if std::env::var_os("NPUD_TEST_CUDA_LIBRARY").is_some() { 1.0 } else { 0.05 }
 }
 
 /// The fake vendor library built in this workspace (`libascendcl.so`, `libcuda.so`).
@@ -184,12 +202,18 @@ impl DaemonBuilder {
                 Backend::Acl => {
                     cmd.args(["--backend", "acl", "--acl-library"]).arg(fake_library("libascendcl.so"));
                 }
-                Backend::Cuda => {
-                    // The driver's file name: libcuda.so.1, next to the daemon's files.
-                    let link = dir.path().join("libcuda.so.1");
-                    std::os::unix::fs::symlink(fake_library("libcuda.so"), &link).expect("link libcuda.so.1");
-                    cmd.args(["--backend", "cuda", "--cuda-library"]).arg(&link);
-                }
+                Backend::Cuda => match std::env::var_os("NPUD_TEST_CUDA_LIBRARY") {
+                    // A real driver (docs/hardware.md): the suites run against a GPU.
+                    Some(real) => {
+                        cmd.args(["--backend", "cuda", "--cuda-library"]).arg(real);
+                    }
+                    None => {
+                        // The driver's file name: libcuda.so.1, next to the daemon's files.
+                        let link = dir.path().join("libcuda.so.1");
+                        std::os::unix::fs::symlink(fake_library("libcuda.so"), &link).expect("link libcuda.so.1");
+                        cmd.args(["--backend", "cuda", "--cuda-library"]).arg(&link);
+                    }
+                },
                 Backend::Sim => {}
             }
         }

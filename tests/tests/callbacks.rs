@@ -4,6 +4,7 @@
 
 use npud_tests::{
     Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, proto, proto::ErrorReason,
+    skipped_on_real_hardware,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -122,6 +123,9 @@ async fn an_unacknowledged_blocking_callback_fails_its_stream_at_the_deadline() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_injected_task_failure_reaches_only_the_owner() {
+    if skipped_on_real_hardware("injected task failures") {
+        return;
+    }
     let d = Daemon::builder().tcp().start();
     let (owner, other) = (d.client().await, d.tcp_client().await);
     let mut mine = owner.report_stream(0).await.unwrap();

@@ -6,7 +6,7 @@
 
 use npud_tests::{
     Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, proto::ErrorReason,
-    proto::EventState,
+    proto::EventState, skipped_on_real_hardware, timing_tolerance_ms,
 };
 use std::time::Duration;
 use tonic::Code;
@@ -97,7 +97,7 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     assert_eq!(e.native_code(), native(507006, 600), "ACL_ERROR_RT_EVENT_NOT_COMPLETE / CUDA_ERROR_NOT_READY");
     s.sync().await.unwrap();
     let elapsed = b.elapsed_since(&a).await.unwrap();
-    assert!((elapsed - 20.0).abs() < 0.05, "elapsed {elapsed} ms");
+    assert!((elapsed - 20.0).abs() < timing_tolerance_ms(), "elapsed {elapsed} ms");
     // Untimed.
     let untimed = dev.create_event(EventOptions { disable_timing: true, ..Default::default() }).await.unwrap();
     assert!(!untimed.timing());
@@ -125,7 +125,7 @@ async fn two_streams_overlap_while_one_stream_serialises() {
     s1.record(&t1).await.unwrap();
     s1.sync().await.unwrap();
     let serial = t1.elapsed_since(&t0).await.unwrap();
-    assert!((serial - 80.0).abs() < 0.05, "serial {serial} ms");
+    assert!((serial - 80.0).abs() < timing_tolerance_ms(), "serial {serial} ms");
     // Parallel: 40 ms on each of two streams end close together.
     s1.record(&t0).await.unwrap();
     s1.delay(ms(40)).await.unwrap();
@@ -139,6 +139,9 @@ async fn two_streams_overlap_while_one_stream_serialises() {
 
 #[tokio::test]
 async fn a_high_priority_stream_overtakes_when_lanes_are_short() {
+    if skipped_on_real_hardware("a device with fewer lanes than streams") {
+        return;
+    }
     let d = Daemon::builder().config("[sim]\nlanes = 1").start();
     let c = d.client().await;
     let dev = c.device(0);
@@ -206,6 +209,9 @@ async fn device_sync_waits_for_the_callers_work_only() {
 /// returned (once).
 #[tokio::test]
 async fn device_sync_is_the_sessions_and_covers_what_it_destroyed() {
+    if skipped_on_real_hardware("injected task failures") {
+        return;
+    }
     let (d, a) = setup().await;
     let b = d.client().await; // the same tenant, another process
     assert_eq!(a.tenant(), b.tenant());
@@ -347,6 +353,7 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
             let st = dev.create_stream(StreamOptions::default()).await.unwrap();
             let ev = dev.create_event(EventOptions::default()).await.unwrap();
             st.record(&ev).await.unwrap();
+            ev.sync().await.unwrap();
             assert_eq!(ev.state().await.unwrap(), EventState::Complete);
         }
     };
@@ -359,6 +366,9 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
 
 #[tokio::test]
 async fn a_stream_and_an_event_on_different_devices_are_refused_and_nothing_changes() {
+    if skipped_on_real_hardware("two devices") {
+        return;
+    }
     let d = Daemon::builder().args(&["--sim-devices", "2"]).start();
     let c = d.client().await;
     let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
@@ -389,7 +399,7 @@ fn npuctl_drives_events_and_stream_waits() {
     assert_eq!(out.status.code(), Some(6), "not complete yet: {}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(d.npuctl_json(&["event", "sync", &b])["state"], "complete");
     let ms = d.npuctl_json(&["event", "elapsed", &a, &b])["milliseconds"].as_f64().unwrap();
-    assert!((ms - 20.0).abs() < 0.05, "{ms}");
+    assert!((ms - 20.0).abs() < f64::from(timing_tolerance_ms()), "{ms}");
     assert_eq!(d.npuctl_json(&["stream", "sync", &s2, "--timeout", "5s"])["state"], "complete");
     assert_eq!(d.npuctl_json(&["event", "list"]).as_array().map(Vec::len), Some(2));
     assert_eq!(d.npuctl_json(&["event", "destroy", &a, &b])["destroyed"], 2);
@@ -478,6 +488,9 @@ async fn a_pooled_stream_starts_with_no_failure_mode() {
 /// A sync whose awaited task fails returns that failure on that very call.
 #[tokio::test]
 async fn a_sync_returns_the_failure_of_the_task_it_waited_for() {
+    if skipped_on_real_hardware("injected task failures") {
+        return;
+    }
     let (_d, c) = setup().await;
     let dev = c.device(0);
     let s = dev.create_stream(StreamOptions::default()).await.unwrap();

@@ -62,12 +62,13 @@ struct EventMeta {
 struct Books {
     events: HashMap<RawEvent, EventMeta>,
     failed: HashSet<RawStream>,
-    spin: HashMap<u32, usize>,
 }
 
 struct Shared {
     lib: Lib,
     contexts: Vec<usize>,
+    /// Each device's spin kernel (delay work), loaded at start-up.
+    spin: Vec<usize>,
     books: Mutex<Books>,
     sink: super::SinkSlot,
     callbacks: super::CallbackGate,
@@ -118,11 +119,7 @@ impl Shared {
 
     /// Makes the device's primary context current on this thread.
     fn on(&self, device: u32) -> BackendResult<()> {
-        let ctx = *self.contexts.get(device as usize).ok_or_else(|| BackendError {
-            kind: ErrorKind::InvalidArgument,
-            native_code: 101,
-            message: format!("no device {device}"),
-        })?;
+        let ctx = *self.contexts.get(device as usize).ok_or_else(|| no_device(device))?;
         check(self.lib.ctx_set_current(ctx))
     }
 
@@ -174,6 +171,7 @@ impl CudaBackend {
             return Err("the CUDA driver reports no devices".into());
         }
         let mut contexts = Vec::new();
+        let mut spin = Vec::new();
         let mut descs = Vec::new();
         for ordinal in 0..count {
             let mut dev = 0i32;
@@ -187,6 +185,7 @@ impl CudaBackend {
             check(lib.ctx_set_current(ctx)).map_err(|e| e.message)?;
             let (mut least, mut greatest) = (0i32, 0i32);
             check(lib.ctx_get_stream_priority_range(&mut least, &mut greatest)).map_err(|e| e.message)?;
+            spin.push(load_spin_kernel(&lib)?);
             contexts.push(ctx);
             descs.push(DeviceDesc {
                 id: ordinal as u32,
@@ -203,6 +202,7 @@ impl CudaBackend {
         let shared = Arc::new(Shared {
             lib,
             contexts,
+            spin,
             books: Mutex::new(Books::default()),
             sink: super::SinkSlot::default(),
             callbacks: super::CallbackGate::default(),
@@ -213,18 +213,26 @@ impl CudaBackend {
         Ok(CudaBackend { shared, descs })
     }
 
-    /// The spin kernel of a device, loaded on first use.
+    /// The spin kernel of a device.
     fn spin_kernel(&self, device: u32) -> BackendResult<usize> {
-        if let Some(f) = self.shared.books().spin.get(&device) {
-            return Ok(*f);
-        }
-        let ptx = std::ffi::CString::new(SPIN_PTX).map_err(|e| unsupported(&e.to_string()))?;
-        let (mut module, mut function) = (0usize, 0usize);
-        check(self.shared.lib.module_load_data(&mut module, &ptx))?;
-        check(self.shared.lib.module_get_function(&mut function, module, c"npud_spin"))?;
-        self.shared.books().spin.insert(device, function);
-        Ok(function)
+        self.shared.spin.get(device as usize).copied().ok_or_else(|| no_device(device))
     }
+}
+
+/// Loads the spin kernel into the current context. Done at start-up, never on first use:
+/// on real hardware cuModuleLoadData waits for the context's running host functions, so
+/// loading it behind a BLOCK callback would wait for an acknowledgement that cannot come
+/// while the caller is stuck here (seen on an H100, docs/hardware.md).
+fn load_spin_kernel(lib: &Lib) -> Result<usize, String> {
+    let ptx = std::ffi::CString::new(SPIN_PTX).map_err(|e| e.to_string())?;
+    let (mut module, mut function) = (0usize, 0usize);
+    check(lib.module_load_data(&mut module, &ptx)).map_err(|e| format!("cuModuleLoadData: {}", e.message))?;
+    check(lib.module_get_function(&mut function, module, c"npud_spin")).map_err(|e| e.message)?;
+    Ok(function)
+}
+
+fn no_device(device: u32) -> BackendError {
+    BackendError { kind: ErrorKind::InvalidArgument, native_code: 101, message: format!("no device {device}") }
 }
 
 impl Backend for CudaBackend {
