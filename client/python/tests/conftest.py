@@ -60,10 +60,19 @@ class Daemon:
         self.dir.cleanup()
 
 
+def backend_args() -> tuple[str, ...]:
+    """The simulator, or a real GPU's driver when NPUD_TEST_CUDA_LIBRARY names one
+    (scripts/gpu-check.sh)."""
+    real = os.environ.get("NPUD_TEST_CUDA_LIBRARY")
+    if real:
+        return ("--backend", "cuda", "--cuda-library", real)
+    return ("--sim-profile", "atlas-200i-a2")
+
+
 @pytest.fixture
 def daemon(monkeypatch):
     """A fresh daemon per test, found by the client through NPUD_SOCKET."""
-    d = Daemon("--sim-profile", "atlas-200i-a2", config="[sim]\nlanes = 4\n[limits]\ncallback_deadline = \"2s\"\n")
+    d = Daemon(*backend_args(), config="[sim]\nlanes = 4\n[limits]\ncallback_deadline = \"2s\"\n")
     monkeypatch.setenv("NPUD_SOCKET", str(d.socket))
     monkeypatch.setenv("NPUD_ACL_WAIT_MS", "300")
     from npud.acl import rt

@@ -48,12 +48,35 @@ class StreamOptions:
     wait: float = 10.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class EventOptions:
-    enable_timing: bool = False
-    # As in cuda.core: True asks for blocking synchronisation (CU_EVENT_BLOCKING_SYNC).
-    busy_waited_sync: bool = False
+    """cuda.core 1.x's names. cuda.core before 1.0 spelled the first two `enable_timing`
+    and `busy_waited_sync` (True meant blocking synchronisation there too); both spellings
+    are accepted so code written for either runs."""
+
+    timing_enabled: bool = False
+    # True asks for blocking synchronisation (CU_EVENT_BLOCKING_SYNC), as in cuda.core.
+    blocking_sync: bool = False
     ipc_enabled: bool = False
+
+    _aliases = {"enable_timing": "timing_enabled", "busy_waited_sync": "blocking_sync"}
+
+    def __init__(
+        self,
+        timing_enabled: Optional[bool] = None,
+        blocking_sync: Optional[bool] = None,
+        ipc_enabled: Optional[bool] = False,
+        *,
+        enable_timing: Optional[bool] = None,
+        busy_waited_sync: Optional[bool] = None,
+    ):
+        pairs = (("timing_enabled", timing_enabled, enable_timing), ("blocking_sync", blocking_sync, busy_waited_sync))
+        for name, new, old in pairs:
+            if new is not None and old is not None and bool(new) != bool(old):
+                raise TypeError(f"EventOptions: {name} and its old spelling disagree")
+        object.__setattr__(self, "timing_enabled", bool(timing_enabled if timing_enabled is not None else enable_timing))
+        object.__setattr__(self, "blocking_sync", bool(blocking_sync if blocking_sync is not None else busy_waited_sync))
+        object.__setattr__(self, "ipc_enabled", bool(ipc_enabled))
 
 
 def _options(cls, options, what: str):
@@ -63,7 +86,7 @@ def _options(cls, options, what: str):
     if isinstance(options, cls):
         return options
     if isinstance(options, dict):
-        known = {f.name for f in fields(cls)}
+        known = {f.name for f in fields(cls)} | set(getattr(cls, "_aliases", ()))
         unknown = set(options) - known
         if unknown:
             raise TypeError(f"{what}: unknown fields {sorted(unknown)}")
@@ -113,13 +136,27 @@ class Device:
     def name(self) -> str:
         return self._info().name
 
-    def _lowest_priority(self) -> int:
-        # Cached per session: a later session may be another daemon with other devices.
+    def _priority_range(self) -> Tuple[int, int]:
+        """(lowest, highest) priority. Cached per session: a later session may be another
+        daemon with other devices."""
         key = (id(self._session), self._session.id)
-        cached = getattr(self, "_lowest", None)
+        cached = getattr(self, "_range", None)
         if cached is None or cached[0] != key:
-            cached = self._lowest = (key, self._info().priority_lowest)
+            info = self._info()
+            cached = self._range = (key, (info.priority_lowest, info.priority_highest))
         return cached[1]
+
+    def _lowest_priority(self) -> int:
+        return self._priority_range()[0]
+
+    def _checked_priority(self, priority) -> int:
+        """cuda.core refuses a priority outside the device's range with ValueError (the
+        driver and the daemon's RPC would clamp it)."""
+        priority = int(priority)
+        lo, hi = sorted(self._priority_range())
+        if not lo <= priority <= hi:
+            raise ValueError(f"priority={priority} is out of range [{lo}, {hi}]")
+        return priority
 
     @property
     def stream_budget(self) -> dict:
@@ -150,10 +187,11 @@ class Device:
             return Stream._from_protocol(obj)
         options = _options(StreamOptions, options, "Stream options")
         flags = STREAM_FLAG_NON_BLOCKING if options.nonblocking else 0
+        priority = self._lowest_priority() if options.priority is None else self._checked_priority(options.priority)
         req = stream_pb2.CreateStreamsRequest(
             device=self.device_id,
             count=1,
-            priority=self._lowest_priority() if options.priority is None else int(options.priority),
+            priority=priority,
             flags=flags,
             wait_ms=int(max(options.wait, 0) * 1000),
         )
@@ -166,10 +204,10 @@ class Device:
         if options.ipc_enabled:
             raise TypeError("npud events cannot be shared between processes (ipc_enabled)")
         req = event_pb2.CreateEventRequest(
-            device=self.device_id, disable_timing=not options.enable_timing, blocking_sync=options.busy_waited_sync
+            device=self.device_id, disable_timing=not options.timing_enabled, blocking_sync=options.blocking_sync
         )
         s = self._session
-        return Event._make(self, s.call(s.events.Create, req), busy_waited=options.busy_waited_sync)
+        return Event._make(self, s.call(s.events.Create, req), blocking_sync=options.blocking_sync)
 
     def sync(self) -> None:
         """Waits for this process's work on the device (never another process's)."""
@@ -225,12 +263,24 @@ class _Owned:
 
     def _setup(self, device: Device, info, owned: bool) -> None:
         self._device = device
-        self._info = info
+        self._info_ = info
+        self._closed = False
         self._finalizer = None
         if owned:
             self._finalizer = weakref.finalize(self, _release_later, self._kind, info.handle)
             # At exit, closing the session reclaims everything in one call.
             self._finalizer.atexit = False
+
+    @property
+    def _info(self):
+        """The daemon's description; using a closed object raises, as cuda.core's does."""
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__.lstrip('_')} has been closed")
+        return self._info_
+
+    @property
+    def is_closed(self) -> bool:
+        return self._closed
 
     @property
     def handle(self) -> int:
@@ -253,9 +303,13 @@ class _Owned:
         raise NotImplementedError
 
     def close(self) -> None:
-        """Destroys the object if this process owns it; a borrowed one is only let go."""
+        """Destroys the object if this process owns it; a borrowed one is only let go.
+        Closing twice is harmless; any other use afterwards raises RuntimeError."""
+        if self._closed:
+            return
         if self._finalizer is not None and self._finalizer.detach() is not None:
             self._destroy()
+        self._closed = True
 
     def __enter__(self):
         return self
@@ -266,10 +320,10 @@ class _Owned:
     def __eq__(self, other) -> bool:
         if not isinstance(other, type(self)):
             return NotImplemented
-        return int(self.handle) == int(other.handle)
+        return int(self._info_.handle) == int(other._info_.handle)
 
     def __hash__(self) -> int:
-        return hash((type(self), int(self.handle)))
+        return hash((type(self), int(self._info_.handle)))
 
 
 class Stream(_Owned):
@@ -320,7 +374,7 @@ class Stream(_Owned):
         return (0, self.handle)
 
     def __repr__(self) -> str:
-        return f"<Stream handle={self.handle} device={self.device.device_id}>"
+        return f"<Stream handle={self._info_.handle} device={self.device.device_id}{' closed' if self._closed else ''}>"
 
     @property
     def priority(self) -> int:
@@ -396,7 +450,7 @@ class _DefaultStream(Stream):
         s = cls.__new__(cls)
         s._name, s._per_thread = name, per_thread
         s._streams, s._lock = {}, threading.Lock()
-        s._finalizer = None
+        s._finalizer, s._closed = None, False
         return s
 
     def _resolve(self) -> Stream:
@@ -451,7 +505,7 @@ def default_stream() -> Stream:
 _ELAPSED_EXPLANATIONS = {
     errors_pb2.EVENT_NOT_TIMED: (
         "Both Events must be created with timing enabled in order to subtract them; "
-        "use EventOptions(enable_timing=True) when creating both events."
+        "use EventOptions(timing_enabled=True) when creating both events."
     ),
     errors_pb2.EVENT_NOT_RECORDED: (
         "Both Events must be recorded before they can be subtracted; "
@@ -474,22 +528,31 @@ class Event(_Owned):
         raise RuntimeError("Event objects cannot be instantiated directly. Please use Stream APIs (record).")
 
     @classmethod
-    def _make(cls, device: Device, info, busy_waited: bool) -> "Event":
+    def _make(cls, device: Device, info, blocking_sync: bool) -> "Event":
         e = cls.__new__(cls)
         e._setup(device, info, owned=True)
-        e._busy_waited = busy_waited
+        e._blocking_sync = blocking_sync
         return e
 
     def __repr__(self) -> str:
-        return f"<Event handle={self.handle}>"
+        return f"<Event handle={self._info_.handle}{' closed' if self._closed else ''}>"
 
     @property
+    def is_timing_enabled(self) -> bool:
+        return bool(self._info.timing)
+
+    @property
+    def is_blocking_sync(self) -> bool:
+        return self._blocking_sync
+
+    # cuda.core before 1.0 named these two the other way round.
+    @property
     def is_timing_disabled(self) -> bool:
-        return not self._info.timing
+        return not self.is_timing_enabled
 
     @property
     def is_sync_busy_waited(self) -> bool:
-        return self._busy_waited
+        return self.is_blocking_sync
 
     @property
     def is_ipc_enabled(self) -> bool:
