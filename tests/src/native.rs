@@ -90,6 +90,14 @@ pub fn cuda_callbacks_app() -> &'static PathBuf {
     BUILT.get_or_init(|| build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[]))
 }
 
+/// `native/cuda_create_cost.c` built once per process against libcuda: ARGS `STREAMS
+/// ROUNDS`; prints `create_ns <n> destroy_ns <n> streams <S> rounds <R>` (what a stream
+/// costs; scripts/gpu-check.sh times it on a GPU).
+pub fn cuda_create_cost_app() -> &'static PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| build("cuda_create_cost.c", "cuda", "cuda_create_cost", &[]))
+}
+
 /// `native/acl_memory.c` built once per process against libascendcl: buffers, copies,
 /// memset and run mode as the vendor's samples use them; prints `ok` or `fail <what>`.
 pub fn acl_memory_app() -> &'static PathBuf {

@@ -84,3 +84,31 @@ fn a_program_using_stream_callbacks_runs_on_the_fake_driver_and_under_npud() {
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
 }
+
+/// A program that creates and destroys streams in rounds, asking for one stream at start:
+/// the interposer grows its budget a chunk at a time and gives it back, and every round
+/// is admitted (the program scripts/gpu-check.sh times on a GPU).
+#[test]
+fn a_program_creating_in_rounds_grows_and_returns_its_budget() {
+    let program = npud_tests::native::cuda_create_cost_app();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("budget");
+    let d = cuda_daemon(&shared, &[]);
+    for npud in [None, Some((&d, 1))] {
+        let out = cuda_command(program, &shared, npud)
+            .args(["16", "20"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let words: Vec<&str> = line.split(' ').collect();
+        assert!(
+            matches!(words.as_slice(), ["create_ns", c, "destroy_ns", x, "streams", "16", "rounds", "20"]
+                if c.parse::<u64>().is_ok() && x.parse::<u64>().is_ok()),
+            "under npud: {}: {line}",
+            npud.is_some()
+        );
+        assert!(out.status.success());
+    }
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && d.in_use() == 0), "{}", d.log());
+}

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Validates npud on a real NVIDIA GPU, end to end, and prints what it measured
+# (docs/hardware.md records a run). Needs the driver, a C compiler and built binaries:
+#
+#   cargo build --release --workspace --bins
+#   cargo test --release -p npud-tests --test semantics --test callbacks --no-run   # optional
+#   scripts/gpu-check.sh target/release
+#
+# BIN (the first argument) holds npud, npuctl and libnpud_preload.so, and optionally deps/
+# with the suites' test executables, which then run against the GPU. CUDA_LIBRARY names
+# the driver (default: libcuda.so.1 from the loader's cache). Python checks run when
+# python3 can import grpc, torch and cuda.core.
+set -uo pipefail
+bin=$(cd "${1:-target/release}" && pwd)
+repo=$(cd "$(dirname "$0")/.." && pwd)
+lib=${CUDA_LIBRARY:-$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')}
+work=$(mktemp -d)
+sock=$work/npud.sock
+ctl() { "$bin/npuctl" --socket "$sock" "$@"; }
+section() { printf '\n== %s\n' "$*"; }
+# One line per check, collected for the summary at the end.
+verdicts=()
+expect() { # expect NAME PATTERN OUTPUT
+    if grep -qE "$2" <<<"$3"; then verdicts+=("pass  $1"); else verdicts+=("FAIL  $1: ${3//$'\n'/ | }"); fi
+}
+
+section hardware
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "driver library: $lib"
+[[ -e $lib ]] || { echo "no libcuda.so.1 found; set CUDA_LIBRARY"; exit 1; }
+
+section "C programs built against the real driver"
+for p in cuda_app cuda_callbacks cuda_create_cost; do
+    cc -O1 -o "$work/$p" "$repo/tests/native/$p.c" "$lib" -ldl || exit 1
+done
+cc -O1 -DUSE_PROC_ADDRESS -o "$work/cuda_app_pa" "$repo/tests/native/cuda_app.c" -ldl || exit 1
+echo built
+
+section "npud on the cuda backend"
+printf '[budget]\ncuda_streams_per_device = 256\n' >"$work/npud.toml"
+"$bin/npud" --socket "$sock" --state-dir "$work/state" --backend cuda --cuda-library "$lib" \
+    --config "$work/npud.toml" 2>"$work/npud.log" &
+npud_pid=$!
+for _ in $(seq 300); do ctl health >/dev/null 2>&1 && break; sleep 0.1; done
+out=$(ctl -o json device list); echo "$out"
+expect "npud serves the GPU's budget" '"capacity": ?256' "$out"
+
+section "daemon-side streams and events (npuctl)"
+out=$(ctl stream create --count 4 2>&1; ctl -o json stream list 2>&1); echo "$out"
+expect "npuctl creates daemon-side streams" '"handle"' "$out"
+
+section "an unmodified program, without npud"
+out=$("$work/cuda_app" 8 0); echo "$out"
+expect "cuda_app runs on the bare driver" '^ok 8' "$out"
+
+section "the same program under npuctl run (linked, then through cuGetProcAddress_v2)"
+out=$(ctl run --streams 9 -- "$work/cuda_app" 8 0); echo "$out"
+expect "interposed cuda_app (linked)" '^ok 8' "$out"
+out=$(CUDA_APP_LIBRARY=$lib ctl run --streams 9 -- "$work/cuda_app_pa" 8 0); echo "$out"
+expect "interposed cuda_app (cuGetProcAddress)" '^ok 8' "$out"
+
+section "callbacks, flags, memory under npuctl run"
+out=$(ctl run -- "$work/cuda_callbacks" 2>&1); echo "$out"
+expect "cuda_callbacks under the interposer" '^ok' "$out"
+
+section "a quota of 16 refuses the 17th stream with CUDA_ERROR_OUT_OF_MEMORY"
+ctl quota set root --max-streams 16 >/dev/null
+out=$(ctl run --streams 4 -- "$work/cuda_app" 20 0); echo "$out"
+expect "quota refusal is the driver's code 2" '^fail 2 after 1[0-9]' "$out"
+ctl quota set root --max-streams 256 >/dev/null
+
+section "a holder shows in status; SIGKILL gives its streams back"
+sleep 30 | ctl run --streams 40 -- "$work/cuda_app" 40 -1 >"$work/holder.out" &
+holder=$!
+for _ in $(seq 100); do grep -q '^ok' "$work/holder.out" && break; sleep 0.1; done
+during=$(ctl -o json status); echo "$during" | head -c 1500; echo
+pid=$(pgrep -f "$work/cuda_app 40 -1" | head -1)
+kill -9 "$pid" 2>/dev/null
+sleep 1
+after=$(ctl -o json status); echo "$after" | head -c 600; echo
+expect "status shows the holder's 40" '"streams": ?40' "$during"
+kill "$holder" 2>/dev/null
+
+section "what a stream costs: bare driver, interposed with a held budget, interposed asking per batch"
+for mode in bare held ask bare held ask; do
+    case $mode in
+        bare) out=$("$work/cuda_create_cost" 64 1000) ;;
+        held) out=$(ctl run --streams 65 -- "$work/cuda_create_cost" 64 1000) ;;
+        ask) out=$(ctl run --streams 1 -- "$work/cuda_create_cost" 64 1000) ;;
+    esac
+    echo "$mode: $out"
+    expect "cost run ($mode)" '^create_ns' "$out"
+done
+
+if python3 -c 'import torch, grpc' 2>/dev/null; then
+    section "PyTorch, unmodified, under npuctl run"
+    ctl run --streams 100 -- python3 "$repo/scripts/gpu/torch_streams.py" 4 >"$work/torch.out" 2>&1 &
+    for _ in $(seq 300); do grep -qE '^(ok|fail)' "$work/torch.out" && break; sleep 0.1; done
+    during=$(ctl -o json status)
+    wait $!
+    cat "$work/torch.out"; echo "$during" | head -c 1200; echo
+    expect "torch runs interposed" '^ok' "$(cat "$work/torch.out")"
+    section "two PyTorch processes under a 200-stream quota: the second queues, then runs"
+    ctl quota set root --max-streams 200 >/dev/null
+    ctl run --streams 130 -- python3 "$repo/scripts/gpu/torch_streams.py" 5 >"$work/first.out" 2>&1 &
+    first=$!
+    for _ in $(seq 300); do grep -qE '^(ok|fail)' "$work/first.out" && break; sleep 0.1; done
+    start=$(date +%s%N)
+    out=$(ctl run --streams 130 --wait 60s -- python3 "$repo/scripts/gpu/torch_streams.py" 0 2>&1 | tail -3)
+    waited=$((($(date +%s%N) - start) / 1000000))
+    wait $first
+    echo "first: $(cat "$work/first.out")"; echo "second (after ${waited} ms): $out"
+    expect "the second torch waited for the first's streams, then ran" '^ok' "$out"
+    ctl quota set root --max-streams 16 >/dev/null
+    out=$(ctl run --streams 8 -- python3 "$repo/scripts/gpu/torch_streams.py" 0 2>&1 | tail -3); echo "$out"
+    expect "torch under a 16-stream quota fails cleanly" '^fail' "$out"
+    ctl quota set root --max-streams 256 >/dev/null
+fi
+
+if python3 -c 'import grpc, cuda.core' 2>/dev/null; then
+    section "the same program through cuda.core and through npud.core"
+    out=$(NPUD_SOCKET=$sock PYTHONPATH=$repo/client/python/src:${PYTHONPATH:-} python3 "$repo/scripts/gpu/core_beside.py" 2>&1)
+    echo "$out"
+    expect "npud.core reads as cuda.core does" '^ok' "$out"
+fi
+
+kill "$npud_pid"; wait "$npud_pid"
+echo "npud exit: $?"; tail -5 "$work/npud.log"
+
+if [[ -d $bin/deps ]]; then
+    for suite in semantics callbacks; do
+        exe=$(ls -t "$bin"/deps/"$suite"-* 2>/dev/null | grep -v '\.d$' | head -1)
+        [[ -n $exe ]] || continue
+        section "the $suite suite on the GPU"
+        out=$(NPUD_TEST_BACKEND=cuda NPUD_TEST_CUDA_LIBRARY=$lib timeout 240 "$exe" --test-threads 4 2>&1)
+        grep -E '^test |test result|panicked' <<<"$out" | head -60
+        expect "$suite suite" 'test result: ok' "$out"
+    done
+fi
+
+if python3 -c 'import grpc, cuda.core' 2>/dev/null; then
+    section "npud.core beside cuda.core (the Python tests on the GPU)"
+    out=$(cd "$repo" && NPUD_BIN=$bin/npud NPUD_TEST_CUDA_LIBRARY=$lib PYTHONPATH=$repo/client/python/src:${PYTHONPATH:-} \
+        python3 -m pytest -q -p no:cacheprovider client/python/tests/test_cuda_core.py 2>&1 | tail -25)
+    echo "$out"
+    expect "npud.core tests on the GPU" ' passed' "$out"
+fi
+
+section summary
+printf '%s\n' "${verdicts[@]}"
+! printf '%s\n' "${verdicts[@]}" | grep -q '^FAIL'
