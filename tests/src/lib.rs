@@ -75,6 +75,16 @@ pub fn timing_tolerance_ms() -> f32 {
     if std::env::var_os("NPUD_TEST_CUDA_LIBRARY").is_some() { 1.0 } else { 0.05 }
 }
 
+/// The next report of a report stream, within 10 s.
+pub async fn next_report(reports: &mut tonic::Streaming<proto::Report>) -> proto::Report {
+    use tokio_stream::StreamExt;
+    tokio::time::timeout(Duration::from_secs(10), reports.next())
+        .await
+        .expect("a report within 10 s")
+        .expect("the report stream is open")
+        .expect("a report, not an error")
+}
+
 /// The fake vendor library built in this workspace (`libascendcl.so`, `libcuda.so`).
 pub fn fake_library(file: &str) -> PathBuf {
     bin(file)

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::{
-    Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, proto, proto::ErrorReason,
-    skipped_on_real_hardware,
+    Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, next_report, proto,
+    proto::ErrorReason, skipped_on_real_hardware,
 };
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,14 +13,6 @@ use tonic::Code;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-async fn next_report(reports: &mut tonic::Streaming<proto::Report>) -> proto::Report {
-    tokio::time::timeout(Duration::from_secs(10), reports.next())
-        .await
-        .expect("a report within 10 s")
-        .expect("the report stream is open")
-        .expect("a report, not an error")
 }
 
 fn callback(r: &proto::Report) -> &proto::CallbackReport {

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::{
-    Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, proto::ErrorReason,
+    Backend, Client, Daemon, EventOptions, StreamOptions, backend, failure, native, next_report, proto::ErrorReason,
     proto::EventState, skipped_on_real_hardware, timing_tolerance_ms,
 };
 use std::time::Duration;
@@ -365,7 +365,7 @@ async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
 }
 
 #[tokio::test]
-async fn a_stream_and_an_event_on_different_devices_are_refused_and_nothing_changes() {
+async fn across_devices_record_is_refused_and_a_wait_follows_the_vendor() {
     if skipped_on_real_hardware("two devices") {
         return;
     }
@@ -375,10 +375,31 @@ async fn a_stream_and_an_event_on_different_devices_are_refused_and_nothing_chan
     let other = c.device(1).create_event(EventOptions::default()).await.unwrap();
     let (code, reason, _) = failure(s.record(&other).await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::DeviceMismatch), "record");
-    let (code, reason, _) = failure(s.wait(&other).await);
-    assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::DeviceMismatch), "stream wait");
     assert_eq!(other.state().await.unwrap(), EventState::NotRecorded);
-    assert!(s.is_done().await.unwrap(), "no wait was enqueued");
+    // Device 1's event is recorded behind a blocking callback, so it completes exactly
+    // when the test acknowledges it.
+    let mut reports = c.report_stream(0).await.unwrap();
+    let producer = c.device(1).create_stream(StreamOptions::default()).await.unwrap();
+    c.subscribe(1, producer.handle()).await.unwrap();
+    let hold = c.launch_callback(producer.handle(), vec![], true).await.unwrap();
+    next_report(&mut reports).await;
+    producer.record(&other).await.unwrap();
+    let waited = s.wait(&other).await;
+    if backend() == Backend::Cuda {
+        // cuStreamWaitEvent: "the event may be from a different context than hStream, in
+        // which case this function will perform cross-device synchronization".
+        waited.unwrap();
+        assert!(!s.is_done().await.unwrap(), "device 0's stream waits for device 1's event");
+        c.ack(hold).await.unwrap();
+        s.sync_timeout(Some(Duration::from_secs(10))).await.unwrap();
+        assert_eq!(other.state().await.unwrap(), EventState::Complete);
+    } else {
+        // AscendCL documents no cross-device wait and its event ids are per device.
+        let (code, reason, _) = failure(waited);
+        assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::DeviceMismatch), "stream wait");
+        assert!(s.is_done().await.unwrap(), "no wait was enqueued");
+        c.ack(hold).await.unwrap();
+    }
 }
 
 #[test]

@@ -118,7 +118,16 @@ pub trait Backend: Send + Sync + 'static {
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool>;
     /// Resolves when all work enqueued before this call has finished.
     fn stream_drained(&self, device: u32, stream: RawStream) -> Wait;
+    /// `device` is the stream's; the event may be another device's where
+    /// [`Backend::waits_across_devices`] says so.
     fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()>;
+    /// Whether a stream may wait for another device's event. CUDA: yes
+    /// (cuStreamWaitEvent: "the event may be from a different context than hStream, in
+    /// which case this function will perform cross-device synchronization"). AscendCL
+    /// documents no such wait and event ids are per device, so the default is no.
+    fn waits_across_devices(&self) -> bool {
+        false
+    }
     /// Enqueues timed work; returns the task's number on its stream.
     fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64>;
     fn set_stop_on_failure(&self, device: u32, stream: RawStream, stop: bool) -> BackendResult<()>;

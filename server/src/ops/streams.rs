@@ -230,8 +230,14 @@ impl Daemon {
         self.wait(wait, timeout_ms, WaitKind::Stream, &format!("stream {handle}")).await
     }
 
+    /// Later work on the stream waits for the event's latest record. Across devices only
+    /// where the backend's vendor allows it (CUDA), else DeviceMismatch.
     pub fn stream_wait_event(&self, caller: &Caller, stream: u64, event: u64) -> NpudResult<()> {
-        let (e, s) = self.same_device(caller, event, stream)?;
+        let (e, s) = if self.backend.waits_across_devices() {
+            (self.registry.event(caller, event)?, self.registry.stream(caller, stream)?)
+        } else {
+            self.same_device(caller, event, stream)?
+        };
         self.backend.stream_wait_event(s.device, s.raw, e.raw).map_err(|e| backend_error(self.backend.name(), e))
     }
 

@@ -15,7 +15,7 @@ mod state;
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub type AclError = i32;
 pub type Handle = *mut c_void;
@@ -26,6 +26,7 @@ pub(crate) const UNINITIALIZE: AclError = 100001;
 const REPEAT_INITIALIZE: AclError = 100002;
 const RT_PARAM_INVALID: AclError = 107000;
 pub(crate) const RT_CONTEXT_NULL: AclError = 107002;
+const RT_STREAM_CONTEXT: AclError = 107003;
 const RT_STREAM_SUBSCRIBE: AclError = 107011;
 const RT_THREAD_SUBSCRIBE: AclError = 107012;
 const RT_STREAM_NO_CB_REG: AclError = 107015;
@@ -70,15 +71,28 @@ fn block_on(
     timeout_ms: i32,
     expired: AclError,
 ) -> Result<(), AclError> {
-    if timeout_ms < -1 {
-        return Err(RT_PARAM_INVALID);
+    block_until(register, deadline(timeout_ms)?, expired)
+}
+
+/// When a wait of `timeout_ms` started now expires (-1: never); below -1 is invalid.
+fn deadline(timeout_ms: i32) -> Result<Option<Instant>, AclError> {
+    match timeout_ms {
+        -1 => Ok(None),
+        t if t < -1 => Err(RT_PARAM_INVALID),
+        t => Ok(Some(Instant::now() + Duration::from_millis(t as u64))),
     }
+}
+
+fn block_until(
+    register: impl FnOnce(npu_sim::Waiter) -> Result<(), npu_sim::SimError>,
+    deadline: Option<Instant>,
+    expired: AclError,
+) -> Result<(), AclError> {
     let (tx, rx) = std::sync::mpsc::channel();
     register(Box::new(move |r| drop(tx.send(r)))).map_err(|e| e.code)?;
-    let r = if timeout_ms == -1 {
-        rx.recv().map_err(|_| state::INTERNAL)?
-    } else {
-        rx.recv_timeout(Duration::from_millis(timeout_ms as u64)).map_err(|_| expired)?
+    let r = match deadline {
+        None => rx.recv().map_err(|_| state::INTERNAL)?,
+        Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())).map_err(|_| expired)?,
     };
     r.map_err(|e| e.code)
 }
@@ -201,10 +215,25 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> A
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclError {
     with_rt(|r| {
-        let (dev, s) = r.stream(stream)?;
-        let (_, e) = r.event(event)?;
+        let (dev, e, s) = same_device(r, event, stream)?;
         dev.stream_wait_event(s, e).map_err(|e| e.code)
     })
+}
+
+/// An event and a stream one call uses together. Events and streams belong to one
+/// device's context; AscendCL answers a stream outside that context with
+/// ACL_ERROR_RT_STREAM_CONTEXT.
+fn same_device(
+    r: &Rt,
+    event: Handle,
+    stream: Handle,
+) -> Result<(&std::sync::Arc<npu_sim::SimDevice>, npu_sim::EventId, npu_sim::StreamId), AclError> {
+    let (dev, e) = r.event(event)?;
+    let (sdev, s) = r.stream(stream)?;
+    if sdev.id() != dev.id() {
+        return Err(RT_STREAM_CONTEXT);
+    }
+    Ok((dev, e, s))
 }
 
 #[unsafe(no_mangle)]
@@ -306,8 +335,7 @@ pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
-        let (dev, e) = r.event(event)?;
-        let (_, s) = r.stream(stream)?;
+        let (dev, e, s) = same_device(r, event, stream)?;
         dev.record_event(e, s).map_err(|e| e.code)
     })
 }
@@ -315,8 +343,7 @@ pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
-        let (dev, e) = r.event(event)?;
-        let (_, s) = r.stream(stream)?;
+        let (dev, e, s) = same_device(r, event, stream)?;
         dev.reset_event(e, s).map_err(|e| e.code)
     })
 }
@@ -387,8 +414,10 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end:
 pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout_ms: i32) -> AclError {
     with_rt(|r| {
         let dev = r.current_device()?;
+        // One timeout for the whole device, not one per stream.
+        let deadline = deadline(timeout_ms)?;
         for id in r.streams_on(dev.id()) {
-            block_on(|w| dev.on_stream_drained(id, w), timeout_ms, RT_STREAM_SYNC_TIMEOUT)?;
+            block_until(|w| dev.on_stream_drained(id, w), deadline, RT_STREAM_SYNC_TIMEOUT)?;
         }
         Ok(())
     })

@@ -8,6 +8,7 @@
 //! Host functions run on a thread of this library, as the CUDA driver's do.
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
+mod gate;
 mod memory;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
@@ -43,6 +44,8 @@ type StreamCallback = unsafe extern "C" fn(usize, CuResult, *mut c_void);
 enum HostCall {
     Func(HostFn),
     Callback(StreamCallback, usize),
+    /// A cross-device wait (gate.rs): released by the other device's event, not here.
+    Gate(Arc<gate::Gate>),
 }
 
 struct Pending {
@@ -121,6 +124,14 @@ impl Rt {
         self.give_shared(dev.id(), 1);
         dev.destroy_stream(id).map_err(sim)
     }
+    fn next_host_call(&self) -> u64 {
+        let mut inner = self.lock();
+        inner.next_fn += 1;
+        inner.next_fn
+    }
+    fn register_host_call(&self, id: u64, call: HostCall, user_data: usize) {
+        self.lock().host_fns.insert(id, Pending { call, user_data });
+    }
     fn mint(inner: &mut Inner) -> usize {
         inner.next += 0x40;
         inner.next
@@ -129,6 +140,10 @@ impl Rt {
     fn dispatch(&self, device: u32, report: SimReport) {
         if let SimReport::Callback { stream, callback, status, .. } = report {
             let pending = self.lock().host_fns.remove(&callback);
+            if let Some(Pending { call: HostCall::Gate(g), .. }) = pending {
+                g.reached(self);
+                return;
+            }
             if let Some(p) = pending {
                 // SAFETY: the application passed this function and data to
                 // cuLaunchHostFunc or cuStreamAddCallback and keeps them valid until the
@@ -140,6 +155,7 @@ impl Rt {
                     HostCall::Callback(f, h) => unsafe {
                         f(h, if status == 0 { SUCCESS } else { LAUNCH_FAILED }, p.user_data as *mut c_void)
                     },
+                    HostCall::Gate(_) => {}
                 }
             }
             let _ = self.devices[device as usize].ack_callback(stream, callback);
@@ -353,7 +369,10 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
     }
     with(|r| {
         let (dev, sid) = r.stream(s)?;
-        let (_, eid, _) = r.event(e)?;
+        let (other, eid, _) = r.event(e)?;
+        if other.id() != dev.id() {
+            return gate::wait_across(r, dev, sid, other, eid);
+        }
         dev.stream_wait_event(sid, eid).map_err(sim)
     })
 }
@@ -405,7 +424,12 @@ pub extern "C" fn cuEventDestroy_v2(e: usize) -> CuResult {
 pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CuResult {
     with(|r| {
         let (dev, eid, _) = r.event(e)?;
-        let (_, sid) = r.stream(s)?;
+        let (sdev, sid) = r.stream(s)?;
+        // "hEvent and hStream must be from the same context otherwise
+        // CUDA_ERROR_INVALID_HANDLE is returned."
+        if sdev.id() != dev.id() {
+            return Err(INVALID_HANDLE);
+        }
         dev.record_event(eid, sid).map_err(sim)
     })
 }
@@ -469,13 +493,8 @@ pub extern "C" fn cuStreamAddCallback(
 
 fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -> Result<(), CuResult> {
     let (dev, id) = r.stream(s)?;
-    let cb = {
-        let mut inner = r.lock();
-        inner.next_fn += 1;
-        let cb = inner.next_fn;
-        inner.host_fns.insert(cb, Pending { call, user_data: user_data as usize });
-        cb
-    };
+    let cb = r.next_host_call();
+    r.register_host_call(cb, call, user_data as usize);
     // Host functions block later work on the stream until they return.
     dev.launch_callback(id, cb, true).map(drop).map_err(sim)
 }

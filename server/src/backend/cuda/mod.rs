@@ -326,7 +326,12 @@ impl Backend for CudaBackend {
         })
     }
 
+    fn waits_across_devices(&self) -> bool {
+        true
+    }
+
     fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
+        // The stream's context is current; the event may be another device's.
         self.shared.on(device)?;
         check(self.shared.lib.stream_wait_event(stream as usize, event as usize))
     }
