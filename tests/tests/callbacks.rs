@@ -317,3 +317,38 @@ async fn a_callback_enqueued_before_a_destroy_is_still_delivered_once() {
     let again = tokio::time::timeout(Duration::from_secs(2), reports.next()).await;
     assert!(again.is_err(), "delivered once, got {again:?}");
 }
+
+/// "For each cuStreamAddCallback call, the callback will be executed exactly once", with
+/// the stream's error after a device error; AscendCL's default failure mode carries on
+/// past a failed task. Either way a callback behind a failed task is delivered once.
+#[tokio::test]
+async fn a_callback_behind_a_failed_task_is_delivered_once() {
+    if skipped_on_real_hardware("injected task failures") {
+        return;
+    }
+    let d = Daemon::start();
+    let c = d.client().await;
+    let mut reports = c.report_stream(0).await.unwrap();
+    let s = subscribed(&c, 7).await;
+    s.delay(ms(20)).await.unwrap();
+    s.delay(ms(20)).await.unwrap();
+    let fault = proto::FailTask { stream: s.handle(), task: 2, code: 507015 };
+    let fault =
+        proto::InjectFaultRequest { device: 0, fault: Some(proto::inject_fault_request::Fault::FailTask(fault)) };
+    c.admin().inject_fault(fault).await.unwrap();
+    let id = c.launch_callback(s.handle(), b"after".to_vec(), false).await.unwrap();
+    let mut delivered = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while delivered == 0 && tokio::time::Instant::now() < deadline {
+        let r = next_report(&mut reports).await;
+        if matches!(&r.kind, Some(proto::report::Kind::Callback(cb)) if cb.callback_id == id) {
+            delivered += 1;
+        }
+    }
+    assert_eq!(delivered, 1, "the callback behind the failed task arrived");
+    // Anything else arriving now is not this callback again.
+    while let Ok(Some(Ok(r))) = tokio::time::timeout(ms(300), reports.next()).await {
+        assert!(!matches!(&r.kind, Some(proto::report::Kind::Callback(cb)) if cb.callback_id == id), "delivered twice");
+    }
+    assert!(s.sync().await.is_err(), "the stream's failure is still reported");
+}

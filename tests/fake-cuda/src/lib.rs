@@ -144,16 +144,23 @@ impl Rt {
                 g.reached(self);
                 return;
             }
+            // CUDA's errors are sticky: once a task of the stream failed, every later
+            // host call sees the error.
+            let failed = status != 0
+                || self.devices[device as usize].stream_status(stream).map(|st| st.failed).unwrap_or(false);
             if let Some(p) = pending {
                 // SAFETY: the application passed this function and data to
                 // cuLaunchHostFunc or cuStreamAddCallback and keeps them valid until the
                 // function has run.
                 match p.call {
-                    HostCall::Func(f) => unsafe { f(p.user_data as *mut c_void) },
+                    // cuLaunchHostFunc: unlike cuStreamAddCallback, the function is not
+                    // called after an error in the context (the stream still moves on).
+                    HostCall::Func(f) if !failed => unsafe { f(p.user_data as *mut c_void) },
+                    HostCall::Func(_) => {}
                     // The driver passes the stream's error state: a failed stream's is
                     // the error it failed with.
                     HostCall::Callback(f, h) => unsafe {
-                        f(h, if status == 0 { SUCCESS } else { LAUNCH_FAILED }, p.user_data as *mut c_void)
+                        f(h, if failed { LAUNCH_FAILED } else { SUCCESS }, p.user_data as *mut c_void)
                     },
                     HostCall::Gate(_) => {}
                 }

@@ -14,7 +14,7 @@ use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
     StreamState, Wait, WaitKind,
 };
-use ffi::{Cuda, Lib, LoadError};
+use ffi::{CuResult, Cuda, Lib, LoadError};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -409,19 +409,38 @@ impl Backend for CudaBackend {
         Ok(ms)
     }
 
+    /// cuStreamAddCallback where the driver has it: "the callback will be executed
+    /// exactly once", with the stream's error status after a device error, so a callback
+    /// is delivered even then and the stream is booked as failed. cuLaunchHostFunc (the
+    /// fallback) skips its function after a device error.
     fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64> {
         let shared = Arc::downgrade(&self.shared);
-        let thunk: ffi::Thunk = Box::new(move || {
+        let fire = move |status: CuResult| {
             if let Some(s) = shared.upgrade() {
+                if status != 0 {
+                    s.books().failed.insert(stream);
+                }
                 s.callbacks.fire(&s.sink, device, stream, callback, blocking);
             }
-        });
-        let user_data = ffi::thunk_into_user_data(thunk);
+        };
         self.shared.on(device)?;
-        let launched = check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data));
-        if launched.is_err() {
-            ffi::drop_user_data(user_data);
-        }
+        let launched = if self.shared.lib.has("cuStreamAddCallback") {
+            let user_data = ffi::status_thunk_into_user_data(Box::new(fire));
+            let launched =
+                check(self.shared.lib.stream_add_callback(stream as usize, ffi::stream_callback_trampoline, user_data));
+            if launched.is_err() {
+                ffi::drop_status_user_data(user_data);
+            }
+            launched
+        } else {
+            let user_data = ffi::thunk_into_user_data(Box::new(move || fire(0)));
+            let launched =
+                check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data));
+            if launched.is_err() {
+                ffi::drop_user_data(user_data);
+            }
+            launched
+        };
         launched.map(|()| 0)
     }
 
