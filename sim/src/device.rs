@@ -218,6 +218,11 @@ impl SimDevice {
         self.with(|s, _| s.engine.on_stream_drained(stream, waiter))
     }
 
+    /// See [`Engine::renew_stream`].
+    pub fn renew_stream(&self, stream: StreamId) -> SimResult<bool> {
+        self.with(|s, _| s.engine.renew_stream(stream))
+    }
+
     pub fn enqueue_delay(&self, stream: StreamId, duration: Duration) -> SimResult<u64> {
         self.with(|s, now| s.engine.enqueue_delay(stream, duration, now))
     }

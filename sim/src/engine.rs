@@ -269,6 +269,25 @@ impl Engine {
         Ok(task)
     }
 
+    /// Makes an idle stream read as new for its next owner (the warm pool): task numbers
+    /// start again at 1 and faults injected for tasks that never came are dropped. A
+    /// stream with work, a failure or a failure mode is left as it is (the pool destroys
+    /// those instead); returns whether it was renewed.
+    pub fn renew_stream(&mut self, id: StreamId) -> SimResult<bool> {
+        let s = self.live_stream(id)?;
+        let fresh = s.queue.is_empty()
+            && s.activity == Activity::Idle
+            && s.drain_waiters.is_empty()
+            && s.first_failure.is_none()
+            && s.failure_mode.is_none();
+        if fresh {
+            s.enqueued = 0;
+            s.completed = 0;
+            s.injected_failures.clear();
+        }
+        Ok(fresh)
+    }
+
     pub fn enqueue_delay(&mut self, id: StreamId, duration: Duration, now: Instant) -> SimResult<u64> {
         self.push_task(id, TaskKind::Delay(duration), now)
     }

@@ -470,7 +470,8 @@ impl Admission {
                     failed |= state.as_ref().is_ok_and(|st| st.failed);
                     // A pooled stream must be indistinguishable from a new one: one that
                     // failed, or whose failure mode was set (once per stream), is destroyed.
-                    let ok = state.is_ok_and(|st| !st.failed && !st.failure_mode_set);
+                    let ok = state.is_ok_and(|st| !st.failed && !st.failure_mode_set)
+                        && self.backend.renew_stream(device, s).is_ok();
                     healthy.push((s, class, ok));
                 }
                 Ok(Err(e)) => {

@@ -114,6 +114,12 @@ pub trait Backend: Send + Sync + 'static {
     /// streams that did not drain in time.
     fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()>;
     fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState>;
+    /// Called before an idle stream goes into the warm pool: whatever numbering the
+    /// backend exposes starts again, so the next owner sees a new stream. Vendor
+    /// backends have nothing to renew (their task ids are the runtime's own).
+    fn renew_stream(&self, _device: u32, _stream: RawStream) -> BackendResult<()> {
+        Ok(())
+    }
     /// True when all work enqueued so far has finished.
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool>;
     /// Resolves when all work enqueued before this call has finished.

@@ -147,6 +147,17 @@ impl Backend for SimBackend {
         })
     }
 
+    fn renew_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
+        match self.dev(device)?.renew_stream(stream).map_err(convert)? {
+            true => Ok(()),
+            false => Err(BackendError {
+                kind: ErrorKind::Other,
+                native_code: i64::from(codes::RT_INTERNAL_ERROR),
+                message: "the stream still has work or a failure; it is not pooled".into(),
+            }),
+        }
+    }
+
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
         self.dev(device)?.stream_query(stream).map_err(convert)
     }

@@ -146,8 +146,8 @@ impl Rt {
             }
             // CUDA's errors are sticky: once a task of the stream failed, every later
             // host call sees the error.
-            let failed = status != 0
-                || self.devices[device as usize].stream_status(stream).map(|st| st.failed).unwrap_or(false);
+            let failed =
+                status != 0 || self.devices[device as usize].stream_status(stream).map(|st| st.failed).unwrap_or(false);
             if let Some(p) = pending {
                 // SAFETY: the application passed this function and data to
                 // cuLaunchHostFunc or cuStreamAddCallback and keeps them valid until the
