@@ -87,7 +87,7 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotRecorded));
     // Enqueue behind a busy head so the three tasks chain back to back on the device
     // (an idle stream would start the delay only when its RPC arrives).
-    s.delay(ms(200)).await.unwrap();
+    s.delay(ms(1000)).await.unwrap();
     s.record(&a).await.unwrap();
     s.delay(ms(20)).await.unwrap();
     s.record(&b).await.unwrap();
@@ -118,7 +118,7 @@ async fn two_streams_overlap_while_one_stream_serialises() {
     let ev = || dev.create_event(EventOptions::default());
     let (t0, t1, t2) = (ev().await.unwrap(), ev().await.unwrap(), ev().await.unwrap());
     // Serial: two 40 ms delays on one stream take 80 ms (enqueued behind a busy head).
-    s1.delay(ms(200)).await.unwrap();
+    s1.delay(ms(1000)).await.unwrap();
     s1.record(&t0).await.unwrap();
     s1.delay(ms(40)).await.unwrap();
     s1.delay(ms(40)).await.unwrap();
@@ -410,7 +410,7 @@ fn npuctl_drives_events_and_stream_waits() {
     let a = d.npuctl_json(&["event", "create"])["handle"].to_string();
     let b = d.npuctl_json(&["event", "create"])["handle"].to_string();
     assert_eq!(d.npuctl_json(&["event", "query", &a])["state"], "not_recorded");
-    d.npuctl_json(&["stream", "delay", &s1, "300ms"]);
+    d.npuctl_json(&["stream", "delay", &s1, "3s"]);
     d.npuctl_json(&["event", "record", &a, &s1]);
     d.npuctl_json(&["stream", "delay", &s1, "20ms"]);
     d.npuctl_json(&["event", "record", &b, &s1]);
