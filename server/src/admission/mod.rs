@@ -311,7 +311,12 @@ impl Admission {
         count: u32,
         class: Class,
     ) -> Result<Vec<RawStream>, (NpudError, Vec<RawStream>)> {
-        let _one_batch_at_a_time = self.devices[device as usize].pacer.lock().await;
+        // Pacing protects a vendor driver from concurrent creation batches; calls that
+        // cannot block (the simulator) need none.
+        let _one_batch_at_a_time = match self.backend.calls_block() {
+            true => Some(self.devices[device as usize].pacer.lock().await),
+            false => None,
+        };
         let mut made = Vec::with_capacity(count as usize);
         let mut retries = 0;
         let mut backoff = self.config.retry_backoff;
@@ -351,15 +356,15 @@ impl Admission {
         Ok(made)
     }
 
-    /// Creates up to `count` streams on the blocking pool; stops at the first failure.
+    /// Creates up to `count` streams (on the blocking pool where the calls may block);
+    /// stops at the first failure.
     async fn create_batch(
         &self,
         device: u32,
         count: u32,
         (priority, flags): Class,
     ) -> (Vec<RawStream>, Option<BackendError>) {
-        let backend = Arc::clone(&self.backend);
-        let job = tokio::task::spawn_blocking(move || {
+        let create = move |backend: &dyn Backend| {
             let mut made = Vec::with_capacity(count as usize);
             for _ in 0..count {
                 match backend.create_stream(device, priority, flags) {
@@ -368,7 +373,12 @@ impl Admission {
                 }
             }
             (made, None)
-        });
+        };
+        if !self.backend.calls_block() {
+            return create(self.backend.as_ref());
+        }
+        let backend = Arc::clone(&self.backend);
+        let job = tokio::task::spawn_blocking(move || create(backend.as_ref()));
         job.await.unwrap_or_else(|e| {
             (
                 Vec::new(),
@@ -419,7 +429,7 @@ impl Admission {
         let managed = self.policy == Policy::Managed;
         self.lock(device).ledger.release(tenant, n, managed);
         let this = Arc::clone(self);
-        tokio::spawn(async move {
+        let mut job = Box::pin(async move {
             let failed = if managed {
                 this.drain_and_pool(device, streams, reaping).await
             } else {
@@ -435,6 +445,13 @@ impl Admission {
                 let _ = tx.send(Some(failed));
             }
         });
+        // Streams that are already idle (and a backend whose calls do not block) finish
+        // here, so the caller's next create finds them in the pool; whatever has to wait
+        // goes on in a task of its own.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if job.as_mut().poll(&mut cx).is_pending() {
+            tokio::spawn(job);
+        }
     }
 
     /// Undoes a grant that could not be completed.
@@ -516,14 +533,18 @@ impl Admission {
         if streams.is_empty() {
             return;
         }
-        let backend = Arc::clone(&self.backend);
-        let job = tokio::task::spawn_blocking(move || {
+        let destroy = move |backend: &dyn Backend| {
             for s in streams {
                 if let Err(e) = backend.destroy_stream(device, s) {
                     tracing::warn!(device, error = %e, "destroying a released stream");
                 }
             }
-        });
+        };
+        if !self.backend.calls_block() {
+            return destroy(self.backend.as_ref());
+        }
+        let backend = Arc::clone(&self.backend);
+        let job = tokio::task::spawn_blocking(move || destroy(backend.as_ref()));
         if let Err(e) = job.await {
             tracing::error!(device, error = %e, "stream destruction task failed");
         }

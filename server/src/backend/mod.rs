@@ -100,6 +100,12 @@ pub enum WaitKind {
 pub trait Backend: Send + Sync + 'static {
     /// "sim", "acl" or "cuda": names the native codes in error details.
     fn name(&self) -> &'static str;
+    /// Whether creating or destroying a stream may block the calling thread (a vendor
+    /// driver call: milliseconds under contention). Such calls go to the blocking pool,
+    /// one batch per device at a time; an in-process simulator's run inline.
+    fn calls_block(&self) -> bool {
+        true
+    }
     fn devices(&self) -> &[DeviceDesc];
     fn set_report_sink(&self, sink: ReportSink);
     /// The vendor's code for an expired wait of this kind.

@@ -92,6 +92,10 @@ impl Backend for SimBackend {
         "sim"
     }
 
+    fn calls_block(&self) -> bool {
+        false
+    }
+
     fn devices(&self) -> &[DeviceDesc] {
         &self.descs
     }

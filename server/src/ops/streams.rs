@@ -95,9 +95,14 @@ impl Daemon {
         self.registry.touch(caller, session)?;
         let mutation = self.health.mutation();
         let waited = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
-        // The grant is ours now. Finish it in a task of its own: a caller that goes away
-        // (a killed client) must not leave it half done. What gets registered goes with
-        // the session and is reclaimed with it.
+        // The grant is ours now. A caller that goes away (a killed client) must not leave
+        // it half done: where the backend's calls do not block, filling it never waits
+        // (no pacer, no blocking pool), so it finishes within this poll; otherwise it
+        // finishes in a task of its own. What gets registered goes with the session.
+        if !self.backend.calls_block() {
+            let _mutation = mutation;
+            return self.fill_and_register(caller, session, req, waited).await;
+        }
         let this = Arc::clone(self);
         let caller = caller.clone();
         tokio::spawn(async move {
