@@ -560,3 +560,23 @@ fn a_connection_is_told_its_concurrent_call_limit() {
         .collect();
     assert!(settings.contains(&(0x3, 7)), "SETTINGS_MAX_CONCURRENT_STREAMS = 7 in {settings:?}");
 }
+
+/// Metadata over the HTTP/2 bound gets INVALID_ARGUMENT that names it even on a connection
+/// whose earlier requests went through untouched (a valid `:authority`: tonic's), and the
+/// connection stays usable afterwards.
+#[tokio::test]
+async fn oversized_metadata_midway_through_a_tonic_connection_is_named_and_survived() {
+    use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
+    let d = Daemon::start();
+    let mut health = HealthClient::new(npud_client_channel(&d).await);
+    let check = || HealthCheckRequest { service: String::new() };
+    health.check(check()).await.expect("a first, ordinary call");
+    let mut huge = tonic::Request::new(check());
+    huge.metadata_mut().insert("x-huge", MetadataValue::try_from("v".repeat(20_000)).unwrap());
+    let refused = health.check(huge).await.expect_err("20 KB of metadata");
+    assert_eq!(refused.code(), C::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("metadata is"), "{}", refused.message());
+    for _ in 0..3 {
+        health.check(check()).await.expect("the connection is still usable");
+    }
+}

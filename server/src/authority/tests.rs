@@ -200,3 +200,35 @@ fn an_oversized_header_list_is_trimmed_and_marked_instead_of_refused_by_http2() 
     assert!(size > 20_000);
     assert!(list.iter().map(|(n, v)| n.len() + v.len() + 32).sum::<usize>() < MAX_HEADER_LIST);
 }
+
+/// A client that needs no change is forwarded byte for byte (its HPACK table is the
+/// server's); when a later block needs one, the server's table is emptied and every block
+/// from then on is re-encoded, so blocks that lean on either table still decode.
+#[test]
+fn blocks_go_through_verbatim_until_one_needs_a_change() {
+    let mut client = Encoder::new();
+    let (first, second) = (encode(&mut client, &request("localhost")), encode(&mut client, &request("localhost")));
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS, 1, &first));
+    input.extend(frame(HEADERS, END_HEADERS, 3, &second));
+    let mut huge = request("localhost");
+    huge.push((b"x-huge".to_vec(), vec![b'v'; 20_000]));
+    input.extend(frame(HEADERS, END_HEADERS, 5, &encode(&mut client, &huge)));
+    // After the switch the client's blocks still index its own table.
+    input.extend(frame(HEADERS, END_HEADERS, 7, &encode(&mut client, &request("/run/npud/npud.sock"))));
+    input.extend(frame(HEADERS, END_HEADERS, 9, &encode(&mut client, &request("localhost"))));
+    for chunk in [1, 13, 65_536] {
+        let out = rewrite(&input, chunk).expect("passes");
+        let blocks = frames(&out[PREFACE.len()..]);
+        assert_eq!(blocks[0].3, first, "forwarded as the client encoded it");
+        assert_eq!(blocks[1].3, second);
+        let lists = server_view(&out);
+        assert_eq!(lists.len(), 5);
+        assert_eq!(lists[0], request("localhost"));
+        assert_eq!(lists[1], request("localhost"));
+        assert!(lists[2].iter().any(|(n, _)| n == OVERSIZED_METADATA.as_bytes()), "trimmed and marked");
+        assert!(!lists[2].iter().any(|(n, _)| n == b"x-huge"));
+        assert_eq!(authority(&lists[3]), "localhost", "rewritten");
+        assert_eq!(lists[4], request("localhost"));
+    }
+}
