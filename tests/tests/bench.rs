@@ -22,13 +22,20 @@ fn npud_bench_quick_runs_and_writes_json() {
         "targets:",
         "under the interposer",
         "authority rewrite of a request",
+        "peer: plain tonic server, empty call",
+        "create stream",
+        "query event",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(doc["floor"]["empty_grpc_p50_us"].as_f64().unwrap() > 0.0);
+    assert!(doc["floor"]["peer_tonic_empty_p50_us"].as_f64().unwrap() > 0.0, "the peer tonic server was measured");
+    let targets = doc["targets"].as_array().unwrap();
+    assert!(targets.len() >= 9, "every target has a verdict: {targets:?}");
+    assert!(targets.iter().all(|t| t["met"].is_boolean() && t["target"].is_string()));
     assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
-    assert_eq!(doc["targets"]["managed_failed_jobs"], 0, "the managed policy never fails a job");
+    assert_eq!(doc["contention"][0]["failed"], 0, "the managed policy never fails a job");
     assert_eq!(doc["contention"][0]["leaked_streams"], 0);
     assert_eq!(doc["interposer"]["acquires_per_process"], 1.0, "one round trip admits a whole start-up");
     assert_eq!(doc["interposer"]["crowd"][1]["failed"], 0, "no process fails under the interposer");

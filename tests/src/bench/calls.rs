@@ -69,6 +69,63 @@ pub async fn through_daemon(client: &Client, warmup: usize, n: usize) -> Vec<(&'
     out
 }
 
+/// The floor rows and the single RPCs the targets bound, measured interleaved (one client
+/// each, sequential): every round makes one call of each kind, so a noisy neighbour slows
+/// them all alike and the ratios of one run stay comparable.
+pub struct Interleaved {
+    /// The same health check against a plain tonic server with default settings (`peer.rs`).
+    pub peer_empty: Samples,
+    /// npud's empty call (the health check).
+    pub empty: Samples,
+    pub singles: Vec<(&'static str, Samples)>,
+}
+
+pub async fn interleaved(client: &Client, peer: &std::path::Path, warmup: usize, n: usize) -> Interleaved {
+    let channel = npud_client::channel(&npud_client::Target::Socket(peer.to_path_buf())).await.expect("the peer");
+    let (mut peer_health, mut health) = (HealthClient::new(channel), HealthClient::new(client.channel()));
+    let (mut streams, mut events) = (client.streams(), client.events());
+    let stream = client.device(0).create_stream(StreamOptions::default()).await.expect("stream");
+    let event = client.device(0).create_event(EventOptions::default()).await.expect("event");
+    let (sh, eh) = (stream.handle(), event.handle());
+    let mut rows: [Vec<Duration>; 6] = Default::default();
+    let check = || HealthCheckRequest { service: String::new() };
+    for _ in 0..warmup + n {
+        let mut t = std::time::Instant::now();
+        let mut lap = |row: &mut Vec<Duration>| {
+            row.push(t.elapsed());
+            t = std::time::Instant::now();
+        };
+        peer_health.check(check()).await.expect("peer health");
+        lap(&mut rows[0]);
+        health.check(check()).await.expect("health");
+        lap(&mut rows[1]);
+        let made = streams
+            .create(proto::CreateStreamsRequest { device: 0, count: 1, ..Default::default() })
+            .await
+            .expect("create")
+            .into_inner();
+        lap(&mut rows[2]);
+        streams.destroy(proto::DestroyStreamsRequest { handles: vec![made.streams[0].handle] }).await.expect("destroy");
+        lap(&mut rows[3]);
+        events.record(proto::RecordEventRequest { event: eh, stream: sh }).await.expect("record");
+        lap(&mut rows[4]);
+        events.query(proto::QueryEventRequest { handle: eh }).await.expect("query");
+        lap(&mut rows[5]);
+    }
+    drop((stream, event));
+    let [peer_empty, empty, create, destroy, record, query] = rows.map(|mut v| Samples(v.split_off(warmup)));
+    Interleaved {
+        peer_empty,
+        empty,
+        singles: vec![
+            ("create stream", create),
+            ("destroy stream", destroy),
+            ("record event", record),
+            ("query event", query),
+        ],
+    }
+}
+
 /// The same work against npu-sim in-process: what the daemon adds is the difference.
 pub fn in_process(warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
     use npu_sim::{Profile, SimDevice, SimOptions};
@@ -145,51 +202,63 @@ fn grpcio_style_request() -> Vec<u8> {
 }
 
 /// Operations per second with `clients` concurrent clients, each on its own connection:
-/// (empty call, record event, create+destroy stream).
+/// (empty call, record event, create+destroy stream). The three alternate in three rounds
+/// of a third of `duration` each, so drift on a shared machine hits them alike.
 pub async fn concurrency(clients: &[Client], duration: Duration) -> (f64, f64, f64) {
-    let empty = throughput(clients.len(), duration, |i| {
-        let h = HealthClient::new(clients[i].channel());
-        move || {
-            let mut h = h.clone();
-            async move {
-                let _ = h.check(HealthCheckRequest { service: String::new() }).await;
-            }
-        }
-    })
-    .await;
     let mut pairs = Vec::new();
     for c in clients {
         let s = c.device(0).create_stream(StreamOptions::default()).await.expect("stream").leak();
         let e = c.device(0).create_event(EventOptions::default()).await.expect("event").leak();
         pairs.push((s, e));
     }
-    let record = throughput(clients.len(), duration, |i| {
-        let events = clients[i].events();
-        let (s, e) = pairs[i];
-        move || {
-            let mut ev = events.clone();
-            async move {
-                let _ = ev.record(proto::RecordEventRequest { event: e, stream: s }).await;
-            }
-        }
-    })
-    .await;
-    let create = throughput(clients.len(), duration, |i| {
-        let streams = clients[i].streams();
-        move || {
-            let mut st = streams.clone();
-            async move {
-                if let Ok(made) = st
-                    .create(proto::CreateStreamsRequest { device: 0, count: 1, wait_ms: 1000, ..Default::default() })
-                    .await
-                {
-                    let _ = st
-                        .destroy(proto::DestroyStreamsRequest { handles: vec![made.into_inner().streams[0].handle] })
-                        .await;
+    let slice = duration / 3;
+    let (mut empty, mut record, mut create) = (0.0, 0.0, 0.0);
+    for _ in 0..3 {
+        empty += throughput(clients.len(), slice, |i| {
+            let h = HealthClient::new(clients[i].channel());
+            move || {
+                let mut h = h.clone();
+                async move {
+                    let _ = h.check(HealthCheckRequest { service: String::new() }).await;
                 }
             }
-        }
-    })
-    .await;
-    (empty, record, create)
+        })
+        .await;
+        record += throughput(clients.len(), slice, |i| {
+            let events = clients[i].events();
+            let (s, e) = pairs[i];
+            move || {
+                let mut ev = events.clone();
+                async move {
+                    let _ = ev.record(proto::RecordEventRequest { event: e, stream: s }).await;
+                }
+            }
+        })
+        .await;
+        create += throughput(clients.len(), slice, |i| {
+            let streams = clients[i].streams();
+            move || {
+                let mut st = streams.clone();
+                async move {
+                    if let Ok(made) = st
+                        .create(proto::CreateStreamsRequest {
+                            device: 0,
+                            count: 1,
+                            wait_ms: 1000,
+                            ..Default::default()
+                        })
+                        .await
+                    {
+                        let _ = st
+                            .destroy(proto::DestroyStreamsRequest {
+                                handles: vec![made.into_inner().streams[0].handle],
+                            })
+                            .await;
+                    }
+                }
+            }
+        })
+        .await;
+    }
+    (empty / 3.0, record / 3.0, create / 3.0)
 }

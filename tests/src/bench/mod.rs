@@ -2,6 +2,7 @@
 
 pub mod calls;
 pub mod native;
+pub mod peer;
 pub mod scale;
 
 use std::time::{Duration, Instant};
