@@ -126,7 +126,7 @@ pub enum StreamCmd {
         device: u32,
         #[arg(long, default_value_t = 1)]
         count: u32,
-        /// 0 is the most urgent.
+        /// Lower is more urgent; the range is the device's (`device list`: 0..=7 on Ascend, -5..=0 on CUDA, where 0 is the least urgent).
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i32,
         /// Comma-separated: fast-launch, fast-sync, persistent, huge, cpu-schedule, device-use-only, non-blocking.
