@@ -15,6 +15,8 @@ const PROTOS: &[&str] = &[
     "npud/v1/budget.proto",
 ];
 
+const KUBELET: &str = "k8s/deviceplugin/v1beta1/api.proto";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for proto in PROTOS {
         println!("cargo:rerun-if-changed={proto}");
@@ -23,5 +25,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("npud_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
+    // The kubelet's device plugin API (vendored wire facts), served by npud on Kubernetes
+    // and called by the tests' fake kubelet.
+    println!("cargo:rerun-if-changed={KUBELET}");
+    let kubelet = protox::compile([KUBELET], ["."])?;
+    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(kubelet)?;
     Ok(())
 }

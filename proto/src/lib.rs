@@ -9,6 +9,16 @@ pub mod v1 {
     tonic::include_proto!("npud.v1");
 }
 
+/// The kubelet's device plugin API, package `v1beta1` (k8s.io/kubelet), vendored.
+#[allow(clippy::all, missing_docs)]
+pub mod deviceplugin {
+    tonic::include_proto!("v1beta1");
+}
+
+/// Metadata key (and budget-wire hello field) through which a container presents the
+/// allocation token its device-plugin allocation mounted into it.
+pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";
+
 /// Encoded `FileDescriptorSet` of the whole package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/npud_descriptor.bin"));
 

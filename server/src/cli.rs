@@ -57,6 +57,10 @@ pub struct Args {
     /// Log format: text or json.
     #[arg(long, value_name = "FORMAT")]
     pub log_format: Option<String>,
+    /// Serve the kubelet's device plugin API from DIR (its kubelet.sock is DIR/kubelet.sock;
+    /// npud's own socket goes in DIR): streams become the `[kubernetes] resource_name`.
+    #[arg(long, value_name = "DIR")]
+    pub device_plugin_dir: Option<PathBuf>,
     /// Log level or filter (error, warn, info, debug, trace, or a RUST_LOG-style filter).
     /// Without it, RUST_LOG applies, else info.
     #[arg(long, value_name = "LEVEL")]

@@ -216,6 +216,8 @@ pub struct Config {
     /// Where peers' `/proc/<pid>/cgroup` are read: `/proc`, or the host's /proc mounted
     /// elsewhere when npud itself runs in a container.
     pub proc_root: PathBuf,
+    /// The kubelet device plugin (`[kubernetes]`, `--device-plugin-dir`); off when `None`.
+    pub kubernetes: Option<crate::kubernetes::config::KubernetesConfig>,
 }
 
 /// The file format: every key optional, flags win.
@@ -260,6 +262,8 @@ struct FileConfig {
     admin_uids: Option<Vec<u32>>,
     #[serde(default)]
     identity: FileIdentity,
+    #[serde(default)]
+    kubernetes: crate::kubernetes::config::FileKubernetes,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -457,6 +461,7 @@ impl Config {
             admin_uids: f.admin_uids.clone().unwrap_or_else(|| vec![0]),
             log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| "text".into()),
             proc_root: f.identity.proc_root.clone().unwrap_or_else(|| PathBuf::from("/proc")),
+            kubernetes: f.kubernetes.resolve(args.device_plugin_dir.as_ref())?,
         };
         config.validate()?;
         Ok(config)

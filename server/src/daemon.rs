@@ -28,6 +28,8 @@ pub struct Daemon {
     pub natives: crate::native::Natives,
     /// Streams sessions destroyed that are still draining (for device sync).
     pub released: crate::ops::released::Released,
+    /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
+    pub allocations: Option<Arc<crate::kubernetes::Allocations>>,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -118,6 +120,10 @@ impl Daemon {
             config.limits.declare_grace,
             config.budget.native_pacing,
         );
+        let allocations = config.kubernetes.as_ref().map(|_| {
+            let dir = config.state_dir.clone().unwrap_or_else(|| "/var/lib/npud".into()).join("allocations");
+            Arc::new(crate::kubernetes::Allocations::new(dir))
+        });
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
@@ -131,6 +137,7 @@ impl Daemon {
             health,
             natives,
             released: crate::ops::released::Released::default(),
+            allocations,
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),

@@ -17,6 +17,7 @@ pub mod error;
 pub mod handle;
 pub mod health;
 pub mod identity;
+pub mod kubernetes;
 pub mod ledger;
 pub mod limits;
 pub mod metrics;

@@ -281,6 +281,15 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
         tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
+    if let (Some(k8s), Some(allocations)) = (&config.kubernetes, &daemon.allocations) {
+        let plugin = crate::kubernetes::plugin::Plugin {
+            daemon: Arc::clone(&daemon),
+            config: k8s.clone(),
+            allocations: Arc::clone(allocations),
+            generation: Arc::default(),
+        };
+        tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
+    }
     let calls = Some(config.limits.max_concurrent_calls);
     let decode_errors = || tower::util::MapResponseLayer::new(crate::api::status::decode_failure_is_invalid_argument);
     let uds = tonic::transport::Server::builder()

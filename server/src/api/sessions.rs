@@ -6,6 +6,11 @@ use tonic::{Request, Response, Status};
 impl SessionService for Api {
     async fn open(&self, req: Request<pb::OpenSessionRequest>) -> Result<Response<pb::OpenSessionResponse>, Status> {
         let caller = self.caller(&req)?;
+        // On Kubernetes a container presents the allocation mounted into it.
+        if let Some(token) = req.metadata().get(npud_proto::ALLOCATION_METADATA_KEY) {
+            let token = token.to_str().map_err(|_| Status::invalid_argument("the allocation token is not text"))?;
+            self.daemon.bind_allocation(&caller.tenant, token)?;
+        }
         let r = req.into_inner();
         let (session, lease, attached) = self.daemon.open_session(&caller, &r.name, r.lease_ms)?;
         Ok(Response::new(pb::OpenSessionResponse {

@@ -69,7 +69,7 @@ impl NativeSession {
         };
         crate::metrics::global().budget_call(kind);
         let reply = match call.call {
-            Some(Call::Hello(h)) => Ok(self.hello(h)),
+            Some(Call::Hello(h)) => self.hello(h),
             Some(Call::Acquire(a)) => self.acquire(&a).await,
             Some(Call::Release(r)) => self.release(&r),
             Some(Call::Declare(d)) => self.declare(&d).await,
@@ -91,10 +91,13 @@ impl NativeSession {
         }
     }
 
-    fn hello(&self, h: pb::BudgetHello) -> Reply {
+    fn hello(&self, h: pb::BudgetHello) -> Result<Reply, NpudError> {
+        if !h.allocation.is_empty() {
+            self.daemon.bind_allocation(&self.caller.tenant, &h.allocation)?;
+        }
         let program: String = h.program.chars().take(256).collect();
         self.daemon.natives.set_program(self.id, program);
-        Reply::Welcome(pb::BudgetWelcome {
+        Ok(Reply::Welcome(pb::BudgetWelcome {
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
@@ -106,7 +109,7 @@ impl NativeSession {
                 .process_streams(&self.caller.tenant)
                 .unwrap_or(0),
             max_streams: self.daemon.quotas.get(&self.caller.tenant).0.max_streams,
-        })
+        }))
     }
 
     async fn acquire(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {

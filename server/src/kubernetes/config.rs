@@ -1,0 +1,147 @@
+//! `[kubernetes]`: npud as the node's device plugin for streams. Off unless the section
+//! says `enabled = true` or `--device-plugin-dir` is given.
+
+use crate::config::ConfigError;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// The extended resource npud advertises.
+pub const DEFAULT_RESOURCE_NAME: &str = "npud.io/streams";
+/// Streams per advertised unit: a pod asking for `npud.io/streams: 4` gets 32 streams.
+pub const DEFAULT_STREAM_UNIT: u32 = 8;
+/// The kubelet's device-plugin directory (its `kubelet.sock` and the plugins' sockets).
+pub const DEFAULT_DEVICE_PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins";
+/// npud's own plugin socket's file name in that directory.
+pub const PLUGIN_SOCKET: &str = "npud.sock";
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileKubernetes {
+    enabled: Option<bool>,
+    resource_name: Option<String>,
+    stream_unit: Option<u32>,
+    device_plugin_dir: Option<PathBuf>,
+    pod_resources_socket: Option<PathBuf>,
+    /// The interposer on the host, mounted read-only into allocated containers and set
+    /// in their LD_PRELOAD when it exists.
+    preload_library: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct KubernetesConfig {
+    pub resource_name: String,
+    pub stream_unit: u32,
+    pub device_plugin_dir: PathBuf,
+    pub pod_resources_socket: Option<PathBuf>,
+    pub preload_library: PathBuf,
+}
+
+impl FileKubernetes {
+    /// The section with the flag applied; `None` when the device plugin is off.
+    pub fn resolve(&self, flag_dir: Option<&PathBuf>) -> Result<Option<KubernetesConfig>, ConfigError> {
+        if !self.enabled.unwrap_or(false) && flag_dir.is_none() {
+            return Ok(None);
+        }
+        let c = KubernetesConfig {
+            resource_name: self.resource_name.clone().unwrap_or_else(|| DEFAULT_RESOURCE_NAME.into()),
+            stream_unit: self.stream_unit.unwrap_or(DEFAULT_STREAM_UNIT),
+            device_plugin_dir: flag_dir
+                .cloned()
+                .or_else(|| self.device_plugin_dir.clone())
+                .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_DIR.into()),
+            pod_resources_socket: self.pod_resources_socket.clone(),
+            preload_library: self
+                .preload_library
+                .clone()
+                .unwrap_or_else(|| "/usr/local/lib/npud/libnpud_preload.so".into()),
+        };
+        c.validate()?;
+        Ok(Some(c))
+    }
+}
+
+impl KubernetesConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError(m));
+        if !(1..=1024).contains(&self.stream_unit) {
+            return bad(format!("kubernetes.stream_unit must be 1..=1024, got {}", self.stream_unit));
+        }
+        if let Err(why) = check_resource_name(&self.resource_name) {
+            return bad(format!(
+                "kubernetes.resource_name {:?} is not an extended resource name: {why}",
+                self.resource_name
+            ));
+        }
+        // sun_path holds 108 bytes with its NUL.
+        let socket = self.device_plugin_dir.join("kubelet.sock");
+        if socket.as_os_str().len() > 107 {
+            return bad(format!("kubernetes.device_plugin_dir is too long for a socket path: {}", socket.display()));
+        }
+        Ok(())
+    }
+}
+
+/// The kubelet's rule for extended resource names (`IsExtendedResourceName`): a domain
+/// prefix, a `/`, and a name of at most 63 characters; not in `kubernetes.io/`, not
+/// starting with `requests.`.
+pub fn check_resource_name(name: &str) -> Result<(), &'static str> {
+    let (prefix, rest) = name.split_once('/').ok_or("it needs a domain prefix and a '/'")?;
+    if name.contains("kubernetes.io/") || name.starts_with("requests.") {
+        return Err("the kubernetes.io/ and requests. prefixes are reserved");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if prefix.len() > 253 || !prefix.split('.').all(label_ok) {
+        return Err("the prefix must be a lowercase DNS subdomain");
+    }
+    let inner = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    let ends = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    if rest.is_empty()
+        || rest.len() > 63
+        || !rest.bytes().all(inner)
+        || !ends(rest.as_bytes().first())
+        || !ends(rest.as_bytes().last())
+    {
+        return Err("the name after '/' must be 1..=63 of [A-Za-z0-9-_.], starting and ending alphanumeric");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_follow_the_kubelet() {
+        for ok in ["npud.io/streams", "example.com/foo", "huawei.com/Ascend910", "a.b-c.d/x_y.z"] {
+            assert!(check_resource_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "streams",
+            "kubernetes.io/streams",
+            "requests.npud.io/s",
+            "NPUD.io/s",
+            "npud.io/",
+            "npud.io/-s",
+            "npud.io/s!",
+        ] {
+            assert!(check_resource_name(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn off_unless_enabled_or_flagged_and_validated_when_on() {
+        assert!(FileKubernetes::default().resolve(None).unwrap().is_none());
+        let on = FileKubernetes::default().resolve(Some(&PathBuf::from("/tmp/dp"))).unwrap().unwrap();
+        assert_eq!((on.resource_name.as_str(), on.stream_unit), (DEFAULT_RESOURCE_NAME, DEFAULT_STREAM_UNIT));
+        let zero = FileKubernetes { enabled: Some(true), stream_unit: Some(0), ..Default::default() };
+        assert!(zero.resolve(None).is_err());
+        let name = FileKubernetes { enabled: Some(true), resource_name: Some("streams".into()), ..Default::default() };
+        assert!(name.resolve(None).unwrap_err().0.contains("resource_name"));
+    }
+}
