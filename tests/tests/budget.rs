@@ -23,7 +23,7 @@ impl Budget {
         let (calls, rx) = mpsc::channel(4);
         let replies = client.budget(ReceiverStream::new(rx)).await.expect("Budget stream").into_inner();
         let mut b = Budget { calls, replies };
-        match b.call(Call::Hello(pb::BudgetHello { program: "budget-test".into() })).await {
+        match b.call(Call::Hello(pb::BudgetHello { program: "budget-test".into(), ..Default::default() })).await {
             Reply::Welcome(w) => assert_eq!(w.tenant, "root"),
             other => panic!("expected a welcome, got {other:?}"),
         }

@@ -27,8 +27,12 @@ impl Ctx {
     /// Attaches to (or opens) the named session. npuctl exits right after the call, so it
     /// does not renew: the daemon's named-session lease keeps the session alive.
     pub async fn session(&self, name: &str) -> npud_client::Result<Client> {
-        let options =
-            SessionOptions { name: Some(name.to_string()), lease: None, renew: false, token: self.token.clone() };
+        let options = SessionOptions {
+            name: Some(name.to_string()),
+            renew: false,
+            token: self.token.clone(),
+            ..Default::default()
+        };
         Client::connect_with(self.target.clone(), options).await
     }
 

@@ -107,7 +107,7 @@ impl Process {
     /// Opens a connection and declares whatever the process already holds (it can only
     /// hold something here if npud went away and came back).
     fn connect(&'static self) -> Result<Connection, WireError> {
-        let mut conn = Connection::open(&self.settings.socket, &program())?;
+        let mut conn = Connection::open(&self.settings.socket, &program(), &self.settings.allocation)?;
         self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         let holding: Vec<(u32, u32)> =

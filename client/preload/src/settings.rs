@@ -22,6 +22,9 @@ pub struct Settings {
     /// `NPUD_REQUIRED=1`: refuse with 207008 when npud cannot be reached, instead of
     /// letting the vendor call through.
     pub required: bool,
+    /// On Kubernetes, the allocation token mounted into the container: the contents of
+    /// the file `NPUD_ALLOCATION` names (empty when unset or unreadable).
+    pub allocation: String,
 }
 
 impl Settings {
@@ -39,6 +42,11 @@ impl Settings {
             streams,
             wait: wait.unwrap_or(DEFAULT_WAIT),
             required: var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+            allocation: var("NPUD_ALLOCATION")
+                .filter(|p| !p.is_empty())
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .map(|t| t.trim().chars().take(256).collect())
+                .unwrap_or_default(),
         }
     }
 }

@@ -43,15 +43,20 @@ fn broken(e: impl std::fmt::Display) -> WireError {
 }
 
 impl Connection {
-    /// Connects, sends the preface and the hello.
-    pub fn open(socket: &Path, program: &str) -> Result<Connection, WireError> {
+    /// Connects, sends the preface and the hello (with the container's allocation token,
+    /// if any).
+    pub fn open(socket: &Path, program: &str, allocation: &str) -> Result<Connection, WireError> {
         let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
         stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
         let mut conn = Connection { stream, tenant: String::new(), epoch: 0, process_streams: 0, max_streams: 0 };
-        match conn
-            .call(Call::Hello(pb::BudgetHello { program: program.chars().take(256).collect() }), Duration::ZERO)?
-        {
+        match conn.call(
+            Call::Hello(pb::BudgetHello {
+                program: program.chars().take(256).collect(),
+                allocation: allocation.to_string(),
+            }),
+            Duration::ZERO,
+        )? {
             Reply::Welcome(w) => {
                 conn.tenant = w.tenant;
                 conn.epoch = w.epoch;

@@ -26,11 +26,24 @@ pub struct SessionOptions {
     pub renew: bool,
     /// Bearer token for TCP daemons that authenticate by token (default: `$NPUD_TOKEN`).
     pub token: Option<String>,
+    /// On Kubernetes, the allocation token the device plugin mounted into the container
+    /// (default: the contents of the file `$NPUD_ALLOCATION`); it binds the container to
+    /// its allocation, which becomes its quota.
+    pub allocation: Option<String>,
 }
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        Self { name: None, lease: None, renew: true, token: std::env::var("NPUD_TOKEN").ok().filter(|t| !t.is_empty()) }
+        Self {
+            name: None,
+            lease: None,
+            renew: true,
+            token: std::env::var("NPUD_TOKEN").ok().filter(|t| !t.is_empty()),
+            allocation: std::env::var_os("NPUD_ALLOCATION")
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty()),
+        }
     }
 }
 
@@ -39,6 +52,7 @@ impl Default for SessionOptions {
 pub struct Headers {
     session: Option<MetadataValue<Ascii>>,
     token: Option<MetadataValue<Ascii>>,
+    allocation: Option<MetadataValue<Ascii>>,
 }
 
 impl Headers {
@@ -47,7 +61,16 @@ impl Headers {
         let token = token.map(|t| MetadataValue::try_from(format!("Bearer {t}"))).transpose().map_err(|_| {
             Error::Connect { target: "token".into(), message: "the bearer token is not valid header text".into() }
         })?;
-        Ok(Headers { session: None, token })
+        Ok(Headers { session: None, token, allocation: None })
+    }
+
+    /// The same headers presenting a device-plugin allocation token at session open.
+    pub fn with_allocation(mut self, allocation: Option<&str>) -> Result<Headers> {
+        self.allocation = allocation.map(MetadataValue::try_from).transpose().map_err(|_| Error::Connect {
+            target: "allocation".into(),
+            message: "the allocation token is not valid header text".into(),
+        })?;
+        Ok(self)
     }
 }
 
@@ -58,6 +81,9 @@ impl tonic::service::Interceptor for Headers {
         }
         if let Some(t) = &self.token {
             req.metadata_mut().insert("authorization", t.clone());
+        }
+        if let Some(a) = &self.allocation {
+            req.metadata_mut().insert(npud_proto::ALLOCATION_METADATA_KEY, a.clone());
         }
         Ok(req)
     }
@@ -139,7 +165,7 @@ impl Client {
     pub async fn connect_with(target: Target, options: SessionOptions) -> Result<Client> {
         let channel = channel(&target).await?;
         let lease_ms = options.lease.map_or(0, |l| l.as_millis().min(u128::from(u32::MAX)) as u32);
-        let base = Headers::with_token(options.token.as_deref())?;
+        let base = Headers::with_token(options.token.as_deref())?.with_allocation(options.allocation.as_deref())?;
         let opened = SessionServiceClient::new(InterceptedService::new(channel.clone(), base.clone()))
             .open(pb::OpenSessionRequest { name: options.name.clone().unwrap_or_default(), lease_ms })
             .await?

@@ -49,9 +49,16 @@ def default_target() -> str:
 
 
 def _token_metadata() -> tuple:
-    """`authorization: Bearer $NPUD_TOKEN`, for daemons that authenticate by token."""
+    """`authorization: Bearer $NPUD_TOKEN`, for daemons that authenticate by token, and on
+    Kubernetes the allocation token mounted into the container (`$NPUD_ALLOCATION`), which
+    binds the container to its allocation."""
     token = os.environ.get("NPUD_TOKEN")
-    return (("authorization", f"Bearer {token}"),) if token else ()
+    out = (("authorization", f"Bearer {token}"),) if token else ()
+    try:
+        allocation = (_read("NPUD_ALLOCATION") or b"").decode().strip()
+    except (OSError, UnicodeDecodeError):
+        allocation = ""
+    return out + ((("npud-allocation", allocation),) if allocation else ())
 
 
 def _read(var: str) -> Optional[bytes]:

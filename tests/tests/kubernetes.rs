@@ -1,0 +1,171 @@
+//! Issue 15: npud as the node's device plugin for streams, against a fake kubelet written
+//! here from the published API (the Registration service on a temporary kubelet.sock):
+//! registration, units per device, health, Allocate, the allocation as a quota, a token
+//! refused to another tenant, and registering again after a kubelet restart.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_proto::deviceplugin as dp;
+use npud_tests::{Client, Daemon, SessionOptions, StreamOptions, Target, eventually_async, proto};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_stream::StreamExt;
+
+/// The kubelet's Registration service: records what registers.
+struct Kubelet {
+    registered: tokio::sync::mpsc::UnboundedReceiver<dp::RegisterRequest>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    socket: PathBuf,
+}
+
+#[derive(Clone)]
+struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>);
+
+#[tonic::async_trait]
+impl dp::registration_server::Registration for Registration {
+    async fn register(
+        &self,
+        r: tonic::Request<dp::RegisterRequest>,
+    ) -> Result<tonic::Response<dp::Empty>, tonic::Status> {
+        let _ = self.0.send(r.into_inner());
+        Ok(tonic::Response::new(dp::Empty {}))
+    }
+}
+
+impl Kubelet {
+    /// Listens on `dir/kubelet.sock`, as a (re)starting kubelet does.
+    fn start(dir: &Path) -> Kubelet {
+        let socket = dir.join("kubelet.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let (tx, registered) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(dp::registration_server::RegistrationServer::new(Registration(tx)))
+                .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        Kubelet { registered, stop: Some(stop), socket }
+    }
+
+    /// Stops listening and removes the socket (a kubelet going down).
+    fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel> {
+    dp::device_plugin_client::DevicePluginClient::new(npud_tests::npud_channel(&dir.join("npud.sock")).await)
+}
+
+async fn next_devices(watch: &mut tonic::Streaming<dp::ListAndWatchResponse>) -> Vec<dp::Device> {
+    tokio::time::timeout(Duration::from_secs(15), watch.next())
+        .await
+        .expect("an update")
+        .expect("open")
+        .expect("ok")
+        .devices
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
+    let dir = tempfile::tempdir().unwrap();
+    let dp_dir = dir.path().join("dp");
+    std::fs::create_dir(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let d = Daemon::builder()
+        .tcp()
+        .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .config("[kubernetes]\nstream_unit = 8\n")
+        .start();
+    let reg = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
+    let reg = reg.ok().flatten().unwrap_or_else(|| panic!("npud registered within 10 s:\n{}", d.log()));
+    assert_eq!(
+        (reg.version.as_str(), reg.endpoint.as_str(), reg.resource_name.as_str()),
+        ("v1beta1", "npud.sock", "npud.io/streams")
+    );
+
+    // ListAndWatch: floor(capacity / 8) healthy units of device 0.
+    let mut p = plugin(&dp_dir).await;
+    assert_eq!(
+        p.get_device_plugin_options(dp::Empty {}).await.unwrap().into_inner(),
+        dp::DevicePluginOptions::default()
+    );
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as usize;
+    let mut watch = p.list_and_watch(dp::Empty {}).await.unwrap().into_inner();
+    let units = next_devices(&mut watch).await;
+    assert_eq!(units.len(), capacity / 8);
+    assert!(units.iter().all(|u| u.health == "Healthy" && u.id.starts_with("npud-0-")));
+
+    // A fenced device's units turn Unhealthy, and come back with it.
+    let c = d.client().await;
+    let fault = |stall: bool| proto::InjectFaultRequest {
+        device: 0,
+        fault: Some(if stall {
+            proto::inject_fault_request::Fault::Stall(true)
+        } else {
+            proto::inject_fault_request::Fault::Resume(true)
+        }),
+    };
+    c.admin().inject_fault(fault(true)).await.unwrap();
+    assert!(next_devices(&mut watch).await.iter().all(|u| u.health == "Unhealthy"), "fenced");
+    c.admin().inject_fault(fault(false)).await.unwrap();
+    assert!(next_devices(&mut watch).await.iter().all(|u| u.health == "Healthy"), "recovered");
+
+    // Allocate 4 units: the socket, the variables, the token file.
+    let ids: Vec<String> = units[..4].iter().map(|u| u.id.clone()).collect();
+    let request = dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+    let answer = p.allocate(request).await.unwrap().into_inner();
+    assert_eq!(answer.container_responses.len(), 1);
+    let container = &answer.container_responses[0];
+    assert_eq!(container.envs["NPUD_STREAMS"], "32");
+    assert_eq!(Path::new(&container.envs["NPUD_SOCKET"]), d.socket.as_path());
+    let token_mount = container.mounts.iter().find(|m| m.container_path == container.envs["NPUD_ALLOCATION"]).unwrap();
+    assert!(token_mount.read_only);
+    assert!(
+        container.mounts.iter().any(|m| Path::new(&m.host_path) == d.socket.parent().unwrap()),
+        "the socket's directory"
+    );
+    let token = std::fs::read_to_string(&token_mount.host_path).unwrap();
+    let bad = dp::AllocateRequest {
+        container_requests: vec![dp::ContainerAllocateRequest { devices_ids: vec!["gpu-0".into()] }],
+    };
+    assert_eq!(p.allocate(bad).await.unwrap_err().code(), tonic::Code::InvalidArgument);
+
+    // The container that presents the token gets 32 streams and a 33rd is refused.
+    let options = SessionOptions { allocation: Some(token.clone()), ..Default::default() };
+    let pod = Client::connect_with(Target::Socket(d.socket.clone()), options.clone()).await.unwrap();
+    let dev = pod.device(0);
+    let held = dev.create_streams(32, StreamOptions::default()).await.expect("the allocation's 32 streams");
+    let more = dev.create_stream(StreamOptions { wait: Duration::ZERO, ..Default::default() }).await;
+    assert_eq!(more.unwrap_err().code(), Some(tonic::Code::ResourceExhausted), "beyond the allocation");
+    let tenant = d.npuctl_json(&["tenant", "list"]);
+    let mine = tenant.as_array().unwrap().iter().find(|t| t["name"] == pod.tenant()).unwrap().clone();
+    let quota = &mine["quota"];
+    assert_eq!((quota["max_streams"].as_u64(), quota["reserved_streams"].as_u64()), (Some(32), Some(32)), "{mine}");
+    drop(held);
+
+    // Another tenant presenting the same token is refused.
+    let endpoint = d.endpoint.clone().unwrap();
+    let thief = Client::connect_with(Target::Endpoint(endpoint), options).await;
+    assert_eq!(thief.unwrap_err().code(), Some(tonic::Code::PermissionDenied));
+
+    // The kubelet restarts: npud registers again.
+    kubelet.stop();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let again = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
+    let again = again.ok().flatten().unwrap_or_else(|| panic!("npud registered again within 10 s:\n{}", d.log()));
+    assert_eq!(again.resource_name, "npud.io/streams");
+    assert!(
+        eventually_async(Duration::from_secs(10), || async { dp_dir.join("npud.sock").exists() }).await,
+        "npud serves its socket again"
+    );
+    let mut p = plugin(&dp_dir).await;
+    let mut watch = p.list_and_watch(dp::Empty {}).await.unwrap().into_inner();
+    assert_eq!(next_devices(&mut watch).await.len(), capacity / 8);
+}
