@@ -15,7 +15,7 @@ const PROTOS: &[&str] = &[
     "npud/v1/budget.proto",
 ];
 
-const KUBELET: &str = "k8s/deviceplugin/v1beta1/api.proto";
+const KUBELET: [&str; 2] = ["k8s/deviceplugin/v1beta1/api.proto", "k8s/podresources/v1/api.proto"];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for proto in PROTOS {
@@ -27,8 +27,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
     // The kubelet's device plugin API (vendored wire facts), served by npud on Kubernetes
     // and called by the tests' fake kubelet.
-    println!("cargo:rerun-if-changed={KUBELET}");
-    let kubelet = protox::compile([KUBELET], ["."])?;
-    tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(kubelet)?;
+    for proto in KUBELET {
+        println!("cargo:rerun-if-changed={proto}");
+        let kubelet = protox::compile([proto], ["."])?;
+        tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(kubelet)?;
+    }
     Ok(())
 }

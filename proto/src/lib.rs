@@ -15,6 +15,12 @@ pub mod deviceplugin {
     tonic::include_proto!("v1beta1");
 }
 
+/// The kubelet's pod-resources API, package `v1` (k8s.io/kubelet; List only), vendored.
+#[allow(clippy::all, missing_docs)]
+pub mod podresources {
+    tonic::include_proto!("v1");
+}
+
 /// Metadata key (and budget-wire hello field) through which a container presents the
 /// allocation token its device-plugin allocation mounted into it.
 pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";

@@ -140,6 +140,22 @@ impl Quotas {
         Ok(q)
     }
 
+    /// Drops a tenant's runtime quota (persisted): it falls back to the file's or the
+    /// default. A tenant without one is left as it is.
+    pub fn remove(&self, tenant: &Tenant) -> NpudResult<()> {
+        let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
+        if !persisted.quotas.contains_key(tenant.as_ref()) {
+            self.runtime.write().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+            return Ok(());
+        }
+        let mut next = persisted.clone();
+        next.quotas.remove(tenant.as_ref());
+        self.store.save(&next).map_err(|e| NpudError::new(Reason::BackendError, e.to_string()))?;
+        *persisted = next;
+        self.runtime.write().unwrap_or_else(|e| e.into_inner()).remove(tenant);
+        Ok(())
+    }
+
     pub fn record_epoch(&self, epoch: u16) -> Result<(), crate::state::StateError> {
         let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
         persisted.epoch = Some(epoch);

@@ -289,6 +289,15 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             generation: Arc::default(),
         };
         tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
+        if let Some(socket) = &k8s.pod_resources_socket {
+            tokio::spawn(crate::kubernetes::pods::watch(
+                Arc::clone(&daemon),
+                Arc::clone(allocations),
+                socket.clone(),
+                k8s.resource_name.clone(),
+                stop_rx.clone(),
+            ));
+        }
     }
     let calls = Some(config.limits.max_concurrent_calls);
     let decode_errors = || tower::util::MapResponseLayer::new(crate::api::status::decode_failure_is_invalid_argument);

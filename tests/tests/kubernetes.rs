@@ -1,13 +1,16 @@
 //! Issue 15: npud as the node's device plugin for streams, against a fake kubelet written
 //! here from the published API (the Registration service on a temporary kubelet.sock):
 //! registration, units per device, health, Allocate, the allocation as a quota, a token
-//! refused to another tenant, and registering again after a kubelet restart.
+//! refused to another tenant, the allocation gone with its pod (the pod-resources API on a
+//! temporary socket), and registering again after a kubelet restart.
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_proto::deviceplugin as dp;
+use npud_proto::podresources as pr;
 use npud_tests::{Client, Daemon, SessionOptions, StreamOptions, Target, eventually_async, proto};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_stream::StreamExt;
 
@@ -59,6 +62,54 @@ impl Kubelet {
     }
 }
 
+/// The kubelet's pod-resources service: lists whatever the test says is running.
+#[derive(Clone, Default)]
+struct Pods(Arc<Mutex<Vec<pr::PodResources>>>);
+
+#[tonic::async_trait]
+impl pr::pod_resources_lister_server::PodResourcesLister for Pods {
+    async fn list(
+        &self,
+        _: tonic::Request<pr::ListPodResourcesRequest>,
+    ) -> Result<tonic::Response<pr::ListPodResourcesResponse>, tonic::Status> {
+        Ok(tonic::Response::new(pr::ListPodResourcesResponse { pod_resources: self.0.lock().unwrap().clone() }))
+    }
+}
+
+impl Pods {
+    fn serve(socket: &Path) -> Pods {
+        let pods = Pods::default();
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pr::pod_resources_lister_server::PodResourcesListerServer::new(pods.clone()))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+        );
+        pods
+    }
+
+    /// One pod with one container holding `ids` of npud.io/streams (or none).
+    fn set(&self, ids: Option<&[String]>) {
+        *self.0.lock().unwrap() = ids
+            .map(|ids| {
+                vec![pr::PodResources {
+                    name: "server".into(),
+                    namespace: "default".into(),
+                    containers: vec![pr::ContainerResources {
+                        name: "main".into(),
+                        devices: vec![pr::ContainerDevices {
+                            resource_name: "npud.io/streams".into(),
+                            device_ids: ids.to_vec(),
+                            topology: None,
+                        }],
+                        cpu_ids: vec![],
+                    }],
+                }]
+            })
+            .unwrap_or_default();
+    }
+}
+
 async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel> {
     dp::device_plugin_client::DevicePluginClient::new(npud_tests::npud_channel(&dir.join("npud.sock")).await)
 }
@@ -78,11 +129,12 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let dp_dir = dir.path().join("dp");
     std::fs::create_dir(&dp_dir).unwrap();
     let mut kubelet = Kubelet::start(&dp_dir);
-    let d = Daemon::builder()
-        .tcp()
-        .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
-        .config("[kubernetes]\nstream_unit = 8\n")
-        .start();
+    let pods = Pods::serve(&dir.path().join("pod-resources.sock"));
+    let config = format!(
+        "[kubernetes]\nstream_unit = 8\npod_resources_socket = {:?}\n",
+        dir.path().join("pod-resources.sock").to_str().unwrap()
+    );
+    let d = Daemon::builder().tcp().args(&["--device-plugin-dir", dp_dir.to_str().unwrap()]).config(&config).start();
     let reg = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
     let reg = reg.ok().flatten().unwrap_or_else(|| panic!("npud registered within 10 s:\n{}", d.log()));
     assert_eq!(
@@ -119,7 +171,9 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
 
     // Allocate 4 units: the socket, the variables, the token file.
     let ids: Vec<String> = units[..4].iter().map(|u| u.id.clone()).collect();
-    let request = dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+    pods.set(Some(&ids)); // the kubelet lists the container once it is admitted
+    let request =
+        dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids.clone() }] };
     let answer = p.allocate(request).await.unwrap().into_inner();
     assert_eq!(answer.container_responses.len(), 1);
     let container = &answer.container_responses[0];
@@ -155,11 +209,31 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let thief = Client::connect_with(Target::Endpoint(endpoint), options).await;
     assert_eq!(thief.unwrap_err().code(), Some(tonic::Code::PermissionDenied));
 
+    // While pod-resources lists the pod, the allocation stays (two of its reads).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let quota_of = |name: &str| {
+        let list = d.npuctl_json(&["tenant", "list"]);
+        list.as_array().unwrap().iter().find(|t| t["name"] == name).map(|t| t["quota"]["max_streams"].clone())
+    };
+    assert_eq!(quota_of(pod.tenant()), Some(serde_json::json!(32)), "the running pod keeps its allocation");
+    // The pod goes: its allocation, quota and sessions go with it.
+    pods.set(None);
+    let tenant = pod.tenant().to_string();
+    assert!(
+        eventually_async(Duration::from_secs(20), || async {
+            quota_of(&tenant) != Some(serde_json::json!(32)) && !Path::new(&token_mount.host_path).exists()
+        })
+        .await,
+        "the gone pod's quota is no longer its allocation:\n{}",
+        d.log()
+    );
+    drop(pod);
+
     // The kubelet restarts: npud registers again.
     kubelet.stop();
     let mut kubelet = Kubelet::start(&dp_dir);
-    let again = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
-    let again = again.ok().flatten().unwrap_or_else(|| panic!("npud registered again within 10 s:\n{}", d.log()));
+    let again = tokio::time::timeout(Duration::from_secs(5), kubelet.registered.recv()).await;
+    let again = again.ok().flatten().unwrap_or_else(|| panic!("npud registered again within 5 s:\n{}", d.log()));
     assert_eq!(again.resource_name, "npud.io/streams");
     assert!(
         eventually_async(Duration::from_secs(10), || async { dp_dir.join("npud.sock").exists() }).await,

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod plugin;
+pub mod pods;
 pub mod register;
 
 use crate::error::{NpudError, NpudResult, Reason};
@@ -29,6 +30,10 @@ pub const CONTAINER_TOKEN_PATH: &str = "/run/npud-allocation/token";
 pub struct Allocation {
     /// The file holding the token on the host (mounted into the container).
     pub file: PathBuf,
+    /// The unit ids the kubelet gave the container, sorted: how pod-resources names it.
+    pub ids: Vec<String>,
+    /// Consecutive pod-resources reads that did not list it (gone after two).
+    pub missing: u8,
     /// Streams per device (units × stream_unit), by device id.
     pub streams: Vec<(u32, u32)>,
     /// The tenant the token was first presented by.
@@ -77,8 +82,13 @@ impl Allocations {
                 tracing::warn!(file = %path.display(), "an allocation without its grant file; ignored");
                 continue;
             };
-            let streams: Option<Vec<(u32, u32)>> = text
-                .lines()
+            let mut lines = text.lines();
+            let ids: Vec<String> = lines
+                .next()
+                .and_then(|l| l.strip_prefix("ids"))
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            let streams: Option<Vec<(u32, u32)>> = lines
                 .filter(|l| !l.trim().is_empty())
                 .map(|l| {
                     let (d, n) = l.trim().split_once(' ')?;
@@ -88,7 +98,7 @@ impl Allocations {
             match streams {
                 Some(streams) if inner.1.len() < MAX_ALLOCATIONS => {
                     let token = token.trim().to_string();
-                    inner.0.insert(token.clone(), Allocation { file: path, streams, bound: None });
+                    inner.0.insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound: None });
                     inner.1.push(token);
                 }
                 _ => tracing::warn!(file = %grant.display(), "an allocation grant that does not parse; ignored"),
@@ -103,8 +113,10 @@ impl Allocations {
         &self.dir
     }
 
-    /// Mints a token for a container's units and writes its file; returns the token.
-    pub fn allocate(&self, streams: Vec<(u32, u32)>) -> std::io::Result<(String, PathBuf)> {
+    /// Mints a token for a container's units (the kubelet's `ids`, and streams per
+    /// device) and writes its files; returns the token and the token file.
+    pub fn allocate(&self, mut ids: Vec<String>, streams: Vec<(u32, u32)>) -> std::io::Result<(String, PathBuf)> {
+        ids.sort();
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         let token = random_hex(16)?;
         let name = random_hex(8)?;
@@ -112,7 +124,8 @@ impl Allocations {
         let file = self.dir.join(format!("{name}.token"));
         let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&file)?;
         std::io::Write::write_all(&mut f, token.as_bytes())?;
-        let grant: String = streams.iter().map(|(d, n)| format!("{d} {n}\n")).collect();
+        let grant =
+            format!("ids {}\n", ids.join(" ")) + &streams.iter().map(|(d, n)| format!("{d} {n}\n")).collect::<String>();
         std::fs::write(file.with_extension("grant"), grant)?;
         let mut inner = self.lock();
         let (map, order) = &mut *inner;
@@ -125,7 +138,7 @@ impl Allocations {
                 let _ = std::fs::remove_file(a.file);
             }
         }
-        map.insert(token.clone(), Allocation { file: file.clone(), streams, bound: None });
+        map.insert(token.clone(), Allocation { file: file.clone(), ids, missing: 0, streams, bound: None });
         order.push(token.clone());
         Ok((token, file))
     }
@@ -151,6 +164,31 @@ impl Allocations {
                 Ok(a.clone())
             }
         }
+    }
+
+    /// Given the unit-id sets pod-resources lists for npud's resource now, removes (with
+    /// their files) the allocations missing from two reads in a row and returns them: their
+    /// pods are gone. (Two, because a container appears there only after Allocate returns.)
+    pub fn sweep(&self, live: &std::collections::HashSet<Vec<String>>) -> Vec<Allocation> {
+        let mut inner = self.lock();
+        let (map, order) = &mut *inner;
+        let mut gone = Vec::new();
+        map.retain(|_, a| {
+            if live.contains(&a.ids) {
+                a.missing = 0;
+                return true;
+            }
+            a.missing = a.missing.saturating_add(1);
+            if a.missing < 2 {
+                return true;
+            }
+            let _ = std::fs::remove_file(a.file.with_extension("grant"));
+            let _ = std::fs::remove_file(&a.file);
+            gone.push(a.clone());
+            false
+        });
+        order.retain(|t| map.contains_key(t));
+        gone
     }
 
     /// Every allocation (for `status` and tests).
@@ -196,6 +234,23 @@ impl crate::daemon::Daemon {
     }
 }
 
+impl crate::daemon::Daemon {
+    /// An allocation's pod is gone: its tenant's quota returns to the default, and any
+    /// session it left is reclaimed now rather than when its lease lapses.
+    pub async fn forget_allocation(&self, a: &Allocation) {
+        let Some(tenant) = &a.bound else { return };
+        if let Err(e) = self.quotas.remove(tenant) {
+            tracing::warn!(%tenant, error = %e, "removing a gone pod's quota");
+        }
+        self.admission.set_reservations(&self.quotas.reservations());
+        let sessions: Vec<u64> = self.registry.sessions(Some(tenant)).into_iter().map(|s| s.id).collect();
+        for id in sessions {
+            self.reclaim(id, "its pod is gone").await;
+        }
+        tracing::info!(%tenant, "a pod's allocation is gone: its quota and holdings with it");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,7 +259,8 @@ mod tests {
     fn a_token_binds_to_the_first_tenant_that_presents_it() {
         let dir = tempfile::tempdir().unwrap();
         let a = Allocations::new(dir.path().join("allocations"));
-        let (token, file) = a.allocate(vec![(0, 32)]).unwrap();
+        let ids = vec!["npud-0-1".to_string(), "npud-0-0".to_string()];
+        let (token, file) = a.allocate(ids, vec![(0, 32)]).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
         let (first, second): (Tenant, Tenant) = (Tenant::from("container-aaa"), Tenant::from("container-bbb"));
         assert_eq!(a.bind(&token, &first).unwrap().per_device(), 32);
@@ -213,6 +269,16 @@ mod tests {
         assert_eq!(a.bind("feed", &second).unwrap_err().reason, Reason::TenantRefused);
         // A restarted npud reads its allocations back (the binding is made again).
         let again = Allocations::new(dir.path().join("allocations"));
-        assert_eq!(again.bind(&token, &second).unwrap().streams, vec![(0, 32)]);
+        let back = again.bind(&token, &second).unwrap();
+        assert_eq!(
+            (back.streams, back.ids.clone()),
+            (vec![(0, 32)], vec!["npud-0-0".to_string(), "npud-0-1".to_string()])
+        );
+        // Pod-resources: listed, kept; missing once, kept; missing twice, gone with its files.
+        let live: std::collections::HashSet<Vec<String>> = [back.ids.clone()].into();
+        assert!(again.sweep(&live).is_empty());
+        assert!(again.sweep(&Default::default()).is_empty(), "missing once");
+        assert_eq!(again.sweep(&Default::default()).len(), 1, "missing twice");
+        assert!(!file.exists() && again.list().is_empty());
     }
 }

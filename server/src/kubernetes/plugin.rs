@@ -66,7 +66,7 @@ impl Plugin {
         let most = streams.iter().map(|(_, s)| *s).max().unwrap_or(0);
         let (_, file) = self
             .allocations
-            .allocate(streams)
+            .allocate(ids.to_vec(), streams)
             .map_err(|e| Status::internal(format!("writing the allocation token: {e}")))?;
         let socket = &self.daemon.config.socket;
         let socket_dir = socket.parent().unwrap_or(Path::new("/"));

@@ -105,11 +105,11 @@ fn serve(plugin: &Arc<Plugin>, socket: &PathBuf) -> std::io::Result<Served> {
     Ok((tx, task))
 }
 
-/// `Registration.Register` on the kubelet's socket.
-async fn register(kubelet: &Path, resource_name: &str) -> Result<(), String> {
-    let path = kubelet.to_path_buf();
+/// A gRPC channel to one of the kubelet's Unix sockets.
+pub(super) async fn unix_channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
+    let path = socket.to_path_buf();
     // The URI is required by the API but unused: the connector dials the socket.
-    let channel = tonic::transport::Endpoint::from_static("http://localhost")
+    tonic::transport::Endpoint::from_static("http://localhost")
         .connect_timeout(Duration::from_secs(10))
         .connect_with_connector(tower::service_fn(move |_: tonic::codegen::http::Uri| {
             let path = path.clone();
@@ -118,7 +118,12 @@ async fn register(kubelet: &Path, resource_name: &str) -> Result<(), String> {
             }
         }))
         .await
-        .map_err(|e| format!("cannot reach {}: {e}", kubelet.display()))?;
+        .map_err(|e| format!("cannot reach {}: {e}", socket.display()))
+}
+
+/// `Registration.Register` on the kubelet's socket.
+async fn register(kubelet: &Path, resource_name: &str) -> Result<(), String> {
+    let channel = unix_channel(kubelet).await?;
     let mut client = dp::registration_client::RegistrationClient::new(channel);
     let request = dp::RegisterRequest {
         version: "v1beta1".into(),
