@@ -75,6 +75,12 @@ pub fn timing_tolerance_ms() -> f32 {
     if std::env::var_os("NPUD_TEST_CUDA_LIBRARY").is_some() { 1.0 } else { 0.05 }
 }
 
+/// The admin fault that stops `device` executing work (a hung device), or lets it resume.
+pub fn stall(device: u32, stalled: bool) -> proto::InjectFaultRequest {
+    use proto::inject_fault_request::Fault;
+    proto::InjectFaultRequest { device, fault: Some(if stalled { Fault::Stall(true) } else { Fault::Resume(true) }) }
+}
+
 /// The next report of a report stream, within 10 s.
 pub async fn next_report(reports: &mut tonic::Streaming<proto::Report>) -> proto::Report {
     use tokio_stream::StreamExt;

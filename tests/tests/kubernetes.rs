@@ -8,7 +8,7 @@
 
 use npud_proto::deviceplugin as dp;
 use npud_proto::podresources as pr;
-use npud_tests::{Client, Daemon, SessionOptions, StreamOptions, Target, eventually_async, proto};
+use npud_tests::{Client, Daemon, SessionOptions, StreamOptions, Target, eventually_async};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -156,17 +156,9 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
 
     // A fenced device's units turn Unhealthy, and come back with it.
     let c = d.client().await;
-    let fault = |stall: bool| proto::InjectFaultRequest {
-        device: 0,
-        fault: Some(if stall {
-            proto::inject_fault_request::Fault::Stall(true)
-        } else {
-            proto::inject_fault_request::Fault::Resume(true)
-        }),
-    };
-    c.admin().inject_fault(fault(true)).await.unwrap();
+    c.admin().inject_fault(npud_tests::stall(0, true)).await.unwrap();
     assert!(next_devices(&mut watch).await.iter().all(|u| u.health == "Unhealthy"), "fenced");
-    c.admin().inject_fault(fault(false)).await.unwrap();
+    c.admin().inject_fault(npud_tests::stall(0, false)).await.unwrap();
     assert!(next_devices(&mut watch).await.iter().all(|u| u.health == "Healthy"), "recovered");
 
     // Allocate 4 units: the socket, the variables, the token file.
@@ -202,6 +194,10 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let mine = tenant.as_array().unwrap().iter().find(|t| t["name"] == pod.tenant()).unwrap().clone();
     let quota = &mine["quota"];
     assert_eq!((quota["max_streams"].as_u64(), quota["reserved_streams"].as_u64()), (Some(32), Some(32)), "{mine}");
+    // npuctl status shows the pod its share.
+    let status = d.npuctl_json(&["status"]);
+    let row = status["tenants"].as_array().unwrap().iter().find(|t| t["tenant"] == pod.tenant()).unwrap().clone();
+    assert_eq!((row["allocated_streams"].as_u64(), row["max_streams"].as_u64()), (Some(32), Some(32)), "{row}");
     drop(held);
 
     // Another tenant presenting the same token is refused.

@@ -174,15 +174,7 @@ async fn a_failed_stream_disturbs_nobody_and_a_hung_device_is_fenced_off() {
     theirs.sync().await.expect("another tenant's stream is untouched");
 
     // Device 0 stops answering: it is marked unhealthy and fenced off; device 1 serves on.
-    let stall = |stall: bool| proto::InjectFaultRequest {
-        device: 0,
-        fault: Some(if stall {
-            proto::inject_fault_request::Fault::Stall(true)
-        } else {
-            proto::inject_fault_request::Fault::Resume(true)
-        }),
-    };
-    a.admin().inject_fault(stall(true)).await.unwrap();
+    a.admin().inject_fault(npud_tests::stall(0, true)).await.unwrap();
     let healthy = |id: usize| {
         let a = a.clone();
         async move { a.devices().await.unwrap()[id].healthy }
@@ -201,7 +193,7 @@ async fn a_failed_stream_disturbs_nobody_and_a_hung_device_is_fenced_off() {
     other.delay(Duration::from_millis(5)).await.unwrap();
     other.sync().await.unwrap();
     assert!(healthy(1).await);
-    a.admin().inject_fault(stall(false)).await.unwrap();
+    a.admin().inject_fault(npud_tests::stall(0, false)).await.unwrap();
     assert!(eventually_async(Duration::from_secs(5), || async { healthy(0).await }).await, "device 0 recovers");
     mine.sync().await.expect("its work ran once the device recovered");
     a.device(0).create_stream(StreamOptions::default()).await.expect("and it serves again");

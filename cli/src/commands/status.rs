@@ -57,6 +57,7 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             "tenant": t.tenant, "device": t.device, "streams": t.streams, "events": t.events,
             "waiting_requests": t.waiting_requests, "waiting_streams": t.waiting_streams, "sessions": t.sessions,
             "max_streams": t.quota.as_ref().map(|q| q.max_streams), "reserved_streams": t.quota.as_ref().map(|q| q.reserved_streams),
+            "allocated_streams": t.allocated_streams,
         })).collect::<Vec<_>>(),
         "native_holders": s.native_holders.iter().map(|h| json!({
             "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,
@@ -87,6 +88,8 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             .map(|t| {
                 let q = t.quota.unwrap_or_default();
                 let max = if q.max_streams == u32::MAX { "-".to_string() } else { q.max_streams.to_string() };
+                // A pod's quota follows its allocation: say so.
+                let max = if t.allocated_streams > 0 { format!("{max} (pod allocation)") } else { max };
                 vec![
                     t.tenant.clone(),
                     t.device.to_string(),

@@ -36,6 +36,7 @@ impl AdminService for Api {
                     waiting_streams: fig.waiting_streams,
                     quota: Some(convert::quota(&quota)),
                     sessions,
+                    allocated_streams: d.allocations.as_ref().map_or(0, |a| a.bound_streams(name, desc.id)),
                 });
             }
         }

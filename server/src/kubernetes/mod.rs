@@ -191,6 +191,18 @@ impl Allocations {
         gone
     }
 
+    /// The streams on `device` of the allocations bound to `tenant` (its pod's share).
+    pub fn bound_streams(&self, tenant: &str, device: u32) -> u32 {
+        self.lock()
+            .0
+            .values()
+            .filter(|a| a.bound.as_deref() == Some(tenant))
+            .flat_map(|a| &a.streams)
+            .filter(|(d, _)| *d == device)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
     /// Every allocation (for `status` and tests).
     pub fn list(&self) -> Vec<Allocation> {
         self.lock().0.values().cloned().collect()

@@ -27,7 +27,7 @@ class Quota(_message.Message):
     def __init__(self, max_streams: _Optional[int] = ..., reserved_streams: _Optional[int] = ..., max_events: _Optional[int] = ..., weight: _Optional[int] = ..., highest_priority: _Optional[int] = ...) -> None: ...
 
 class TenantUsage(_message.Message):
-    __slots__ = ("tenant", "device", "streams", "events", "waiting_requests", "waiting_streams", "quota", "sessions")
+    __slots__ = ("tenant", "device", "streams", "events", "waiting_requests", "waiting_streams", "quota", "sessions", "allocated_streams")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
@@ -36,6 +36,7 @@ class TenantUsage(_message.Message):
     WAITING_STREAMS_FIELD_NUMBER: _ClassVar[int]
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_STREAMS_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     device: int
     streams: int
@@ -44,7 +45,8 @@ class TenantUsage(_message.Message):
     waiting_streams: int
     quota: Quota
     sessions: int
-    def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ...) -> None: ...
+    allocated_streams: int
+    def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ..., allocated_streams: _Optional[int] = ...) -> None: ...
 
 class StatusResponse(_message.Message):
     __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations", "native_holders")
