@@ -239,3 +239,33 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let mut watch = p.list_and_watch(dp::Empty {}).await.unwrap().into_inner();
     assert_eq!(next_devices(&mut watch).await.len(), capacity / 8);
 }
+
+/// An unmodified AscendCL program in a pod: the interposer (LD_PRELOAD, as Allocate sets
+/// it) presents the mounted token in its hello, and the program's share is the allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmodified_program_in_a_pod_gets_its_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let dp_dir = dir.path().join("dp");
+    std::fs::create_dir(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let shared = dir.path().join("budget");
+    let d = npud_tests::native::acl_daemon(&shared, None, &["--device-plugin-dir", dp_dir.to_str().unwrap()]);
+    let registered = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
+    assert!(registered.ok().flatten().is_some(), "npud registered:\n{}", d.log());
+    let mut p = plugin(&dp_dir).await;
+    let ids: Vec<String> = (0..8).map(|i| format!("npud-0-{i}")).collect(); // 8 units: 64 streams
+    let request = dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+    let answer = p.allocate(request).await.unwrap().into_inner();
+    let container = &answer.container_responses[0];
+    let token =
+        &container.mounts.iter().find(|m| m.container_path == container.envs["NPUD_ALLOCATION"]).unwrap().host_path;
+    let (program, _) = npud_tests::native::acl_apps();
+    let mut cmd = npud_tests::native::acl_command(program, &shared, Some((&d, 61)));
+    cmd.env("NPUD_ALLOCATION", token).args(["60", "-1"]);
+    let mut app = npud_tests::native::App::spawn(cmd);
+    let started = tokio::task::spawn_blocking(move || (app.started(), app)).await.unwrap();
+    let (verdict, app) = started;
+    // 60 streams and the default one: 61 of the allocation's 64, so 3 are left.
+    assert_eq!(verdict, Ok(vec!["60".to_string(), "available".to_string(), "3".to_string()]), "{}", d.log());
+    tokio::task::spawn_blocking(move || app.release()).await.unwrap();
+}
