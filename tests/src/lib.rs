@@ -28,7 +28,82 @@ pub fn bin(name: &str) -> PathBuf {
     }
     let path = dir.join(name);
     assert!(path.exists(), "{} is missing: run `cargo build --workspace` before the tests", path.display());
+    refuse_stale(&path, name);
     path
+}
+
+/// The crates a workspace artefact is built from. `cargo test -p npud-tests` does not
+/// rebuild `npud` or `npuctl`, so without this check an edit to server/src would be
+/// tested against the old daemon without a word.
+fn built_from(name: &str) -> &'static [&'static str] {
+    match name {
+        "npud" => &["server", "proto", "sim"],
+        "npuctl" => &["cli", "client/rust", "proto", "sim"],
+        "libnpud_preload.so" => &["client/preload", "proto"],
+        "libascendcl.so" => &["tests/fake-acl", "sim"],
+        "libcuda.so" => &["tests/fake-cuda", "sim"],
+        _ => &[],
+    }
+}
+
+/// Panics when `path` is older than a source it is built from: each crate's
+/// `Cargo.toml`, `build.rs` and `src/`, and the proto crate's `.proto` files; not its
+/// integration tests, which do not go into the artefact. Looked up once per process.
+fn refuse_stale(path: &Path, name: &str) {
+    static VERDICTS: std::sync::Mutex<Vec<(String, Option<String>)>> = std::sync::Mutex::new(Vec::new());
+    let mut verdicts = VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
+    let stale = match verdicts.iter().find(|(n, _)| n == name) {
+        Some((_, v)) => v.clone(),
+        None => {
+            let v = staleness(path, name);
+            verdicts.push((name.to_string(), v.clone()));
+            v
+        }
+    };
+    drop(verdicts);
+    if let Some(message) = stale {
+        panic!("{message}");
+    }
+}
+
+fn staleness(path: &Path, name: &str) -> Option<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+    let built = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
+    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
+    let mut look = |p: PathBuf| {
+        if let Ok(t) = std::fs::metadata(&p).and_then(|m| m.modified())
+            && newest.as_ref().is_none_or(|(n, _)| t > *n)
+        {
+            newest = Some((t, p));
+        }
+    };
+    for krate in built_from(name) {
+        let dir = root.join(krate);
+        look(dir.join("Cargo.toml"));
+        look(dir.join("build.rs"));
+        let mut stack = vec![dir.join("src")];
+        if *krate == "proto" {
+            stack.extend([dir.join("npud"), dir.join("k8s")]);
+        }
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs" || x == "proto") {
+                    look(p);
+                }
+            }
+        }
+    }
+    let (t, source) = newest?;
+    (t > built).then(|| {
+        format!(
+            "{} is older than {}: run `cargo build --workspace` (./scripts/test.sh does) before the end-to-end tests",
+            path.display(),
+            source.display()
+        )
+    })
 }
 
 /// A duration for the helper binaries' flags: `500ms`, `30s`, `10m` (humantime's forms),
