@@ -185,3 +185,18 @@ def test_oversized_metadata_gets_a_grpc_error_that_says_so(daemon):
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT, info.value.details()
     assert "metadata is" in info.value.details()
     assert stub.Check(health_pb2.HealthCheckRequest(), timeout=10).status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_a_session_open_presents_the_pods_allocation_token(tmp_path, monkeypatch):
+    """On Kubernetes the device plugin mounts a token and names it in NPUD_ALLOCATION; the
+    client presents it when a session opens (and only then)."""
+    from npud import _session
+
+    monkeypatch.delenv("NPUD_ALLOCATION", raising=False)
+    assert _session._allocation_metadata() == ()
+    token = tmp_path / "token"
+    token.write_text("0123abcd\n")
+    monkeypatch.setenv("NPUD_ALLOCATION", str(token))
+    assert _session._allocation_metadata() == (("npud-allocation", "0123abcd"),)
+    monkeypatch.setenv("NPUD_ALLOCATION", str(tmp_path / "missing"))
+    assert _session._allocation_metadata() == (), "an unreadable file presents nothing"

@@ -82,7 +82,9 @@ impl tonic::service::Interceptor for Headers {
         if let Some(t) = &self.token {
             req.metadata_mut().insert("authorization", t.clone());
         }
-        if let Some(a) = &self.allocation {
+        // Only a session open reads it (the one call without a session here): calls in a
+        // session do not carry it.
+        if let (None, Some(a)) = (&self.session, &self.allocation) {
             req.metadata_mut().insert(npud_proto::ALLOCATION_METADATA_KEY, a.clone());
         }
         Ok(req)

@@ -49,16 +49,19 @@ def default_target() -> str:
 
 
 def _token_metadata() -> tuple:
-    """`authorization: Bearer $NPUD_TOKEN`, for daemons that authenticate by token, and on
-    Kubernetes the allocation token mounted into the container (`$NPUD_ALLOCATION`), which
-    binds the container to its allocation."""
+    """`authorization: Bearer $NPUD_TOKEN`, for daemons that authenticate by token."""
     token = os.environ.get("NPUD_TOKEN")
-    out = (("authorization", f"Bearer {token}"),) if token else ()
+    return (("authorization", f"Bearer {token}"),) if token else ()
+
+
+def _allocation_metadata() -> tuple:
+    """On Kubernetes, the allocation token mounted into the container (`$NPUD_ALLOCATION`),
+    presented when a session opens: it binds the container to its allocation."""
     try:
         allocation = (_read("NPUD_ALLOCATION") or b"").decode().strip()
     except (OSError, UnicodeDecodeError):
         allocation = ""
-    return out + ((("npud-allocation", allocation),) if allocation else ())
+    return (("npud-allocation", allocation),) if allocation else ()
 
 
 def _read(var: str) -> Optional[bytes]:
@@ -96,15 +99,16 @@ class Session:
         self.events = event_pb2_grpc.EventServiceStub(self.channel)
         self.reports = report_pb2_grpc.ReportServiceStub(self.channel)
         self.admin = admin_pb2_grpc.AdminServiceStub(self.channel)
+        self._token_metadata = _token_metadata()
+        self._open_metadata = self._token_metadata + _allocation_metadata()
         try:
             opened = self.sessions.Open(
-                session_pb2.OpenSessionRequest(name=name, lease_ms=lease_ms), metadata=_token_metadata(), timeout=30
+                session_pb2.OpenSessionRequest(name=name, lease_ms=lease_ms), metadata=self._open_metadata, timeout=30
             )
         except grpc.RpcError as e:
             self.channel.close()
             raise NpudError.from_rpc(e) from None
         self._name, self._requested_lease_ms = name, lease_ms
-        self._token_metadata = _token_metadata()
         self.id = opened.session
         self.tenant = opened.tenant
         self.lease_ms = opened.lease_ms
@@ -182,7 +186,7 @@ class Session:
             try:
                 opened = self.sessions.Open(
                     session_pb2.OpenSessionRequest(name=self._name, lease_ms=self._requested_lease_ms),
-                    metadata=self._token_metadata,
+                    metadata=self._open_metadata,
                     timeout=10,
                 )
             except grpc.RpcError:
