@@ -7,12 +7,25 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Builds `native/<source>` against the fake library `-l<link>` into a per-process temp
-/// directory, once per variant (extra compiler flags).
-fn build(source: &str, link: &str, out: &str, extra: &[&str]) -> PathBuf {
+/// directory as `out`, once per process (each variant, with its extra compiler flags,
+/// has its own `out`).
+fn build(source: &str, link: &str, out: &str, extra: &[&str]) -> &'static PathBuf {
+    static BUILT: Mutex<Vec<(String, &'static PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = built.iter().find(|(name, _)| name == out) {
+        return path;
+    }
+    // A handful of programs per process: leaking each path once is what `'static` costs.
+    let path: &'static PathBuf = Box::leak(Box::new(compile(source, link, out, extra)));
+    built.push((out.to_string(), path));
+    path
+}
+
+fn compile(source: &str, link: &str, out: &str, extra: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("npud-native-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("build directory");
     let out = dir.join(out);
@@ -34,14 +47,8 @@ fn build(source: &str, link: &str, out: &str, extra: &[&str]) -> PathBuf {
 /// `native/cuda_app.c` built once per process: (linked against libcuda, the variant that
 /// fetches the driver through `dlsym(handle, "cuGetProcAddress_v2")` as a static cudart
 /// does). Arguments and output as [`acl_apps`]' programs, without "available".
-pub fn cuda_apps() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        (
-            build("cuda_app.c", "cuda", "cuda_app", &[]),
-            build("cuda_app.c", "cuda", "cuda_app_pa", &["-DUSE_PROC_ADDRESS"]),
-        )
-    })
+pub fn cuda_apps() -> (&'static PathBuf, &'static PathBuf) {
+    (build("cuda_app.c", "cuda", "cuda_app", &[]), build("cuda_app.c", "cuda", "cuda_app_pa", &["-DUSE_PROC_ADDRESS"]))
 }
 
 /// npud on the cuda backend over the fake driver and the shared budget at `shared`, with
@@ -65,44 +72,34 @@ pub fn cuda_command(program: &Path, shared: &Path, npud: Option<(&Daemon, u32)>)
 /// The program, built once per process: (linked against libascendcl, dlopen variant).
 /// Arguments: STREAMS HOLD_MS (-1 holds until stdin closes); it prints
 /// `ok <streams> available <n>` or `fail <code> ...` once its streams exist.
-pub fn acl_apps() -> &'static (PathBuf, PathBuf) {
-    static BUILT: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        (
-            build("acl_app.c", "ascendcl", "acl_app", &[]),
-            build("acl_app.c", "ascendcl", "acl_app_dl", &["-DUSE_DLOPEN"]),
-        )
-    })
+pub fn acl_apps() -> (&'static PathBuf, &'static PathBuf) {
+    (build("acl_app.c", "ascendcl", "acl_app", &[]), build("acl_app.c", "ascendcl", "acl_app_dl", &["-DUSE_DLOPEN"]))
 }
 
 /// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
 /// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
 /// <k>`, holds its events until stdin closes, and exits.
 pub fn acl_events_app() -> &'static PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build("acl_events.c", "ascendcl", "acl_events", &[]))
+    build("acl_events.c", "ascendcl", "acl_events", &[])
 }
 
 /// `native/cuda_callbacks.c` built once per process against libcuda: stream flags,
 /// stream callbacks, context sync and error strings; prints `ok` or `fail <what>`.
 pub fn cuda_callbacks_app() -> &'static PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[]))
+    build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[])
 }
 
 /// `native/cuda_create_cost.c` built once per process against libcuda: ARGS `STREAMS
 /// ROUNDS`; prints `create_ns <n> destroy_ns <n> streams <S> rounds <R>` (what a stream
 /// costs; scripts/gpu-check.sh times it on a GPU).
 pub fn cuda_create_cost_app() -> &'static PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build("cuda_create_cost.c", "cuda", "cuda_create_cost", &[]))
+    build("cuda_create_cost.c", "cuda", "cuda_create_cost", &[])
 }
 
 /// `native/acl_memory.c` built once per process against libascendcl: buffers, copies,
 /// memset and run mode as the vendor's samples use them; prints `ok` or `fail <what>`.
 pub fn acl_memory_app() -> &'static PathBuf {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| build("acl_memory.c", "ascendcl", "acl_memory", &[]))
+    build("acl_memory.c", "ascendcl", "acl_memory", &[])
 }
 
 /// Where the fake vendor libraries are.

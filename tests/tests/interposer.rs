@@ -16,7 +16,7 @@ use std::time::Duration;
 const STREAMS: u32 = 60;
 const HELD: u32 = STREAMS + 1;
 
-fn programs() -> &'static (PathBuf, PathBuf) {
+fn programs() -> (&'static PathBuf, &'static PathBuf) {
     npud_tests::native::acl_apps()
 }
 
