@@ -21,8 +21,9 @@ struct Kubelet {
     socket: PathBuf,
 }
 
+/// Records registrations; refuses the first `refuse` of them (a kubelet not ready yet).
 #[derive(Clone)]
-struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>);
+struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>, Arc<std::sync::atomic::AtomicU32>);
 
 #[tonic::async_trait]
 impl dp::registration_server::Registration for Registration {
@@ -30,6 +31,13 @@ impl dp::registration_server::Registration for Registration {
         &self,
         r: tonic::Request<dp::RegisterRequest>,
     ) -> Result<tonic::Response<dp::Empty>, tonic::Status> {
+        let refusals_left =
+            self.1.fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
+                n.checked_sub(1)
+            });
+        if refusals_left.is_ok() {
+            return Err(tonic::Status::unavailable("the kubelet is not ready"));
+        }
         let _ = self.0.send(r.into_inner());
         Ok(tonic::Response::new(dp::Empty {}))
     }
@@ -38,6 +46,11 @@ impl dp::registration_server::Registration for Registration {
 impl Kubelet {
     /// Listens on `dir/kubelet.sock`, as a (re)starting kubelet does.
     fn start(dir: &Path) -> Kubelet {
+        Kubelet::start_refusing(dir, 0)
+    }
+
+    /// The same, refusing the first `refuse` registrations.
+    fn start_refusing(dir: &Path, refuse: u32) -> Kubelet {
         let socket = dir.join("kubelet.sock");
         let _ = std::fs::remove_file(&socket);
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
@@ -45,7 +58,10 @@ impl Kubelet {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(
             tonic::transport::Server::builder()
-                .add_service(dp::registration_server::RegistrationServer::new(Registration(tx)))
+                .add_service(dp::registration_server::RegistrationServer::new(Registration(
+                    tx,
+                    Arc::new(std::sync::atomic::AtomicU32::new(refuse)),
+                )))
                 .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async {
                     let _ = stopped.await;
                 }),
@@ -225,9 +241,9 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     );
     drop(pod);
 
-    // The kubelet restarts: npud registers again.
+    // The kubelet restarts, and refuses npud's first two registrations: npud tries again.
     kubelet.stop();
-    let mut kubelet = Kubelet::start(&dp_dir);
+    let mut kubelet = Kubelet::start_refusing(&dp_dir, 2);
     let again = tokio::time::timeout(Duration::from_secs(5), kubelet.registered.recv()).await;
     let again = again.ok().flatten().unwrap_or_else(|| panic!("npud registered again within 5 s:\n{}", d.log()));
     assert_eq!(again.resource_name, "npud.io/streams");

@@ -18,7 +18,7 @@ const WATCH_PERIOD: Duration = Duration::from_millis(500);
 pub async fn run(plugin: Arc<Plugin>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let dir = plugin.config.device_plugin_dir.clone();
     let (kubelet, ours) = (dir.join("kubelet.sock"), dir.join(PLUGIN_SOCKET));
-    let mut warned = false;
+    let (mut warned, mut refused) = (false, false);
     loop {
         let Some(registered) = inode(&kubelet) else {
             if !warned {
@@ -41,17 +41,28 @@ pub async fn run(plugin: Arc<Plugin>, mut stop: tokio::sync::watch::Receiver<boo
                 continue;
             }
         };
-        match register(&kubelet, &plugin.config.resource_name).await {
+        let accepted = match register(&kubelet, &plugin.config.resource_name).await {
             Ok(()) => {
-                warned = false;
+                (warned, refused) = (false, false);
                 tracing::info!(resource = %plugin.config.resource_name, socket = %ours.display(), "registered with the kubelet");
+                true
             }
-            Err(e) => tracing::warn!(error = %e, "registering with the kubelet failed; retrying"),
-        }
-        // Watch until the kubelet restarts, our socket goes, or npud stops.
+            Err(e) => {
+                if !refused {
+                    tracing::warn!(error = %e, "registering with the kubelet failed; trying again every 500 ms");
+                    refused = true;
+                }
+                false
+            }
+        };
+        // Watch until the kubelet restarts, our socket goes, or npud stops; a refused
+        // registration is tried again after one period.
         let stopping = loop {
             if wait(&mut stop).await {
                 break true;
+            }
+            if !accepted {
+                break false;
             }
             if inode(&kubelet) != Some(registered) || !ours.exists() {
                 tracing::info!("the kubelet restarted or removed npud's socket; registering again");
