@@ -44,3 +44,24 @@ impl NpudError {
         Self::new(Reason::UnknownSession, "no such session (it was closed or its lease lapsed)")
     }
 }
+
+/// A backend's failure as npud reports it: the reason a client acts on, with the vendor's
+/// own code kept beside it.
+pub fn backend_error(backend: &'static str, e: crate::backend::BackendError) -> NpudError {
+    let reason = match e.kind {
+        crate::backend::ErrorKind::InvalidArgument => Reason::InvalidArgumentOther,
+        crate::backend::ErrorKind::InvalidHandle => Reason::UnknownHandle,
+        crate::backend::ErrorKind::StreamBudget => Reason::BudgetExhausted,
+        crate::backend::ErrorKind::EventBudget => Reason::EventBudgetExhausted,
+        crate::backend::ErrorKind::EventNotRecorded => Reason::EventNotRecorded,
+        crate::backend::ErrorKind::EventNotComplete => Reason::EventNotComplete,
+        crate::backend::ErrorKind::EventNotTimed => Reason::EventNotTimed,
+        crate::backend::ErrorKind::EventFlagsForbid => Reason::EventFlagsForbid,
+        crate::backend::ErrorKind::TaskFailed => Reason::StreamFailed,
+        crate::backend::ErrorKind::Timeout => Reason::SyncTimeout,
+        crate::backend::ErrorKind::FailureModeAlreadySet => Reason::FailureModeAlreadySet,
+        crate::backend::ErrorKind::Unsupported => Reason::UnsupportedByBackend,
+        crate::backend::ErrorKind::Other => Reason::BackendError,
+    };
+    NpudError::new(reason, e.message).with_native(backend, e.native_code)
+}

@@ -2,7 +2,7 @@
 //! (EX_USAGE) before any socket is bound or device opened.
 
 use clap::Parser;
-use npud::{Config, Daemon, cli::Args};
+use npud::{Config, Daemon, config::Args};
 use std::process::ExitCode;
 use std::sync::Arc;
 

@@ -5,9 +5,9 @@
 // Test code may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud::auth::Caller;
-use npud::cli::Args;
-use npud::ops::streams::CreateRequest;
+use npud::config::Args;
+use npud::daemon::streams::CreateRequest;
+use npud::types::Caller;
 use npud::{Config, Daemon};
 use proptest::prelude::*;
 use std::sync::Arc;

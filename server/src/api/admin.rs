@@ -1,6 +1,6 @@
 use super::{Api, convert};
 use crate::error::{NpudError, Reason};
-use crate::quota::QuotaChange;
+use crate::policy::quota::QuotaChange;
 use npud_proto::v1::{self as pb, admin_service_server::AdminService};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -53,7 +53,7 @@ impl AdminService for Api {
             streams: streams as u32,
             events: events as u32,
             callbacks_in_flight: d.reports.pending_callbacks() as u32,
-            invariant_violations: d.health.violations.load(std::sync::atomic::Ordering::Relaxed),
+            invariant_violations: d.health.violations(),
             native_holders: d.natives.rows((!caller.admin).then_some(caller.tenant.as_ref())),
         }))
     }
@@ -83,7 +83,7 @@ impl AdminService for Api {
     async fn set_quota(&self, req: Request<pb::SetQuotaRequest>) -> Result<Response<pb::TenantInfo>, Status> {
         let caller = self.admin(&req)?;
         let r = req.into_inner();
-        crate::auth::check_tenant_name(&r.tenant).map_err(|e| NpudError::invalid(Reason::InvalidName, e))?;
+        crate::types::check_tenant_name(&r.tenant).map_err(|e| NpudError::invalid(Reason::InvalidName, e))?;
         let tenant: Arc<str> = Arc::from(r.tenant.as_str());
         let change = QuotaChange {
             max_streams: r.max_streams,
@@ -133,19 +133,19 @@ impl AdminService for Api {
         let name = d.backend.name();
         match r.fault {
             Some(pb::inject_fault_request::Fault::FailNextCreations(n)) => {
-                d.backend.fail_next_creations(r.device, n).map_err(|e| crate::admission::backend_error(name, e))?;
+                d.backend.fail_next_creations(r.device, n).map_err(|e| crate::error::backend_error(name, e))?;
             }
             Some(pb::inject_fault_request::Fault::FailTask(f)) => {
                 let s = d.registry.stream(&caller, f.stream)?;
                 d.backend
                     .fail_task(s.device, s.raw, f.task, f.code)
-                    .map_err(|e| crate::admission::backend_error(name, e))?;
+                    .map_err(|e| crate::error::backend_error(name, e))?;
             }
             Some(pb::inject_fault_request::Fault::Stall(_)) => {
-                d.backend.set_stalled(r.device, true).map_err(|e| crate::admission::backend_error(name, e))?;
+                d.backend.set_stalled(r.device, true).map_err(|e| crate::error::backend_error(name, e))?;
             }
             Some(pb::inject_fault_request::Fault::Resume(_)) => {
-                d.backend.set_stalled(r.device, false).map_err(|e| crate::admission::backend_error(name, e))?;
+                d.backend.set_stalled(r.device, false).map_err(|e| crate::error::backend_error(name, e))?;
             }
             Some(pb::inject_fault_request::Fault::Panic(_)) => {
                 tracing::warn!(admin = %caller.tenant, "injected fault: this handler panics now");

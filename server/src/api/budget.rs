@@ -1,5 +1,5 @@
 use super::Api;
-use crate::native::session::{NativeSession, Origin};
+use crate::daemon::budget::{NativeSession, Origin};
 use npud_proto::v1::{self as pb, budget_service_server::BudgetService};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ impl BudgetService for Api {
     /// the session held) when the client's side ends or the response stream is dropped.
     async fn budget(&self, req: Request<Streaming<pb::BudgetCall>>) -> Result<Response<Self::BudgetStream>, Status> {
         let caller = self.caller(&req)?;
-        let origin = match req.extensions().get::<Arc<crate::identity::PeerInfo>>() {
+        let origin = match req.extensions().get::<Arc<crate::tenancy::identity::PeerInfo>>() {
             Some(info) => Origin {
                 pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
                 container: info.container.as_ref().map(|c| c.id.clone()),

@@ -1,8 +1,8 @@
 //! Domain values → protobuf messages.
 
-use crate::admission::BudgetView;
 use crate::backend::{DeviceDesc, EventState};
-use crate::ops::streams::StreamView;
+use crate::daemon::streams::StreamView;
+use crate::policy::admission::BudgetView;
 use crate::registry::EventEntry;
 use npud_proto::v1 as pb;
 
@@ -61,7 +61,7 @@ pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) 
     }
 }
 
-pub fn quota(q: &crate::config::Quota) -> pb::Quota {
+pub fn quota(q: &crate::types::Quota) -> pb::Quota {
     pb::Quota {
         max_streams: q.max_streams,
         reserved_streams: q.reserved_streams,

@@ -11,9 +11,10 @@ mod sessions;
 pub mod status;
 mod streams;
 
-use crate::auth::{Caller, Peer};
 use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
+use crate::tenancy::auth::Peer;
+use crate::types::Caller;
 use npud_proto::v1::{
     admin_service_server::AdminServiceServer, budget_service_server::BudgetServiceServer,
     device_service_server::DeviceServiceServer, event_service_server::EventServiceServer,
@@ -46,7 +47,7 @@ impl Api {
             None => {
                 let names: Vec<String> = req
                     .peer_certs()
-                    .and_then(|certs| certs.first().map(|c| crate::auth::certificate_names(c)))
+                    .and_then(|certs| certs.first().map(|c| crate::tenancy::auth::certificate_names(c)))
                     .unwrap_or_default();
                 let token = bearer_token(req);
                 let tls = req
@@ -101,7 +102,7 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
 }
 
 fn unix_peer<T>(req: &Request<T>) -> Option<Peer> {
-    let info = req.extensions().get::<std::sync::Arc<crate::identity::PeerInfo>>()?;
+    let info = req.extensions().get::<std::sync::Arc<crate::tenancy::identity::PeerInfo>>()?;
     Some(Peer {
         uid: info.uid,
         gid: info.gid,

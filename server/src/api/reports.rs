@@ -1,7 +1,7 @@
 use super::Api;
+use crate::daemon::callbacks::acl_codes;
+use crate::daemon::reports::{ReportBody, SessionReport};
 use crate::error::{NpudError, Reason};
-use crate::ops::callbacks::acl_codes;
-use crate::reports::{ReportBody, SessionReport};
 use npud_proto::v1::{self as pb, report_service_server::ReportService};
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! The one place where domain errors become gRPC statuses.
 
 use crate::error::{NpudError, Reason};
+use crate::observe::metrics::Metrics;
 use npud_proto::v1::ErrorDetail;
 use prost::Message;
 use tonic::{Code, Status};
@@ -43,7 +44,6 @@ pub fn code_of(reason: Reason) -> Code {
 
 impl From<NpudError> for Status {
     fn from(e: NpudError) -> Status {
-        crate::metrics::global().failure(e.reason.as_str_name(), e.native.map(|(_, c)| c));
         let detail = ErrorDetail {
             reason: e.reason as i32,
             native_code: e.native.map_or(0, |(_, c)| c),
@@ -79,8 +79,26 @@ pub fn decode_failure_is_invalid_argument<B: Default>(
     res
 }
 
+/// Counts a failed call by the reason and native code its answer carries, as the client
+/// reads them. Errors are counted here, where every handler's answer passes, rather than
+/// where each is made; only trailers-only answers are read (a unary call's error), so a
+/// successful call costs one header lookup.
+pub fn count_failure<B>(metrics: &Metrics, res: &tonic::codegen::http::Response<B>) {
+    let Some(status) = Status::from_header_map(res.headers()) else { return };
+    if status.code() == Code::Ok {
+        return;
+    }
+    match ErrorDetail::decode(status.details()) {
+        Ok(d) if d.reason != 0 => {
+            let reason = Reason::try_from(d.reason).unwrap_or(Reason::Unspecified);
+            metrics.failure(reason.as_str_name(), (d.native_code != 0).then_some(d.native_code));
+        }
+        _ => metrics.failure(Reason::Unspecified.as_str_name(), None),
+    }
+}
+
 /// Answers a request the Unix-socket rewriter marked as carrying oversized metadata (see
-/// [`crate::authority::MAX_HEADER_LIST`]) with a gRPC error that says so, before any
+/// [`crate::tenancy::authority::MAX_HEADER_LIST`]) with a gRPC error that says so, before any
 /// service sees it.
 #[derive(Clone)]
 pub struct RefuseOversizedMetadata<S> {
@@ -115,15 +133,17 @@ where
     }
 
     fn call(&mut self, req: tonic::codegen::http::Request<ReqBody>) -> Self::Future {
-        let size =
-            req.headers().get(crate::authority::OVERSIZED_METADATA).and_then(|v| v.to_str().ok().map(str::to_string));
+        let size = req
+            .headers()
+            .get(crate::tenancy::authority::OVERSIZED_METADATA)
+            .and_then(|v| v.to_str().ok().map(str::to_string));
         match size {
             Some(size) => {
                 let status = Status::from(NpudError::new(
                     Reason::PayloadTooLarge,
                     format!(
                         "the request's metadata is {size} bytes; at most {} are accepted",
-                        crate::authority::MAX_HEADER_LIST
+                        crate::tenancy::authority::MAX_HEADER_LIST
                     ),
                 ));
                 Box::pin(std::future::ready(Ok(status.into_http())))

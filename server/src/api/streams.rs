@@ -1,6 +1,6 @@
 use super::{Api, convert};
+use crate::daemon::streams::CreateRequest;
 use crate::error::{NpudError, Reason};
-use crate::ops::streams::CreateRequest;
 use npud_proto::v1::{self as pb, stream_service_server::StreamService};
 use std::time::Duration;
 use tonic::{Request, Response, Status};

@@ -2,9 +2,9 @@
 //! `stream_unit` streams, their health, and Allocate's answer (the socket, the variables,
 //! the allocation token, the interposer).
 
-use super::config::KubernetesConfig;
-use super::{Allocations, CONTAINER_TOKEN_PATH};
+use crate::config::kubernetes::KubernetesConfig;
 use crate::daemon::Daemon;
+use crate::policy::allocations::{Allocations, CONTAINER_TOKEN_PATH};
 use npud_proto::deviceplugin as dp;
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -2,8 +2,8 @@
 //! container with the unit ids it was given; an allocation no listed container holds (two
 //! reads in a row) has lost its pod, and its quota and holdings go with it.
 
-use super::Allocations;
 use crate::daemon::Daemon;
+use crate::policy::allocations::Allocations;
 use npud_proto::podresources as pr;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

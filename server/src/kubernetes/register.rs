@@ -2,8 +2,8 @@
 //! when the kubelet restarts (it recreates `kubelet.sock` and removes the plugins'
 //! sockets) or npud's own socket disappears (shared/reference/kubelet.md §3, §4).
 
-use super::config::PLUGIN_SOCKET;
 use super::plugin::Plugin;
+use crate::config::kubernetes::PLUGIN_SOCKET;
 use npud_proto::deviceplugin as dp;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

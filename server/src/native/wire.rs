@@ -4,11 +4,11 @@
 //! process. A wait for budget is abandoned (and its place in the queue withdrawn) when the
 //! connection closes during it.
 
-use super::session::{NativeSession, Origin, error_reply};
-use crate::auth::Peer;
 use crate::daemon::Daemon;
+use crate::daemon::budget::{NativeSession, Origin, error_reply};
 use crate::error::{NpudError, Reason};
-use crate::identity::PeerStream;
+use crate::tenancy::auth::Peer;
+use crate::tenancy::identity::PeerStream;
 use npud_proto::v1 as pb;
 use prost::Message;
 use std::sync::Arc;

@@ -167,7 +167,7 @@ pub fn in_process(warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
     out.push((
         "authority rewrite of a request (in-process)",
         measure_blocking(warmup, n, || {
-            let mut r = npud::authority::AuthorityRewriter::default();
+            let mut r = npud::tenancy::authority::AuthorityRewriter::default();
             r.feed(&request).expect("a well-formed request");
             assert!(!r.output().is_empty());
         }),

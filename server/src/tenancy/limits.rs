@@ -2,7 +2,7 @@
 //! is refused with RESOURCE_EXHAUSTED without slowing anyone else.
 
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::ledger::Tenant;
+use crate::types::Tenant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

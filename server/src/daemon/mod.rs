@@ -1,15 +1,30 @@
-//! The daemon's state, built once from a validated config and shared by every service.
+//! The daemon: its books, built once from a validated config and shared by every service,
+//! and every domain operation on them (one file per resource). Operations take an
+//! authenticated caller and plain values and return domain types; the gRPC layer and the
+//! budget wire convert at the edges.
 
-use crate::admission::Admission;
-use crate::auth::Identities;
+mod allocations;
+pub mod budget;
+pub mod callbacks;
+pub mod events;
+pub mod health;
+pub mod metrics;
+pub mod released;
+pub mod reports;
+pub mod sessions;
+pub mod streams;
+mod wait;
+
 use crate::backend::{Backend, DeviceDesc, sim::SimBackend};
 use crate::config::{BackendKind, Config};
+use crate::daemon::reports::ReportHub;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::handle::{Minter, new_epoch};
-use crate::quota::Quotas;
+use crate::policy::admission::Admission;
+use crate::policy::quota::Quotas;
+use crate::policy::state::StateStore;
 use crate::registry::Registry;
-use crate::reports::ReportHub;
-use crate::state::StateStore;
+use crate::registry::handle::{Minter, new_epoch};
+use crate::tenancy::auth::Identities;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -22,14 +37,15 @@ pub struct Daemon {
     pub identities: std::sync::RwLock<Identities>,
     pub reports: ReportHub,
     pub epoch: u16,
-    pub limiter: crate::limits::RateLimiter,
-    pub health: Arc<crate::health::Health>,
+    pub limiter: crate::tenancy::limits::RateLimiter,
+    pub health: Arc<crate::observe::health::Health>,
+    pub metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
-    pub natives: crate::native::Natives,
+    pub natives: crate::policy::natives::Natives,
     /// Streams sessions destroyed that are still draining (for device sync).
-    pub released: crate::ops::released::Released,
+    pub released: crate::daemon::released::Released,
     /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
-    pub allocations: Option<Arc<crate::kubernetes::Allocations>>,
+    pub allocations: Option<Arc<crate::policy::allocations::Allocations>>,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -42,7 +58,7 @@ pub enum StartError {
     #[error("cannot open the {backend} backend: {message}")]
     Backend { backend: &'static str, message: String },
     #[error(transparent)]
-    State(#[from] crate::state::StateError),
+    State(#[from] crate::policy::state::StateError),
     #[error("{0}")]
     Config(String),
 }
@@ -74,7 +90,7 @@ impl Daemon {
         let persisted = store.load()?;
         // A state file is input like the config: its quotas pass the same checks.
         for (name, q) in &persisted.quotas {
-            crate::auth::check_tenant_name(name)
+            crate::types::check_tenant_name(name)
                 .map_err(|e| StartError::Config(format!("persisted quota for {name:?}: {e}")))?;
             q.validate(&format!("persisted quota for {name}")).map_err(|e| StartError::Config(e.to_string()))?;
         }
@@ -95,6 +111,7 @@ impl Daemon {
                 )));
             }
         }
+        let metrics = Arc::new(crate::observe::metrics::Metrics::new());
         let drain_bound = config.limits.callback_deadline + std::time::Duration::from_secs(5);
         let admission = Arc::new(Admission::new(
             Arc::clone(&backend),
@@ -103,6 +120,7 @@ impl Daemon {
             &capacities,
             drain_bound,
             config.limits.max_pending_requests,
+            Arc::clone(&metrics),
         ));
         admission.set_reservations(&quotas.reservations());
         let minter = Arc::new(Minter::new(epoch));
@@ -113,16 +131,17 @@ impl Daemon {
         backend.set_report_sink(Arc::new(move |report| {
             let _ = report_tx.send(report);
         }));
-        let health = Arc::new(crate::health::Health::new(backend.devices().len()));
-        let limiter = crate::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
-        let natives = crate::native::Natives::new(
+        let health = Arc::new(crate::observe::health::Health::new(backend.devices().len()));
+        let limiter =
+            crate::tenancy::limits::RateLimiter::new(config.limits.requests_per_second, config.limits.request_burst);
+        let natives = crate::policy::natives::Natives::new(
             config.limits.max_native_processes as usize,
             config.limits.declare_grace,
             config.budget.native_pacing,
         );
         let allocations = config.kubernetes.as_ref().map(|_| {
             let dir = config.state_dir.clone().unwrap_or_else(|| "/var/lib/npud".into()).join("allocations");
-            Arc::new(crate::kubernetes::Allocations::new(dir))
+            Arc::new(crate::policy::allocations::Allocations::new(dir))
         });
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
@@ -135,8 +154,9 @@ impl Daemon {
             config,
             limiter,
             health,
+            metrics,
             natives,
-            released: crate::ops::released::Released::default(),
+            released: crate::daemon::released::Released::default(),
             allocations,
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
@@ -158,6 +178,11 @@ impl Daemon {
         self.admission.set_reservations(&self.quotas.reservations());
         tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
         Ok(())
+    }
+
+    /// The metrics handle, for the layers that count on the daemon's behalf.
+    pub fn metrics(&self) -> Arc<crate::observe::metrics::Metrics> {
+        Arc::clone(&self.metrics)
     }
 
     pub fn devices(&self) -> &[DeviceDesc] {

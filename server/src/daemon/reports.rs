@@ -6,7 +6,7 @@
 //! short reconnect loses nothing, and the pull API (process_report) takes the reports of
 //! one subscriber thread. What overflows is counted and logged, never silently dropped.
 
-use crate::ledger::Tenant;
+use crate::types::Tenant;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,9 +1,9 @@
 //! Sessions: open, renew, close, and the reclaim of everything a session held.
 
-use crate::auth::Caller;
 use crate::daemon::Daemon;
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::registry::Reclaim;
+use crate::types::Caller;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -80,7 +80,7 @@ impl Daemon {
                 tracing::warn!(%tenant, error = %err, "destroying a reclaimed event");
             }
         }
-        crate::metrics::global().reclaimed(n_streams, n_events);
+        self.metrics.reclaimed(n_streams, n_events);
         tracing::info!(%tenant, session, streams = n_streams, events = n_events, reason = why, "session reclaimed");
         (n_streams, n_events)
     }

@@ -2,11 +2,13 @@
 //! ownership checks and session membership change together, so a reclaim can never miss a
 //! handle that is being added.
 
-use crate::auth::Caller;
+pub mod handle;
+
 use crate::backend::{RawEvent, RawStream};
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::handle::{Kind, Minter};
-use crate::ledger::Tenant;
+use crate::registry::handle::{Kind, Minter};
+use crate::types::Caller;
+use crate::types::Tenant;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

@@ -5,9 +5,10 @@
 //! streams first, as a daemon grant does.
 
 use super::{Admission, grant_queued};
-use crate::config::{Policy, Quota};
+use crate::config::Policy;
 use crate::error::NpudResult;
-use crate::ledger::Tenant;
+use crate::types::Quota;
+use crate::types::Tenant;
 use std::time::Duration;
 
 /// A caller's share of one device (what aclrtGetStreamAvailableNum should answer).

@@ -1,11 +1,11 @@
 //! Streams: create (budgeted), destroy, inspect, synchronise, wait, put work on.
 
-use crate::admission::backend_error;
-use crate::auth::Caller;
 use crate::backend::WaitKind;
 use crate::daemon::Daemon;
+use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::registry::StreamEntry;
+use crate::types::Caller;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,7 @@ impl Daemon {
         })
     }
 
-    fn check_create(&self, caller: &Caller, req: &CreateRequest) -> NpudResult<crate::config::Quota> {
+    fn check_create(&self, caller: &Caller, req: &CreateRequest) -> NpudResult<crate::types::Quota> {
         let dev = self.device(req.device)?;
         let max = self.config.limits.max_streams_per_request;
         if req.count == 0 || req.count > max {

@@ -1,13 +1,13 @@
 //! Host callbacks (subscribe, launch, acknowledge) and the routing of device reports to
 //! the session that owns the stream, never to anyone else.
 
-use crate::admission::backend_error;
-use crate::auth::Caller;
 use crate::backend::Report;
 use crate::daemon::Daemon;
+use crate::daemon::reports::{PendingCallback, ReportBody};
+use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::handle::Kind;
-use crate::reports::{PendingCallback, ReportBody};
+use crate::registry::handle::Kind;
+use crate::types::Caller;
 use std::sync::Arc;
 
 /// aclError codes the callback family answers with.

@@ -1,15 +1,8 @@
-//! Domain operations, one file per resource. They take an authenticated caller and plain
-//! values, and return domain types; the gRPC layer converts at the edges.
+//! Waiting on the device with the caller's timeout, shared by every operation that syncs.
 
-pub mod callbacks;
-pub mod events;
-pub mod released;
-pub mod sessions;
-pub mod streams;
-
-use crate::admission::backend_error;
 use crate::backend::WaitKind;
 use crate::daemon::Daemon;
+use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
 use std::time::Duration;
 

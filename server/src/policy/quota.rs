@@ -1,9 +1,10 @@
 //! Quota lookup: runtime changes (persisted) over the config file over the default.
 
-use crate::config::{Config, Quota};
+use crate::config::Config;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::ledger::Tenant;
-use crate::state::{PersistedState, StateStore};
+use crate::policy::state::{PersistedState, StateStore};
+use crate::types::Quota;
+use crate::types::Tenant;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
@@ -119,7 +120,7 @@ impl Quotas {
         q.max_events = change.max_events.unwrap_or(q.max_events);
         q.weight = change.weight.unwrap_or(q.weight);
         q.highest_priority = change.highest_priority.unwrap_or(q.highest_priority);
-        q.validate(&format!("tenant {tenant}")).map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e.0))?;
+        q.validate(&format!("tenant {tenant}")).map_err(|e| NpudError::new(Reason::InvalidArgumentOther, e))?;
         let others: u64 =
             self.reservations().iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, &r)| u64::from(r)).sum();
         if others + u64::from(q.reserved_streams) > u64::from(capacity) {
@@ -156,7 +157,7 @@ impl Quotas {
         Ok(())
     }
 
-    pub fn record_epoch(&self, epoch: u16) -> Result<(), crate::state::StateError> {
+    pub fn record_epoch(&self, epoch: u16) -> Result<(), crate::policy::state::StateError> {
         let mut persisted = self.persisted.write().unwrap_or_else(|e| e.into_inner());
         persisted.epoch = Some(epoch);
         self.store.save(&persisted)

@@ -1,4 +1,4 @@
-//! Device health and the daemon's own consistency checks.
+//! Device liveness and the daemon's own consistency checks.
 //!
 //! A monitor probes every device's liveness (the backend's heartbeat) at an interval; a
 //! device that misses its deadline is marked unhealthy and its requests fail fast with
@@ -7,51 +7,11 @@
 //! flight (a sequence counter detects one that started meanwhile), so it never reports a
 //! transient state.
 
-use crate::daemon::Daemon;
+use super::Daemon;
 use crate::error::{NpudError, NpudResult, Reason};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
-
-pub struct Health {
-    healthy: Vec<AtomicBool>,
-    /// Mutations of ledger/registry in flight, and how many have started in all.
-    in_flight: AtomicU64,
-    generation: AtomicU64,
-    pub violations: AtomicU64,
-}
-
-/// Held while a mutation that briefly breaks ledger = registry is in progress. Owned,
-/// so it can travel with the task that finishes the mutation.
-pub struct MutationGuard(Arc<Health>);
-
-impl Drop for MutationGuard {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-impl Health {
-    pub fn new(devices: usize) -> Self {
-        Self {
-            healthy: (0..devices).map(|_| AtomicBool::new(true)).collect(),
-            in_flight: AtomicU64::new(0),
-            generation: AtomicU64::new(0),
-            violations: AtomicU64::new(0),
-        }
-    }
-
-    pub fn is_healthy(&self, device: u32) -> bool {
-        self.healthy.get(device as usize).is_some_and(|h| h.load(Ordering::Acquire))
-    }
-
-    pub fn mutation(self: &Arc<Self>) -> MutationGuard {
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        MutationGuard(Arc::clone(self))
-    }
-}
 
 impl Daemon {
     /// Fails fast when the device has stopped answering.
@@ -75,7 +35,7 @@ impl Daemon {
             results.push((id, matches!(tokio::time::timeout(timeout, wait).await, Ok(Ok(())))));
         }
         for (id, ok) in results {
-            let was = self.health.healthy[id as usize].swap(ok, Ordering::AcqRel);
+            let was = self.health.set_healthy(id, ok);
             if was != ok {
                 if ok {
                     tracing::warn!(device = id, "device answers again: healthy");
@@ -90,10 +50,7 @@ impl Daemon {
     /// when quiescent. Returns the violations found (also counted and logged).
     pub fn check_invariants(&self) -> Vec<String> {
         let h = &self.health;
-        if h.in_flight.load(Ordering::Acquire) != 0 {
-            return Vec::new();
-        }
-        let generation = h.generation.load(Ordering::Acquire);
+        let Some(generation) = h.quiescent() else { return Vec::new() };
         let mut held: HashMap<(u32, Arc<str>), u32> = HashMap::new();
         for (_, e) in self.registry.all_streams() {
             *held.entry((e.device, e.tenant)).or_insert(0) += 1;
@@ -105,7 +62,7 @@ impl Daemon {
         }
         let views: Vec<_> = self.devices().iter().map(|d| (d.clone(), self.admission.view(d.id))).collect();
         let hardware: Vec<u32> = self.devices().iter().map(|d| self.backend.hardware_in_use(d.id)).collect();
-        if h.in_flight.load(Ordering::Acquire) != 0 || h.generation.load(Ordering::Acquire) != generation {
+        if !h.unchanged_since(generation) {
             return Vec::new();
         }
         let mut problems = Vec::new();
@@ -132,7 +89,7 @@ impl Daemon {
             }
         }
         if !problems.is_empty() {
-            h.violations.fetch_add(problems.len() as u64, Ordering::Relaxed);
+            h.count_violations(problems.len());
             for p in &problems {
                 tracing::error!(problem = %p, "invariant violated");
             }

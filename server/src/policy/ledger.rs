@@ -8,12 +8,10 @@
 //! head. Requests covered by their tenant's reservation go first, and requests held back
 //! only by their own tenant's quota step aside instead of blocking others.
 
-use crate::config::Quota;
 use crate::error::{NpudError, Reason};
+use crate::types::{Quota, Tenant};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-
-pub type Tenant = Arc<str>;
 
 #[derive(Debug, Clone, Copy)]
 struct Tag(f64);

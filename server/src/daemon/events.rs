@@ -1,11 +1,11 @@
 //! Events: create, destroy, record, reset, query, synchronise, elapsed time.
 
-use crate::admission::backend_error;
-use crate::auth::Caller;
 use crate::backend::{EventState, WaitKind};
 use crate::daemon::Daemon;
+use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::registry::{EventEntry, StreamEntry};
+use crate::types::Caller;
 use npu_sim::flags::{EVENT_DEFAULT, EVENT_TIME_LINE, check_event_flags};
 use std::sync::Arc;
 

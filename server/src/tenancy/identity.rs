@@ -1,7 +1,7 @@
 //! Who a Unix-socket peer is: SO_PEERCRED (uid, gid, pid), plus the container it runs in,
 //! read from the peer's cgroup path. Resolved once per connection, when it is accepted.
 
-use crate::authority::AuthorityRewriter;
+use crate::tenancy::authority::AuthorityRewriter;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -103,10 +103,10 @@ pub struct PeerStream {
     info: Arc<PeerInfo>,
     /// Bytes already read off the connection to tell its protocol, handed back first.
     replay: Vec<u8>,
-    /// Set on HTTP/2 connections from the Unix socket: see [`crate::authority`].
+    /// Set on HTTP/2 connections from the Unix socket: see [`crate::tenancy::authority`].
     rewriter: Option<Box<AuthorityRewriter>>,
     /// The connection's place in its uid's limit, freed when the connection is dropped.
-    slot: Option<crate::connections::ConnectionSlot>,
+    slot: Option<crate::tenancy::connections::ConnectionSlot>,
 }
 
 impl PeerStream {
@@ -141,7 +141,7 @@ impl PeerStream {
     }
 
     /// Holds `slot` for as long as the connection lives.
-    pub fn hold(&mut self, slot: crate::connections::ConnectionSlot) {
+    pub fn hold(&mut self, slot: crate::tenancy::connections::ConnectionSlot) {
         self.slot = Some(slot);
     }
 
@@ -151,7 +151,7 @@ impl PeerStream {
     }
 
     /// From now on, requests read off this connection reach the server with an
-    /// `:authority` it accepts (see [`crate::authority`]); the bytes kept for replay go
+    /// `:authority` it accepts (see [`crate::tenancy::authority`]); the bytes kept for replay go
     /// through the rewriter too.
     pub fn normalise_authority(&mut self) -> std::io::Result<()> {
         let mut rewriter = Box::<AuthorityRewriter>::default();
@@ -161,7 +161,7 @@ impl PeerStream {
     }
 }
 
-fn invalid(e: crate::authority::AuthorityError) -> std::io::Error {
+fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, e)
 }
 
@@ -281,9 +281,9 @@ mod tests {
         let peer = PeerStream::accept(ours, &Vanished).expect("credentials");
         let info = peer.info();
         assert!(info.unverified && info.container.is_none());
-        let args = <crate::cli::Args as clap::Parser>::parse_from(["npud"]);
+        let args = <crate::config::flags::Args as clap::Parser>::parse_from(["npud"]);
         let config = crate::Config::load(&args).expect("the default configuration");
-        let caller = crate::auth::Identities::new(&config).resolve(&crate::auth::Peer {
+        let caller = crate::tenancy::auth::Identities::new(&config).resolve(&crate::tenancy::auth::Peer {
             uid: 0,
             gid: 0,
             pid: info.pid,

@@ -2,7 +2,7 @@
 //! last boot epoch. Written atomically (temp file, fsync, rename, fsync of the directory),
 //! so a SIGKILL at any point leaves either the old or the new file, never a torn one.
 
-use crate::config::Quota;
+use crate::types::Quota;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::Write;

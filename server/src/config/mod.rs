@@ -1,8 +1,12 @@
 //! Typed configuration: a TOML file overlaid with command-line flags, validated as a whole
 //! before any socket is bound or device opened. A bad config exits with 64 (EX_USAGE).
 
-use crate::cli::Args;
-use serde::{Deserialize, Serialize};
+pub mod flags;
+pub mod kubernetes;
+
+use crate::types::Quota;
+pub use flags::Args;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,42 +43,6 @@ impl Policy {
             Policy::Managed => "managed",
             Policy::Passthrough => "passthrough",
         }
-    }
-}
-
-/// A tenant's share of a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Quota {
-    pub max_streams: u32,
-    /// Guaranteed: nobody else's grants eat into it.
-    pub reserved_streams: u32,
-    pub max_events: u32,
-    /// Share of contended budget relative to other tenants.
-    pub weight: u32,
-    /// Most urgent priority this tenant may ask for; the default allows every priority
-    /// (priorities are 0..=7 on AscendCL, negative numbers are the urgent ones on CUDA).
-    pub highest_priority: i32,
-}
-
-impl Default for Quota {
-    fn default() -> Self {
-        Self { max_streams: u32::MAX, reserved_streams: 0, max_events: 65536, weight: 1, highest_priority: i32::MIN }
-    }
-}
-
-impl Quota {
-    pub fn validate(&self, who: &str) -> Result<(), ConfigError> {
-        if self.weight == 0 || self.weight > 1000 {
-            return Err(bad(format!("{who}: weight must be 1..=1000, got {}", self.weight)));
-        }
-        if self.reserved_streams > self.max_streams {
-            return Err(bad(format!(
-                "{who}: reserved_streams {} exceeds max_streams {}",
-                self.reserved_streams, self.max_streams
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -217,7 +185,7 @@ pub struct Config {
     /// elsewhere when npud itself runs in a container.
     pub proc_root: PathBuf,
     /// The kubelet device plugin (`[kubernetes]`, `--device-plugin-dir`); off when `None`.
-    pub kubernetes: Option<crate::kubernetes::config::KubernetesConfig>,
+    pub kubernetes: Option<crate::config::kubernetes::KubernetesConfig>,
 }
 
 /// The file format: every key optional, flags win.
@@ -263,7 +231,7 @@ struct FileConfig {
     #[serde(default)]
     identity: FileIdentity,
     #[serde(default)]
-    kubernetes: crate::kubernetes::config::FileKubernetes,
+    kubernetes: crate::config::kubernetes::FileKubernetes,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -528,13 +496,13 @@ impl Config {
         if !matches!(self.log_format.as_str(), "text" | "json") {
             return Err(bad(format!("log format must be text or json, got {:?}", self.log_format)));
         }
-        self.default_quota.validate("default_quota")?;
+        self.default_quota.validate("default_quota").map_err(bad)?;
         let mut seen = BTreeMap::new();
         for t in &self.tenants {
-            crate::auth::check_tenant_name(&t.name)
-                .and_then(|()| crate::auth::check_not_derived(&t.name))
+            crate::types::check_tenant_name(&t.name)
+                .and_then(|()| crate::types::check_not_derived(&t.name))
                 .map_err(|e| bad(format!("tenant {:?}: {e}", t.name)))?;
-            t.quota.validate(&format!("tenant {}", t.name))?;
+            t.quota.validate(&format!("tenant {}", t.name)).map_err(bad)?;
             if let Some(n) = t.process_streams.filter(|n| !(1..=MAX_PROCESS_STREAMS).contains(n)) {
                 return Err(bad(format!(
                     "tenant {}: process_streams must be 1..={MAX_PROCESS_STREAMS}, got {n}",

@@ -6,6 +6,9 @@
 //! every session, gives in-flight calls a bounded grace, destroys pooled streams and
 //! removes the socket.
 
+pub mod metrics;
+pub mod systemd;
+
 use crate::daemon::Daemon;
 use std::future::Future;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -151,11 +154,11 @@ const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Classifying runs in a task per connection, so a silent client delays no one.
 fn route_connections(
     listener: UnixListener,
-    inspector: Arc<dyn crate::identity::PeerInspector>,
+    inspector: Arc<dyn crate::tenancy::identity::PeerInspector>,
     daemon: Arc<Daemon>,
-) -> impl tokio_stream::Stream<Item = std::io::Result<crate::identity::PeerStream>> {
+) -> impl tokio_stream::Stream<Item = std::io::Result<crate::tenancy::identity::PeerStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let limiter = crate::connections::ConnectionLimiter::new(daemon.config.limits.max_connections_per_uid);
+    let limiter = crate::tenancy::connections::ConnectionLimiter::new(daemon.config.limits.max_connections_per_uid);
     tokio::spawn(async move {
         while !tx.is_closed() {
             let stream = match listener.accept().await {
@@ -167,7 +170,7 @@ fn route_connections(
                     continue;
                 }
             };
-            let mut peer = match crate::identity::PeerStream::accept(stream, inspector.as_ref()) {
+            let mut peer = match crate::tenancy::identity::PeerStream::accept(stream, inspector.as_ref()) {
                 Ok(peer) => peer,
                 Err(e) => {
                     tracing::debug!(error = %e, "dropping a connection whose peer cannot be identified");
@@ -222,7 +225,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
             }
         }
     });
-    tokio::spawn(crate::health::monitor(Arc::clone(daemon), daemon.config.health_interval));
+    tokio::spawn(crate::daemon::health::monitor(Arc::clone(daemon), daemon.config.health_interval));
     let d = Arc::clone(daemon);
     let period = (d.config.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {
@@ -279,7 +282,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     if let Some(addr) = config.metrics {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
-        tokio::spawn(crate::metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
+        tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     if let (Some(k8s), Some(allocations)) = (&config.kubernetes, &daemon.allocations) {
         let plugin = crate::kubernetes::plugin::Plugin {
@@ -300,7 +303,15 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         }
     }
     let calls = Some(config.limits.max_concurrent_calls);
-    let decode_errors = || tower::util::MapResponseLayer::new(crate::api::status::decode_failure_is_invalid_argument);
+    let metrics = daemon.metrics();
+    let decode_errors = || {
+        let metrics = Arc::clone(&metrics);
+        tower::util::MapResponseLayer::new(move |res| {
+            let res = crate::api::status::decode_failure_is_invalid_argument(res);
+            crate::api::status::count_failure(&metrics, &res);
+            res
+        })
+    };
     let uds = tonic::transport::Server::builder()
         .max_concurrent_streams(calls)
         .layer(decode_errors())
@@ -309,7 +320,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .serve_with_incoming_shutdown(
             route_connections(
                 listener,
-                Arc::new(crate::identity::ProcFs { root: config.proc_root.clone() }),
+                Arc::new(crate::tenancy::identity::ProcFs { root: config.proc_root.clone() }),
                 Arc::clone(&daemon),
             ),
             stopped(stop_rx.clone()),
@@ -341,12 +352,12 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     };
     tokio::pin!(servers);
     tracing::info!(socket = %socket.display(), policy = config.policy.name(), epoch = daemon.epoch, devices = daemon.devices().len(), "npud is serving");
-    crate::systemd::notify("READY=1");
+    crate::serve::systemd::notify("READY=1");
     let result = tokio::select! {
         r = &mut servers => r.map_err(ServeError::from),
         () = shutdown => {
             tracing::info!("shutting down: refusing new work, reclaiming sessions");
-            crate::systemd::notify("STOPPING=1");
+            crate::serve::systemd::notify("STOPPING=1");
             health.set_not_serving::<tonic_health::pb::health_server::HealthServer<tonic_health::server::HealthService>>().await;
             for name in crate::api::SERVICE_NAMES {
                 health.set_service_status(*name, tonic_health::ServingStatus::NotServing).await;

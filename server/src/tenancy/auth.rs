@@ -4,8 +4,8 @@
 
 use crate::config::Config;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::identity::Container;
-use crate::ledger::Tenant;
+use crate::tenancy::identity::Container;
+use crate::types::{Caller, Tenant};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -17,16 +17,8 @@ pub struct Peer {
     pub pid: Option<i32>,
     pub container: Option<Container>,
     /// Whether the peer runs in a container could not be established (see
-    /// [`crate::identity::PeerInfo::unverified`]): such a peer is refused.
+    /// [`crate::tenancy::identity::PeerInfo::unverified`]): such a peer is refused.
     pub unverified: bool,
-}
-
-/// An authenticated caller.
-#[derive(Debug, Clone)]
-pub struct Caller {
-    pub tenant: Tenant,
-    pub admin: bool,
-    pub uid: u32,
 }
 
 pub struct Identities {
@@ -41,30 +33,6 @@ pub struct Identities {
     refuse_unknown: bool,
     /// Tenants' `process_streams`: what their interposed processes ask for at start-up.
     process_streams: HashMap<Tenant, u32>,
-}
-
-/// Tenant names appear in logs, metrics labels and file names: keep them plain.
-pub fn check_tenant_name(name: &str) -> Result<(), String> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
-    if ok { Ok(()) } else { Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into()) }
-}
-
-/// Tenant names npud derives for unmapped peers: `root`, `uid-N`, `container-ID`,
-/// `cert-NAME`. A configured tenant may not take one, or its members would share the
-/// derived identity's streams (a tenant named `root` with `uids = [1004]` could destroy
-/// host root's streams).
-pub fn check_not_derived(name: &str) -> Result<(), String> {
-    let derived = name == "root" || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p));
-    if derived {
-        Err(format!(
-            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME); \
-             give the tenant another name and map the uid, container or certificate to it"
-        ))
-    } else {
-        Ok(())
-    }
 }
 
 impl Identities {

@@ -2,11 +2,11 @@
 //! transport carries its calls (the interposer's framed wire, or a `BudgetService.Budget`
 //! gRPC stream). The session is its connection: dropping it gives back everything it held.
 
-use super::Holder;
-use super::pacing::Batch;
-use crate::auth::Caller;
 use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
+use crate::policy::natives::Holder;
+use crate::policy::natives::pacing::Batch;
+use crate::types::Caller;
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
@@ -67,7 +67,7 @@ impl NativeSession {
             Some(Call::ReleaseEvents(_)) => "release_events",
             None => "empty",
         };
-        crate::metrics::global().budget_call(kind);
+        self.daemon.metrics.budget_call(kind);
         let reply = match call.call {
             Some(Call::Hello(h)) => self.hello(h),
             Some(Call::Acquire(a)) => self.acquire(&a).await,
@@ -231,7 +231,7 @@ impl NativeSession {
 /// creation turn was cancelled), forgotten once counted.
 struct Unclaimed<'a> {
     daemon: &'a Daemon,
-    tenant: &'a crate::ledger::Tenant,
+    tenant: &'a crate::types::Tenant,
     device: u32,
     count: u32,
 }

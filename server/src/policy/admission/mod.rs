@@ -7,9 +7,11 @@
 //! because they still occupy hardware. In passthrough mode none of this applies.
 
 use crate::backend::{Backend, BackendError, ErrorKind, RawStream};
-use crate::config::{BudgetConfig, Policy, Quota};
-use crate::error::{NpudError, NpudResult, Reason};
-use crate::ledger::{Admit, Ledger, Tenant, TenantFigures};
+use crate::config::{BudgetConfig, Policy};
+use crate::error::{NpudError, NpudResult, Reason, backend_error};
+use crate::observe::metrics::Metrics;
+use crate::policy::ledger::{Admit, Ledger, TenantFigures};
+use crate::types::{Quota, Tenant};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -82,25 +84,7 @@ pub struct Admission {
     pool_hits: AtomicU64,
     /// Longest a released stream may take to drain before it is destroyed regardless.
     drain_bound: Duration,
-}
-
-pub fn backend_error(backend: &'static str, e: BackendError) -> NpudError {
-    let reason = match e.kind {
-        ErrorKind::InvalidArgument => Reason::InvalidArgumentOther,
-        ErrorKind::InvalidHandle => Reason::UnknownHandle,
-        ErrorKind::StreamBudget => Reason::BudgetExhausted,
-        ErrorKind::EventBudget => Reason::EventBudgetExhausted,
-        ErrorKind::EventNotRecorded => Reason::EventNotRecorded,
-        ErrorKind::EventNotComplete => Reason::EventNotComplete,
-        ErrorKind::EventNotTimed => Reason::EventNotTimed,
-        ErrorKind::EventFlagsForbid => Reason::EventFlagsForbid,
-        ErrorKind::TaskFailed => Reason::StreamFailed,
-        ErrorKind::Timeout => Reason::SyncTimeout,
-        ErrorKind::FailureModeAlreadySet => Reason::FailureModeAlreadySet,
-        ErrorKind::Unsupported => Reason::UnsupportedByBackend,
-        ErrorKind::Other => Reason::BackendError,
-    };
-    NpudError::new(reason, e.message).with_native(backend, e.native_code)
+    metrics: Arc<Metrics>,
 }
 
 impl Admission {
@@ -111,6 +95,7 @@ impl Admission {
         capacities: &[u32],
         drain_bound: Duration,
         max_pending: u32,
+        metrics: Arc<Metrics>,
     ) -> Self {
         let devices = capacities
             .iter()
@@ -122,7 +107,7 @@ impl Admission {
                 pacer: tokio::sync::Mutex::new(()),
             })
             .collect();
-        Self { backend, policy, config, devices, pool_hits: AtomicU64::new(0), drain_bound }
+        Self { backend, policy, config, devices, pool_hits: AtomicU64::new(0), drain_bound, metrics }
     }
 
     fn lock(&self, device: u32) -> MutexGuard<'_, DeviceState> {
@@ -174,7 +159,7 @@ impl Admission {
         let started = Instant::now();
         self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await?;
         let waited = started.elapsed();
-        crate::metrics::global().grant_wait.observe(waited.as_secs_f64());
+        self.metrics.grant_waited(waited.as_secs_f64());
         tracing::debug!(device, %tenant, count, waited_ms = waited.as_millis() as u64, "granted");
         Ok(waited)
     }
@@ -324,7 +309,7 @@ impl Admission {
             let batch = (count as usize - made.len()).min(self.config.batch_size as usize) as u32;
             let batch_started = Instant::now();
             let (created, failure) = self.create_batch(device, batch, class).await;
-            crate::metrics::global().hardware_create.observe(batch_started.elapsed().as_secs_f64());
+            self.metrics.hardware_batch(batch_started.elapsed().as_secs_f64());
             made.extend(created);
             match failure {
                 None => {

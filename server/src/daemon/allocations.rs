@@ -1,0 +1,50 @@
+//! What the daemon does when a container presents its allocation token, and when its pod
+//! is gone.
+
+use super::Daemon;
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::policy::allocations::Allocation;
+use crate::types::Tenant;
+
+impl Daemon {
+    /// A caller presents an allocation token: bind it and make the allocation its quota.
+    pub fn bind_allocation(&self, tenant: &Tenant, token: &str) -> NpudResult<()> {
+        let Some(allocations) = &self.allocations else {
+            return Err(NpudError::new(
+                Reason::TenantRefused,
+                "an allocation token was presented but this daemon is not the node's device plugin",
+            ));
+        };
+        let a = allocations.bind(token, tenant)?;
+        let streams = a.per_device();
+        let change = crate::policy::quota::QuotaChange {
+            max_streams: Some(streams),
+            reserved_streams: Some(streams),
+            ..Default::default()
+        };
+        let (current, _) = self.quotas.get(tenant);
+        if current.max_streams != streams || current.reserved_streams != streams {
+            self.quotas.set(tenant, change, self.smallest_capacity())?;
+            self.admission.set_reservations(&self.quotas.reservations());
+            tracing::info!(%tenant, streams, "a container presented its allocation: its quota is the allocation");
+        }
+        Ok(())
+    }
+}
+
+impl Daemon {
+    /// An allocation's pod is gone: its tenant's quota returns to the default, and any
+    /// session it left is reclaimed now rather than when its lease lapses.
+    pub async fn forget_allocation(&self, a: &Allocation) {
+        let Some(tenant) = &a.bound else { return };
+        if let Err(e) = self.quotas.remove(tenant) {
+            tracing::warn!(%tenant, error = %e, "removing a gone pod's quota");
+        }
+        self.admission.set_reservations(&self.quotas.reservations());
+        let sessions: Vec<u64> = self.registry.sessions(Some(tenant)).into_iter().map(|s| s.id).collect();
+        for id in sessions {
+            self.reclaim(id, "its pod is gone").await;
+        }
+        tracing::info!(%tenant, "a pod's allocation is gone: its quota and holdings with it");
+    }
+}

@@ -1,0 +1,93 @@
+//! The metrics text exposition: the accumulated families of [`crate::observe::metrics`] and
+//! gauges read from the daemon's books now.
+
+use super::Daemon;
+use crate::observe::metrics::{DeviceLabels, TenantLabels, TenantOnly, gauge_family};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// The text exposition of everything, gauges read now.
+pub fn render(daemon: &Daemon) -> String {
+    let mut r = Registry::with_prefix("npud");
+    let devices: Vec<_> = daemon.devices().iter().map(|d| (d.id, daemon.admission.view(d.id))).collect();
+    let dev = |id: u32| DeviceLabels { device: id.to_string() };
+    let per_device = |f: &dyn Fn(&crate::policy::admission::BudgetView) -> u32| -> Vec<(DeviceLabels, i64)> {
+        devices.iter().map(|(id, v)| (dev(*id), i64::from(f(v)))).collect()
+    };
+    gauge_family(
+        &mut r,
+        "device_capacity_streams",
+        "Streams npud hands out on the device",
+        per_device(&|v| v.capacity),
+    );
+    gauge_family(&mut r, "device_in_use_streams", "Streams held by clients", per_device(&|v| v.in_use));
+    gauge_family(&mut r, "device_pooled_streams", "Healthy streams kept warm for reuse", per_device(&|v| v.pooled));
+    gauge_family(
+        &mut r,
+        "device_draining_streams",
+        "Released streams finishing their work",
+        per_device(&|v| v.draining),
+    );
+    gauge_family(
+        &mut r,
+        "device_free_streams",
+        "Capacity not held, pooled or draining",
+        per_device(&|v| v.capacity.saturating_sub(v.in_use + v.pooled + v.draining)),
+    );
+    gauge_family(&mut r, "device_reserved_streams", "Streams reserved by tenants", per_device(&|v| v.reserved));
+    gauge_family(&mut r, "device_queued_requests", "Create requests waiting for budget", per_device(&|v| v.queued));
+    let counts = daemon.registry.tenant_counts();
+    let mut streams = Vec::new();
+    let mut queued = Vec::new();
+    for (id, v) in &devices {
+        for (t, f) in &v.tenants {
+            let labels = TenantLabels { tenant: t.to_string(), device: id.to_string() };
+            streams.push((labels.clone(), i64::from(f.streams)));
+            queued.push((labels, i64::from(f.waiting_requests)));
+        }
+    }
+    let mut events = Vec::new();
+    let mut sessions = Vec::new();
+    for (t, (n, per_dev)) in &counts {
+        sessions.push((TenantOnly { tenant: t.to_string() }, i64::from(*n)));
+        for (d, e) in per_dev {
+            events.push((TenantLabels { tenant: t.to_string(), device: d.to_string() }, i64::from(*e)));
+        }
+    }
+    gauge_family(&mut r, "tenant_streams", "Streams a tenant holds", streams);
+    gauge_family(&mut r, "tenant_queued_requests", "Create requests a tenant has waiting", queued);
+    gauge_family(&mut r, "tenant_events", "Events a tenant holds", events);
+    gauge_family(&mut r, "tenant_sessions", "Open sessions of a tenant", sessions);
+    let native: Vec<_> = daemon
+        .natives
+        .totals()
+        .into_iter()
+        .map(|((d, t), n)| (TenantLabels { tenant: t.to_string(), device: d.to_string() }, i64::from(n)))
+        .collect();
+    gauge_family(
+        &mut r,
+        "tenant_native_streams",
+        "Streams a tenant's processes created in their own context (admitted through the budget API)",
+        native,
+    );
+    let processes: Gauge = Gauge::default();
+    processes.set(daemon.natives.connections() as i64);
+    r.register("native_sessions", "Budget sessions open (interposed processes and BudgetService streams)", processes);
+    let pool_hits: Counter = Counter::default();
+    pool_hits.inc_by(daemon.admission.pool_hits());
+    r.register("pool_hits", "Streams handed out from the warm pool", pool_hits);
+    let creations: Counter = Counter::default();
+    creations.inc_by(daemon.devices().iter().map(|d| daemon.backend.hardware_creations(d.id)).sum());
+    r.register("hardware_creations", "Streams created on hardware", creations);
+    let dropped: Counter = Counter::default();
+    dropped.inc_by(daemon.reports.dropped());
+    r.register("reports_undeliverable", "Reports that could not be delivered", dropped);
+    daemon.metrics.register_into(&mut r);
+    let mut out = String::new();
+    if let Err(e) = encode(&mut out, &r) {
+        tracing::error!(error = %e, "encoding metrics");
+    }
+    out
+}

@@ -1,0 +1,240 @@
+//! Device-plugin allocations: what each Allocate call granted, the token that binds it to the
+//! tenant that presents it, and the files that carry the token into the container. Pure
+//! books and files; the kubelet-facing plugin is in `crate::kubernetes`.
+
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::types::Tenant;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where an allocation's token file appears inside the container.
+pub const CONTAINER_TOKEN_PATH: &str = "/run/npud-allocation/token";
+
+/// One Allocate call's grant to one container.
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    /// The file holding the token on the host (mounted into the container).
+    pub file: PathBuf,
+    /// The unit ids the kubelet gave the container, sorted: how pod-resources names it.
+    pub ids: Vec<String>,
+    /// Consecutive pod-resources reads that did not list it (gone after two).
+    pub missing: u8,
+    /// Streams per device (units × stream_unit), by device id.
+    pub streams: Vec<(u32, u32)>,
+    /// The tenant the token was first presented by.
+    pub bound: Option<Tenant>,
+}
+
+impl Allocation {
+    /// The quota the allocation gives: the most it holds on any one device (quotas apply
+    /// per device ledger).
+    pub fn per_device(&self) -> u32 {
+        self.streams.iter().map(|(_, s)| *s).max().unwrap_or(0)
+    }
+}
+
+/// Allocations by token. Bounded: the kubelet allocates per container, so a node holds at
+/// most a few hundred; past [`MAX_ALLOCATIONS`] the oldest unbound ones go.
+pub struct Allocations {
+    dir: PathBuf,
+    inner: Mutex<(HashMap<String, Allocation>, Vec<String>)>,
+}
+
+pub const MAX_ALLOCATIONS: usize = 4096;
+
+impl Allocations {
+    /// Token files go in `dir` (created 0700, so only their bind mounts show them; each
+    /// file 0444 for the container's user). Allocations made before a restart are read
+    /// back from there: the kubelet does not call Allocate again for running containers.
+    pub fn new(dir: PathBuf) -> Self {
+        let this = Allocations { dir, inner: Mutex::new((HashMap::new(), Vec::new())) };
+        this.reload();
+        this
+    }
+
+    /// Reads `<name>.token` and `<name>.grant` pairs (a grant is `device streams` lines);
+    /// a pair that does not parse is left alone and logged.
+    fn reload(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let mut inner = self.lock();
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "token") {
+                continue;
+            }
+            let grant = path.with_extension("grant");
+            let (Ok(token), Ok(text)) = (std::fs::read_to_string(&path), std::fs::read_to_string(&grant)) else {
+                tracing::warn!(file = %path.display(), "an allocation without its grant file; ignored");
+                continue;
+            };
+            let mut lines = text.lines();
+            let ids: Vec<String> = lines
+                .next()
+                .and_then(|l| l.strip_prefix("ids"))
+                .map(|l| l.split_whitespace().map(str::to_string).collect())
+                .unwrap_or_default();
+            let streams: Option<Vec<(u32, u32)>> = lines
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| {
+                    let (d, n) = l.trim().split_once(' ')?;
+                    Some((d.parse().ok()?, n.parse().ok()?))
+                })
+                .collect();
+            match streams {
+                Some(streams) if inner.1.len() < MAX_ALLOCATIONS => {
+                    let token = token.trim().to_string();
+                    inner.0.insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound: None });
+                    inner.1.push(token);
+                }
+                _ => tracing::warn!(file = %grant.display(), "an allocation grant that does not parse; ignored"),
+            }
+        }
+        if !inner.1.is_empty() {
+            tracing::info!(allocations = inner.1.len(), "device-plugin allocations read back");
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Mints a token for a container's units (the kubelet's `ids`, and streams per
+    /// device) and writes its files; returns the token and the token file.
+    pub fn allocate(&self, mut ids: Vec<String>, streams: Vec<(u32, u32)>) -> std::io::Result<(String, PathBuf)> {
+        ids.sort();
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        let token = random_hex(16)?;
+        let name = random_hex(8)?;
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.dir)?;
+        let file = self.dir.join(format!("{name}.token"));
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o444).open(&file)?;
+        std::io::Write::write_all(&mut f, token.as_bytes())?;
+        let grant =
+            format!("ids {}\n", ids.join(" ")) + &streams.iter().map(|(d, n)| format!("{d} {n}\n")).collect::<String>();
+        std::fs::write(file.with_extension("grant"), grant)?;
+        let mut inner = self.lock();
+        let (map, order) = &mut *inner;
+        while order.len() >= MAX_ALLOCATIONS {
+            // The oldest never presented, else the oldest (its pod is long gone).
+            let pos = order.iter().position(|t| map.get(t).is_some_and(|a| a.bound.is_none())).unwrap_or(0);
+            let old = order.remove(pos);
+            if let Some(a) = map.remove(&old) {
+                let _ = std::fs::remove_file(a.file.with_extension("grant"));
+                let _ = std::fs::remove_file(a.file);
+            }
+        }
+        map.insert(token.clone(), Allocation { file: file.clone(), ids, missing: 0, streams, bound: None });
+        order.push(token.clone());
+        Ok((token, file))
+    }
+
+    /// Binds `token` to `tenant` (idempotent for the same tenant); the allocation, for its
+    /// quota. Unknown tokens and tokens bound to another tenant are refused.
+    pub fn bind(&self, token: &str, tenant: &Tenant) -> NpudResult<Allocation> {
+        let token = token.trim();
+        let mut inner = self.lock();
+        let Some(a) = inner.0.get_mut(token) else {
+            return Err(NpudError::new(
+                Reason::TenantRefused,
+                "the allocation token is not one this daemon handed out (was the pod's allocation made by another npud?)",
+            ));
+        };
+        match &a.bound {
+            Some(owner) if owner != tenant => Err(NpudError::new(
+                Reason::TenantRefused,
+                "this allocation is bound to another container; a token is good for the container it was mounted into",
+            )),
+            _ => {
+                a.bound = Some(Tenant::clone(tenant));
+                Ok(a.clone())
+            }
+        }
+    }
+
+    /// Given the unit-id sets pod-resources lists for npud's resource now, removes (with
+    /// their files) the allocations missing from two reads in a row and returns them: their
+    /// pods are gone. (Two, because a container appears there only after Allocate returns.)
+    pub fn sweep(&self, live: &std::collections::HashSet<Vec<String>>) -> Vec<Allocation> {
+        let mut inner = self.lock();
+        let (map, order) = &mut *inner;
+        let mut gone = Vec::new();
+        map.retain(|_, a| {
+            if live.contains(&a.ids) {
+                a.missing = 0;
+                return true;
+            }
+            a.missing = a.missing.saturating_add(1);
+            if a.missing < 2 {
+                return true;
+            }
+            let _ = std::fs::remove_file(a.file.with_extension("grant"));
+            let _ = std::fs::remove_file(&a.file);
+            gone.push(a.clone());
+            false
+        });
+        order.retain(|t| map.contains_key(t));
+        gone
+    }
+
+    /// The streams on `device` of the allocations bound to `tenant` (its pod's share).
+    pub fn bound_streams(&self, tenant: &str, device: u32) -> u32 {
+        self.lock()
+            .0
+            .values()
+            .filter(|a| a.bound.as_deref() == Some(tenant))
+            .flat_map(|a| &a.streams)
+            .filter(|(d, _)| *d == device)
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// Every allocation (for `status` and tests).
+    pub fn list(&self) -> Vec<Allocation> {
+        self.lock().0.values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (HashMap<String, Allocation>, Vec<String>)> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `bytes` random bytes from the kernel, as hex.
+fn random_hex(bytes: usize) -> std::io::Result<String> {
+    let mut buf = vec![0u8; bytes];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut buf)?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_binds_to_the_first_tenant_that_presents_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = Allocations::new(dir.path().join("allocations"));
+        let ids = vec!["npud-0-1".to_string(), "npud-0-0".to_string()];
+        let (token, file) = a.allocate(ids, vec![(0, 32)]).unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
+        let (first, second): (Tenant, Tenant) = (Tenant::from("container-aaa"), Tenant::from("container-bbb"));
+        assert_eq!(a.bind(&token, &first).unwrap().per_device(), 32);
+        assert!(a.bind(&format!("{token}\n"), &first).is_ok(), "again, and a trailing newline is fine");
+        assert_eq!(a.bind(&token, &second).unwrap_err().reason, Reason::TenantRefused);
+        assert_eq!(a.bind("feed", &second).unwrap_err().reason, Reason::TenantRefused);
+        // A restarted npud reads its allocations back (the binding is made again).
+        let again = Allocations::new(dir.path().join("allocations"));
+        let back = again.bind(&token, &second).unwrap();
+        assert_eq!(
+            (back.streams, back.ids.clone()),
+            (vec![(0, 32)], vec!["npud-0-0".to_string(), "npud-0-1".to_string()])
+        );
+        // Pod-resources: listed, kept; missing once, kept; missing twice, gone with its files.
+        let live: std::collections::HashSet<Vec<String>> = [back.ids.clone()].into();
+        assert!(again.sweep(&live).is_empty());
+        assert!(again.sweep(&Default::default()).is_empty(), "missing once");
+        assert_eq!(again.sweep(&Default::default()).len(), 1, "missing twice");
+        assert!(!file.exists() && again.list().is_empty());
+    }
+}

@@ -1,0 +1,274 @@
+//! Native holders: processes that create streams in their own context and ask npud first
+//! (through the interposer, over the budget wire of `crate::native`). Each connection is one
+//! holder; what it holds is counted in the device ledgers through [`Admission`], and this
+//! registry remembers who holds what so the holdings go back when the connection closes and
+//! `status` can list them.
+//!
+//! [`Admission`]: crate::policy::admission::Admission
+
+pub mod pacing;
+
+use crate::types::Tenant;
+use npud_proto::v1 as pb;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// One interposed process.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    pub pid: u32,
+    pub tenant: Tenant,
+    pub program: String,
+    pub container: Option<String>,
+    /// Streams held per device.
+    pub held: BTreeMap<u32, u32>,
+    /// Events held per device (they need no ledger: they are never queued).
+    pub events: BTreeMap<u32, u32>,
+}
+
+pub struct Natives {
+    holders: Mutex<HashMap<u64, Holder>>,
+    next: AtomicU64,
+    /// Connections one tenant may keep open at once.
+    max_per_tenant: usize,
+    started: Instant,
+    /// How long after start declarations (re-counting what processes held before a
+    /// restart) are accepted.
+    declare_grace: Duration,
+    /// One native creation batch at a time per device.
+    pub pacing: pacing::Pacing,
+}
+
+impl Natives {
+    pub fn new(max_per_tenant: usize, declare_grace: Duration, pacing_window: Duration) -> Self {
+        Self {
+            pacing: pacing::Pacing::new(pacing_window),
+            holders: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            max_per_tenant,
+            started: Instant::now(),
+            declare_grace,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Holder>> {
+        self.holders.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a connection; None when the tenant already has the most allowed.
+    pub fn open(&self, holder: Holder) -> Option<u64> {
+        let mut holders = self.lock();
+        let open = holders.values().filter(|h| h.tenant == holder.tenant).count();
+        if open >= self.max_per_tenant {
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        holders.insert(id, holder);
+        Some(id)
+    }
+
+    pub fn set_program(&self, id: u64, program: String) {
+        if let Some(h) = self.lock().get_mut(&id) {
+            h.program = program;
+        }
+    }
+
+    pub fn held(&self, id: u64, device: u32) -> u32 {
+        self.lock().get(&id).and_then(|h| h.held.get(&device).copied()).unwrap_or(0)
+    }
+
+    pub fn add(&self, id: u64, device: u32, n: u32) {
+        if let Some(h) = self.lock().get_mut(&id) {
+            let held = h.held.entry(device).or_insert(0);
+            *held = held.saturating_add(n);
+        }
+    }
+
+    /// Takes up to `n` streams off the holder's count; returns how many it held of them.
+    pub fn remove(&self, id: u64, device: u32, n: u32) -> u32 {
+        self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.held, device, n))
+    }
+
+    /// Adds `n` events for the holder if `fits(native events on the device, the tenant's
+    /// native events)` says they fit; the check and the count happen under one lock, so
+    /// two processes cannot both take the last event.
+    pub fn add_events<E>(
+        &self,
+        id: u64,
+        device: u32,
+        n: u32,
+        fits: impl FnOnce(u32, u32) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut holders = self.lock();
+        let Some(tenant) = holders.get(&id).map(|h| Tenant::clone(&h.tenant)) else { return Ok(()) };
+        let on_device: u32 = holders.values().filter_map(|h| h.events.get(&device)).sum();
+        let of_tenant: u32 = holders.values().filter(|h| h.tenant == tenant).flat_map(|h| h.events.values()).sum();
+        fits(on_device, of_tenant)?;
+        if let Some(h) = holders.get_mut(&id) {
+            let held = h.events.entry(device).or_insert(0);
+            *held = held.saturating_add(n);
+        }
+        Ok(())
+    }
+
+    /// Counts up to `n` events the holder declares it already has (after a restart), as
+    /// many as `room(native events on the device)` says are left; returns how many.
+    pub fn declare_events(&self, id: u64, device: u32, n: u32, room: impl FnOnce(u32) -> u32) -> u32 {
+        let mut holders = self.lock();
+        let on_device: u32 = holders.values().filter_map(|h| h.events.get(&device)).sum();
+        let accepted = n.min(room(on_device));
+        if let Some(h) = holders.get_mut(&id).filter(|_| accepted > 0) {
+            let held = h.events.entry(device).or_insert(0);
+            *held = held.saturating_add(accepted);
+        }
+        accepted
+    }
+
+    /// Takes up to `n` events off the holder's count; returns how many it held of them.
+    pub fn remove_events(&self, id: u64, device: u32, n: u32) -> u32 {
+        self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.events, device, n))
+    }
+
+    pub fn events_held(&self, id: u64, device: u32) -> u32 {
+        self.lock().get(&id).and_then(|h| h.events.get(&device).copied()).unwrap_or(0)
+    }
+
+    /// Native events on `device`, all processes.
+    pub fn device_events(&self, device: u32) -> u32 {
+        self.lock().values().filter_map(|h| h.events.get(&device)).sum()
+    }
+
+    /// Native events of `tenant`, all devices.
+    pub fn tenant_events(&self, tenant: &str) -> u32 {
+        self.lock().values().filter(|h| h.tenant.as_ref() == tenant).flat_map(|h| h.events.values()).sum()
+    }
+
+    /// Forgets a connection, returning what it held so the caller can give it back.
+    pub fn close(&self, id: u64) -> Option<Holder> {
+        self.lock().remove(&id)
+    }
+
+    /// Budget sessions open now.
+    pub fn connections(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn accepts_declarations(&self) -> bool {
+        self.started.elapsed() <= self.declare_grace
+    }
+
+    pub fn declare_grace(&self) -> Duration {
+        self.declare_grace
+    }
+
+    /// Streams held natively per (device, tenant).
+    pub fn totals(&self) -> BTreeMap<(u32, Tenant), u32> {
+        let mut out = BTreeMap::new();
+        for h in self.lock().values() {
+            for (&d, &n) in &h.held {
+                *out.entry((d, Tenant::clone(&h.tenant))).or_insert(0) += n;
+            }
+        }
+        out
+    }
+
+    /// One row per (process, device) holding streams or events, for `status`; a tenant
+    /// sees its own rows, an admin (`None`) every row.
+    pub fn rows(&self, tenant: Option<&str>) -> Vec<pb::NativeHolder> {
+        let mut rows: Vec<pb::NativeHolder> = self
+            .lock()
+            .values()
+            .filter(|h| tenant.is_none_or(|t| h.tenant.as_ref() == t))
+            .flat_map(|h| {
+                let devices: std::collections::BTreeSet<u32> = h.held.keys().chain(h.events.keys()).copied().collect();
+                devices.into_iter().map(move |device| pb::NativeHolder {
+                    pid: h.pid,
+                    tenant: h.tenant.to_string(),
+                    program: h.program.clone(),
+                    container: h.container.clone().unwrap_or_default(),
+                    device,
+                    streams: h.held.get(&device).copied().unwrap_or(0),
+                    events: h.events.get(&device).copied().unwrap_or(0),
+                })
+            })
+            .collect();
+        rows.sort_by_key(|r| (r.device, r.pid));
+        rows
+    }
+}
+
+/// Takes up to `n` off `map[device]`, dropping the entry at zero; returns what was taken.
+fn take_from(map: &mut BTreeMap<u32, u32>, device: u32, n: u32) -> u32 {
+    let Some(held) = map.get_mut(&device) else { return 0 };
+    let taken = n.min(*held);
+    *held -= taken;
+    if *held == 0 {
+        map.remove(&device);
+    }
+    taken
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn holder(tenant: &str) -> Holder {
+        Holder {
+            pid: 7,
+            tenant: Tenant::from(tenant),
+            program: "p".into(),
+            container: None,
+            held: BTreeMap::new(),
+            events: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_holder_gives_back_no_more_than_it_holds() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let id = n.open(holder("a")).expect("open");
+        n.add(id, 0, 5);
+        assert_eq!(n.remove(id, 0, 3), 3);
+        assert_eq!(n.remove(id, 0, 9), 2, "only what is left");
+        assert_eq!(n.remove(id, 1, 1), 0, "nothing on another device");
+        assert!(n.close(id).expect("known").held.is_empty());
+        assert!(n.close(id).is_none());
+    }
+
+    #[test]
+    fn events_are_counted_only_when_they_fit_and_given_back_no_more_than_held() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let (a, a2, b) = (n.open(holder("a")).unwrap(), n.open(holder("a")).unwrap(), n.open(holder("b")).unwrap());
+        let room = |limit: u32| move |on_device: u32, _| if on_device + 3 <= limit { Ok(()) } else { Err(on_device) };
+        assert_eq!(n.add_events(a, 0, 3, room(5)), Ok(()));
+        assert_eq!(n.add_events(b, 0, 3, room(5)), Err(3), "the table has 2 left");
+        assert_eq!(n.add_events(a2, 0, 1, |_, of_tenant| if of_tenant == 3 { Ok(()) } else { Err(of_tenant) }), Ok(()));
+        assert_eq!((n.device_events(0), n.tenant_events("a"), n.tenant_events("b")), (4, 4, 0));
+        assert_eq!(n.remove_events(a, 0, 9), 3);
+        assert_eq!(n.events_held(a, 0), 0);
+        assert_eq!(n.rows(None).iter().map(|r| (r.events, r.streams)).collect::<Vec<_>>(), [(1, 0)]);
+    }
+
+    #[test]
+    fn connections_are_bounded_per_tenant() {
+        let n = Natives::new(2, Duration::from_secs(60), Duration::ZERO);
+        assert!(n.open(holder("a")).is_some());
+        assert!(n.open(holder("a")).is_some());
+        assert!(n.open(holder("a")).is_none(), "a third connection of the same tenant");
+        assert!(n.open(holder("b")).is_some(), "another tenant is not affected");
+    }
+
+    #[test]
+    fn rows_show_a_tenant_only_its_own_holders() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let a = n.open(holder("a")).expect("open");
+        let b = n.open(holder("b")).expect("open");
+        n.add(a, 0, 3);
+        n.add(b, 0, 4);
+        assert_eq!(n.rows(Some("a")).len(), 1);
+        assert_eq!(n.rows(None).len(), 2);
+        assert_eq!(n.totals().get(&(0, Tenant::from("b"))), Some(&4));
+    }
+}

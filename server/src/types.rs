@@ -1,0 +1,76 @@
+//! Types every layer of the daemon shares: who a tenant is, what it may hold, and who is
+//! calling. They sit at the bottom of the module graph and depend on nothing in the crate.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A tenant's name, shared cheaply between the books that key on it.
+pub type Tenant = Arc<str>;
+
+/// An authenticated caller.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub tenant: Tenant,
+    pub admin: bool,
+    pub uid: u32,
+}
+
+/// A tenant's share of a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quota {
+    pub max_streams: u32,
+    /// Guaranteed: nobody else's grants eat into it.
+    pub reserved_streams: u32,
+    pub max_events: u32,
+    /// Share of contended budget relative to other tenants.
+    pub weight: u32,
+    /// Most urgent priority this tenant may ask for; the default allows every priority
+    /// (priorities are 0..=7 on AscendCL, negative numbers are the urgent ones on CUDA).
+    pub highest_priority: i32,
+}
+
+impl Default for Quota {
+    fn default() -> Self {
+        Self { max_streams: u32::MAX, reserved_streams: 0, max_events: 65536, weight: 1, highest_priority: i32::MIN }
+    }
+}
+
+impl Quota {
+    pub fn validate(&self, who: &str) -> Result<(), String> {
+        if self.weight == 0 || self.weight > 1000 {
+            return Err(format!("{who}: weight must be 1..=1000, got {}", self.weight));
+        }
+        if self.reserved_streams > self.max_streams {
+            return Err(format!(
+                "{who}: reserved_streams {} exceeds max_streams {}",
+                self.reserved_streams, self.max_streams
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Tenant names appear in logs, metrics labels and file names: keep them plain.
+pub fn check_tenant_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b':'));
+    if ok { Ok(()) } else { Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into()) }
+}
+
+/// Tenant names npud derives for unmapped peers: `root`, `uid-N`, `container-ID`,
+/// `cert-NAME`. A configured tenant may not take one, or its members would share the
+/// derived identity's streams (a tenant named `root` with `uids = [1004]` could destroy
+/// host root's streams).
+pub fn check_not_derived(name: &str) -> Result<(), String> {
+    let derived = name == "root" || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p));
+    if derived {
+        Err(format!(
+            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME); \
+             give the tenant another name and map the uid, container or certificate to it"
+        ))
+    } else {
+        Ok(())
+    }
+}
