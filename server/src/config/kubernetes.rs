@@ -62,7 +62,7 @@ impl FileKubernetes {
 
 impl KubernetesConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        let bad = |m: String| Err(ConfigError(m));
+        let bad = |m: String| Err(ConfigError::new(m));
         if !(1..=1024).contains(&self.stream_unit) {
             return bad(format!("kubernetes.stream_unit must be 1..=1024, got {}", self.stream_unit));
         }

@@ -1,0 +1,64 @@
+//! Every default of the configuration, named, in one place: what npud does when neither a
+//! flag nor the file says otherwise. DESIGN.md and docs/configuration.md quote these.
+
+use std::time::Duration;
+
+/// The simulator's device profile (the 2048-stream training part).
+pub const SIM_PROFILE: &str = "atlas-training";
+pub const SIM_DEVICES: u32 = 1;
+/// Hardware queues the simulator runs tasks on, per device.
+pub const SIM_LANES: u32 = 8;
+pub const SIM_CREATE_LATENCY: Duration = Duration::from_micros(20);
+/// Concurrent creations past which the simulator fails as the vendor's runtime does.
+pub const SIM_CONTENTION_WINDOW: u32 = 64;
+
+pub const SAFETY_MARGIN: u32 = 0;
+pub const BATCH_SIZE: u32 = 64;
+pub const BATCH_PAUSE: Duration = Duration::ZERO;
+/// Longest a native creation batch keeps a device: far above what creating a torch_npu
+/// process's ~70 streams takes, so it only matters for a process that never says it is done.
+pub const NATIVE_PACING: Duration = Duration::from_secs(2);
+pub const MAX_NATIVE_PACING: Duration = Duration::from_secs(24 * 3600);
+pub const CREATE_RETRIES: u32 = 5;
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(5);
+pub const POOL_MAX: u32 = 256;
+pub const PREWARM: u32 = 0;
+pub const MAX_WAIT: Duration = Duration::from_secs(600);
+/// CUDA has no fixed stream limit: npud hands out this many per device.
+pub const CUDA_STREAMS_PER_DEVICE: u32 = 1024;
+
+pub const MAX_SESSIONS_PER_TENANT: u32 = 1024;
+pub const MAX_PENDING_REQUESTS: u32 = 256;
+pub const MAX_CALLBACKS_IN_FLIGHT: u32 = 65536;
+pub const REQUESTS_PER_SECOND: u32 = 100_000;
+pub const REQUEST_BURST: u32 = 200_000;
+pub const MAX_STREAMS_PER_REQUEST: u32 = 1024;
+pub const MAX_USER_DATA: usize = 64 * 1024;
+pub const MAX_NATIVE_PROCESSES: u32 = 1024;
+/// Connections one uid may keep open on the Unix socket.
+pub const MAX_CONNECTIONS_PER_UID: u32 = 512;
+/// Calls in flight per HTTP/2 connection.
+pub const MAX_CONCURRENT_CALLS: u32 = 1024;
+pub const MAX_REPORT_STREAMS_PER_SESSION: u32 = 16;
+pub const MAX_REPORT_BYTES: usize = 64 << 20;
+pub const DECLARE_GRACE: Duration = Duration::from_secs(60);
+pub const CALLBACK_DEADLINE: Duration = Duration::from_secs(60);
+pub const MAX_PENDING_REPORTS: usize = 65536;
+
+pub const SOCKET_MODE: u32 = 0o660;
+pub const SOCKET_DIR_MODE: u32 = 0o750;
+/// Lease of anonymous sessions.
+pub const LEASE: Duration = Duration::from_secs(10);
+/// Lease of named sessions, which outlive one process.
+pub const NAMED_LEASE: Duration = Duration::from_secs(3600);
+pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub const HEALTH_INTERVAL: Duration = Duration::from_millis(500);
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Uids that are admins when the file names none.
+pub const ADMIN_UIDS: &[u32] = &[0];
+pub const LOG_FORMAT: &str = "text";
+pub const PROC_ROOT: &str = "/proc";
+
+/// The largest config file read.
+pub const MAX_FILE_BYTES: usize = 1 << 20;

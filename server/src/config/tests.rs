@@ -1,0 +1,103 @@
+//! Config loading without spawning the binary: defaults, precedence, and error reports.
+
+use super::*;
+use std::io::Write;
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().expect("a temp file");
+    f.write_all(text.as_bytes()).expect("written");
+    f
+}
+
+fn load(text: &str, flags: Args) -> Result<Config, ConfigError> {
+    let f = file(text);
+    Config::load(&Args { config: Some(f.path().to_path_buf()), ..flags })
+}
+
+#[test]
+fn without_a_file_every_value_is_its_named_default() {
+    let c = Config::load(&Args::default()).expect("the defaults are valid");
+    assert_eq!(c.sim.profile.stream_limit, 2048, "atlas-training");
+    assert_eq!((c.sim.devices, c.sim.options.lanes), (defaults::SIM_DEVICES, defaults::SIM_LANES as usize));
+    assert_eq!((c.lease, c.named_lease, c.max_lease), (defaults::LEASE, defaults::NAMED_LEASE, defaults::MAX_LEASE));
+    assert_eq!((c.budget.batch_size, c.budget.pool_max), (defaults::BATCH_SIZE, defaults::POOL_MAX));
+    assert_eq!(c.budget.native_pacing, defaults::NATIVE_PACING);
+    assert_eq!(c.limits.max_connections_per_uid, defaults::MAX_CONNECTIONS_PER_UID);
+    assert_eq!((c.socket_mode, c.socket_dir_mode), (0o660, 0o750));
+    assert_eq!((c.backend, c.policy), (BackendKind::Sim, Policy::Managed));
+    assert_eq!(c.admin_uids, vec![0]);
+    assert!(c.tenants.is_empty() && c.kubernetes.is_none() && c.tls.is_none());
+}
+
+#[test]
+fn a_flag_wins_over_the_file_and_the_file_over_the_default() {
+    let text = "lease = \"30s\"\nsim = { devices = 2, lanes = 4 }\n[budget]\nbatch_size = 8\n";
+    let c = load(text, Args { sim_devices: Some(3), ..Args::default() }).expect("valid");
+    assert_eq!(c.sim.devices, 3, "--sim-devices wins");
+    assert_eq!(c.sim.options.lanes, 4, "the file's lanes");
+    assert_eq!(c.lease, Duration::from_secs(30));
+    assert_eq!(c.budget.batch_size, 8);
+    let c = load(text, Args { lease: Some("5s".into()), ..Args::default() }).expect("valid");
+    assert_eq!(c.lease, Duration::from_secs(5));
+}
+
+#[test]
+fn every_problem_of_a_file_is_reported_at_once() {
+    let text = r#"
+lease = "soon"
+socket_mode = "rwx"
+[budget]
+batch_size = 0
+[limits]
+max_user_data = 99999999
+[[tenants]]
+name = "root"
+[[tenants]]
+name = "a"
+uids = [1000]
+[[tenants]]
+name = "a"
+uids = [1000]
+weight = 0
+"#;
+    let e = load(text, Args::default()).unwrap_err().0;
+    for expected in [
+        "lease: \"soon\" is not a duration",
+        "socket_mode: \"rwx\" is not an octal file mode",
+        "budget.batch_size must be 1..=4096",
+        "limits.max_user_data must be at most 4 MiB",
+        "tenant \"root\": \"root\" is a name npud gives unmapped peers",
+        "tenant a: weight must be 1..=1000, got 0",
+        "tenant \"a\" is defined twice",
+        "uid 1000 is mapped to both \"a\" and \"a\"",
+    ] {
+        assert!(e.contains(expected), "missing {expected:?} in:\n{e}");
+    }
+    assert!(e.starts_with("8 problems in the configuration:"), "{e}");
+}
+
+#[test]
+fn a_file_that_is_not_the_format_says_where() {
+    let e = load("sockett = \"/tmp/x\"\n", Args::default()).unwrap_err().0;
+    assert!(e.contains("unknown field `sockett`"), "{e}");
+    let e = load("[budget]\nbatch_size = \"many\"\n", Args::default()).unwrap_err().0;
+    assert!(e.contains("invalid type"), "{e}");
+    let e = Config::load(&Args { config: Some("/nonexistent/npud.toml".into()), ..Args::default() }).unwrap_err().0;
+    assert!(e.starts_with("cannot read config /nonexistent/npud.toml"), "{e}");
+}
+
+#[test]
+fn an_unknown_simulator_profile_is_the_one_problem_reported() {
+    let e = Config::load(&Args { sim_profile: Some("atlas-9000".into()), ..Args::default() }).unwrap_err().0;
+    assert!(e.contains("atlas-9000"), "{e}");
+}
+
+#[test]
+fn tls_and_listen_go_together() {
+    let e = Config::load(&Args { listen: Some("127.0.0.1:0".into()), ..Args::default() }).unwrap_err().0;
+    assert!(e.contains("--listen needs --tls-cert and --tls-key"), "{e}");
+    let c = Config::load(&Args { listen: Some("127.0.0.1:0".into()), insecure_tcp: true, ..Args::default() });
+    assert!(c.is_ok());
+    let e = Config::load(&Args { tls_cert: Some("/x.pem".into()), ..Args::default() }).unwrap_err().0;
+    assert!(e.contains("TLS needs both --tls-cert and --tls-key"), "{e}");
+}
