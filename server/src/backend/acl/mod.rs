@@ -1,308 +1,38 @@
 //! The `acl` backend: AscendCL (libascendcl.so) through libloading.
 //!
-//! Layer 1 (`ffi`) is the raw C ABI. This file is layers 2 and 3: aclError codes become
-//! `BackendError`s, and the backend owns one context per device (made current on
-//! whichever thread calls), the streams' report threads and the exception callback.
+//! Layer 1 (`ffi`) is the raw C ABI; layer 2 (`result`) turns aclError codes into
+//! `BackendError`s; layer 3 is `shared` (one context per device, made current on whichever
+//! thread calls, the streams' report threads and the exception callback), `open` (loading)
+//! and this file's `Backend` implementation.
 //! Waits run on the blocking pool in bounded chunks, so an abandoned wait frees its
 //! thread within a second. Timed work ("delay") exists only where the library offers it
 //! (the test fake); real AscendCL answers UNSUPPORTED.
 
 mod ffi;
+mod open;
+mod result;
+mod shared;
 mod soc;
 
+pub use open::default_library;
+
 use super::{
-    Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
+    Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, ReportSink,
     StreamState, Wait, WaitKind,
 };
-use ffi::{Acl, Lib, LoadError};
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use ffi::Acl;
+use result::{EVENT_SYNC_TIMEOUT, SYNC_TIMEOUT, check, event_error, forbid, unsupported};
+use shared::{EventMeta, Shared};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-const SYNC_TIMEOUT: i64 = 507046;
-const EVENT_SYNC_TIMEOUT: i64 = 507047;
-const REPORT_TIMEOUT: i32 = 507012;
 const EVENT_SYNC_FLAG: u32 = 0x1;
 const EVENT_TIME_LINE: u32 = 0x8;
-
-/// Where CANN installs the library, then the loader's search path.
-pub fn default_library() -> PathBuf {
-    std::env::var_os("ASCEND_HOME_PATH")
-        .map(|home| PathBuf::from(home).join("lib64/libascendcl.so"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("libascendcl.so"))
-}
-
-#[derive(Debug, Clone, Copy)]
-struct EventMeta {
-    flags: u32,
-    timing: bool,
-    recorded: bool,
-    /// A reset enqueued on this stream that the stream may not have reached yet: until it
-    /// does, the record before it still counts (aclrtResetEvent takes effect in stream
-    /// order), so waits and syncs go to the runtime instead of returning at once.
-    reset_on: Option<RawStream>,
-}
-
-struct ReportThread {
-    stop: Arc<AtomicBool>,
-}
-
-#[derive(Default)]
-struct Books {
-    /// (device, AscendCL stream id) -> stream, to attribute exceptions.
-    stream_ids: HashMap<(u32, i32), RawStream>,
-    failed: HashSet<RawStream>,
-    stop_on_failure: HashSet<RawStream>,
-    failure_mode_set: HashSet<RawStream>,
-    events: HashMap<RawEvent, EventMeta>,
-    report_threads: HashMap<RawStream, ReportThread>,
-}
-
-struct Shared {
-    lib: Lib,
-    contexts: Vec<usize>,
-    books: Mutex<Books>,
-    sink: super::SinkSlot,
-    callbacks: super::CallbackGate,
-    creations: Vec<AtomicU64>,
-}
 
 pub struct AclBackend {
     shared: Arc<Shared>,
     descs: Vec<DeviceDesc>,
-}
-
-fn load_error(e: LoadError) -> BackendError {
-    BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
-}
-
-/// aclError -> BackendError.
-fn check(rc: Result<i32, LoadError>) -> BackendResult<()> {
-    let rc = rc.map_err(load_error)?;
-    if rc == 0 {
-        return Ok(());
-    }
-    let kind = match rc {
-        100000 | 107000 | 107001 | 107002 | 200002 => ErrorKind::InvalidArgument,
-        107017 | 200005 => ErrorKind::InvalidHandle,
-        207005 | 207008 => ErrorKind::StreamBudget,
-        207007 => ErrorKind::EventBudget,
-        507006 => ErrorKind::EventNotComplete,
-        507046 | 507047 => ErrorKind::Timeout,
-        200001 | 200006 | 207000 => ErrorKind::Unsupported,
-        _ => ErrorKind::Other,
-    };
-    Err(BackendError { kind, native_code: i64::from(rc), message: format!("AscendCL returned {rc}") })
-}
-
-fn unsupported(what: &str) -> BackendError {
-    BackendError {
-        kind: ErrorKind::Unsupported,
-        native_code: 200001,
-        message: format!("{what} is not available with this AscendCL library"),
-    }
-}
-
-impl Shared {
-    fn books(&self) -> MutexGuard<'_, Books> {
-        self.books.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes the device's context current on this thread (AscendCL contexts are per thread).
-    fn on(&self, device: u32) -> BackendResult<()> {
-        let ctx = *self.contexts.get(device as usize).ok_or_else(|| BackendError {
-            kind: ErrorKind::InvalidArgument,
-            native_code: 107001,
-            message: format!("no device {device}"),
-        })?;
-        check(self.lib.set_current_context(ctx))
-    }
-
-    fn emit(&self, report: Report) {
-        self.sink.emit(report);
-    }
-
-    /// Exception callback: attribute to the stream by its AscendCL id, tell the daemon.
-    fn on_exception(&self, info: usize) {
-        let field = |g: &'static str| self.lib.exception_field(g, info).unwrap_or(u32::MAX);
-        let device = field("aclrtGetDeviceIdFromExceptionInfo");
-        let stream_id = field("aclrtGetStreamIdFromExceptionInfo") as i32;
-        let task = field("aclrtGetTaskIdFromExceptionInfo");
-        let code = field("aclrtGetErrorCodeFromExceptionInfo");
-        let stream = {
-            let mut b = self.books();
-            let s = b.stream_ids.get(&(device, stream_id)).copied();
-            if let Some(s) = s {
-                b.failed.insert(s);
-            }
-            s
-        };
-        match stream {
-            Some(stream) => {
-                self.emit(Report::Exception { device, stream, task: u64::from(task), code: i64::from(code) })
-            }
-            None => tracing::warn!(device, stream_id, task, code, "exception on a stream npud cannot attribute"),
-        }
-    }
-}
-
-impl AclBackend {
-    /// Loads the library, initialises AscendCL and opens every device with a context.
-    pub fn open(path: &Path) -> Result<AclBackend, String> {
-        let lib = Lib::open(path).map_err(|e| e.to_string())?;
-        let rc = lib.init().map_err(|e| e.to_string())?;
-        if rc != 0 && rc != 100002 {
-            return Err(format!("aclInit failed with {rc}"));
-        }
-        let mut count = 0u32;
-        check(lib.get_device_count(&mut count)).map_err(|e| e.message)?;
-        if count == 0 {
-            return Err("AscendCL reports no devices".into());
-        }
-        let soc = lib.soc_name();
-        let known = soc.as_deref().and_then(soc::limits);
-        if known.is_none() {
-            tracing::warn!(?soc, "unknown SoC: each device is sized from the streams free at npud's start");
-        }
-        let mut contexts = Vec::new();
-        let mut descs = Vec::new();
-        for id in 0..count {
-            check(lib.set_device(id as i32)).map_err(|e| format!("aclrtSetDevice({id}): {}", e.message))?;
-            let mut ctx = 0usize;
-            check(lib.create_context(&mut ctx, id as i32))
-                .map_err(|e| format!("aclrtCreateContext({id}): {}", e.message))?;
-            check(lib.set_current_context(ctx)).map_err(|e| e.message)?;
-            let mut available = 0u32;
-            check(lib.get_stream_available_num(&mut available))
-                .map_err(|e| format!("aclrtGetStreamAvailableNum: {}", e.message))?;
-            let mut held = 2u32;
-            if lib.has("npudFakeStreamsInUse") {
-                let _ = lib.fake_streams_in_use(id as i32, &mut held);
-            }
-            // The product's total, when known: what is free now misses other processes'
-            // streams, which interposed processes declare once they reconnect.
-            let (hardware_limit, event_limit) = known.unwrap_or((available + held, 65535));
-            let elsewhere = hardware_limit.saturating_sub(available + held);
-            if elsewhere > 0 {
-                tracing::warn!(
-                    device = id,
-                    streams = elsewhere,
-                    "other processes hold streams on the device; interposed ones declare theirs when they reconnect"
-                );
-            }
-            contexts.push(ctx);
-            descs.push(DeviceDesc {
-                id,
-                name: format!("ascend{id}"),
-                profile: soc.clone().unwrap_or_else(|| "ascendcl".into()),
-                hardware_limit,
-                runtime_streams: held,
-                event_limit,
-                priority_highest: 0,
-                priority_lowest: 7,
-            });
-        }
-        let shared = Arc::new(Shared {
-            lib,
-            contexts,
-            books: Mutex::new(Books::default()),
-            sink: super::SinkSlot::default(),
-            callbacks: super::CallbackGate::default(),
-            creations: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        });
-        let weak = Arc::downgrade(&shared);
-        if ffi::set_exception_handler(Box::new(move |info| {
-            if let Some(s) = weak.upgrade() {
-                s.on_exception(info);
-            }
-        })) {
-            check(shared.lib.set_exception_info_callback(ffi::exception_trampoline)).map_err(|e| e.message)?;
-        }
-        tracing::info!(library = %shared.lib.path().display(), devices = count, "AscendCL opened");
-        Ok(AclBackend { shared, descs })
-    }
-
-    /// A wait on the blocking pool, in one-second slices so a wait nobody awaits any more
-    /// gives its thread back soon.
-    fn blocking_wait(
-        &self,
-        device: u32,
-        call: impl Fn(&Shared) -> Result<i32, LoadError> + Send + 'static,
-        expired: i64,
-    ) -> Wait {
-        let shared = Arc::clone(&self.shared);
-        super::abandonable_wait(move |abandoned| {
-            shared.on(device)?;
-            loop {
-                match call(&shared) {
-                    Ok(rc) if i64::from(rc) == expired && !abandoned.load(Ordering::Relaxed) => continue,
-                    rc => return check(rc),
-                }
-            }
-        })
-    }
-
-    /// Starts the thread that processes a stream's callbacks (AscendCL runs them in the
-    /// thread subscribed to the stream). One per stream, so a blocking callback waiting
-    /// for its client holds only its own stream.
-    fn ensure_report_thread(&self, device: u32, stream: RawStream) -> BackendResult<()> {
-        if self.shared.books().report_threads.contains_key(&stream) {
-            return Ok(());
-        }
-        let stop = Arc::new(AtomicBool::new(false));
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let shared = Arc::clone(&self.shared);
-        let flag = Arc::clone(&stop);
-        std::thread::Builder::new()
-            .name(format!("acl-report-{device}"))
-            .stack_size(256 * 1024)
-            .spawn(move || {
-                let tid = ffi::current_thread_id();
-                let subscribed =
-                    shared.on(device).and_then(|()| check(shared.lib.subscribe_report(tid, stream as usize)));
-                let ok = subscribed.is_ok();
-                let _ = ready_tx.send(subscribed);
-                if !ok {
-                    return;
-                }
-                while !flag.load(Ordering::Relaxed) {
-                    match shared.lib.process_report(100) {
-                        Ok(0) | Ok(REPORT_TIMEOUT) => {}
-                        Ok(rc) => {
-                            tracing::warn!(device, rc, "aclrtProcessReport failed");
-                            std::thread::sleep(Duration::from_millis(50));
-                        }
-                        Err(_) => return,
-                    }
-                }
-                let _ = shared.lib.unsubscribe_report(tid, stream as usize);
-            })
-            .map_err(|e| BackendError {
-                kind: ErrorKind::Other,
-                native_code: 0,
-                message: format!("report thread: {e}"),
-            })?;
-        ready_rx.recv().map_err(|_| BackendError {
-            kind: ErrorKind::Other,
-            native_code: 0,
-            message: "report thread died".into(),
-        })??;
-        self.shared.books().report_threads.insert(stream, ReportThread { stop });
-        Ok(())
-    }
-
-    fn fake<T>(&self, symbol: &'static str, call: impl FnOnce(&Lib) -> Result<i32, LoadError>) -> BackendResult<T>
-    where
-        T: Default,
-    {
-        if !self.shared.lib.has(symbol) {
-            return Err(unsupported("fault injection"));
-        }
-        check(call(&self.shared.lib)).map(|()| T::default())
-    }
 }
 
 impl Backend for AclBackend {
@@ -621,45 +351,4 @@ impl Backend for AclBackend {
         let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
         self.fake("npudFakeFailTask", |lib| lib.fake_fail_task(stream as usize, task, code))
     }
-}
-
-impl AclBackend {
-    /// A pending reset has taken effect once its stream has nothing left to run (the reset
-    /// included): the event is then not recorded. Until then the record before it counts.
-    fn settle_reset(&self, device: u32, event: RawEvent) {
-        let Some(stream) = self.shared.books().events.get(&event).and_then(|m| m.reset_on) else { return };
-        if self.stream_query(device, stream).unwrap_or(true)
-            && let Some(m) = self.shared.books().events.get_mut(&event)
-            && m.reset_on == Some(stream)
-        {
-            m.recorded = false;
-            m.reset_on = None;
-        }
-    }
-}
-
-impl AclBackend {
-    /// Stops a destroyed stream's report thread and drops its books.
-    fn forget_stream(&self, stream: RawStream) {
-        let mut b = self.shared.books();
-        if let Some(t) = b.report_threads.remove(&stream) {
-            t.stop.store(true, Ordering::Relaxed);
-        }
-        b.stream_ids.retain(|_, s| *s != stream);
-        b.failed.remove(&stream);
-        b.stop_on_failure.remove(&stream);
-        b.failure_mode_set.remove(&stream);
-    }
-}
-
-fn forbid(what: &str) -> BackendError {
-    BackendError {
-        kind: ErrorKind::EventFlagsForbid,
-        native_code: 100000,
-        message: format!("an event created without ACL_EVENT_SYNC cannot be {what}"),
-    }
-}
-
-fn event_error(kind: ErrorKind, message: &str) -> BackendError {
-    BackendError { kind, native_code: 107000, message: message.into() }
 }

@@ -1,7 +1,8 @@
 //! The `cuda` backend: the CUDA driver (libcuda.so.1) through libloading.
 //!
-//! Layer 1 (`ffi`) is the raw C ABI; this file maps CUresults to `BackendError`s and owns
-//! the primary context of each device (made current on whichever thread calls). CUDA has
+//! Layer 1 (`ffi`) is the raw C ABI; layer 2 (`result`) maps CUresults to `BackendError`s;
+//! layer 3 is `shared` (the primary context of each device, made current on whichever
+//! thread calls), `open` (loading) and this file's `Backend` implementation. CUDA has
 //! no fixed stream limit: the budget is a configured number per device. Waits record a
 //! private event at call time and poll it on the blocking pool, so a sync waits for
 //! exactly the work enqueued before it. Delay work is a PTX kernel that spins on
@@ -9,230 +10,30 @@
 //! function returns: a BLOCK callback returns when the client acknowledges it.
 
 mod ffi;
+mod open;
+mod result;
+mod shared;
+
+pub use open::default_library;
 
 use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
     StreamState, Wait, WaitKind,
 };
-use ffi::{CuResult, Cuda, Lib, LoadError};
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use ffi::{CuResult, Cuda};
+use result::{INVALID_HANDLE, NOT_READY, TIMEOUT, check, unsupported};
+use shared::{EventMeta, Shared};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-const NOT_READY: u32 = 600;
-const INVALID_HANDLE: u32 = 400;
-const TIMEOUT: i64 = 909;
 const NON_BLOCKING: u32 = 1;
 const DISABLE_TIMING: u32 = 2;
 const NPUD_NON_BLOCKING: u32 = 0x100;
 
-/// Spins one thread until %globaltimer has advanced by `ns` nanoseconds.
-const SPIN_PTX: &str = ".version 6.0
-.target sm_50
-.address_size 64
-.visible .entry npud_spin(.param .u64 ns)
-{
-    .reg .pred p;
-    .reg .u64 start, now, target, d;
-    ld.param.u64 d, [ns];
-    mov.u64 start, %globaltimer;
-    add.u64 target, start, d;
-spin:
-    mov.u64 now, %globaltimer;
-    setp.lt.u64 p, now, target;
-    @p bra spin;
-    ret;
-}
-";
-
-/// libcuda.so.1, else libcuda.so (a toolkit stub answers 34, and says so).
-pub fn default_library() -> PathBuf {
-    PathBuf::from("libcuda.so.1")
-}
-
-#[derive(Debug, Clone, Copy)]
-struct EventMeta {
-    timing: bool,
-    recorded: bool,
-}
-
-#[derive(Default)]
-struct Books {
-    events: HashMap<RawEvent, EventMeta>,
-    failed: HashSet<RawStream>,
-}
-
-struct Shared {
-    lib: Lib,
-    contexts: Vec<usize>,
-    /// Each device's spin kernel (delay work), loaded at start-up.
-    spin: Vec<usize>,
-    books: Mutex<Books>,
-    sink: super::SinkSlot,
-    callbacks: super::CallbackGate,
-    streams: Vec<AtomicU32>,
-    creations: Vec<AtomicU64>,
-}
-
 pub struct CudaBackend {
     shared: Arc<Shared>,
     descs: Vec<DeviceDesc>,
-}
-
-fn load_error(e: LoadError) -> BackendError {
-    BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
-}
-
-/// CUresult -> BackendError.
-fn check(rc: Result<u32, LoadError>) -> BackendResult<()> {
-    let rc = rc.map_err(load_error)?;
-    if rc == 0 {
-        return Ok(());
-    }
-    let kind = match rc {
-        1 | 101 | 201 => ErrorKind::InvalidArgument,
-        400 => ErrorKind::InvalidHandle,
-        2 => ErrorKind::StreamBudget,
-        600 => ErrorKind::EventNotComplete,
-        700 | 719 => ErrorKind::TaskFailed,
-        801 | 34 => ErrorKind::Unsupported,
-        909 => ErrorKind::Timeout,
-        _ => ErrorKind::Other,
-    };
-    Err(BackendError { kind, native_code: i64::from(rc), message: format!("the CUDA driver returned {rc}") })
-}
-
-fn unsupported(what: &str) -> BackendError {
-    BackendError {
-        kind: ErrorKind::Unsupported,
-        native_code: 801,
-        message: format!("{what} is not available with the CUDA driver"),
-    }
-}
-
-impl Shared {
-    fn books(&self) -> MutexGuard<'_, Books> {
-        self.books.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Makes the device's primary context current on this thread.
-    fn on(&self, device: u32) -> BackendResult<()> {
-        let ctx = *self.contexts.get(device as usize).ok_or_else(|| no_device(device))?;
-        check(self.lib.ctx_set_current(ctx))
-    }
-
-    fn emit(&self, report: Report) {
-        self.sink.emit(report);
-    }
-
-    /// Polls `query` until it stops answering NOT_READY (or nobody waits any more).
-    fn poll(
-        &self,
-        abandoned: &std::sync::atomic::AtomicBool,
-        query: impl Fn() -> Result<u32, LoadError>,
-    ) -> BackendResult<()> {
-        let mut pause = Duration::from_micros(20);
-        loop {
-            match query() {
-                Ok(NOT_READY) if !abandoned.load(Ordering::Relaxed) => {
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(2));
-                }
-                rc => return check(rc),
-            }
-        }
-    }
-}
-
-impl CudaBackend {
-    /// Loads the driver and retains every device's primary context. `budget` is the
-    /// number of streams npud hands out per device (CUDA itself has no fixed limit).
-    pub fn open(path: &Path, budget: u32) -> Result<CudaBackend, String> {
-        let lib = match Lib::open(path) {
-            Ok(lib) => lib,
-            Err(first) if path == Path::new("libcuda.so.1") => {
-                Lib::open(Path::new("libcuda.so")).map_err(|_| first.to_string())?
-            }
-            Err(e) => return Err(e.to_string()),
-        };
-        let rc = lib.init().map_err(|e| e.to_string())?;
-        if rc == 34 {
-            return Err(format!(
-                "{} is the CUDA toolkit's stub (CUDA_ERROR_STUB_LIBRARY): point --cuda-library at the driver's libcuda.so.1",
-                lib.path().display()
-            ));
-        }
-        check(Ok(rc)).map_err(|e| format!("cuInit: {}", e.message))?;
-        let mut count = 0i32;
-        check(lib.device_get_count(&mut count)).map_err(|e| e.message)?;
-        if count <= 0 {
-            return Err("the CUDA driver reports no devices".into());
-        }
-        let mut contexts = Vec::new();
-        let mut spin = Vec::new();
-        let mut descs = Vec::new();
-        for ordinal in 0..count {
-            let mut dev = 0i32;
-            check(lib.device_get(&mut dev, ordinal)).map_err(|e| format!("cuDeviceGet({ordinal}): {}", e.message))?;
-            let mut name = [0u8; 128];
-            check(lib.device_get_name(&mut name, dev)).map_err(|e| e.message)?;
-            let name = String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[])).into_owned();
-            let mut ctx = 0usize;
-            check(lib.primary_ctx_retain(&mut ctx, dev))
-                .map_err(|e| format!("cuDevicePrimaryCtxRetain({ordinal}): {}", e.message))?;
-            check(lib.ctx_set_current(ctx)).map_err(|e| e.message)?;
-            let (mut least, mut greatest) = (0i32, 0i32);
-            check(lib.ctx_get_stream_priority_range(&mut least, &mut greatest)).map_err(|e| e.message)?;
-            spin.push(load_spin_kernel(&lib)?);
-            contexts.push(ctx);
-            descs.push(DeviceDesc {
-                id: ordinal as u32,
-                name,
-                profile: "cuda".into(),
-                hardware_limit: budget,
-                runtime_streams: 0,
-                event_limit: 1 << 20,
-                priority_highest: greatest,
-                priority_lowest: least,
-            });
-        }
-        let n = descs.len();
-        let shared = Arc::new(Shared {
-            lib,
-            contexts,
-            spin,
-            books: Mutex::new(Books::default()),
-            sink: super::SinkSlot::default(),
-            callbacks: super::CallbackGate::default(),
-            streams: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            creations: (0..n).map(|_| AtomicU64::new(0)).collect(),
-        });
-        tracing::info!(library = %shared.lib.path().display(), devices = n, budget, "CUDA driver opened");
-        Ok(CudaBackend { shared, descs })
-    }
-
-    /// The spin kernel of a device.
-    fn spin_kernel(&self, device: u32) -> BackendResult<usize> {
-        self.shared.spin.get(device as usize).copied().ok_or_else(|| no_device(device))
-    }
-}
-
-/// Loads the spin kernel into the current context. Done at start-up, never on first use:
-/// on real hardware cuModuleLoadData waits for the context's running host functions, so
-/// loading it behind a BLOCK callback would wait for an acknowledgement that cannot come
-/// while the caller is stuck here (seen on an H100, docs/hardware.md).
-fn load_spin_kernel(lib: &Lib) -> Result<usize, String> {
-    let ptx = std::ffi::CString::new(SPIN_PTX).map_err(|e| e.to_string())?;
-    let (mut module, mut function) = (0usize, 0usize);
-    check(lib.module_load_data(&mut module, &ptx)).map_err(|e| format!("cuModuleLoadData: {}", e.message))?;
-    check(lib.module_get_function(&mut function, module, c"npud_spin")).map_err(|e| e.message)?;
-    Ok(function)
-}
-
-fn no_device(device: u32) -> BackendError {
-    BackendError { kind: ErrorKind::InvalidArgument, native_code: 101, message: format!("no device {device}") }
 }
 
 impl Backend for CudaBackend {
