@@ -2,8 +2,8 @@
 
 use crate::backend::WaitKind;
 use crate::daemon::Daemon;
-use crate::error::backend_error;
-use crate::error::{NpudError, NpudResult, Reason};
+use crate::error::{NpudError, NpudResult, Reason, backend_error};
+use crate::policy::admission::Grant;
 use crate::registry::StreamEntry;
 use crate::types::Caller;
 use std::collections::BTreeMap;
@@ -94,20 +94,20 @@ impl Daemon {
         self.require_healthy(req.device)?;
         self.registry.touch(caller, session)?;
         let mutation = self.health.mutation();
-        let waited = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
+        let grant = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
         // The grant is ours now. A caller that goes away (a killed client) must not leave
         // it half done: where the backend's calls do not block, filling it never waits
         // (no pacer, no blocking pool), so it finishes within this poll; otherwise it
         // finishes in a task of its own. What gets registered goes with the session.
         if !self.backend.calls_block() {
             let _mutation = mutation;
-            return self.fill_and_register(caller, session, req, waited).await;
+            return self.fill_and_register(caller, session, req, grant).await;
         }
         let this = Arc::clone(self);
         let caller = caller.clone();
         tokio::spawn(async move {
             let _mutation = mutation;
-            this.fill_and_register(&caller, session, req, waited).await
+            this.fill_and_register(&caller, session, req, grant).await
         })
         .await
         .map_err(|e| NpudError::new(Reason::BackendError, format!("the stream creation task failed: {e}")))?
@@ -118,10 +118,11 @@ impl Daemon {
         caller: &Caller,
         session: u64,
         req: CreateRequest,
-        waited: Duration,
+        grant: Grant,
     ) -> NpudResult<(Vec<StreamView>, Duration)> {
         let class = (req.priority, req.flags);
-        let outcome = self.admission.fill(req.device, &caller.tenant, req.count, class).await;
+        let waited = grant.waited();
+        let outcome = grant.fill(class).await;
         let entries: Vec<StreamEntry> = outcome
             .streams
             .iter()

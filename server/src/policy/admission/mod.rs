@@ -6,9 +6,9 @@
 //! pools the healthy ones and destroys the rest; until then they count against the budget
 //! because they still occupy hardware. In passthrough mode none of this applies.
 
-use crate::backend::{Backend, BackendError, ErrorKind, RawStream};
+use crate::backend::{Backend, RawStream};
 use crate::config::{BudgetConfig, Policy};
-use crate::error::{NpudError, NpudResult, Reason, backend_error};
+use crate::error::{NpudError, NpudResult, Reason};
 use crate::observe::metrics::Metrics;
 use crate::policy::ledger::{Admit, Ledger, TenantFigures};
 use crate::types::{Quota, Tenant};
@@ -21,10 +21,16 @@ use tokio::sync::oneshot;
 /// How many holders a wait-expired diagnosis names.
 const LARGEST_HOLDERS: usize = 3;
 
+mod create;
 mod native;
+mod release;
+#[cfg(test)]
+mod tests;
+
 pub use native::NativeShare;
 
-type Class = (i32, u32);
+/// What a pooled stream must match to be reused: its priority and flags.
+pub type Class = (i32, u32);
 
 struct DeviceState {
     ledger: Ledger<oneshot::Sender<()>>,
@@ -140,45 +146,37 @@ impl Admission {
         }
     }
 
-    /// Waits (bounded) for a grant of `count` streams; returns how long it waited.
+    /// Waits (bounded) for a grant of `count` streams.
     ///
-    /// Cancellation-safe: a caller that goes away while waiting withdraws its request.
-    /// Once this returns Ok the grant is the caller's and must be completed with
-    /// [`Admission::fill`] in a task that cannot be cancelled half-way.
+    /// Cancellation-safe: a caller that goes away while waiting withdraws its request, and
+    /// a [`Grant`] dropped before it is filled gives its budget back. Filling is not
+    /// cancellation-safe: run [`Grant::fill`] where nothing can cancel it half-way.
     pub async fn grant(
-        &self,
+        self: &Arc<Self>,
         device: u32,
         tenant: &Tenant,
         quota: &Quota,
         count: u32,
         wait: Duration,
-    ) -> NpudResult<Duration> {
+    ) -> NpudResult<Grant> {
+        let mut grant = Grant {
+            admission: Arc::clone(self),
+            device,
+            tenant: Arc::clone(tenant),
+            count,
+            waited: Duration::ZERO,
+            held: false,
+        };
         if self.policy == Policy::Passthrough {
-            return Ok(Duration::ZERO);
+            return Ok(grant);
         }
         let started = Instant::now();
         self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await?;
-        let waited = started.elapsed();
-        self.metrics.grant_waited(waited.as_secs_f64());
-        tracing::debug!(device, %tenant, count, waited_ms = waited.as_millis() as u64, "granted");
-        Ok(waited)
-    }
-
-    /// Turns a grant into streams: the warm pool first, then paced creation; a failure
-    /// gives the whole grant back. Under passthrough, straight creation, partial results
-    /// and all. Not cancellation-safe: run it where nothing can cancel it.
-    pub async fn fill(&self, device: u32, tenant: &Tenant, count: u32, class: Class) -> Outcome {
-        if self.policy == Policy::Passthrough {
-            let (streams, failure) = self.create_direct(device, tenant, count, class).await;
-            return Outcome { streams: streams.into_iter().map(|s| (s, false)).collect(), failure };
-        }
-        match self.materialize(device, count, class).await {
-            Ok(streams) => Outcome { streams, failure: None },
-            Err((e, made)) => {
-                self.give_back(device, tenant, count, made.into_iter().map(|s| (s, class)).collect());
-                Outcome { streams: Vec::new(), failure: Some(e) }
-            }
-        }
+        grant.held = true;
+        grant.waited = started.elapsed();
+        self.metrics.grant_waited(grant.waited.as_secs_f64());
+        tracing::debug!(device, %tenant, count, waited_ms = grant.waited.as_millis() as u64, "granted");
+        Ok(grant)
     }
 
     async fn wait_for_grant(
@@ -256,309 +254,61 @@ impl Admission {
             }
         }
     }
+}
 
-    /// Fills a grant: the warm pool first, then paced hardware creation.
-    async fn materialize(
-        &self,
-        device: u32,
-        count: u32,
-        class: Class,
-    ) -> Result<Vec<(RawStream, bool)>, (NpudError, Vec<RawStream>)> {
-        let (mut streams, evicted) = {
-            let mut st = self.lock(device);
-            let pooled = st.pool.get_mut(&class).map(|v| {
-                let take = v.len().min(count as usize);
-                v.split_off(v.len() - take)
-            });
-            let reused: Vec<(RawStream, bool)> = pooled.unwrap_or_default().into_iter().map(|s| (s, true)).collect();
-            // Evict other classes' pooled streams if hardware would overflow otherwise.
-            (reused, st.evict_overflow())
-        };
-        self.pool_hits.fetch_add(streams.len() as u64, Ordering::Relaxed);
-        self.destroy_all(device, evicted).await;
-        let missing = count as usize - streams.len();
-        if missing > 0 {
-            match self.create_paced(device, missing as u32, class).await {
-                Ok(made) => streams.extend(made.into_iter().map(|s| (s, false))),
-                Err((e, made)) => {
-                    let mut all: Vec<RawStream> = streams.into_iter().map(|(s, _)| s).collect();
-                    all.extend(made);
-                    return Err((e, all));
-                }
-            }
-        }
-        Ok(streams)
+/// Budget granted to one create request, until it is filled with streams. Dropped unfilled
+/// (the request failed or its caller went away between grant and fill), it gives the
+/// budget back and lets the queue move on, so no path can forget to.
+#[must_use = "a grant holds budget until it is filled or dropped"]
+pub struct Grant {
+    admission: Arc<Admission>,
+    device: u32,
+    tenant: Tenant,
+    count: u32,
+    waited: Duration,
+    /// Whether the ledger holds `count` for this grant (not under passthrough, and not
+    /// once `fill` has taken over).
+    held: bool,
+}
+
+impl Grant {
+    /// How long the request waited for its grant.
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
-    async fn create_paced(
-        &self,
-        device: u32,
-        count: u32,
-        class: Class,
-    ) -> Result<Vec<RawStream>, (NpudError, Vec<RawStream>)> {
-        // Pacing protects a vendor driver from concurrent creation batches; calls that
-        // cannot block (the simulator) need none.
-        let _one_batch_at_a_time = match self.backend.calls_block() {
-            true => Some(self.devices[device as usize].pacer.lock().await),
-            false => None,
-        };
-        let mut made = Vec::with_capacity(count as usize);
-        let mut retries = 0;
-        let mut backoff = self.config.retry_backoff;
-        while made.len() < count as usize {
-            let batch = (count as usize - made.len()).min(self.config.batch_size as usize) as u32;
-            let batch_started = Instant::now();
-            let (created, failure) = self.create_batch(device, batch, class).await;
-            self.metrics.hardware_batch(batch_started.elapsed().as_secs_f64());
-            made.extend(created);
-            match failure {
-                None => {
-                    retries = 0;
-                    if made.len() < count as usize && !self.config.batch_pause.is_zero() {
-                        tokio::time::sleep(self.config.batch_pause).await;
-                    }
-                }
-                Some(e) if e.kind == ErrorKind::StreamBudget && retries < self.config.create_retries => {
-                    retries += 1;
-                    tracing::debug!(
-                        device,
-                        retries,
-                        code = e.native_code,
-                        "stream creation hit the device limit; backing off"
-                    );
-                    tokio::time::sleep(backoff).await;
-                    backoff = backoff.saturating_mul(2);
-                }
-                Some(e) => {
-                    let mut err = backend_error(self.backend.name(), e);
-                    if err.reason == Reason::BudgetExhausted {
-                        err.reason = Reason::HardwareCreationFailed;
-                    }
-                    return Err((err, made));
-                }
-            }
-        }
-        Ok(made)
+    /// The process that asked creates the streams itself: the budget is its holder's now
+    /// (given back through `release_native`). Returns how long it waited.
+    pub fn hand_over(mut self) -> Duration {
+        self.held = false;
+        self.waited
     }
 
-    /// Creates up to `count` streams (on the blocking pool where the calls may block);
-    /// stops at the first failure.
-    async fn create_batch(
-        &self,
-        device: u32,
-        count: u32,
-        (priority, flags): Class,
-    ) -> (Vec<RawStream>, Option<BackendError>) {
-        let create = move |backend: &dyn Backend| {
-            let mut made = Vec::with_capacity(count as usize);
-            for _ in 0..count {
-                match backend.create_stream(device, priority, flags) {
-                    Ok(s) => made.push(s),
-                    Err(e) => return (made, Some(e)),
-                }
-            }
-            (made, None)
-        };
-        if !self.backend.calls_block() {
-            return create(self.backend.as_ref());
+    /// Turns the grant into streams: the warm pool first, then paced creation; a failure
+    /// gives the whole grant back. Under passthrough, straight creation, partial results
+    /// and all. Not cancellation-safe: run it where nothing can cancel it.
+    pub async fn fill(mut self, class: Class) -> Outcome {
+        self.held = false;
+        let (a, device, count) = (Arc::clone(&self.admission), self.device, self.count);
+        if a.policy == Policy::Passthrough {
+            let (streams, failure) = a.create_direct(device, &self.tenant, count, class).await;
+            return Outcome { streams: streams.into_iter().map(|s| (s, false)).collect(), failure };
         }
-        let backend = Arc::clone(&self.backend);
-        let job = tokio::task::spawn_blocking(move || create(backend.as_ref()));
-        job.await.unwrap_or_else(|e| {
-            (
-                Vec::new(),
-                Some(BackendError {
-                    kind: ErrorKind::Other,
-                    native_code: 0,
-                    message: format!("creation task failed: {e}"),
-                }),
-            )
-        })
-    }
-
-    /// Passthrough: straight to the device, keeping whatever was made before a failure.
-    async fn create_direct(
-        &self,
-        device: u32,
-        tenant: &Tenant,
-        count: u32,
-        class: Class,
-    ) -> (Vec<RawStream>, Option<NpudError>) {
-        let (made, failure) = self.create_batch(device, count, class).await;
-        self.lock(device).ledger.force_take(tenant, made.len() as u32);
-        (made, failure.map(|e| backend_error(self.backend.name(), e)))
-    }
-
-    /// Gives streams back to the device: drained first, then pooled or destroyed.
-    ///
-    /// `reaping`: the owner is gone (its session was reclaimed), so a stream that does not
-    /// drain within the bound is destroyed by force. A stream its owner destroyed keeps its
-    /// work however long it runs, as aclrtDestroyStream and cuStreamDestroy do.
-    ///
-    /// `drained`, when given, hears whether a task of the batch failed once it has drained.
-    pub fn release(
-        self: &Arc<Self>,
-        device: u32,
-        tenant: &Tenant,
-        streams: Vec<(RawStream, Class)>,
-        reaping: bool,
-        drained: Option<tokio::sync::watch::Sender<Option<bool>>>,
-    ) {
-        if streams.is_empty() {
-            if let Some(tx) = drained {
-                let _ = tx.send(Some(false));
-            }
-            return;
-        }
-        let n = streams.len() as u32;
-        let managed = self.policy == Policy::Managed;
-        self.lock(device).ledger.release(tenant, n, managed);
-        let this = Arc::clone(self);
-        let mut job = Box::pin(async move {
-            let failed = if managed {
-                this.drain_and_pool(device, streams, reaping).await
-            } else {
-                let waits: Vec<_> = streams.iter().map(|(s, _)| this.backend.stream_drained(device, *s)).collect();
-                let mut failed = false;
-                for w in waits {
-                    failed |= w.await.is_err_and(|e| e.kind == crate::backend::ErrorKind::TaskFailed);
-                }
-                this.destroy_all(device, streams.into_iter().map(|(s, _)| s).collect()).await;
-                failed
-            };
-            if let Some(tx) = drained {
-                let _ = tx.send(Some(failed));
-            }
-        });
-        // Streams that are already idle (and a backend whose calls do not block) finish
-        // here, so the caller's next create finds them in the pool; whatever has to wait
-        // goes on in a task of its own.
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        if job.as_mut().poll(&mut cx).is_pending() {
-            tokio::spawn(job);
-        }
-    }
-
-    /// Undoes a grant that could not be completed.
-    fn give_back(&self, device: u32, tenant: &Tenant, count: u32, made: Vec<(RawStream, Class)>) {
-        let mut st = self.lock(device);
-        st.ledger.release(tenant, count, false);
-        grant_queued(&mut st.ledger);
-        drop(st);
-        for (s, _) in made {
-            if let Err(e) = self.backend.destroy_stream(device, s) {
-                tracing::warn!(device, error = %e, "destroying a stream of a failed grant");
+        match a.materialize(device, count, class).await {
+            Ok(streams) => Outcome { streams, failure: None },
+            Err((e, made)) => {
+                a.give_back(device, &self.tenant, count, made.into_iter().map(|s| (s, class)).collect());
+                Outcome { streams: Vec::new(), failure: Some(e) }
             }
         }
     }
+}
 
-    /// Returns whether a task of the batch failed.
-    async fn drain_and_pool(&self, device: u32, streams: Vec<(RawStream, Class)>, reaping: bool) -> bool {
-        let waits: Vec<_> = streams.iter().map(|(s, _)| self.backend.stream_drained(device, *s)).collect();
-        // One deadline for the whole batch, so several stuck streams cost one bound; none
-        // when the owner destroyed them (their work is theirs to finish).
-        let deadline = reaping.then(|| tokio::time::Instant::now() + self.drain_bound);
-        let mut healthy = Vec::with_capacity(streams.len());
-        let mut stuck = Vec::new();
-        let mut failed = false;
-        for ((s, class), wait) in streams.into_iter().zip(waits) {
-            let drained = match deadline {
-                Some(d) => tokio::time::timeout_at(d, wait).await,
-                None => Ok(wait.await),
-            };
-            match drained {
-                Ok(Ok(())) => {
-                    let state = self.backend.stream_state(device, s);
-                    failed |= state.as_ref().is_ok_and(|st| st.failed);
-                    // A pooled stream must be indistinguishable from a new one: one that
-                    // failed, or whose failure mode was set (once per stream), is destroyed.
-                    let ok = state.is_ok_and(|st| !st.failed && !st.failure_mode_set)
-                        && self.backend.renew_stream(device, s).is_ok();
-                    healthy.push((s, class, ok));
-                }
-                Ok(Err(e)) => {
-                    failed |= e.kind == crate::backend::ErrorKind::TaskFailed;
-                    healthy.push((s, class, false));
-                }
-                Err(_) => stuck.push(s),
-            }
-        }
-        if !stuck.is_empty() {
-            tracing::warn!(device, streams = stuck.len(), bound = ?self.drain_bound, "released streams did not drain in time; destroying them by force");
-            for s in &stuck {
-                if let Err(e) = self.backend.destroy_stream_force(device, *s) {
-                    tracing::error!(device, error = %e, "force-destroying a stuck stream");
-                }
-            }
-            self.lock(device).ledger.drained(stuck.len() as u32, 0);
-        }
-        let mut destroy = Vec::new();
-        {
-            let mut st = self.lock(device);
-            let mut pooled_total: u32 = st.pool.values().map(|v| v.len() as u32).sum();
-            let n = healthy.len() as u32;
-            let mut added = 0;
-            for (s, class, ok) in healthy {
-                if ok && pooled_total < self.config.pool_max {
-                    st.pool.entry(class).or_default().push(s);
-                    pooled_total += 1;
-                    added += 1;
-                } else {
-                    destroy.push(s);
-                }
-            }
-            st.ledger.drained(n, added);
-            grant_queued(&mut st.ledger);
-        }
-        self.destroy_all(device, destroy).await;
-        failed
-    }
-
-    async fn destroy_all(&self, device: u32, streams: Vec<RawStream>) {
-        if streams.is_empty() {
-            return;
-        }
-        let destroy = move |backend: &dyn Backend| {
-            for s in streams {
-                if let Err(e) = backend.destroy_stream(device, s) {
-                    tracing::warn!(device, error = %e, "destroying a released stream");
-                }
-            }
-        };
-        if !self.backend.calls_block() {
-            return destroy(self.backend.as_ref());
-        }
-        let backend = Arc::clone(&self.backend);
-        let job = tokio::task::spawn_blocking(move || destroy(backend.as_ref()));
-        if let Err(e) = job.await {
-            tracing::error!(device, error = %e, "stream destruction task failed");
-        }
-    }
-
-    /// Fills the pool at start-up so the first requests need no hardware creation.
-    pub async fn prewarm(&self, class: Class) -> NpudResult<()> {
-        if self.policy != Policy::Managed || self.config.prewarm == 0 {
-            return Ok(());
-        }
-        for device in 0..self.devices.len() as u32 {
-            let n = self.config.prewarm.min(self.lock(device).ledger.capacity());
-            let made = self.create_paced(device, n, class).await.map_err(|(e, _)| e)?;
-            let mut st = self.lock(device);
-            st.ledger.drained(0, made.len() as u32);
-            st.pool.entry(class).or_default().extend(made);
-        }
-        Ok(())
-    }
-
-    /// Destroys every pooled stream (shutdown).
-    pub async fn drain_pools(&self) {
-        for device in 0..self.devices.len() as u32 {
-            let streams: Vec<RawStream> = {
-                let mut st = self.lock(device);
-                st.ledger.set_pooled(0);
-                st.pool.drain().flat_map(|(_, v)| v).collect()
-            };
-            self.destroy_all(device, streams).await;
+impl Drop for Grant {
+    fn drop(&mut self) {
+        if self.held {
+            tracing::debug!(device = self.device, tenant = %self.tenant, count = self.count, "an unfilled grant is given back");
+            self.admission.give_back(self.device, &self.tenant, self.count, Vec::new());
         }
     }
 }

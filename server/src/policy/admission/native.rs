@@ -9,6 +9,7 @@ use crate::config::Policy;
 use crate::error::NpudResult;
 use crate::types::Quota;
 use crate::types::Tenant;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A caller's share of one device (what aclrtGetStreamAvailableNum should answer).
@@ -26,21 +27,22 @@ impl Admission {
     /// Waits (bounded, cancellation-safe) for `count` streams of native budget, then makes
     /// room on the hardware by evicting pooled streams if needed.
     pub async fn acquire_native(
-        &self,
+        self: &Arc<Self>,
         device: u32,
         tenant: &Tenant,
         quota: &Quota,
         count: u32,
         wait: Duration,
     ) -> NpudResult<Duration> {
-        let waited = if self.policy == Policy::Passthrough {
+        if self.policy == Policy::Passthrough {
             self.lock(device).ledger.force_take(tenant, count);
-            Duration::ZERO
-        } else {
-            self.grant(device, tenant, quota, count, wait).await?
-        };
+            self.make_room(device).await;
+            return Ok(Duration::ZERO);
+        }
+        let grant = self.grant(device, tenant, quota, count, wait).await?;
+        // A caller that goes away while room is made drops the grant, which gives it back.
         self.make_room(device).await;
-        Ok(waited)
+        Ok(grant.hand_over())
     }
 
     /// Gives back native budget (the process destroyed streams, reset the device or died).

@@ -1,0 +1,113 @@
+//! Admission on the simulator, in-process: grants are whole, an unfilled grant gives its
+//! budget back, released streams come back through the pool, native budget balances.
+
+use super::*;
+use crate::backend::sim::SimBackend;
+use crate::config::{Args, Config};
+
+/// Capacity of the test device: small, so the budget runs out quickly.
+const CAPACITY: u32 = 8;
+
+fn admission(policy: Policy) -> Arc<Admission> {
+    let config = Config::load(&Args::default()).expect("the default configuration");
+    let backend: Arc<dyn Backend> =
+        Arc::new(SimBackend::new(&config.sim.profile, 1, &config.sim.options).expect("a simulated device"));
+    Arc::new(Admission::new(
+        backend,
+        policy,
+        config.budget,
+        &[CAPACITY],
+        Duration::from_secs(5),
+        16,
+        Arc::new(Metrics::new()),
+    ))
+}
+
+fn tenant(name: &str) -> Tenant {
+    Tenant::from(name)
+}
+
+const CLASS: Class = (0, 0);
+/// Long enough never to expire on a loaded machine; the tests that need a refusal use zero.
+const PATIENT: Duration = Duration::from_secs(600);
+
+#[tokio::test]
+async fn a_grant_is_whole_and_one_that_does_not_fit_takes_nothing() {
+    let a = admission(Policy::Managed);
+    let q = Quota::default();
+    let first = a.grant(0, &tenant("a"), &q, 6, PATIENT).await.expect("6 of 8 fit");
+    assert_eq!(a.view(0).in_use, 6);
+    let e = a.grant(0, &tenant("b"), &q, 3, Duration::ZERO).await.err().expect("3 more do not fit");
+    assert_eq!(e.reason, Reason::GrantWaitExpired);
+    assert_eq!(a.view(0).in_use, 6, "the refused request took nothing");
+    let outcome = first.fill(CLASS).await;
+    assert!(outcome.failure.is_none());
+    assert_eq!(outcome.streams.len(), 6);
+}
+
+#[tokio::test]
+async fn a_grant_dropped_unfilled_gives_its_budget_back_and_the_queue_moves() {
+    let a = admission(Policy::Managed);
+    let q = Quota::default();
+    let held = a.grant(0, &tenant("a"), &q, 8, PATIENT).await.expect("all of it");
+    let waiter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.grant(0, &tenant("b"), &Quota::default(), 4, PATIENT).await.map(|g| g.waited()) })
+    };
+    while a.view(0).queued == 0 {
+        tokio::task::yield_now().await;
+    }
+    drop(held);
+    waiter.await.expect("the waiter ran").expect("granted once the first grant was dropped");
+    let view = a.view(0);
+    assert_eq!(view.in_use, 0, "the second grant was dropped unfilled too");
+    assert_eq!(view.queued, 0);
+}
+
+#[tokio::test]
+async fn released_streams_drain_into_the_pool_and_are_handed_out_again() {
+    let a = admission(Policy::Managed);
+    let t = tenant("a");
+    let streams = a.grant(0, &t, &Quota::default(), 4, PATIENT).await.expect("granted").fill(CLASS).await.streams;
+    let (tx, mut rx) = tokio::sync::watch::channel(None);
+    a.release(0, &t, streams.iter().map(|(s, _)| (*s, CLASS)).collect(), false, Some(tx));
+    rx.wait_for(Option::is_some).await.expect("drained");
+    let view = a.view(0);
+    assert_eq!((view.in_use, view.pooled), (0, 4));
+    let again = a.grant(0, &t, &Quota::default(), 4, PATIENT).await.expect("granted").fill(CLASS).await;
+    assert!(again.streams.iter().all(|(_, reused)| *reused), "{:?}", again.streams);
+    assert_eq!(a.pool_hits(), 4);
+    let other = a.grant(0, &t, &Quota::default(), 2, PATIENT).await.expect("granted").fill((3, 0)).await;
+    assert!(other.streams.iter().all(|(_, reused)| !reused), "another priority is made fresh");
+}
+
+#[tokio::test]
+async fn a_quota_caps_one_tenant_without_touching_another() {
+    let a = admission(Policy::Managed);
+    let small = Quota { max_streams: 2, ..Quota::default() };
+    let _two = a.grant(0, &tenant("a"), &small, 2, PATIENT).await.expect("within the quota");
+    let e = a.grant(0, &tenant("a"), &small, 1, Duration::ZERO).await.err().expect("over the quota");
+    assert!(matches!(e.reason, Reason::GrantWaitExpired | Reason::QuotaExceeded), "{e:?}");
+    let _b = a.grant(0, &tenant("b"), &Quota::default(), 6, Duration::ZERO).await.expect("b has the rest");
+    assert_eq!(a.view(0).in_use, 8);
+}
+
+#[tokio::test]
+async fn native_budget_is_acquired_and_released_in_the_same_ledger() {
+    let a = admission(Policy::Managed);
+    let t = tenant("proc");
+    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT).await.expect("native budget");
+    assert_eq!(a.view(0).in_use, 5);
+    assert!(a.grant(0, &tenant("b"), &Quota::default(), 4, Duration::ZERO).await.is_err(), "3 left");
+    a.release_native(0, &t, 5);
+    assert_eq!(a.view(0).in_use, 0);
+}
+
+#[tokio::test]
+async fn passthrough_grants_without_counting() {
+    let a = admission(Policy::Passthrough);
+    let g = a.grant(0, &tenant("a"), &Quota::default(), 4, Duration::ZERO).await.expect("no ledger");
+    assert_eq!(g.waited(), Duration::ZERO);
+    assert_eq!(a.view(0).in_use, 0);
+    assert_eq!(g.fill(CLASS).await.streams.len(), 4);
+}
