@@ -97,8 +97,8 @@ impl World {
 
     /// What a refused request must leave exactly as it was.
     fn snapshot(&self) -> Snapshot {
-        let devices = (0..2).map(|d| self.daemon.admission.view(d)).map(|v| (v.in_use, v.queued)).collect();
-        (devices, self.daemon.registry.totals(), self.daemon.reports.pending_callbacks())
+        let devices = (0..2).map(|d| self.daemon.budget(d)).map(|v| (v.in_use, v.queued)).collect();
+        (devices, self.daemon.registry().totals(), self.daemon.reports().pending_callbacks())
     }
 
     /// Applies one operation; Ok(true) when it was accepted.

@@ -1,4 +1,5 @@
 use super::{Api, convert};
+use crate::daemon::admin::Fault;
 use crate::error::{NpudError, Reason};
 use crate::policy::quota::QuotaChange;
 use npud_proto::v1::{self as pb, admin_service_server::AdminService};
@@ -11,11 +12,11 @@ impl AdminService for Api {
     async fn status(&self, req: Request<pb::StatusRequest>) -> Result<Response<pb::StatusResponse>, Status> {
         let caller = self.caller(&req)?;
         let d = &self.daemon;
-        let counts = d.registry.tenant_counts();
-        let quotas = d.quotas.all();
+        let counts = d.registry().tenant_counts();
+        let quotas = d.quotas().all();
         let mut tenants = Vec::new();
         for desc in d.devices() {
-            let view = d.admission.view(desc.id);
+            let view = d.budget(desc.id);
             let mut names: BTreeMap<Arc<str>, ()> = view.tenants.keys().map(|t| (Arc::clone(t), ())).collect();
             names.extend(quotas.keys().map(|t| (Arc::clone(t), ())));
             names.extend(counts.keys().map(|t| (Arc::clone(t), ())));
@@ -26,7 +27,7 @@ impl AdminService for Api {
                 let fig = view.tenants.get(name).cloned().unwrap_or_default();
                 let (sessions, events) =
                     counts.get(name).map_or((0, 0), |(s, per_dev)| (*s, per_dev.get(&desc.id).copied().unwrap_or(0)));
-                let (quota, _) = d.quotas.get(name);
+                let (quota, _) = d.quotas().get(name);
                 tenants.push(pb::TenantUsage {
                     tenant: name.to_string(),
                     device: desc.id,
@@ -36,25 +37,25 @@ impl AdminService for Api {
                     waiting_streams: fig.waiting_streams,
                     quota: Some(convert::quota(&quota)),
                     sessions,
-                    allocated_streams: d.allocations.as_ref().map_or(0, |a| a.bound_streams(name, desc.id)),
+                    allocated_streams: d.allocations().map_or(0, |a| a.bound_streams(name, desc.id)),
                 });
             }
         }
-        let hardware_creations = d.devices().iter().map(|x| d.backend.hardware_creations(x.id)).sum();
-        let (sessions, streams, events) = d.registry.totals();
+        let hardware_creations = d.devices().iter().map(|x| d.backend().hardware_creations(x.id)).sum();
+        let (sessions, streams, events) = d.registry().totals();
         Ok(Response::new(pb::StatusResponse {
             devices: self.device_list(),
             tenants,
-            policy: d.config.policy.name().to_string(),
-            epoch: u32::from(d.epoch),
-            pool_hits: d.admission.pool_hits(),
+            policy: d.config().policy.name().to_string(),
+            epoch: u32::from(d.epoch()),
+            pool_hits: d.pool_hits(),
             hardware_creations,
             sessions: sessions as u32,
             streams: streams as u32,
             events: events as u32,
-            callbacks_in_flight: d.reports.pending_callbacks() as u32,
-            invariant_violations: d.health.violations(),
-            native_holders: d.natives.rows((!caller.admin).then_some(caller.tenant.as_ref())),
+            callbacks_in_flight: d.reports().pending_callbacks() as u32,
+            invariant_violations: d.health().violations(),
+            native_holders: d.natives().rows((!caller.admin).then_some(caller.tenant.as_ref())),
         }))
     }
 
@@ -63,9 +64,9 @@ impl AdminService for Api {
         req: Request<pb::ListTenantsRequest>,
     ) -> Result<Response<pb::ListTenantsResponse>, Status> {
         let caller = self.caller(&req)?;
-        let mut all = self.daemon.quotas.all();
+        let mut all = self.daemon.quotas().all();
         if !all.contains_key(&caller.tenant) {
-            let (q, src) = self.daemon.quotas.get(&caller.tenant);
+            let (q, src) = self.daemon.quotas().get(&caller.tenant);
             all.insert(Arc::clone(&caller.tenant), (q, src));
         }
         let tenants = all
@@ -92,8 +93,7 @@ impl AdminService for Api {
             weight: r.weight,
             highest_priority: r.highest_priority,
         };
-        let q = self.daemon.quotas.set(&tenant, change, self.daemon.smallest_capacity())?;
-        self.daemon.admission.set_reservations(&self.daemon.quotas.reservations());
+        let q = self.daemon.set_quota(&tenant, change)?;
         tracing::info!(admin = %caller.tenant, %tenant, max_streams = q.max_streams, reserved = q.reserved_streams, max_events = q.max_events, weight = q.weight, "quota set");
         Ok(Response::new(pb::TenantInfo { name: r.tenant, quota: Some(convert::quota(&q)), source: "runtime".into() }))
     }
@@ -103,7 +103,7 @@ impl AdminService for Api {
         req: Request<pb::EvictSessionRequest>,
     ) -> Result<Response<pb::EvictSessionResponse>, Status> {
         let caller = self.admin(&req)?;
-        let id = self.daemon.registry.owned_session(&caller, req.get_ref().session)?;
+        let id = self.daemon.registry().owned_session(&caller, req.get_ref().session)?;
         let (streams, events) = self.daemon.reclaim(id, "evicted by an admin").await;
         tracing::info!(admin = %caller.tenant, session = id, streams, events, "session evicted");
         Ok(Response::new(pb::EvictSessionResponse { streams_released: streams, events_released: events }))
@@ -111,7 +111,7 @@ impl AdminService for Api {
 
     async fn drain(&self, req: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {
         let caller = self.admin(&req)?;
-        let sessions = self.daemon.registry.all_sessions().len() as u32;
+        let sessions = self.daemon.registry().all_sessions().len() as u32;
         if req.get_ref().shutdown {
             tracing::warn!(admin = %caller.tenant, sessions, "drain and shutdown requested");
             self.daemon.request_shutdown();
@@ -128,34 +128,16 @@ impl AdminService for Api {
     ) -> Result<Response<pb::InjectFaultResponse>, Status> {
         let caller = self.admin(&req)?;
         let r = req.into_inner();
-        let d = &self.daemon;
-        d.device(r.device)?;
-        let name = d.backend.name();
-        match r.fault {
-            Some(pb::inject_fault_request::Fault::FailNextCreations(n)) => {
-                d.backend.fail_next_creations(r.device, n).map_err(|e| crate::error::backend_error(name, e))?;
-            }
-            Some(pb::inject_fault_request::Fault::FailTask(f)) => {
-                let s = d.registry.stream(&caller, f.stream)?;
-                d.backend
-                    .fail_task(s.device, s.raw, f.task, f.code)
-                    .map_err(|e| crate::error::backend_error(name, e))?;
-            }
-            Some(pb::inject_fault_request::Fault::Stall(_)) => {
-                d.backend.set_stalled(r.device, true).map_err(|e| crate::error::backend_error(name, e))?;
-            }
-            Some(pb::inject_fault_request::Fault::Resume(_)) => {
-                d.backend.set_stalled(r.device, false).map_err(|e| crate::error::backend_error(name, e))?;
-            }
-            Some(pb::inject_fault_request::Fault::Panic(_)) => {
-                tracing::warn!(admin = %caller.tenant, "injected fault: this handler panics now");
-                d.registry.panic_while_locked();
-            }
-            None => {
-                return Err(NpudError::invalid(Reason::InvalidArgumentOther, "name a fault to inject").into());
-            }
-        }
-        tracing::info!(admin = %caller.tenant, device = r.device, "fault injected");
+        use pb::inject_fault_request::Fault as F;
+        let fault = match r.fault {
+            Some(F::FailNextCreations(n)) => Fault::FailNextCreations(n),
+            Some(F::FailTask(f)) => Fault::FailTask { stream: f.stream, task: f.task, code: f.code },
+            Some(F::Stall(_)) => Fault::Stall,
+            Some(F::Resume(_)) => Fault::Resume,
+            Some(F::Panic(_)) => Fault::Panic,
+            None => return Err(NpudError::invalid(Reason::InvalidArgumentOther, "name a fault to inject").into()),
+        };
+        self.daemon.inject_fault(&caller, r.device, fault)?;
         Ok(Response::new(pb::InjectFaultResponse {}))
     }
 }

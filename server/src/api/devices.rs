@@ -5,22 +5,22 @@ use tonic::{Request, Response, Status};
 impl Api {
     pub(super) fn device_list(&self) -> Vec<pb::Device> {
         let d = &self.daemon;
-        let counts = d.registry.tenant_counts();
+        let counts = d.registry().tenant_counts();
         d.devices()
             .iter()
             .map(|desc| {
                 // The device's event table holds daemon and native events alike.
                 let events: u32 =
                     counts.values().map(|(_, per_dev)| per_dev.get(&desc.id).copied().unwrap_or(0)).sum::<u32>()
-                        + d.natives.device_events(desc.id);
+                        + d.natives().device_events(desc.id);
                 convert::device(
                     desc,
-                    d.backend.name(),
-                    &d.admission.view(desc.id),
+                    d.backend().name(),
+                    &d.budget(desc.id),
                     &convert::DeviceLive {
                         events_in_use: events,
-                        hardware_in_use: d.backend.hardware_in_use(desc.id),
-                        healthy: d.health.is_healthy(desc.id),
+                        hardware_in_use: d.backend().hardware_in_use(desc.id),
+                        healthy: d.health().is_healthy(desc.id),
                     },
                 )
             })

@@ -41,9 +41,8 @@ impl Api {
     /// The authenticated caller of a request: the kernel's word on the Unix socket, the
     /// client certificate or bearer token on TCP.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
-        let identities = self.daemon.identities.read().unwrap_or_else(|e| e.into_inner());
         let caller = match unix_peer(req) {
-            Some(peer) => identities.resolve(&peer)?,
+            Some(peer) => self.daemon.resolve_peer(&peer)?,
             None => {
                 let names: Vec<String> = req
                     .peer_certs()
@@ -55,10 +54,10 @@ impl Api {
                     .get::<tonic::transport::server::TlsConnectInfo<tonic::transport::server::TcpConnectInfo>>()
                     .is_some();
                 if tls || token.is_some() {
-                    identities.resolve_remote(&names, token)?
+                    self.daemon.resolve_remote(&names, token)?
                 } else if req.extensions().get::<tonic::transport::server::TcpConnectInfo>().is_some() {
                     // Plain TCP (--insecure-tcp) without a token: the unprivileged "nobody".
-                    identities.resolve(&Peer {
+                    self.daemon.resolve_peer(&Peer {
                         uid: INSECURE_TCP_UID,
                         gid: INSECURE_TCP_UID,
                         pid: None,
@@ -70,8 +69,6 @@ impl Api {
                 }
             }
         };
-        drop(identities);
-        self.daemon.limiter.check(&caller.tenant)?;
         Ok(caller)
     }
 
@@ -79,15 +76,13 @@ impl Api {
     fn session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
         let caller = self.caller(req)?;
         let id = session_id(req)?;
-        self.daemon.registry.touch(&caller, id)?;
+        self.daemon.registry().touch(&caller, id)?;
         Ok((caller, id))
     }
 
     fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let caller = self.caller(req)?;
-        if !caller.admin {
-            return Err(NpudError::new(Reason::NotAdmin, format!("tenant {} is not an admin", caller.tenant)).into());
-        }
+        crate::daemon::admin::require_admin(&caller)?;
         Ok(caller)
     }
 }

@@ -43,7 +43,7 @@ fn to_pb(r: &SessionReport) -> pb::Report {
 struct OpenStream(Arc<crate::daemon::Daemon>, u64);
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        self.0.registry.set_report_stream(self.1, false);
+        self.0.registry().set_report_stream(self.1, false);
     }
 }
 
@@ -82,7 +82,7 @@ impl ReportService for Api {
                     Reason::InvalidArgumentOther,
                     format!("block type {} is neither NO_BLOCK (0) nor BLOCK (1)", r.block_type),
                 )
-                .with_native(self.daemon.backend.name(), acl_codes::INVALID_PARAM)
+                .with_native(self.daemon.backend().name(), acl_codes::INVALID_PARAM)
                 .into());
             }
         };
@@ -93,10 +93,10 @@ impl ReportService for Api {
     async fn reports(&self, req: Request<pb::ReportsRequest>) -> Result<Response<Self::ReportsStream>, Status> {
         let (_, session) = self.session(&req)?;
         let daemon = Arc::clone(&self.daemon);
-        let notify = daemon.reports.watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
-        daemon.registry.open_report_stream(session, daemon.config.limits.max_report_streams_per_session)?;
+        let notify = daemon.reports().watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
+        daemon.registry().open_report_stream(session, daemon.config().limits.max_report_streams_per_session)?;
         let alive = OpenStream(Arc::clone(&daemon), session);
-        daemon.reports.confirm(session, req.get_ref().after_sequence);
+        daemon.reports().confirm(session, req.get_ref().after_sequence);
         let (tx, rx) = tokio::sync::mpsc::channel(256);
         let mut cursor = req.get_ref().after_sequence;
         tokio::spawn(async move {
@@ -105,7 +105,7 @@ impl ReportService for Api {
                 let changed = notify.notified();
                 tokio::pin!(changed);
                 changed.as_mut().enable();
-                let Some(batch) = daemon.reports.next_batch(session, cursor, 256) else {
+                let Some(batch) = daemon.reports().next_batch(session, cursor, 256) else {
                     return;
                 };
                 for r in &batch {
@@ -135,24 +135,24 @@ impl ReportService for Api {
         if r.max_reports == 0 || r.max_reports > 1024 {
             return Err(NpudError::invalid(Reason::InvalidCount, "max_reports must be 1..=1024").into());
         }
-        if !self.daemon.registry.thread_subscribed(session, r.thread_id) {
+        if !self.daemon.registry().thread_subscribed(session, r.thread_id) {
             return Err(NpudError::new(
                 Reason::StreamNotSubscribed,
                 format!("thread {} has no subscribed stream", r.thread_id),
             )
-            .with_native(self.daemon.backend.name(), acl_codes::RT_THREAD_SUBSCRIBE)
+            .with_native(self.daemon.backend().name(), acl_codes::RT_THREAD_SUBSCRIBE)
             .into());
         }
         let wait = Duration::from_millis(u64::from(r.timeout_ms)).min(MAX_PULL_WAIT);
         let deadline = tokio::time::Instant::now() + wait;
-        let notify = self.daemon.reports.watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
+        let notify = self.daemon.reports().watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
         loop {
             let changed = notify.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             let taken = self
                 .daemon
-                .reports
+                .reports()
                 .take_for_thread(session, r.thread_id, r.max_reports as usize)
                 .ok_or_else(|| Status::from(NpudError::unknown_session()))?;
             if !taken.is_empty() {
@@ -171,7 +171,7 @@ impl ReportService for Api {
         let (caller, session) = self.session(&req)?;
         let id = req.get_ref().callback_id;
         self.daemon.ack_callback(&caller, id)?;
-        self.daemon.reports.forget_report_of(session, id);
+        self.daemon.reports().forget_report_of(session, id);
         Ok(Response::new(pb::AckResponse {}))
     }
 
@@ -180,7 +180,7 @@ impl ReportService for Api {
         req: Request<pb::SetExceptionReportsRequest>,
     ) -> Result<Response<pb::SetExceptionReportsResponse>, Status> {
         let (_, session) = self.session(&req)?;
-        self.daemon.reports.set_exceptions(session, req.get_ref().enabled);
+        self.daemon.reports().set_exceptions(session, req.get_ref().enabled);
         Ok(Response::new(pb::SetExceptionReportsResponse {}))
     }
 }

@@ -18,13 +18,13 @@ impl SessionService for Api {
             lease_ms: lease.as_millis() as u32,
             attached,
             tenant: caller.tenant.to_string(),
-            epoch: u32::from(self.daemon.epoch),
+            epoch: u32::from(self.daemon.epoch()),
         }))
     }
 
     async fn renew(&self, req: Request<pb::RenewSessionRequest>) -> Result<Response<pb::RenewSessionResponse>, Status> {
         let caller = self.caller(&req)?;
-        let lease = self.daemon.registry.touch(&caller, req.get_ref().session)?;
+        let lease = self.daemon.registry().touch(&caller, req.get_ref().session)?;
         Ok(Response::new(pb::RenewSessionResponse { lease_ms: lease.as_millis() as u32 }))
     }
 
@@ -40,7 +40,7 @@ impl SessionService for Api {
         let scope = if caller.admin { None } else { Some(caller.tenant.as_ref()) };
         let sessions = self
             .daemon
-            .registry
+            .registry()
             .sessions(scope)
             .into_iter()
             .map(|s| pb::SessionInfo {

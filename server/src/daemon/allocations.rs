@@ -24,8 +24,7 @@ impl Daemon {
         };
         let (current, _) = self.quotas.get(tenant);
         if current.max_streams != streams || current.reserved_streams != streams {
-            self.quotas.set(tenant, change, self.smallest_capacity())?;
-            self.admission.set_reservations(&self.quotas.reservations());
+            self.set_quota(tenant, change)?;
             tracing::info!(%tenant, streams, "a container presented its allocation: its quota is the allocation");
         }
         Ok(())
@@ -37,10 +36,9 @@ impl Daemon {
     /// session it left is reclaimed now rather than when its lease lapses.
     pub async fn forget_allocation(&self, a: &Allocation) {
         let Some(tenant) = &a.bound else { return };
-        if let Err(e) = self.quotas.remove(tenant) {
+        if let Err(e) = self.remove_quota(tenant) {
             tracing::warn!(%tenant, error = %e, "removing a gone pod's quota");
         }
-        self.admission.set_reservations(&self.quotas.reservations());
         let sessions: Vec<u64> = self.registry.sessions(Some(tenant)).into_iter().map(|s| s.id).collect();
         for id in sessions {
             self.reclaim(id, "its pod is gone").await;

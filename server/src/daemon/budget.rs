@@ -101,13 +101,7 @@ impl NativeSession {
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
-            process_streams: self
-                .daemon
-                .identities
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .process_streams(&self.caller.tenant)
-                .unwrap_or(0),
+            process_streams: self.daemon.process_streams(&self.caller.tenant).unwrap_or(0),
             max_streams: self.daemon.quotas.get(&self.caller.tenant).0.max_streams,
         }))
     }

@@ -3,6 +3,7 @@
 //! authenticated caller and plain values and return domain types; the gRPC layer and the
 //! budget wire convert at the edges.
 
+pub mod admin;
 mod allocations;
 pub mod budget;
 pub mod callbacks;
@@ -29,23 +30,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 pub struct Daemon {
-    pub config: Config,
-    pub backend: Arc<dyn Backend>,
-    pub registry: Registry,
-    pub admission: Arc<Admission>,
-    pub quotas: Quotas,
-    pub identities: std::sync::RwLock<Identities>,
-    pub reports: ReportHub,
-    pub epoch: u16,
-    pub limiter: crate::tenancy::limits::RateLimiter,
-    pub health: Arc<crate::observe::health::Health>,
-    pub metrics: Arc<crate::observe::metrics::Metrics>,
+    config: Config,
+    backend: Arc<dyn Backend>,
+    registry: Registry,
+    admission: Arc<Admission>,
+    quotas: Quotas,
+    identities: std::sync::RwLock<Identities>,
+    reports: ReportHub,
+    epoch: u16,
+    limiter: crate::tenancy::limits::RateLimiter,
+    health: Arc<crate::observe::health::Health>,
+    metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
-    pub natives: crate::policy::natives::Natives,
+    natives: crate::policy::natives::Natives,
     /// Streams sessions destroyed that are still draining (for device sync).
-    pub released: crate::daemon::released::Released,
+    released: crate::daemon::released::Released,
     /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
-    pub allocations: Option<Arc<crate::policy::allocations::Allocations>>,
+    allocations: Option<Arc<crate::policy::allocations::Allocations>>,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -178,6 +179,67 @@ impl Daemon {
         self.admission.set_reservations(&self.quotas.reservations());
         tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
         Ok(())
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// This run's epoch: handles minted by an earlier run are refused.
+    pub fn epoch(&self) -> u16 {
+        self.epoch
+    }
+
+    /// Sessions and the handles they own (read by `status`, `session list` and the
+    /// report streams).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
+    }
+
+    pub fn backend(&self) -> &dyn Backend {
+        self.backend.as_ref()
+    }
+
+    pub fn health(&self) -> &crate::observe::health::Health {
+        &self.health
+    }
+
+    /// Processes holding streams they created themselves.
+    pub fn natives(&self) -> &crate::policy::natives::Natives {
+        &self.natives
+    }
+
+    pub fn reports(&self) -> &ReportHub {
+        &self.reports
+    }
+
+    /// Device-plugin allocations, when npud is the node's device plugin.
+    pub fn allocations(&self) -> Option<&Arc<crate::policy::allocations::Allocations>> {
+        self.allocations.as_ref()
+    }
+
+    /// A device's budget figures now.
+    pub fn budget(&self, device: u32) -> crate::policy::admission::BudgetView {
+        self.admission.view(device)
+    }
+
+    /// Streams handed out from the warm pool so far.
+    pub fn pool_hits(&self) -> u64 {
+        self.admission.pool_hits()
+    }
+
+    /// Fills the warm pools at start-up (`budget.prewarm` streams per device).
+    pub async fn prewarm(&self, class: crate::policy::admission::Class) -> NpudResult<()> {
+        self.admission.prewarm(class).await
+    }
+
+    /// Gives the warm pools' streams back to the hardware (at shutdown).
+    pub async fn drain_pools(&self) {
+        self.admission.drain_pools().await;
     }
 
     /// The metrics handle, for the layers that count on the daemon's behalf.

@@ -32,8 +32,8 @@ impl Plugin {
     pub fn devices(&self) -> Vec<dp::Device> {
         let mut out = Vec::new();
         for d in 0..self.daemon.devices().len() as u32 {
-            let units = self.daemon.admission.view(d).capacity / self.config.stream_unit;
-            let health = if self.daemon.health.is_healthy(d) { "Healthy" } else { "Unhealthy" };
+            let units = self.daemon.budget(d).capacity / self.config.stream_unit;
+            let health = if self.daemon.health().is_healthy(d) { "Healthy" } else { "Unhealthy" };
             out.extend((0..units).map(|i| dp::Device {
                 id: format!("npud-{d}-{i}"),
                 health: health.into(),
@@ -68,7 +68,7 @@ impl Plugin {
             .allocations
             .allocate(ids.to_vec(), streams)
             .map_err(|e| Status::internal(format!("writing the allocation token: {e}")))?;
-        let socket = &self.daemon.config.socket;
+        let socket = &self.daemon.config().socket;
         let socket_dir = socket.parent().unwrap_or(Path::new("/"));
         let mut envs = std::collections::HashMap::from([
             ("NPUD_SOCKET".to_string(), socket.display().to_string()),

@@ -24,7 +24,7 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
         container: info.container.clone(),
         unverified: info.unverified,
     };
-    let resolved = daemon.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(&peer);
+    let resolved = daemon.resolve_peer(&peer);
     let origin = Origin {
         pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
         container: info.container.as_ref().map(|c| c.id.clone()),

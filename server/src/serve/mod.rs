@@ -158,7 +158,7 @@ fn route_connections(
     daemon: Arc<Daemon>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<crate::tenancy::identity::PeerStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let limiter = crate::tenancy::connections::ConnectionLimiter::new(daemon.config.limits.max_connections_per_uid);
+    let limiter = crate::tenancy::connections::ConnectionLimiter::new(daemon.config().limits.max_connections_per_uid);
     tokio::spawn(async move {
         while !tx.is_closed() {
             let stream = match listener.accept().await {
@@ -183,7 +183,7 @@ fn route_connections(
                 None => {
                     tracing::warn!(
                         uid,
-                        limit = daemon.config.limits.max_connections_per_uid,
+                        limit = daemon.config().limits.max_connections_per_uid,
                         "closing a connection: the uid has the most connections it may open"
                     );
                     continue;
@@ -225,9 +225,9 @@ fn spawn_background(daemon: &Arc<Daemon>) {
             }
         }
     });
-    tokio::spawn(crate::daemon::health::monitor(Arc::clone(daemon), daemon.config.health_interval));
+    tokio::spawn(crate::daemon::health::monitor(Arc::clone(daemon), daemon.config().health_interval));
     let d = Arc::clone(daemon);
-    let period = (d.config.lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
+    let period = (d.config().lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -238,7 +238,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
             if let Err(e) = tokio::spawn(async move { d2.reap_expired().await }).await {
                 tracing::error!(error = %e, "reaping sessions failed; will retry");
             }
-            if d.config.check_invariants {
+            if d.config().check_invariants {
                 d.check_invariants();
             }
         }
@@ -247,12 +247,11 @@ fn spawn_background(daemon: &Arc<Daemon>) {
 
 /// Serves until `shutdown` resolves, then drains within the configured grace.
 pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-    let config = &daemon.config;
+    let config = &daemon.config();
     let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?;
     let socket = config.socket.clone();
     let _socket_file = SocketFile(socket.clone());
     daemon
-        .admission
         .prewarm((0, npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC))
         .await
         .map_err(|e| ServeError::Startup(format!("pre-warming the pool: {e}")))?;
@@ -284,7 +283,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
         tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
-    if let (Some(k8s), Some(allocations)) = (&config.kubernetes, &daemon.allocations) {
+    if let (Some(k8s), Some(allocations)) = (&config.kubernetes, daemon.allocations()) {
         let plugin = crate::kubernetes::plugin::Plugin {
             daemon: Arc::clone(&daemon),
             config: k8s.clone(),
@@ -351,7 +350,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         }
     };
     tokio::pin!(servers);
-    tracing::info!(socket = %socket.display(), policy = config.policy.name(), epoch = daemon.epoch, devices = daemon.devices().len(), "npud is serving");
+    tracing::info!(socket = %socket.display(), policy = config.policy.name(), epoch = daemon.epoch(), devices = daemon.devices().len(), "npud is serving");
     crate::serve::systemd::notify("READY=1");
     let result = tokio::select! {
         r = &mut servers => r.map_err(ServeError::from),
@@ -364,10 +363,10 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             }
             daemon.start_draining();
             let _ = stop_tx.send(true);
-            let grace = daemon.config.shutdown_grace;
+            let grace = daemon.config().shutdown_grace;
             let d = Arc::clone(&daemon);
             let reclaim = async move {
-                for id in d.registry.all_sessions() {
+                for id in d.registry().all_sessions() {
                     d.reclaim(id, "daemon shutdown").await;
                 }
             };
@@ -381,7 +380,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             }
         }
     };
-    daemon.admission.drain_pools().await;
+    daemon.drain_pools().await;
     tracing::info!("npud stopped");
     result
 }
