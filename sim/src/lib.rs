@@ -10,7 +10,8 @@
 mod device;
 mod engine;
 pub mod error;
-pub mod flags;
+/// The flag vocabulary lives with the wire contract; re-exported for the simulator's users.
+pub use npud_proto::flags;
 pub mod fleet;
 pub mod profile;
 pub mod shared;

@@ -51,5 +51,5 @@ impl Ctx {
 }
 
 pub fn flag_names(flags: u32) -> Vec<&'static str> {
-    npu_sim::flags::stream_flag_names(flags)
+    npud_proto::flags::stream_flag_names(flags)
 }

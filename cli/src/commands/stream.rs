@@ -39,7 +39,7 @@ pub async fn create(
     wait: Duration,
     session: &str,
 ) -> anyhow::Result<()> {
-    let flags = npu_sim::flags::parse_stream_flags(flags).map_err(anyhow::Error::msg)?;
+    let flags = npud_proto::flags::parse_stream_flags(flags).map_err(anyhow::Error::msg)?;
     let client = ctx.session(session).await?;
     let streams = client.device(device).create_streams(count, StreamOptions { priority, flags, wait }).await?;
     // The streams belong to the named session; the next npuctl call can use them.

@@ -6,7 +6,7 @@ use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::registry::{EventEntry, StreamEntry};
 use crate::types::Caller;
-use npu_sim::flags::{EVENT_DEFAULT, EVENT_TIME_LINE, check_event_flags};
+use npud_proto::flags::{EVENT_DEFAULT, EVENT_TIME_LINE, check_event_flags};
 use std::sync::Arc;
 
 /// ACL_ERROR_RT_NO_EVENT_RESOURCE.

@@ -62,7 +62,7 @@ impl Daemon {
                 ),
             ));
         }
-        npu_sim::flags::check_stream_flags(req.flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
+        npud_proto::flags::check_stream_flags(req.flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         let (quota, _) = self.quotas.get(&caller.tenant);
         if req.priority < quota.highest_priority {
             return Err(NpudError::invalid(
@@ -85,7 +85,7 @@ impl Daemon {
     ) -> NpudResult<(Vec<StreamView>, Duration)> {
         self.refuse_if_draining()?;
         let req = CreateRequest {
-            flags: npu_sim::flags::effective_stream_flags(req.flags)
+            flags: npud_proto::flags::effective_stream_flags(req.flags)
                 .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?,
             priority: self.effective_priority(req.device, req.priority)?,
             ..req

@@ -252,7 +252,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
     let socket = config.socket.clone();
     let _socket_file = SocketFile(socket.clone());
     daemon
-        .prewarm((0, npu_sim::flags::STREAM_FAST_LAUNCH | npu_sim::flags::STREAM_FAST_SYNC))
+        .prewarm((0, npud_proto::flags::STREAM_FAST_LAUNCH | npud_proto::flags::STREAM_FAST_SYNC))
         .await
         .map_err(|e| ServeError::Startup(format!("pre-warming the pool: {e}")))?;
     spawn_background(&daemon);

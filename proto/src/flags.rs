@@ -1,13 +1,17 @@
-//! Stream and event flag rules of AscendCL (ACL_STREAM_*, ACL_EVENT_*).
+//! The stream and event flag vocabulary (ACL_STREAM_*, ACL_EVENT_*) and its rules, shared
+//! by the daemon, the simulator, the fakes and the CLI. The bit values are common.proto's
+//! `StreamFlag` and `EventFlag`, so the wire contract is their one definition.
 
-pub const STREAM_FAST_LAUNCH: u32 = 0x1;
-pub const STREAM_FAST_SYNC: u32 = 0x2;
-pub const STREAM_PERSISTENT: u32 = 0x4;
-pub const STREAM_HUGE: u32 = 0x8;
-pub const STREAM_CPU_SCHEDULE: u32 = 0x10;
-pub const STREAM_DEVICE_USE_ONLY: u32 = 0x20;
+use crate::v1::{EventFlag, StreamFlag};
+
+pub const STREAM_FAST_LAUNCH: u32 = StreamFlag::FastLaunch as u32;
+pub const STREAM_FAST_SYNC: u32 = StreamFlag::FastSync as u32;
+pub const STREAM_PERSISTENT: u32 = StreamFlag::Persistent as u32;
+pub const STREAM_HUGE: u32 = StreamFlag::Huge as u32;
+pub const STREAM_CPU_SCHEDULE: u32 = StreamFlag::CpuSchedule as u32;
+pub const STREAM_DEVICE_USE_ONLY: u32 = StreamFlag::DeviceUseOnly as u32;
 /// npud extension mirroring CU_STREAM_NON_BLOCKING; no effect on an ACL device.
-pub const STREAM_NON_BLOCKING: u32 = 0x100;
+pub const STREAM_NON_BLOCKING: u32 = StreamFlag::NonBlocking as u32;
 const STREAM_KNOWN: u32 = STREAM_FAST_LAUNCH
     | STREAM_FAST_SYNC
     | STREAM_PERSISTENT
@@ -16,12 +20,12 @@ const STREAM_KNOWN: u32 = STREAM_FAST_LAUNCH
     | STREAM_DEVICE_USE_ONLY
     | STREAM_NON_BLOCKING;
 
-pub const EVENT_SYNC: u32 = 0x1;
-pub const EVENT_CAPTURE_STREAM_PROGRESS: u32 = 0x2;
-pub const EVENT_TIME_LINE: u32 = 0x8;
-pub const EVENT_DEVICE_USE_ONLY: u32 = 0x10;
-pub const EVENT_EXTERNAL: u32 = 0x20;
-pub const EVENT_IPC: u32 = 0x40;
+pub const EVENT_SYNC: u32 = EventFlag::Sync as u32;
+pub const EVENT_CAPTURE_STREAM_PROGRESS: u32 = EventFlag::CaptureStreamProgress as u32;
+pub const EVENT_TIME_LINE: u32 = EventFlag::TimeLine as u32;
+pub const EVENT_DEVICE_USE_ONLY: u32 = EventFlag::DeviceUseOnly as u32;
+pub const EVENT_EXTERNAL: u32 = EventFlag::External as u32;
+pub const EVENT_IPC: u32 = EventFlag::Ipc as u32;
 const EVENT_KNOWN: u32 =
     EVENT_SYNC | EVENT_CAPTURE_STREAM_PROGRESS | EVENT_TIME_LINE | EVENT_DEVICE_USE_ONLY | EVENT_EXTERNAL | EVENT_IPC;
 /// What aclrtCreateEvent gives: usable by stream waits and resets, and timed.
@@ -113,6 +117,13 @@ mod tests {
         assert_eq!(effective_stream_flags(0x4000 | STREAM_FAST_LAUNCH), Ok(0));
         assert_eq!(effective_stream_flags(STREAM_FAST_LAUNCH | STREAM_FAST_SYNC), Ok(3));
         assert!(effective_stream_flags(u32::MAX).is_err(), "DEVICE_USE_ONLY OR-ed with the rest");
+    }
+
+    #[test]
+    fn the_bits_are_aclrt_s() {
+        assert_eq!((STREAM_FAST_LAUNCH, STREAM_FAST_SYNC, STREAM_DEVICE_USE_ONLY), (0x1, 0x2, 0x20));
+        assert_eq!((EVENT_SYNC, EVENT_TIME_LINE, EVENT_EXTERNAL, EVENT_IPC), (0x1, 0x8, 0x20, 0x40));
+        assert_eq!(STREAM_NON_BLOCKING, 0x100);
     }
 
     #[test]
