@@ -88,22 +88,42 @@ impl Lib {
 /// A one-shot Rust closure handed to C as `user_data`.
 pub type Thunk = Box<dyn FnOnce() + Send>;
 
-/// Boxes a closure as callback user data; `callback_trampoline` runs it.
-pub fn thunk_into_user_data(f: Thunk) -> usize {
-    Box::into_raw(Box::new(f)) as usize
+/// A boxed one-shot closure on its way to C as `user_data`. It owns the closure until a
+/// launch succeeds ([`UserData::launched`]: the trampoline takes it then); dropped before
+/// that (the launch failed, or an error returned early), it frees the closure, so no path
+/// can leak it or free it twice.
+pub struct UserData<F> {
+    ptr: *mut F,
 }
 
-/// Drops a thunk whose launch failed (C will never call it).
-pub fn drop_user_data(user_data: usize) {
-    // SAFETY: `user_data` came from `thunk_into_user_data` and was never handed to a
-    // successful launch, so nothing else will take it.
-    drop(unsafe { Box::from_raw(user_data as *mut Thunk) });
+impl<F> UserData<F> {
+    pub fn new(f: F) -> Self {
+        Self { ptr: Box::into_raw(Box::new(f)) }
+    }
+
+    /// The pointer as the C API takes it.
+    pub fn raw(&self) -> usize {
+        self.ptr as usize
+    }
+
+    /// The launch succeeded: the vendor calls the trampoline once, which frees it.
+    pub fn launched(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl<F> Drop for UserData<F> {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` came from `Box::into_raw` in `new` and was never handed to a
+        // successful launch (`launched` forgets `self`), so nothing else will take it.
+        drop(unsafe { Box::from_raw(self.ptr) });
+    }
 }
 
 /// The C entry point of host callbacks: runs the boxed closure once.
 pub unsafe extern "C" fn callback_trampoline(user_data: *mut c_void) {
     // SAFETY: the vendor runtime passes back exactly the user data of one successful
-    // launch, which came from `thunk_into_user_data`, and calls us once.
+    // launch, which came from a `UserData<Thunk>`, and calls us once.
     let f = unsafe { Box::from_raw(user_data.cast::<Thunk>()) };
     // A panic must not unwind into C.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));

@@ -4,9 +4,7 @@
 #![allow(unsafe_code)]
 
 use super::super::dl::call;
-pub use super::super::dl::{
-    Lib, LoadError, Thunk, callback_trampoline, current_thread_id, drop_user_data, thunk_into_user_data,
-};
+pub use super::super::dl::{Lib, LoadError, Thunk, UserData, callback_trampoline, current_thread_id};
 use std::ffi::{c_char, c_void};
 
 pub type AclError = i32;

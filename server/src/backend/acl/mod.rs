@@ -281,18 +281,16 @@ impl Backend for AclBackend {
                 s.callbacks.fire(&s.sink, device, stream, callback, blocking);
             }
         });
-        let user_data = ffi::thunk_into_user_data(thunk);
+        let user_data = ffi::UserData::new(thunk);
         self.shared.on(device)?;
-        let launched = check(self.shared.lib.launch_callback(
+        check(self.shared.lib.launch_callback(
             ffi::callback_trampoline,
-            user_data,
+            user_data.raw(),
             u32::from(blocking),
             stream as usize,
-        ));
-        if launched.is_err() {
-            ffi::drop_user_data(user_data);
-        }
-        launched.map(|()| 0)
+        ))?;
+        user_data.launched();
+        Ok(0)
     }
 
     fn ack_callback(&self, _device: u32, _stream: RawStream, callback: u64) -> BackendResult<bool> {

@@ -4,7 +4,7 @@
 #![allow(unsafe_code)]
 
 use super::super::dl::call;
-pub use super::super::dl::{Lib, LoadError, callback_trampoline, drop_user_data, thunk_into_user_data};
+pub use super::super::dl::{Lib, LoadError, Thunk, UserData, callback_trampoline};
 use std::ffi::{c_char, c_void};
 
 pub type CuResult = u32;
@@ -15,22 +15,10 @@ pub type StreamCallback = unsafe extern "C" fn(stream: usize, status: CuResult, 
 /// A one-shot closure for cuStreamAddCallback, given the stream's status.
 pub type StatusThunk = Box<dyn FnOnce(CuResult) + Send>;
 
-/// Boxes a closure as stream-callback user data; `stream_callback_trampoline` runs it.
-pub fn status_thunk_into_user_data(f: StatusThunk) -> usize {
-    Box::into_raw(Box::new(f)) as usize
-}
-
-/// Drops a status thunk whose launch failed (the driver will never call it).
-pub fn drop_status_user_data(user_data: usize) {
-    // SAFETY: `user_data` came from `status_thunk_into_user_data` and was never handed to
-    // a successful cuStreamAddCallback, so nothing else will take it.
-    drop(unsafe { Box::from_raw(user_data as *mut StatusThunk) });
-}
-
 /// The C entry point of cuStreamAddCallback: runs the boxed closure once with the status.
 pub unsafe extern "C" fn stream_callback_trampoline(_stream: usize, status: CuResult, user_data: *mut c_void) {
     // SAFETY: the driver passes back exactly the user data of one successful
-    // cuStreamAddCallback, which came from `status_thunk_into_user_data`, and calls once.
+    // cuStreamAddCallback, which came from a `UserData<StatusThunk>`, and calls once.
     let f = unsafe { Box::from_raw(user_data.cast::<StatusThunk>()) };
     // A panic must not unwind into C.
     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || f(status)));

@@ -225,24 +225,19 @@ impl Backend for CudaBackend {
             }
         };
         self.shared.on(device)?;
-        let launched = if self.shared.lib.has("cuStreamAddCallback") {
-            let user_data = ffi::status_thunk_into_user_data(Box::new(fire));
-            let launched =
-                check(self.shared.lib.stream_add_callback(stream as usize, ffi::stream_callback_trampoline, user_data));
-            if launched.is_err() {
-                ffi::drop_status_user_data(user_data);
-            }
-            launched
+        if self.shared.lib.has("cuStreamAddCallback") {
+            let thunk: ffi::StatusThunk = Box::new(fire);
+            let user_data = ffi::UserData::new(thunk);
+            let s = stream as usize;
+            check(self.shared.lib.stream_add_callback(s, ffi::stream_callback_trampoline, user_data.raw()))?;
+            user_data.launched();
         } else {
-            let user_data = ffi::thunk_into_user_data(Box::new(move || fire(0)));
-            let launched =
-                check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data));
-            if launched.is_err() {
-                ffi::drop_user_data(user_data);
-            }
-            launched
-        };
-        launched.map(|()| 0)
+            let thunk: ffi::Thunk = Box::new(move || fire(0));
+            let user_data = ffi::UserData::new(thunk);
+            check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data.raw()))?;
+            user_data.launched();
+        }
+        Ok(0)
     }
 
     fn ack_callback(&self, _device: u32, _stream: RawStream, callback: u64) -> BackendResult<bool> {
