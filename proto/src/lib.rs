@@ -3,6 +3,7 @@
 //! Kept in its own crate so the daemon, the Rust client and the CLI share one definition,
 //! and so clients in other languages can be generated from the same files.
 
+pub mod codes;
 pub mod flags;
 
 /// Generated messages and services of package `npud.v1`.

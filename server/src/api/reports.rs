@@ -1,7 +1,7 @@
 use super::Api;
-use crate::daemon::callbacks::acl_codes;
 use crate::daemon::reports::{ReportBody, SessionReport};
 use crate::error::{NpudError, Reason};
+use npud_proto::codes::acl;
 use npud_proto::v1::{self as pb, report_service_server::ReportService};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -82,7 +82,7 @@ impl ReportService for Api {
                     Reason::InvalidArgumentOther,
                     format!("block type {} is neither NO_BLOCK (0) nor BLOCK (1)", r.block_type),
                 )
-                .with_native(self.daemon.backend().name(), acl_codes::INVALID_PARAM)
+                .with_native(self.daemon.backend().name(), i64::from(acl::INVALID_PARAM))
                 .into());
             }
         };
@@ -140,7 +140,7 @@ impl ReportService for Api {
                 Reason::StreamNotSubscribed,
                 format!("thread {} has no subscribed stream", r.thread_id),
             )
-            .with_native(self.daemon.backend().name(), acl_codes::RT_THREAD_SUBSCRIBE)
+            .with_native(self.daemon.backend().name(), i64::from(acl::RT_THREAD_SUBSCRIBE))
             .into());
         }
         let wait = Duration::from_millis(u64::from(r.timeout_ms)).min(MAX_PULL_WAIT);

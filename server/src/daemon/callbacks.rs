@@ -8,24 +8,15 @@ use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::registry::handle::Kind;
 use crate::types::Caller;
+use npud_proto::codes::acl;
 use std::sync::Arc;
-
-/// aclError codes the callback family answers with.
-pub mod acl_codes {
-    pub const INVALID_PARAM: i64 = 100000;
-    pub const RT_THREAD_SUBSCRIBE: i64 = 107012;
-    pub const STREAM_NOT_SUBSCRIBE: i64 = 100034;
-    pub const WAIT_CALLBACK_TIMEOUT: i64 = 100036;
-    pub const RT_STREAM_SUBSCRIBE: i64 = 107011;
-    pub const RT_STREAM_NO_CB_REG: i64 = 107015;
-}
 
 impl Daemon {
     pub fn subscribe_report(&self, caller: &Caller, session: u64, thread_id: u64, stream: u64) -> NpudResult<()> {
         self.registry.touch(caller, session)?;
         self.registry.subscribe(caller, stream, session, thread_id).map_err(|e| {
             if e.reason == Reason::StreamAlreadySubscribed {
-                e.with_native(self.backend.name(), acl_codes::RT_STREAM_SUBSCRIBE)
+                e.with_native(self.backend.name(), i64::from(acl::RT_STREAM_SUBSCRIBE))
             } else {
                 e
             }
@@ -35,7 +26,7 @@ impl Daemon {
     pub fn unsubscribe_report(&self, caller: &Caller, thread_id: u64, stream: u64) -> NpudResult<()> {
         self.registry.unsubscribe(caller, stream, thread_id).map_err(|e| {
             if e.reason == Reason::StreamNotSubscribed {
-                e.with_native(self.backend.name(), acl_codes::STREAM_NOT_SUBSCRIBE)
+                e.with_native(self.backend.name(), i64::from(acl::STREAM_NOT_SUBSCRIBE))
             } else {
                 e
             }
@@ -57,7 +48,7 @@ impl Daemon {
                 Reason::StreamNotSubscribed,
                 format!("no thread subscribed to stream {stream}: call subscribe_report first"),
             )
-            .with_native(self.backend.name(), acl_codes::RT_STREAM_NO_CB_REG));
+            .with_native(self.backend.name(), i64::from(acl::RT_STREAM_NO_CB_REG)));
         };
         let id = self.registry.minter().mint(Kind::Callback);
         self.reports.add_callback(
@@ -153,7 +144,7 @@ impl Daemon {
             let Some(cb) = this.reports.remove_callback(id) else {
                 return;
             };
-            if this.backend.fail_callback(cb.device, cb.raw_stream, id, acl_codes::WAIT_CALLBACK_TIMEOUT) {
+            if this.backend.fail_callback(cb.device, cb.raw_stream, id, i64::from(acl::WAIT_CALLBACK_TIMEOUT)) {
                 tracing::warn!(tenant = %cb.tenant, stream = cb.stream, callback = id, "blocking callback was not acknowledged in time; stream failed");
             }
         });

@@ -17,22 +17,14 @@ use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
-pub type AclError = i32;
 pub type Handle = *mut c_void;
 
-pub const ACL_SUCCESS: AclError = 0;
-pub(crate) const INVALID_PARAM: AclError = 100000;
-pub(crate) const UNINITIALIZE: AclError = 100001;
-const REPEAT_INITIALIZE: AclError = 100002;
-const RT_PARAM_INVALID: AclError = 107000;
-pub(crate) const RT_CONTEXT_NULL: AclError = 107002;
-const RT_STREAM_CONTEXT: AclError = 107003;
-const RT_STREAM_SUBSCRIBE: AclError = 107011;
-const RT_THREAD_SUBSCRIBE: AclError = 107012;
-const RT_STREAM_NO_CB_REG: AclError = 107015;
-const RT_REPORT_TIMEOUT: AclError = 507012;
-const RT_STREAM_SYNC_TIMEOUT: AclError = 507046;
-const RT_EVENT_SYNC_TIMEOUT: AclError = 507047;
+pub use npud_proto::codes::acl::{AclError, SUCCESS as ACL_SUCCESS};
+pub(crate) use npud_proto::codes::acl::{INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
+use npud_proto::codes::acl::{
+    REPEAT_INITIALIZE, RT_EVENT_SYNC_TIMEOUT, RT_PARAM_INVALID, RT_REPORT_TIMEOUT, RT_STREAM_CONTEXT,
+    RT_STREAM_NO_CB_REG, RT_STREAM_SUBSCRIBE, RT_STREAM_SYNC_TIMEOUT, RT_THREAD_SUBSCRIBE,
+};
 
 /// What exception callbacks receive; read through the getters only.
 #[repr(C)]

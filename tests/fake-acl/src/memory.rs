@@ -6,8 +6,7 @@ use crate::state::{current_context, rt};
 use crate::{AclError, Handle, INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 use std::ffi::{c_char, c_void};
 
-/// ACL_ERROR_RT_MEMORY_ALLOCATION.
-const RT_MEMORY_ALLOCATION: AclError = 207001;
+use npud_proto::codes::acl::RT_MEMORY_ALLOCATION;
 /// aclrtMemcpyKind: HOST_TO_HOST 0 … DEVICE_TO_DEVICE 3.
 const MEMCPY_KINDS: u32 = 4;
 /// aclrtRunMode: ACL_HOST, a host process driving an NPU card.

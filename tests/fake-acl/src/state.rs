@@ -7,15 +7,16 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-pub const INTERNAL: AclError = 507000;
-/// ACL_ERROR_RT_NO_STREAM_RESOURCE: the device (all processes together) has no stream left.
-pub const NO_STREAM_RESOURCE: AclError = 207008;
-/// ACL_ERROR_RT_NO_EVENT_RESOURCE: the device (all processes together) has no event left.
-pub const NO_EVENT_RESOURCE: AclError = 207007;
-const INVALID_PARAM: AclError = 100000;
-const INVALID_DEVICE: AclError = 107001;
-const CONTEXT_NULL: AclError = 107002;
-const INVALID_HANDLE: AclError = 107017;
+use npud_proto::codes::acl::{
+    INVALID_PARAM, RT_CONTEXT_NULL as CONTEXT_NULL, RT_INVALID_DEVICEID as INVALID_DEVICE,
+    RT_INVALID_HANDLE as INVALID_HANDLE,
+};
+/// NO_STREAM_RESOURCE and NO_EVENT_RESOURCE: the device (all processes together) has no
+/// stream, or no event, left.
+pub use npud_proto::codes::acl::{
+    RT_INTERNAL_ERROR as INTERNAL, RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE,
+    RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE,
+};
 
 struct Pending {
     func: unsafe extern "C" fn(*mut std::ffi::c_void),

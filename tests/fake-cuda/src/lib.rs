@@ -17,19 +17,11 @@ use std::ffi::{CStr, c_char, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-pub type CuResult = u32;
-pub(crate) const SUCCESS: CuResult = 0;
-pub(crate) const INVALID_VALUE: CuResult = 1;
-pub(crate) const OUT_OF_MEMORY: CuResult = 2;
-pub(crate) const NOT_INITIALIZED: CuResult = 3;
-const INVALID_DEVICE: CuResult = 101;
-const INVALID_IMAGE: CuResult = 200;
-const INVALID_CONTEXT: CuResult = 201;
-const INVALID_HANDLE: CuResult = 400;
-const NOT_FOUND: CuResult = 500;
-const NOT_READY: CuResult = 600;
-const LAUNCH_FAILED: CuResult = 719;
-const NOT_SUPPORTED: CuResult = 801;
+pub use npud_proto::codes::cuda::CuResult;
+use npud_proto::codes::cuda::{
+    INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_READY, NOT_SUPPORTED,
+};
+pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 
 const LEAST_PRIORITY: i32 = 0;
 const GREATEST_PRIORITY: i32 = -5;

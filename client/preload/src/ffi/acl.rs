@@ -6,10 +6,9 @@ use crate::process::Process;
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
 
-/// ACL_ERROR_RT_NO_STREAM_RESOURCE: what a refused or expired admission returns.
-const NO_STREAM_RESOURCE: i32 = 207008;
-/// ACL_ERROR_RT_NO_EVENT_RESOURCE: what a refused event admission returns.
-const NO_EVENT_RESOURCE: i32 = 207007;
+/// What a refused or expired admission returns: no stream (or event) resource, as the
+/// runtime answers when the device has none left.
+use npud_proto::codes::acl::{RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE};
 
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 

@@ -9,12 +9,10 @@ use crate::process::Process;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
 
-type CuResult = u32;
-/// CUDA_ERROR_OUT_OF_MEMORY: what the driver answers when it cannot make a stream, and
-/// what a refused or expired admission returns.
-const OUT_OF_MEMORY: CuResult = 2;
-/// CUDA_ERROR_UNKNOWN: the real function could not be found, or a hook failed.
-const UNKNOWN: CuResult = 999;
+/// OUT_OF_MEMORY: what the driver answers when it cannot make a stream, and what a
+/// refused or expired admission returns. UNKNOWN: the real function could not be found,
+/// or a hook failed.
+use npud_proto::codes::cuda::{CuResult, OUT_OF_MEMORY, UNKNOWN};
 /// The CUDA version from which a base name means its `_v2` entry point (cudaTypedefs.h).
 const V2_FROM: i32 = 4000;
 const PROC_ADDRESS_V2_FROM: i32 = 12000;

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 type Handle = *mut c_void;
 type DlsymFn = unsafe extern "C" fn(Handle, *const c_char) -> Handle;
 
-/// ACL_ERROR_RT_INTERNAL_ERROR: the real function could not be found.
-const INTERNAL: i32 = 507000;
+/// What a hook answers when the real function could not be found.
+use npud_proto::codes::acl::RT_INTERNAL_ERROR as INTERNAL;
 
 static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
 static PROCESS: AtomicPtr<Process> = AtomicPtr::new(null_mut());

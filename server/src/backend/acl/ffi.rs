@@ -7,7 +7,7 @@ use super::super::dl::call;
 pub use super::super::dl::{Lib, LoadError, Thunk, UserData, callback_trampoline, current_thread_id};
 use std::ffi::{c_char, c_void};
 
-pub type AclError = i32;
+pub use npud_proto::codes::acl::AclError;
 pub type Callback = unsafe extern "C" fn(user_data: *mut c_void);
 pub type ExceptionCallback = unsafe extern "C" fn(info: *mut c_void);
 

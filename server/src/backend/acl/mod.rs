@@ -21,7 +21,8 @@ use super::{
     StreamState, Wait, WaitKind,
 };
 use ffi::Acl;
-use result::{EVENT_SYNC_TIMEOUT, SYNC_TIMEOUT, check, event_error, forbid, unsupported};
+use npud_proto::codes::acl;
+use result::{check, event_error, forbid, unsupported};
 use shared::{EventMeta, Shared};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -50,8 +51,8 @@ impl Backend for AclBackend {
 
     fn timeout_code(&self, kind: WaitKind) -> i64 {
         match kind {
-            WaitKind::Stream | WaitKind::Device => SYNC_TIMEOUT,
-            WaitKind::Event => EVENT_SYNC_TIMEOUT,
+            WaitKind::Stream | WaitKind::Device => i64::from(acl::RT_STREAM_SYNC_TIMEOUT),
+            WaitKind::Event => i64::from(acl::RT_EVENT_SYNC_TIMEOUT),
         }
     }
 
@@ -61,7 +62,7 @@ impl Backend for AclBackend {
         let mut stream = 0usize;
         let priority = u32::try_from(priority).map_err(|_| BackendError {
             kind: ErrorKind::InvalidArgument,
-            native_code: 100000,
+            native_code: i64::from(acl::INVALID_PARAM),
             message: format!("priority {priority} is negative"),
         })?;
         if s.lib.has("aclrtCreateStreamWithConfig") {
@@ -113,7 +114,7 @@ impl Backend for AclBackend {
         let wait = self.blocking_wait(
             device,
             move |s| s.lib.synchronize_stream_with_timeout(stream as usize, 1000),
-            SYNC_TIMEOUT,
+            i64::from(acl::RT_STREAM_SYNC_TIMEOUT),
         );
         Box::pin(async move {
             let result = wait.await;
@@ -137,7 +138,7 @@ impl Backend for AclBackend {
                 }
                 Ok(()) => BackendError {
                     kind: ErrorKind::TaskFailed,
-                    native_code: 507015,
+                    native_code: i64::from(acl::RT_AICORE_EXCEPTION),
                     message: "a task on the stream failed".into(),
                 },
             })
@@ -172,7 +173,7 @@ impl Backend for AclBackend {
         if !self.shared.books().failure_mode_set.insert(stream) {
             return Err(BackendError {
                 kind: ErrorKind::FailureModeAlreadySet,
-                native_code: 107000,
+                native_code: i64::from(acl::RT_PARAM_INVALID),
                 message: "the failure mode of this stream was already set".into(),
             });
         }
@@ -247,7 +248,7 @@ impl Backend for AclBackend {
         self.blocking_wait(
             device,
             move |s| s.lib.synchronize_event_with_timeout(event as usize, 1000),
-            EVENT_SYNC_TIMEOUT,
+            i64::from(acl::RT_EVENT_SYNC_TIMEOUT),
         )
     }
 
@@ -265,7 +266,7 @@ impl Backend for AclBackend {
         self.shared.on(device)?;
         let mut ms = 0f32;
         check(self.shared.lib.event_elapsed_time(&mut ms, start as usize, end as usize)).map_err(|mut e| {
-            if e.native_code == 507006 {
+            if e.native_code == i64::from(acl::RT_EVENT_NOT_COMPLETE) {
                 e.kind = ErrorKind::EventNotComplete;
             }
             e

@@ -6,6 +6,7 @@ use super::result::check;
 use super::shared::{Books, Shared};
 use super::{AclBackend, soc};
 use crate::backend::DeviceDesc;
+use npud_proto::codes::acl;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -23,7 +24,7 @@ impl AclBackend {
     pub fn open(path: &Path) -> Result<AclBackend, String> {
         let lib = Lib::open(path).map_err(|e| e.to_string())?;
         let rc = lib.init().map_err(|e| e.to_string())?;
-        if rc != 0 && rc != 100002 {
+        if rc != acl::SUCCESS && rc != acl::REPEAT_INITIALIZE {
             return Err(format!("aclInit failed with {rc}"));
         }
         let mut count = 0u32;

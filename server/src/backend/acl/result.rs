@@ -3,10 +3,7 @@
 
 use super::ffi::LoadError;
 use crate::backend::{BackendError, BackendResult, ErrorKind};
-
-pub(super) const SYNC_TIMEOUT: i64 = 507046;
-pub(super) const EVENT_SYNC_TIMEOUT: i64 = 507047;
-pub(super) const REPORT_TIMEOUT: i32 = 507012;
+use npud_proto::codes::acl::*;
 
 pub(super) fn load_error(e: LoadError) -> BackendError {
     BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
@@ -15,17 +12,19 @@ pub(super) fn load_error(e: LoadError) -> BackendError {
 /// aclError -> BackendError.
 pub(super) fn check(rc: Result<i32, LoadError>) -> BackendResult<()> {
     let rc = rc.map_err(load_error)?;
-    if rc == 0 {
+    if rc == SUCCESS {
         return Ok(());
     }
     let kind = match rc {
-        100000 | 107000 | 107001 | 107002 | 200002 => ErrorKind::InvalidArgument,
-        107017 | 200005 => ErrorKind::InvalidHandle,
-        207005 | 207008 => ErrorKind::StreamBudget,
-        207007 => ErrorKind::EventBudget,
-        507006 => ErrorKind::EventNotComplete,
-        507046 | 507047 => ErrorKind::Timeout,
-        200001 | 200006 | 207000 => ErrorKind::Unsupported,
+        INVALID_PARAM | RT_PARAM_INVALID | RT_INVALID_DEVICEID | RT_CONTEXT_NULL | INVALID_DEVICE => {
+            ErrorKind::InvalidArgument
+        }
+        RT_INVALID_HANDLE | INVALID_RESOURCE_HANDLE => ErrorKind::InvalidHandle,
+        RT_RESOURCE_ALLOC_FAIL | RT_NO_STREAM_RESOURCE => ErrorKind::StreamBudget,
+        RT_NO_EVENT_RESOURCE => ErrorKind::EventBudget,
+        RT_EVENT_NOT_COMPLETE => ErrorKind::EventNotComplete,
+        RT_STREAM_SYNC_TIMEOUT | RT_EVENT_SYNC_TIMEOUT => ErrorKind::Timeout,
+        API_NOT_SUPPORT | FEATURE_UNSUPPORTED | RT_FEATURE_NOT_SUPPORT => ErrorKind::Unsupported,
         _ => ErrorKind::Other,
     };
     Err(BackendError { kind, native_code: i64::from(rc), message: format!("AscendCL returned {rc}") })
@@ -34,7 +33,7 @@ pub(super) fn check(rc: Result<i32, LoadError>) -> BackendResult<()> {
 pub(super) fn unsupported(what: &str) -> BackendError {
     BackendError {
         kind: ErrorKind::Unsupported,
-        native_code: 200001,
+        native_code: i64::from(API_NOT_SUPPORT),
         message: format!("{what} is not available with this AscendCL library"),
     }
 }
@@ -42,11 +41,11 @@ pub(super) fn unsupported(what: &str) -> BackendError {
 pub(super) fn forbid(what: &str) -> BackendError {
     BackendError {
         kind: ErrorKind::EventFlagsForbid,
-        native_code: 100000,
+        native_code: i64::from(INVALID_PARAM),
         message: format!("an event created without ACL_EVENT_SYNC cannot be {what}"),
     }
 }
 
 pub(super) fn event_error(kind: ErrorKind, message: &str) -> BackendError {
-    BackendError { kind, native_code: 107000, message: message.into() }
+    BackendError { kind, native_code: i64::from(RT_PARAM_INVALID), message: message.into() }
 }

@@ -4,8 +4,9 @@
 
 use super::AclBackend;
 use super::ffi::{self, Acl, Lib, LoadError};
-use super::result::{REPORT_TIMEOUT, check, unsupported};
+use super::result::{check, unsupported};
 use crate::backend::{Backend, BackendError, BackendResult, ErrorKind, RawEvent, RawStream, Report, Wait};
+use npud_proto::codes::acl::{RT_INVALID_DEVICEID, RT_REPORT_TIMEOUT};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -55,7 +56,7 @@ impl Shared {
     pub(super) fn on(&self, device: u32) -> BackendResult<()> {
         let ctx = *self.contexts.get(device as usize).ok_or_else(|| BackendError {
             kind: ErrorKind::InvalidArgument,
-            native_code: 107001,
+            native_code: i64::from(RT_INVALID_DEVICEID),
             message: format!("no device {device}"),
         })?;
         check(self.lib.set_current_context(ctx))
@@ -135,7 +136,7 @@ impl AclBackend {
                 }
                 while !flag.load(Ordering::Relaxed) {
                     match shared.lib.process_report(100) {
-                        Ok(0) | Ok(REPORT_TIMEOUT) => {}
+                        Ok(0) | Ok(RT_REPORT_TIMEOUT) => {}
                         Ok(rc) => {
                             tracing::warn!(device, rc, "aclrtProcessReport failed");
                             std::thread::sleep(Duration::from_millis(50));

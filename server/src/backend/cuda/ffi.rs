@@ -7,7 +7,7 @@ use super::super::dl::call;
 pub use super::super::dl::{Lib, LoadError, Thunk, UserData, callback_trampoline};
 use std::ffi::{c_char, c_void};
 
-pub type CuResult = u32;
+pub use npud_proto::codes::cuda::CuResult;
 pub type HostFn = unsafe extern "C" fn(user_data: *mut c_void);
 /// CUstreamCallback: (hStream, status, userData).
 pub type StreamCallback = unsafe extern "C" fn(stream: usize, status: CuResult, user_data: *mut c_void);

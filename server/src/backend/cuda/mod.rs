@@ -21,7 +21,8 @@ use super::{
     StreamState, Wait, WaitKind,
 };
 use ffi::{CuResult, Cuda};
-use result::{INVALID_HANDLE, NOT_READY, TIMEOUT, check, unsupported};
+use npud_proto::codes::cuda::{INVALID_HANDLE, LAUNCH_FAILED, NOT_READY, TIMEOUT};
+use result::{check, unsupported};
 use shared::{EventMeta, Shared};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -50,7 +51,7 @@ impl Backend for CudaBackend {
     }
 
     fn timeout_code(&self, _: WaitKind) -> i64 {
-        TIMEOUT
+        i64::from(TIMEOUT)
     }
 
     fn create_stream(&self, device: u32, priority: i32, flags: u32) -> BackendResult<RawStream> {
@@ -119,7 +120,7 @@ impl Backend for CudaBackend {
                 }
                 Ok(()) if shared.books().failed.contains(&stream) => Err(BackendError {
                     kind: ErrorKind::TaskFailed,
-                    native_code: 719,
+                    native_code: i64::from(LAUNCH_FAILED),
                     message: "a task on the stream failed".into(),
                 }),
                 other => other,

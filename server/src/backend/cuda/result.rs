@@ -3,10 +3,7 @@
 
 use super::ffi::LoadError;
 use crate::backend::{BackendError, BackendResult, ErrorKind};
-
-pub(super) const NOT_READY: u32 = 600;
-pub(super) const INVALID_HANDLE: u32 = 400;
-pub(super) const TIMEOUT: i64 = 909;
+use npud_proto::codes::cuda::*;
 
 pub(super) fn load_error(e: LoadError) -> BackendError {
     BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
@@ -15,17 +12,17 @@ pub(super) fn load_error(e: LoadError) -> BackendError {
 /// CUresult -> BackendError.
 pub(super) fn check(rc: Result<u32, LoadError>) -> BackendResult<()> {
     let rc = rc.map_err(load_error)?;
-    if rc == 0 {
+    if rc == SUCCESS {
         return Ok(());
     }
     let kind = match rc {
-        1 | 101 | 201 => ErrorKind::InvalidArgument,
-        400 => ErrorKind::InvalidHandle,
-        2 => ErrorKind::StreamBudget,
-        600 => ErrorKind::EventNotComplete,
-        700 | 719 => ErrorKind::TaskFailed,
-        801 | 34 => ErrorKind::Unsupported,
-        909 => ErrorKind::Timeout,
+        INVALID_VALUE | INVALID_DEVICE | INVALID_CONTEXT => ErrorKind::InvalidArgument,
+        INVALID_HANDLE => ErrorKind::InvalidHandle,
+        OUT_OF_MEMORY => ErrorKind::StreamBudget,
+        NOT_READY => ErrorKind::EventNotComplete,
+        ILLEGAL_ADDRESS | LAUNCH_FAILED => ErrorKind::TaskFailed,
+        NOT_SUPPORTED | STUB_LIBRARY => ErrorKind::Unsupported,
+        TIMEOUT => ErrorKind::Timeout,
         _ => ErrorKind::Other,
     };
     Err(BackendError { kind, native_code: i64::from(rc), message: format!("the CUDA driver returned {rc}") })
@@ -34,11 +31,15 @@ pub(super) fn check(rc: Result<u32, LoadError>) -> BackendResult<()> {
 pub(super) fn unsupported(what: &str) -> BackendError {
     BackendError {
         kind: ErrorKind::Unsupported,
-        native_code: 801,
+        native_code: i64::from(NOT_SUPPORTED),
         message: format!("{what} is not available with the CUDA driver"),
     }
 }
 
 pub(super) fn no_device(device: u32) -> BackendError {
-    BackendError { kind: ErrorKind::InvalidArgument, native_code: 101, message: format!("no device {device}") }
+    BackendError {
+        kind: ErrorKind::InvalidArgument,
+        native_code: i64::from(INVALID_DEVICE),
+        message: format!("no device {device}"),
+    }
 }

@@ -2,8 +2,9 @@
 //! context per device, and the books of events and failed streams.
 
 use super::ffi::{Cuda, Lib, LoadError};
-use super::result::{NOT_READY, check, no_device};
+use super::result::{check, no_device};
 use crate::backend::{BackendResult, RawEvent, RawStream, Report};
+use npud_proto::codes::cuda::NOT_READY;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};

@@ -1,0 +1,66 @@
+//! The vendor return codes npud speaks, defined once for every Rust crate of the project
+//! (the daemon, the interposer, the fake vendor libraries, the CLI). They travel to clients
+//! in `ErrorDetail.native_code`. Python's table is `npud.errors`.
+
+/// AscendCL's `aclError` values (shared/reference/acl.md), named as the vendor names them
+/// without the `ACL_ERROR_` prefix.
+pub mod acl {
+    /// `aclError` is a C `int`.
+    pub type AclError = i32;
+
+    pub const SUCCESS: AclError = 0;
+    pub const INVALID_PARAM: AclError = 100000;
+    pub const UNINITIALIZE: AclError = 100001;
+    pub const REPEAT_INITIALIZE: AclError = 100002;
+    pub const STREAM_NOT_SUBSCRIBE: AclError = 100034;
+    pub const WAIT_CALLBACK_TIMEOUT: AclError = 100036;
+    pub const API_NOT_SUPPORT: AclError = 200001;
+    pub const INVALID_DEVICE: AclError = 200002;
+    pub const INVALID_RESOURCE_HANDLE: AclError = 200005;
+    pub const FEATURE_UNSUPPORTED: AclError = 200006;
+    pub const RT_PARAM_INVALID: AclError = 107000;
+    pub const RT_INVALID_DEVICEID: AclError = 107001;
+    pub const RT_CONTEXT_NULL: AclError = 107002;
+    /// The stream is not in the current context.
+    pub const RT_STREAM_CONTEXT: AclError = 107003;
+    pub const RT_STREAM_SUBSCRIBE: AclError = 107011;
+    pub const RT_THREAD_SUBSCRIBE: AclError = 107012;
+    pub const RT_STREAM_NO_CB_REG: AclError = 107015;
+    pub const RT_INVALID_HANDLE: AclError = 107017;
+    pub const RT_FEATURE_NOT_SUPPORT: AclError = 207000;
+    pub const RT_MEMORY_ALLOCATION: AclError = 207001;
+    /// Stream exhaustion on some driver paths ("Too many streams are created").
+    pub const RT_RESOURCE_ALLOC_FAIL: AclError = 207005;
+    pub const RT_NO_EVENT_RESOURCE: AclError = 207007;
+    pub const RT_NO_STREAM_RESOURCE: AclError = 207008;
+    pub const RT_INTERNAL_ERROR: AclError = 507000;
+    pub const RT_EVENT_NOT_COMPLETE: AclError = 507006;
+    pub const RT_AICORE_EXCEPTION: AclError = 507015;
+    pub const RT_REPORT_TIMEOUT: AclError = 507012;
+    pub const RT_STREAM_SYNC_TIMEOUT: AclError = 507046;
+    pub const RT_EVENT_SYNC_TIMEOUT: AclError = 507047;
+}
+
+/// The CUDA driver's `CUresult` values (shared/reference/cuda.md), named without the
+/// `CUDA_ERROR_` prefix.
+pub mod cuda {
+    /// `CUresult` is a C enum, passed as an unsigned int.
+    pub type CuResult = u32;
+
+    pub const SUCCESS: CuResult = 0;
+    pub const INVALID_VALUE: CuResult = 1;
+    pub const OUT_OF_MEMORY: CuResult = 2;
+    pub const NOT_INITIALIZED: CuResult = 3;
+    pub const STUB_LIBRARY: CuResult = 34;
+    pub const INVALID_DEVICE: CuResult = 101;
+    pub const INVALID_IMAGE: CuResult = 200;
+    pub const INVALID_CONTEXT: CuResult = 201;
+    pub const INVALID_HANDLE: CuResult = 400;
+    pub const NOT_FOUND: CuResult = 500;
+    pub const NOT_READY: CuResult = 600;
+    pub const ILLEGAL_ADDRESS: CuResult = 700;
+    pub const LAUNCH_FAILED: CuResult = 719;
+    pub const NOT_SUPPORTED: CuResult = 801;
+    pub const TIMEOUT: CuResult = 909;
+    pub const UNKNOWN: CuResult = 999;
+}
