@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from npud.acl._state import STATE
 from npud.errors import (
@@ -33,19 +34,37 @@ ACL_HOST = 1
 STREAM_WAIT_MS = int(os.environ.get("NPUD_ACL_WAIT_MS", "10000"))
 
 
-def _ret(fn: Callable[[], Any]) -> int:
-    try:
-        fn()
-        return ACL_SUCCESS
-    except NpudError as e:
-        return e.acl_code()
+def _status(fn: Callable[..., Optional[int]]) -> Callable[..., int]:
+    """An aclError-returning call, as pyACL's are: the body raises NpudError on failure
+    (its aclError is returned), returns a code of its own from an argument check, or
+    returns nothing (ACL_SUCCESS)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> int:
+        try:
+            code = fn(*args, **kwargs)
+        except NpudError as e:
+            return e.acl_code()
+        return ACL_SUCCESS if code is None else code
+
+    return call
 
 
-def _value(fn: Callable[[], Any], failed: Any = None) -> Tuple[Any, int]:
-    try:
-        return fn(), ACL_SUCCESS
-    except NpudError as e:
-        return failed, e.acl_code()
+def _returns(failed: Any) -> Callable[[Callable[..., Any]], Callable[..., Tuple[Any, int]]]:
+    """A `(value, aclError)`-returning call, as pyACL's getters are: the body returns the
+    value or raises NpudError, in which case the value is `failed`."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Tuple[Any, int]]:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Tuple[Any, int]:
+            try:
+                return fn(*args, **kwargs), ACL_SUCCESS
+            except NpudError as e:
+                return failed, e.acl_code()
+
+        return call
+
+    return wrap
 
 
 def _fail(code: int, message: str) -> NpudError:
@@ -85,12 +104,10 @@ def _stream(stream: int) -> int:
 # --- devices and contexts ---------------------------------------------------------
 
 
+@_returns(0)
 def get_device_count() -> Tuple[int, int]:
-    def run():
-        s = STATE.require()
-        return len(s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices)
-
-    return _value(run, 0)
+    s = STATE.require()
+    return len(s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices)
 
 
 def set_device(device_id: int) -> int:
@@ -103,27 +120,24 @@ def set_device(device_id: int) -> int:
     return ACL_SUCCESS
 
 
+@_status
 def reset_device(device_id: int) -> int:
     """Releases what this process made on the device through the shim."""
-
-    def run():
-        s = STATE.require()
-        with STATE.lock:
-            streams = [h for h, d in STATE.stream_device.items() if d == device_id]
-            events = [h for h, d in STATE.event_device.items() if d == device_id]
-            default = STATE.default_streams.pop(device_id, None)
-            for h in streams:
-                STATE.stream_device.pop(h, None)
-            for h in events:
-                STATE.event_device.pop(h, None)
-                STATE.ex_events.discard(h)
-        handles = streams + ([default] if default else [])
-        if handles:
-            s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=handles))
+    s = STATE.require()
+    with STATE.lock:
+        streams = [h for h, d in STATE.stream_device.items() if d == device_id]
+        events = [h for h, d in STATE.event_device.items() if d == device_id]
+        default = STATE.default_streams.pop(device_id, None)
+        for h in streams:
+            STATE.stream_device.pop(h, None)
         for h in events:
-            s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=h))
-
-    return _ret(run)
+            STATE.event_device.pop(h, None)
+            STATE.ex_events.discard(h)
+    handles = streams + ([default] if default else [])
+    if handles:
+        s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=handles))
+    for h in events:
+        s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=h))
 
 
 def create_context(device_id: int) -> Tuple[int, int]:
@@ -167,17 +181,15 @@ def create_stream() -> Tuple[int, int]:
     return create_stream_with_config(0, 0)
 
 
+@_returns(0)
 def create_stream_with_config(priority: int, flag: int) -> Tuple[int, int]:
-    def run():
-        s = STATE.require()
-        device = _device()
-        req = stream_pb2.CreateStreamsRequest(device=device, count=1, priority=int(priority), flags=int(flag), wait_ms=STREAM_WAIT_MS)
-        handle = s.call(s.streams.Create, req).streams[0].handle
-        with STATE.lock:
-            STATE.stream_device[handle] = device
-        return handle
-
-    return _value(run, 0)
+    s = STATE.require()
+    device = _device()
+    req = stream_pb2.CreateStreamsRequest(device=device, count=1, priority=int(priority), flags=int(flag), wait_ms=STREAM_WAIT_MS)
+    handle = s.call(s.streams.Create, req).streams[0].handle
+    with STATE.lock:
+        STATE.stream_device[handle] = device
+    return handle
 
 
 def destroy_stream(stream: int) -> int:
@@ -191,77 +203,62 @@ def destroy_stream_force(stream: int) -> int:
     return _destroy_stream(stream, wait=False)
 
 
+@_status
 def _destroy_stream(stream: int, wait: bool) -> int:
     if not stream:
         return ACL_ERROR_INVALID_PARAM
-
-    def run():
-        s = STATE.require()
-        if wait:
-            try:
-                s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=int(stream)))
-            except NpudError as e:
-                if e.acl_code() in (ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_UNINITIALIZE):
-                    raise  # no such stream: the destroy below would say the same
-        s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[int(stream)]))
-        with STATE.lock:
-            STATE.stream_device.pop(int(stream), None)
-
-    return _ret(run)
+    s = STATE.require()
+    if wait:
+        try:
+            s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=int(stream)))
+        except NpudError as e:
+            if e.acl_code() in (ACL_ERROR_RT_INVALID_HANDLE, ACL_ERROR_UNINITIALIZE):
+                raise  # no such stream: the destroy below would say the same
+    s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[int(stream)]))
+    with STATE.lock:
+        STATE.stream_device.pop(int(stream), None)
 
 
 def synchronize_stream(stream: int) -> int:
     return synchronize_stream_with_timeout(stream, -1)
 
 
+@_status
 def synchronize_stream_with_timeout(stream: int, timeout: int) -> int:
     if timeout < -1:
         return ACL_ERROR_RT_PARAM_INVALID
-
-    def run():
-        s = STATE.require()
-        ms = 0 if timeout == -1 else max(int(timeout), 1)
-        s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=_stream(stream), timeout_ms=ms))
-
-    return _ret(run)
+    s = STATE.require()
+    ms = 0 if timeout == -1 else max(int(timeout), 1)
+    s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=_stream(stream), timeout_ms=ms))
 
 
+@_returns(ACL_STREAM_STATUS_NOT_READY)
 def stream_query(stream: int) -> Tuple[int, int]:
-    def run():
-        s = STATE.require()
-        r = s.call(s.streams.Query, stream_pb2.QueryStreamRequest(handle=_stream(stream)))
-        return ACL_STREAM_STATUS_COMPLETE if r.state == common_pb2.WORK_STATE_COMPLETE else ACL_STREAM_STATUS_NOT_READY
-
-    return _value(run, ACL_STREAM_STATUS_NOT_READY)
+    s = STATE.require()
+    r = s.call(s.streams.Query, stream_pb2.QueryStreamRequest(handle=_stream(stream)))
+    return ACL_STREAM_STATUS_COMPLETE if r.state == common_pb2.WORK_STATE_COMPLETE else ACL_STREAM_STATUS_NOT_READY
 
 
+@_status
 def stream_wait_event(stream: int, event: int) -> int:
-    def run():
-        s = STATE.require()
-        s.call(s.streams.WaitEvent, stream_pb2.StreamWaitEventRequest(stream=_stream(stream), event=_event(event)))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.streams.WaitEvent, stream_pb2.StreamWaitEventRequest(stream=_stream(stream), event=_event(event)))
 
 
+@_returns(0)
 def get_stream_available_num() -> Tuple[int, int]:
-    def run():
-        s = STATE.require()
-        device = _device()
-        devices = s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices
-        return next(d.available for d in devices if d.id == device)
-
-    return _value(run, 0)
+    s = STATE.require()
+    device = _device()
+    devices = s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices
+    return next(d.available for d in devices if d.id == device)
 
 
+@_status
 def set_stream_failure_mode(stream: int, mode: int) -> int:
     if mode not in (0, 1):
         return ACL_ERROR_INVALID_PARAM
-
-    def run():
-        s = STATE.require()
-        s.call(s.streams.SetFailureMode, stream_pb2.SetFailureModeRequest(stream=_stream(stream), mode=int(mode)))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.streams.SetFailureMode, stream_pb2.SetFailureModeRequest(stream=_stream(stream), mode=int(mode)))
 
 
 # --- events -----------------------------------------------------------------------
@@ -281,18 +278,16 @@ def create_event_ex_with_flag(flag: int) -> Tuple[int, int]:
     return _create_event(flag, ex=True)
 
 
+@_returns(0)
 def _create_event(flag: int, ex: bool) -> Tuple[int, int]:
-    def run():
-        s = STATE.require()
-        device = _device()
-        handle = s.call(s.events.Create, event_pb2.CreateEventRequest(device=device, flags=int(flag))).handle
-        with STATE.lock:
-            STATE.event_device[handle] = device
-            if ex:
-                STATE.ex_events.add(handle)
-        return handle
-
-    return _value(run, 0)
+    s = STATE.require()
+    device = _device()
+    handle = s.call(s.events.Create, event_pb2.CreateEventRequest(device=device, flags=int(flag))).handle
+    with STATE.lock:
+        STATE.event_device[handle] = device
+        if ex:
+            STATE.ex_events.add(handle)
+    return handle
 
 
 def _not_for_ex(event: int, call: str) -> None:
@@ -302,35 +297,28 @@ def _not_for_ex(event: int, call: str) -> None:
         raise _fail(ACL_ERROR_RT_FEATURE_NOT_SUPPORT, f"{call} does not take events made with create_event_ex_with_flag")
 
 
+@_status
 def destroy_event(event: int) -> int:
     if not event:
         return ACL_ERROR_INVALID_PARAM
-
-    def run():
-        s = STATE.require()
-        s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=int(event)))
-        with STATE.lock:
-            STATE.event_device.pop(int(event), None)
-            STATE.ex_events.discard(int(event))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.events.Destroy, event_pb2.DestroyEventRequest(handle=int(event)))
+    with STATE.lock:
+        STATE.event_device.pop(int(event), None)
+        STATE.ex_events.discard(int(event))
 
 
+@_status
 def record_event(event: int, stream: int) -> int:
-    def run():
-        s = STATE.require()
-        s.call(s.events.Record, event_pb2.RecordEventRequest(event=_event(event), stream=_stream(stream)))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.events.Record, event_pb2.RecordEventRequest(event=_event(event), stream=_stream(stream)))
 
 
+@_status
 def reset_event(event: int, stream: int) -> int:
-    def run():
-        _not_for_ex(event, "reset_event")
-        s = STATE.require()
-        s.call(s.events.Reset, event_pb2.ResetEventRequest(event=_event(event), stream=_stream(stream)))
-
-    return _ret(run)
+    _not_for_ex(event, "reset_event")
+    s = STATE.require()
+    s.call(s.events.Reset, event_pb2.ResetEventRequest(event=_event(event), stream=_stream(stream)))
 
 
 def _event_state(event: int) -> int:
@@ -338,109 +326,87 @@ def _event_state(event: int) -> int:
     return s.call(s.events.Query, event_pb2.QueryEventRequest(handle=_event(event))).state
 
 
+@_returns(ACL_EVENT_STATUS_NOT_READY)
 def query_event(event: int) -> Tuple[int, int]:
     """Deprecated aclrtQueryEvent: COMPLETE unless the latest record is still pending."""
-
-    def run():
-        _not_for_ex(event, "query_event")
-        return ACL_EVENT_STATUS_NOT_READY if _event_state(event) == common_pb2.EVENT_STATE_PENDING else ACL_EVENT_STATUS_COMPLETE
-
-    return _value(run, ACL_EVENT_STATUS_NOT_READY)
+    _not_for_ex(event, "query_event")
+    return ACL_EVENT_STATUS_NOT_READY if _event_state(event) == common_pb2.EVENT_STATE_PENDING else ACL_EVENT_STATUS_COMPLETE
 
 
+@_returns(ACL_EVENT_WAIT_STATUS_NOT_READY)
 def query_event_wait_status(event: int) -> Tuple[int, int]:
     """aclrtQueryEventWaitStatus: whether the stream waits on the event (stream_wait_event)
     are done. A wait ends when the stream reaches the event's latest record (a wait on a
     never-recorded event ends at once), so they are done unless that record is pending."""
-
-    def run():
-        _not_for_ex(event, "query_event_wait_status")
-        pending = _event_state(event) == common_pb2.EVENT_STATE_PENDING
-        return ACL_EVENT_WAIT_STATUS_NOT_READY if pending else ACL_EVENT_WAIT_STATUS_COMPLETE
-
-    return _value(run, ACL_EVENT_WAIT_STATUS_NOT_READY)
+    _not_for_ex(event, "query_event_wait_status")
+    pending = _event_state(event) == common_pb2.EVENT_STATE_PENDING
+    return ACL_EVENT_WAIT_STATUS_NOT_READY if pending else ACL_EVENT_WAIT_STATUS_COMPLETE
 
 
+@_returns(0)
 def get_event_avail_num() -> Tuple[int, int]:
     """aclrtGetEventAvailNum: events the current device's table has left."""
-
-    def run():
-        s = STATE.require()
-        device = _device()
-        for d in s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices:
-            if d.id == device:
-                return max(d.event_limit - d.events_in_use, 0)
-        raise _fail(ACL_ERROR_RT_INVALID_DEVICEID, f"no device {device}")
-
-    return _value(run, 0)
+    s = STATE.require()
+    device = _device()
+    for d in s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices:
+        if d.id == device:
+            return max(d.event_limit - d.events_in_use, 0)
+    raise _fail(ACL_ERROR_RT_INVALID_DEVICEID, f"no device {device}")
 
 
+@_returns(ACL_EVENT_RECORDED_STATUS_NOT_READY)
 def query_event_status(event: int) -> Tuple[int, int]:
     """aclrtQueryEventStatus: COMPLETE only once a record has been reached."""
-    return _value(
-        lambda: ACL_EVENT_RECORDED_STATUS_COMPLETE if _event_state(event) == common_pb2.EVENT_STATE_COMPLETE else ACL_EVENT_RECORDED_STATUS_NOT_READY,
-        ACL_EVENT_RECORDED_STATUS_NOT_READY,
-    )
+    complete = _event_state(event) == common_pb2.EVENT_STATE_COMPLETE
+    return ACL_EVENT_RECORDED_STATUS_COMPLETE if complete else ACL_EVENT_RECORDED_STATUS_NOT_READY
 
 
 def synchronize_event(event: int) -> int:
     return synchronize_event_with_timeout(event, -1)
 
 
+@_status
 def synchronize_event_with_timeout(event: int, timeout: int) -> int:
     if timeout < -1:
         return ACL_ERROR_RT_PARAM_INVALID
-
-    def run():
-        s = STATE.require()
-        ms = 0 if timeout == -1 else max(int(timeout), 1)
-        s.call(s.events.Synchronize, event_pb2.SynchronizeEventRequest(handle=_event(event), timeout_ms=ms))
-
-    return _ret(run)
+    s = STATE.require()
+    ms = 0 if timeout == -1 else max(int(timeout), 1)
+    s.call(s.events.Synchronize, event_pb2.SynchronizeEventRequest(handle=_event(event), timeout_ms=ms))
 
 
+@_returns(0.0)
 def event_elapsed_time(start: int, end: int) -> Tuple[float, int]:
-    def run():
-        s = STATE.require()
-        return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=_event(start), end=_event(end))).milliseconds
-
-    return _value(run, 0.0)
+    s = STATE.require()
+    return s.call(s.events.ElapsedTime, event_pb2.ElapsedTimeRequest(start=_event(start), end=_event(end))).milliseconds
 
 
 def synchronize_device() -> int:
     return synchronize_device_with_timeout(-1)
 
 
+@_status
 def synchronize_device_with_timeout(timeout: int) -> int:
     """Waits for this tenant's work on the current device (never another tenant's)."""
     if timeout < -1:
         return ACL_ERROR_RT_PARAM_INVALID
-
-    def run():
-        s = STATE.require()
-        ms = 0 if timeout == -1 else max(int(timeout), 1)
-        s.call(s.devices.Synchronize, device_pb2.SynchronizeDeviceRequest(device=_device(), timeout_ms=ms))
-
-    return _ret(run)
+    s = STATE.require()
+    ms = 0 if timeout == -1 else max(int(timeout), 1)
+    s.call(s.devices.Synchronize, device_pb2.SynchronizeDeviceRequest(device=_device(), timeout_ms=ms))
 
 
 # --- callbacks and exception reports -----------------------------------------------
 
 
+@_status
 def subscribe_report(thread_id: int, stream: int) -> int:
-    def run():
-        s = STATE.require()
-        s.call(s.reports.Subscribe, report_pb2.SubscribeRequest(thread_id=int(thread_id), stream=_stream(stream)))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.reports.Subscribe, report_pb2.SubscribeRequest(thread_id=int(thread_id), stream=_stream(stream)))
 
 
+@_status
 def unsubscribe_report(thread_id: int, stream: int) -> int:
-    def run():
-        s = STATE.require()
-        s.call(s.reports.Unsubscribe, report_pb2.UnsubscribeRequest(thread_id=int(thread_id), stream=_stream(stream)))
-
-    return _ret(run)
+    s = STATE.require()
+    s.call(s.reports.Unsubscribe, report_pb2.UnsubscribeRequest(thread_id=int(thread_id), stream=_stream(stream)))
 
 
 def launch_callback(fn: Callable[[Any], None], user_data_list: Any, block_type: int, stream: int) -> int:
@@ -451,16 +417,18 @@ def launch_callback(fn: Callable[[Any], None], user_data_list: Any, block_type: 
         token = next(STATE.callback_ids)
         STATE.callbacks[token] = (fn, user_data_list)
 
-    def run():
-        s = STATE.require()
-        req = report_pb2.LaunchCallbackRequest(stream=_stream(stream), user_data=token.to_bytes(8, "little"), block_type=int(block_type))
-        s.call(s.reports.LaunchCallback, req)
-
-    ret = _ret(run)
+    ret = _launch(stream, token, block_type)
     if ret != ACL_SUCCESS:
         with STATE.lock:
             STATE.callbacks.pop(token, None)
     return ret
+
+
+@_status
+def _launch(stream: int, token: int, block_type: int) -> None:
+    s = STATE.require()
+    req = report_pb2.LaunchCallbackRequest(stream=_stream(stream), user_data=token.to_bytes(8, "little"), block_type=int(block_type))
+    s.call(s.reports.LaunchCallback, req)
 
 
 def process_report(timeout: int) -> int:
