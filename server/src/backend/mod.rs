@@ -14,8 +14,28 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub type RawStream = u64;
-pub type RawEvent = u64;
+/// A stream as its backend knows it: a vendor handle (a pointer) or the simulator's id.
+/// A type of its own so a stream cannot be passed where an event is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawStream(pub u64);
+
+/// An event as its backend knows it (see [`RawStream`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawEvent(pub u64);
+
+impl RawStream {
+    /// The handle as the vendor's C API takes it (a pointer-sized value).
+    pub fn ptr(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl RawEvent {
+    /// The handle as the vendor's C API takes it (a pointer-sized value).
+    pub fn ptr(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// What the daemon needs to know about one device.
 #[derive(Debug, Clone)]

@@ -106,11 +106,15 @@ impl Backend for SimBackend {
             let device = d.id();
             d.set_report_sink(Arc::new(move |r| {
                 sink(match r {
-                    SimReport::Callback { stream, callback, blocking, status } => {
-                        Report::Callback { device, stream, callback, blocking, status: i64::from(status) }
-                    }
+                    SimReport::Callback { stream, callback, blocking, status } => Report::Callback {
+                        device,
+                        stream: RawStream(stream),
+                        callback,
+                        blocking,
+                        status: i64::from(status),
+                    },
                     SimReport::Exception { stream, task, code } => {
-                        Report::Exception { device, stream, task, code: i64::from(code) }
+                        Report::Exception { device, stream: RawStream(stream), task, code: i64::from(code) }
                     }
                 })
             }));
@@ -130,19 +134,19 @@ impl Backend for SimBackend {
             native_code: i64::from(codes::INVALID_PARAM),
             message: format!("priority {priority} is negative"),
         })?;
-        self.dev(device)?.create_stream(priority, flags).map_err(convert)
+        self.dev(device)?.create_stream(priority, flags).map(RawStream).map_err(convert)
     }
 
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?.destroy_stream(stream).map_err(convert)
+        self.dev(device)?.destroy_stream(stream.0).map_err(convert)
     }
 
     fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?.destroy_stream_force(stream).map_err(convert)
+        self.dev(device)?.destroy_stream_force(stream.0).map_err(convert)
     }
 
     fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState> {
-        let s = self.dev(device)?.stream_status(stream).map_err(convert)?;
+        let s = self.dev(device)?.stream_status(stream.0).map_err(convert)?;
         Ok(StreamState {
             pending_tasks: s.pending_tasks,
             failed: s.failed,
@@ -152,7 +156,7 @@ impl Backend for SimBackend {
     }
 
     fn renew_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
-        match self.dev(device)?.renew_stream(stream).map_err(convert)? {
+        match self.dev(device)?.renew_stream(stream.0).map_err(convert)? {
             true => Ok(()),
             false => Err(BackendError {
                 kind: ErrorKind::Other,
@@ -163,44 +167,44 @@ impl Backend for SimBackend {
     }
 
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
-        self.dev(device)?.stream_query(stream).map_err(convert)
+        self.dev(device)?.stream_query(stream.0).map_err(convert)
     }
 
     fn stream_drained(&self, device: u32, stream: RawStream) -> Wait {
-        self.wait_on(device, |d, w| d.on_stream_drained(stream, w))
+        self.wait_on(device, |d, w| d.on_stream_drained(stream.0, w))
     }
 
     fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
-        self.dev(device)?.stream_wait_event(stream, event).map_err(convert)
+        self.dev(device)?.stream_wait_event(stream.0, event.0).map_err(convert)
     }
 
     fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
-        self.dev(device)?.enqueue_delay(stream, duration).map_err(convert)
+        self.dev(device)?.enqueue_delay(stream.0, duration).map_err(convert)
     }
 
     fn set_stop_on_failure(&self, device: u32, stream: RawStream, stop: bool) -> BackendResult<()> {
         let mode = if stop { FailureMode::Stop } else { FailureMode::Continue };
-        self.dev(device)?.set_failure_mode(stream, mode).map_err(convert)
+        self.dev(device)?.set_failure_mode(stream.0, mode).map_err(convert)
     }
 
     fn create_event(&self, device: u32, flags: u32, timing: bool) -> BackendResult<RawEvent> {
-        self.dev(device)?.create_event(flags, timing).map_err(convert)
+        self.dev(device)?.create_event(flags, timing).map(RawEvent).map_err(convert)
     }
 
     fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
-        self.dev(device)?.destroy_event(event).map_err(convert)
+        self.dev(device)?.destroy_event(event.0).map_err(convert)
     }
 
     fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?.record_event(event, stream).map_err(convert)
+        self.dev(device)?.record_event(event.0, stream.0).map_err(convert)
     }
 
     fn reset_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
-        self.dev(device)?.reset_event(event, stream).map_err(convert)
+        self.dev(device)?.reset_event(event.0, stream.0).map_err(convert)
     }
 
     fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
-        Ok(match self.dev(device)?.event_state(event).map_err(convert)? {
+        Ok(match self.dev(device)?.event_state(event.0).map_err(convert)? {
             npu_sim::EventState::NotRecorded => EventState::NotRecorded,
             npu_sim::EventState::Pending => EventState::Pending,
             npu_sim::EventState::Complete => EventState::Complete,
@@ -208,24 +212,24 @@ impl Backend for SimBackend {
     }
 
     fn event_complete(&self, device: u32, event: RawEvent) -> Wait {
-        self.wait_on(device, |d, w| d.on_event_complete(event, w))
+        self.wait_on(device, |d, w| d.on_event_complete(event.0, w))
     }
 
     fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32> {
-        self.dev(device)?.elapsed_ms(start, end).map_err(convert)
+        self.dev(device)?.elapsed_ms(start.0, end.0).map_err(convert)
     }
 
     fn launch_callback(&self, device: u32, stream: RawStream, callback: u64, blocking: bool) -> BackendResult<u64> {
-        self.dev(device)?.launch_callback(stream, callback, blocking).map_err(convert)
+        self.dev(device)?.launch_callback(stream.0, callback, blocking).map_err(convert)
     }
 
     fn ack_callback(&self, device: u32, stream: RawStream, callback: u64) -> BackendResult<bool> {
-        self.dev(device)?.ack_callback(stream, callback).map_err(convert)
+        self.dev(device)?.ack_callback(stream.0, callback).map_err(convert)
     }
 
     fn fail_callback(&self, device: u32, stream: RawStream, callback: u64, code: i64) -> bool {
         let code = i32::try_from(code).unwrap_or(codes::RT_INTERNAL_ERROR);
-        self.dev(device).is_ok_and(|d| d.fail_callback(stream, callback, code))
+        self.dev(device).is_ok_and(|d| d.fail_callback(stream.0, callback, code))
     }
 
     fn available_streams(&self, device: u32) -> BackendResult<u32> {
@@ -258,6 +262,6 @@ impl Backend for SimBackend {
     }
 
     fn fail_task(&self, device: u32, stream: RawStream, task: u64, native: i64) -> BackendResult<()> {
-        self.dev(device)?.fail_task(stream, task, code(native)?).map_err(convert)
+        self.dev(device)?.fail_task(stream.0, task, code(native)?).map_err(convert)
     }
 }

@@ -39,7 +39,7 @@ pub struct PendingCallback {
     pub tenant: Tenant,
     pub stream: u64,
     pub device: u32,
-    pub raw_stream: u64,
+    pub raw_stream: crate::backend::RawStream,
     pub thread_id: u64,
     pub user_data: Arc<[u8]>,
     pub blocking: bool,

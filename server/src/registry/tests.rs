@@ -10,12 +10,12 @@ fn registry() -> Registry {
     Registry::new(Arc::new(Minter::new(7)))
 }
 
-fn stream(session: u64, tenant: &str, device: u32, raw: RawStream) -> StreamEntry {
+fn stream(session: u64, tenant: &str, device: u32, raw: u64) -> StreamEntry {
     StreamEntry {
         session,
         tenant: Tenant::from(tenant),
         device,
-        raw,
+        raw: RawStream(raw),
         priority: 0,
         flags: 0,
         reused: false,
@@ -31,7 +31,7 @@ fn a_handle_is_visible_only_to_its_tenant() {
     let (a, b) = (caller("a"), caller("b"));
     let (sa, _) = r.open(&a, None, LEASE, 8).unwrap();
     let handles = r.add_streams(sa, vec![stream(sa, "a", 0, 11), stream(sa, "a", 0, 12)]).unwrap();
-    assert_eq!(r.stream(&a, handles[0]).unwrap().raw, 11);
+    assert_eq!(r.stream(&a, handles[0]).unwrap().raw, RawStream(11));
     assert_eq!(r.stream(&b, handles[0]).unwrap_err().reason, Reason::UnknownHandle);
     assert_eq!(r.touch(&b, sa).unwrap_err().reason, Reason::UnknownSession, "b cannot touch a's session");
     assert_eq!(r.remove_streams(&b, &handles).unwrap_err().reason, Reason::UnknownHandle);
@@ -51,7 +51,7 @@ fn destroy_is_all_or_none() {
     assert_eq!(r.streams_of("a").len(), 2, "nothing was removed");
     assert_eq!(r.remove_streams(&a, &h).unwrap().len(), 2);
     assert!(r.streams_of("a").is_empty());
-    assert!(r.stream_by_raw(0, 1).is_none(), "the raw index forgot it too");
+    assert!(r.stream_by_raw(0, RawStream(1)).is_none(), "the raw index forgot it too");
 }
 
 #[test]
@@ -76,7 +76,14 @@ fn taking_a_session_hands_back_everything_it_held() {
     let a = caller("a");
     let (s, _) = r.open(&a, None, LEASE, 8).unwrap();
     r.add_streams(s, vec![stream(s, "a", 0, 5), stream(s, "a", 1, 6)]).unwrap();
-    let ev = EventEntry { session: s, tenant: Tenant::from("a"), device: 0, raw: 9, flags: 0, timing: false };
+    let ev = EventEntry {
+        session: s,
+        tenant: Tenant::from("a"),
+        device: 0,
+        raw: crate::backend::RawEvent(9),
+        flags: 0,
+        timing: false,
+    };
     r.add_event(s, ev).unwrap();
     let reclaim = r.take_session(s).expect("the session");
     assert_eq!(reclaim.tenant.as_deref(), Some("a"));

@@ -70,7 +70,7 @@ impl Backend for AclBackend {
         } else {
             check(s.lib.create_stream(&mut stream))?;
         }
-        let raw = stream as RawStream;
+        let raw = RawStream(stream as u64);
         let mut id = -1i32;
         if s.lib.has("aclrtStreamGetId") && check(s.lib.stream_get_id(stream, &mut id)).is_ok() {
             s.books().stream_ids.insert((device, id), raw);
@@ -82,13 +82,13 @@ impl Backend for AclBackend {
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
         self.forget_stream(stream);
         self.shared.on(device)?;
-        check(self.shared.lib.destroy_stream(stream as usize))
+        check(self.shared.lib.destroy_stream(stream.ptr()))
     }
 
     fn destroy_stream_force(&self, device: u32, stream: RawStream) -> BackendResult<()> {
         self.forget_stream(stream);
         self.shared.on(device)?;
-        check(self.shared.lib.destroy_stream_force(stream as usize))
+        check(self.shared.lib.destroy_stream_force(stream.ptr()))
     }
 
     fn stream_state(&self, device: u32, stream: RawStream) -> BackendResult<StreamState> {
@@ -105,7 +105,7 @@ impl Backend for AclBackend {
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
         self.shared.on(device)?;
         let mut status = 1u32;
-        check(self.shared.lib.stream_query(stream as usize, &mut status))?;
+        check(self.shared.lib.stream_query(stream.ptr(), &mut status))?;
         Ok(status == 0)
     }
 
@@ -113,7 +113,7 @@ impl Backend for AclBackend {
         let shared = Arc::clone(&self.shared);
         let wait = self.blocking_wait(
             device,
-            move |s| s.lib.synchronize_stream_with_timeout(stream as usize, 1000),
+            move |s| s.lib.synchronize_stream_with_timeout(stream.ptr(), 1000),
             i64::from(acl::RT_STREAM_SYNC_TIMEOUT),
         );
         Box::pin(async move {
@@ -156,7 +156,7 @@ impl Backend for AclBackend {
             }
         }
         self.shared.on(device)?;
-        check(self.shared.lib.stream_wait_event(stream as usize, event as usize))
+        check(self.shared.lib.stream_wait_event(stream.ptr(), event.ptr()))
     }
 
     fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
@@ -165,7 +165,7 @@ impl Backend for AclBackend {
         }
         self.shared.on(device)?;
         let mut task = 0u64;
-        check(self.shared.lib.fake_launch_delay(stream as usize, duration.as_micros() as u64, &mut task))?;
+        check(self.shared.lib.fake_launch_delay(stream.ptr(), duration.as_micros() as u64, &mut task))?;
         Ok(task)
     }
 
@@ -178,7 +178,7 @@ impl Backend for AclBackend {
             });
         }
         self.shared.on(device)?;
-        check(self.shared.lib.set_stream_failure_mode(stream as usize, u64::from(stop)))?;
+        check(self.shared.lib.set_stream_failure_mode(stream.ptr(), u64::from(stop)))?;
         if stop {
             self.shared.books().stop_on_failure.insert(stream);
         }
@@ -193,19 +193,19 @@ impl Backend for AclBackend {
         self.shared
             .books()
             .events
-            .insert(event as RawEvent, EventMeta { flags, timing, recorded: false, reset_on: None });
-        Ok(event as RawEvent)
+            .insert(RawEvent(event as u64), EventMeta { flags, timing, recorded: false, reset_on: None });
+        Ok(RawEvent(event as u64))
     }
 
     fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
         self.shared.books().events.remove(&event);
         self.shared.on(device)?;
-        check(self.shared.lib.destroy_event(event as usize))
+        check(self.shared.lib.destroy_event(event.ptr()))
     }
 
     fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
         self.shared.on(device)?;
-        check(self.shared.lib.record_event(event as usize, stream as usize))?;
+        check(self.shared.lib.record_event(event.ptr(), stream.ptr()))?;
         if let Some(m) = self.shared.books().events.get_mut(&event) {
             m.recorded = true;
             m.reset_on = None;
@@ -218,7 +218,7 @@ impl Backend for AclBackend {
             return Err(forbid("reset"));
         }
         self.shared.on(device)?;
-        check(self.shared.lib.reset_event(event as usize, stream as usize))?;
+        check(self.shared.lib.reset_event(event.ptr(), stream.ptr()))?;
         if let Some(m) = self.shared.books().events.get_mut(&event)
             && m.recorded
         {
@@ -230,7 +230,7 @@ impl Backend for AclBackend {
     fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
         self.shared.on(device)?;
         let mut status = 0u32;
-        check(self.shared.lib.query_event_status(event as usize, &mut status))?;
+        check(self.shared.lib.query_event_status(event.ptr(), &mut status))?;
         self.settle_reset(device, event);
         let recorded = self.shared.books().events.get(&event).is_none_or(|m| m.recorded);
         Ok(match (status, recorded) {
@@ -247,7 +247,7 @@ impl Backend for AclBackend {
         }
         self.blocking_wait(
             device,
-            move |s| s.lib.synchronize_event_with_timeout(event as usize, 1000),
+            move |s| s.lib.synchronize_event_with_timeout(event.ptr(), 1000),
             i64::from(acl::RT_EVENT_SYNC_TIMEOUT),
         )
     }
@@ -265,7 +265,7 @@ impl Backend for AclBackend {
         }
         self.shared.on(device)?;
         let mut ms = 0f32;
-        check(self.shared.lib.event_elapsed_time(&mut ms, start as usize, end as usize)).map_err(|mut e| {
+        check(self.shared.lib.event_elapsed_time(&mut ms, start.ptr(), end.ptr())).map_err(|mut e| {
             if e.native_code == i64::from(acl::RT_EVENT_NOT_COMPLETE) {
                 e.kind = ErrorKind::EventNotComplete;
             }
@@ -288,7 +288,7 @@ impl Backend for AclBackend {
             ffi::callback_trampoline,
             user_data.raw(),
             u32::from(blocking),
-            stream as usize,
+            stream.ptr(),
         ))?;
         user_data.launched();
         Ok(0)
@@ -348,6 +348,6 @@ impl Backend for AclBackend {
     fn fail_task(&self, device: u32, stream: RawStream, task: u64, code: i64) -> BackendResult<()> {
         self.shared.on(device)?;
         let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
-        self.fake("npudFakeFailTask", |lib| lib.fake_fail_task(stream as usize, task, code))
+        self.fake("npudFakeFailTask", |lib| lib.fake_fail_task(stream.ptr(), task, code))
     }
 }

@@ -127,8 +127,7 @@ impl AclBackend {
             .stack_size(256 * 1024)
             .spawn(move || {
                 let tid = ffi::current_thread_id();
-                let subscribed =
-                    shared.on(device).and_then(|()| check(shared.lib.subscribe_report(tid, stream as usize)));
+                let subscribed = shared.on(device).and_then(|()| check(shared.lib.subscribe_report(tid, stream.ptr())));
                 let ok = subscribed.is_ok();
                 let _ = ready_tx.send(subscribed);
                 if !ok {
@@ -144,7 +143,7 @@ impl AclBackend {
                         Err(_) => return,
                     }
                 }
-                let _ = shared.lib.unsubscribe_report(tid, stream as usize);
+                let _ = shared.lib.unsubscribe_report(tid, stream.ptr());
             })
             .map_err(|e| BackendError {
                 kind: ErrorKind::Other,

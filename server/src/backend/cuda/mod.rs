@@ -61,12 +61,12 @@ impl Backend for CudaBackend {
         check(self.shared.lib.stream_create_with_priority(&mut s, cu_flags, priority))?;
         self.shared.streams[device as usize].fetch_add(1, Ordering::Relaxed);
         self.shared.creations[device as usize].fetch_add(1, Ordering::Relaxed);
-        Ok(s as RawStream)
+        Ok(RawStream(s as u64))
     }
 
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
         self.shared.on(device)?;
-        check(self.shared.lib.stream_destroy(stream as usize))?;
+        check(self.shared.lib.stream_destroy(stream.ptr()))?;
         self.shared.streams[device as usize].fetch_sub(1, Ordering::Relaxed);
         self.shared.books().failed.remove(&stream);
         Ok(())
@@ -91,7 +91,7 @@ impl Backend for CudaBackend {
 
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
         self.shared.on(device)?;
-        match self.shared.lib.stream_query(stream as usize) {
+        match self.shared.lib.stream_query(stream.ptr()) {
             Ok(NOT_READY) => Ok(false),
             rc => check(rc).map(|()| true),
         }
@@ -104,11 +104,11 @@ impl Backend for CudaBackend {
             // A private event marks "everything enqueued so far".
             let mut marker = 0usize;
             check(shared.lib.event_create(&mut marker, DISABLE_TIMING))?;
-            let recorded = check(shared.lib.event_record(marker, stream as usize));
+            let recorded = check(shared.lib.event_record(marker, stream.ptr()));
             let done = recorded.and_then(|()| shared.poll(abandoned, || shared.lib.event_query(marker)));
             let _ = shared.lib.event_destroy(marker);
             // CUDA reports a failed task through the next call on the stream.
-            let done = done.and_then(|()| match shared.lib.stream_query(stream as usize) {
+            let done = done.and_then(|()| match shared.lib.stream_query(stream.ptr()) {
                 Ok(NOT_READY) => Ok(()),
                 rc => check(rc),
             });
@@ -135,13 +135,13 @@ impl Backend for CudaBackend {
     fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
         // The stream's context is current; the event may be another device's.
         self.shared.on(device)?;
-        check(self.shared.lib.stream_wait_event(stream as usize, event as usize))
+        check(self.shared.lib.stream_wait_event(stream.ptr(), event.ptr()))
     }
 
     fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
         self.shared.on(device)?;
         let f = self.spin_kernel(device)?;
-        check(self.shared.lib.launch_kernel_u64(f, stream as usize, duration.as_nanos() as u64))?;
+        check(self.shared.lib.launch_kernel_u64(f, stream.ptr(), duration.as_nanos() as u64))?;
         Ok(0)
     }
 
@@ -153,19 +153,19 @@ impl Backend for CudaBackend {
         self.shared.on(device)?;
         let mut e = 0usize;
         check(self.shared.lib.event_create(&mut e, if timing { 0 } else { DISABLE_TIMING }))?;
-        self.shared.books().events.insert(e as RawEvent, EventMeta { timing, recorded: false });
-        Ok(e as RawEvent)
+        self.shared.books().events.insert(RawEvent(e as u64), EventMeta { timing, recorded: false });
+        Ok(RawEvent(e as u64))
     }
 
     fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
         self.shared.books().events.remove(&event);
         self.shared.on(device)?;
-        check(self.shared.lib.event_destroy(event as usize))
+        check(self.shared.lib.event_destroy(event.ptr()))
     }
 
     fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
         self.shared.on(device)?;
-        check(self.shared.lib.event_record(event as usize, stream as usize))?;
+        check(self.shared.lib.event_record(event.ptr(), stream.ptr()))?;
         if let Some(m) = self.shared.books().events.get_mut(&event) {
             m.recorded = true;
         }
@@ -179,7 +179,7 @@ impl Backend for CudaBackend {
     fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
         self.shared.on(device)?;
         let recorded = self.shared.books().events.get(&event).is_none_or(|m| m.recorded);
-        match self.shared.lib.event_query(event as usize) {
+        match self.shared.lib.event_query(event.ptr()) {
             Ok(NOT_READY) => Ok(EventState::Pending),
             rc => check(rc).map(|()| if recorded { EventState::Complete } else { EventState::NotRecorded }),
         }
@@ -189,14 +189,14 @@ impl Backend for CudaBackend {
         let shared = Arc::clone(&self.shared);
         super::abandonable_wait(move |abandoned| {
             shared.on(device)?;
-            shared.poll(abandoned, || shared.lib.event_query(event as usize))
+            shared.poll(abandoned, || shared.lib.event_query(event.ptr()))
         })
     }
 
     fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32> {
         self.shared.on(device)?;
         let mut ms = 0f32;
-        check(self.shared.lib.event_elapsed_time(&mut ms, start as usize, end as usize)).map_err(|mut e| {
+        check(self.shared.lib.event_elapsed_time(&mut ms, start.ptr(), end.ptr())).map_err(|mut e| {
             if e.native_code == i64::from(INVALID_HANDLE) {
                 let b = self.shared.books();
                 let metas = [b.events.get(&start).copied(), b.events.get(&end).copied()];
@@ -229,13 +229,13 @@ impl Backend for CudaBackend {
         if self.shared.lib.has("cuStreamAddCallback") {
             let thunk: ffi::StatusThunk = Box::new(fire);
             let user_data = ffi::UserData::new(thunk);
-            let s = stream as usize;
+            let s = stream.ptr();
             check(self.shared.lib.stream_add_callback(s, ffi::stream_callback_trampoline, user_data.raw()))?;
             user_data.launched();
         } else {
             let thunk: ffi::Thunk = Box::new(move || fire(0));
             let user_data = ffi::UserData::new(thunk);
-            check(self.shared.lib.launch_host_func(stream as usize, ffi::callback_trampoline, user_data.raw()))?;
+            check(self.shared.lib.launch_host_func(stream.ptr(), ffi::callback_trampoline, user_data.raw()))?;
             user_data.launched();
         }
         Ok(0)
@@ -298,6 +298,6 @@ impl Backend for CudaBackend {
         }
         self.shared.on(device)?;
         let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
-        check(self.shared.lib.fake_fail_task(stream as usize, task, code))
+        check(self.shared.lib.fake_fail_task(stream.ptr(), task, code))
     }
 }
