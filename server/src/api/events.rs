@@ -5,7 +5,7 @@ use tonic::{Request, Response, Status};
 #[tonic::async_trait]
 impl EventService for Api {
     async fn create(&self, req: Request<pb::CreateEventRequest>) -> Result<Response<pb::EventInfo>, Status> {
-        let (caller, session) = self.session(&req)?;
+        let (caller, session) = self.caller_and_session(&req)?;
         let r = req.into_inner();
         let (handle, entry) = self.daemon.create_event(&caller, session, r.device, r.flags, r.disable_timing)?;
         Ok(Response::new(convert::event(handle, &entry, crate::backend::EventState::NotRecorded)))

@@ -80,6 +80,13 @@ impl Api {
         Ok((caller, id))
     }
 
+    /// The caller and the session id the request names, without checking the session:
+    /// for operations whose daemon call checks and renews it itself (once, next to the
+    /// work it guards).
+    fn caller_and_session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
+        Ok((self.caller(req)?, session_id(req)?))
+    }
+
     fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let caller = self.caller(req)?;
         crate::daemon::admin::require_admin(&caller)?;

@@ -54,7 +54,7 @@ impl ReportService for Api {
     type ReportsStream = Pin<Box<dyn Stream<Item = Result<pb::Report, Status>> + Send>>;
 
     async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<pb::SubscribeResponse>, Status> {
-        let (caller, session) = self.session(&req)?;
+        let (caller, session) = self.caller_and_session(&req)?;
         self.daemon.subscribe_report(&caller, session, req.get_ref().thread_id, req.get_ref().stream)?;
         Ok(Response::new(pb::SubscribeResponse {}))
     }

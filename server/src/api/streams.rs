@@ -11,7 +11,7 @@ impl StreamService for Api {
         &self,
         req: Request<pb::CreateStreamsRequest>,
     ) -> Result<Response<pb::CreateStreamsResponse>, Status> {
-        let (caller, session) = self.session(&req)?;
+        let (caller, session) = self.caller_and_session(&req)?;
         let r = req.into_inner();
         let request = CreateRequest {
             device: r.device,

@@ -21,11 +21,11 @@ impl Daemon {
         flags: u32,
         disable_timing: bool,
     ) -> NpudResult<(u64, EventEntry)> {
+        self.registry.touch(caller, session)?;
         self.refuse_if_draining()?;
         self.device(device)?;
         self.require_healthy(device)?;
         check_event_flags(flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
-        self.registry.touch(caller, session)?;
         self.event_room(
             &caller.tenant,
             device,

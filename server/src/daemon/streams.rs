@@ -31,21 +31,21 @@ pub struct CreateRequest {
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
 impl Daemon {
-    /// cuStreamCreateWithPriority's seed: a priority outside cuCtxGetStreamPriorityRange "will
-    /// automatically be clamped to the lowest or the highest number in the range", and the
-    /// stream reports the clamped one. AscendCL has no such rule: there an out-of-range
-    /// priority is refused (check_create).
-    fn effective_priority(&self, device: u32, priority: i32) -> NpudResult<i32> {
-        let dev = self.device(device)?;
-        Ok(if self.backend.name() == "cuda" {
-            priority.clamp(dev.priority_highest, dev.priority_lowest)
-        } else {
-            priority
-        })
-    }
-
-    fn check_create(&self, caller: &Caller, req: &CreateRequest) -> NpudResult<crate::types::Quota> {
+    /// Validates a create request once and returns it as the stream will be made, with the
+    /// tenant's quota. Flags: aclrtCreateStreamWithConfig's seed (macros that cannot be
+    /// OR-ed are refused; any other value makes an ordinary stream). Priority:
+    /// cuStreamCreateWithPriority's seed clamps one outside cuCtxGetStreamPriorityRange
+    /// "to the lowest or the highest number in the range"; AscendCL has no such rule, so
+    /// there an out-of-range priority is refused.
+    fn checked_request(&self, caller: &Caller, req: CreateRequest) -> NpudResult<(CreateRequest, crate::types::Quota)> {
+        let flags = npud_proto::flags::effective_stream_flags(req.flags)
+            .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         let dev = self.device(req.device)?;
+        let priority = if self.backend.name() == "cuda" {
+            req.priority.clamp(dev.priority_highest, dev.priority_lowest)
+        } else {
+            req.priority
+        };
         let max = self.config.limits.max_streams_per_request;
         if req.count == 0 || req.count > max {
             return Err(NpudError::invalid(
@@ -53,18 +53,17 @@ impl Daemon {
                 format!("count must be 1..={max}, got {}", req.count),
             ));
         }
-        if req.priority < dev.priority_highest || req.priority > dev.priority_lowest {
+        if priority < dev.priority_highest || priority > dev.priority_lowest {
             return Err(NpudError::invalid(
                 Reason::InvalidPriority,
                 format!(
                     "priority {} is outside {}..={} of device {} ({} is the most urgent)",
-                    req.priority, dev.priority_highest, dev.priority_lowest, req.device, dev.priority_highest
+                    priority, dev.priority_highest, dev.priority_lowest, req.device, dev.priority_highest
                 ),
             ));
         }
-        npud_proto::flags::check_stream_flags(req.flags).map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?;
         let (quota, _) = self.quotas.get(&caller.tenant);
-        if req.priority < quota.highest_priority {
+        if priority < quota.highest_priority {
             return Err(NpudError::invalid(
                 Reason::InvalidPriority,
                 format!(
@@ -73,7 +72,7 @@ impl Daemon {
                 ),
             ));
         }
-        Ok(quota)
+        Ok((CreateRequest { flags, priority, ..req }, quota))
     }
 
     /// Creates `count` streams for the session: all or none (managed policy).
@@ -83,16 +82,11 @@ impl Daemon {
         session: u64,
         req: CreateRequest,
     ) -> NpudResult<(Vec<StreamView>, Duration)> {
-        self.refuse_if_draining()?;
-        let req = CreateRequest {
-            flags: npud_proto::flags::effective_stream_flags(req.flags)
-                .map_err(|e| NpudError::invalid(Reason::InvalidFlags, e))?,
-            priority: self.effective_priority(req.device, req.priority)?,
-            ..req
-        };
-        let quota = self.check_create(caller, &req)?;
-        self.require_healthy(req.device)?;
+        // The session first, as every call that names one: then the request, once.
         self.registry.touch(caller, session)?;
+        self.refuse_if_draining()?;
+        let (req, quota) = self.checked_request(caller, req)?;
+        self.require_healthy(req.device)?;
         let mutation = self.health.mutation();
         let grant = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
         // The grant is ours now. A caller that goes away (a killed client) must not leave
