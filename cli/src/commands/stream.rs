@@ -43,21 +43,7 @@ pub async fn create(
     let client = ctx.session(session).await?;
     let streams = client.device(device).create_streams(count, StreamOptions { priority, flags, wait }).await?;
     // The streams belong to the named session; the next npuctl call can use them.
-    let infos: Vec<pb::StreamInfo> = streams
-        .into_iter()
-        .map(|s| {
-            let info = pb::StreamInfo {
-                handle: s.handle(),
-                device: s.device(),
-                priority: s.priority(),
-                flags: s.flags(),
-                reused: s.reused(),
-                ..Default::default()
-            };
-            s.leak();
-            info
-        })
-        .collect();
+    let infos: Vec<pb::StreamInfo> = streams.into_iter().map(npud_client::Stream::detach).collect();
     emit(ctx.output, json!(infos.iter().map(stream_json).collect::<Vec<_>>()), || stream_rows(&infos));
     Ok(())
 }

@@ -158,9 +158,15 @@ impl Stream {
     }
 
     /// Gives up ownership without destroying (the session still holds the stream).
-    pub fn leak(mut self) -> u64 {
+    pub fn leak(self) -> u64 {
+        self.detach().handle
+    }
+
+    /// Gives up ownership without destroying, returning what npud said of the stream: for
+    /// a named session's streams that later calls (another process) will use.
+    pub fn detach(mut self) -> pb::StreamInfo {
         self.live = false;
-        self.handle()
+        std::mem::take(&mut self.info)
     }
 }
 
@@ -234,9 +240,14 @@ impl Event {
     }
 
     /// Gives up ownership without destroying (the session still holds the event).
-    pub fn leak(mut self) -> u64 {
+    pub fn leak(self) -> u64 {
+        self.detach().handle
+    }
+
+    /// Gives up ownership without destroying, returning what npud said of the event.
+    pub fn detach(mut self) -> pb::EventInfo {
         self.live = false;
-        self.handle()
+        std::mem::take(&mut self.info)
     }
 
     pub async fn close(mut self) -> Result<()> {
