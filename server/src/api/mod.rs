@@ -38,9 +38,56 @@ impl Api {
         Self { daemon }
     }
 
-    /// The authenticated caller of a request: the kernel's word on the Unix socket, the
-    /// client certificate or bearer token on TCP.
+    /// The request's caller, resolved once by [`Authenticate`] before the handler ran.
+    /// A request that reached a handler without one is refused: identity fails closed.
     fn caller<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        req.extensions()
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| NpudError::new(Reason::NoIdentity, "the request was not authenticated").into())
+    }
+
+    /// The caller and the live session the request names in `npud-session`.
+    fn session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
+        let caller = self.caller(req)?;
+        let id = session_id(req)?;
+        self.daemon.registry().touch(&caller, id)?;
+        Ok((caller, id))
+    }
+
+    /// The caller and the session id the request names, without checking the session:
+    /// for operations whose daemon call checks and renews it itself (once, next to the
+    /// work it guards).
+    fn caller_and_session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
+        Ok((self.caller(req)?, session_id(req)?))
+    }
+
+    fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
+        let caller = self.caller(req)?;
+        crate::daemon::admin::require_admin(&caller)?;
+        Ok(caller)
+    }
+}
+
+/// Resolves every request's caller before its handler runs (a tonic interceptor on each
+/// npud service) and puts it in the request's extensions: the kernel's word on the Unix
+/// socket, the client certificate or bearer token on TCP, then the tenant's request rate.
+/// Handlers read it with `Api::caller`, so none can skip or repeat the resolution.
+#[derive(Clone)]
+pub struct Authenticate {
+    daemon: Arc<Daemon>,
+}
+
+impl tonic::service::Interceptor for Authenticate {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        let caller = self.resolve(&req)?;
+        req.extensions_mut().insert(caller);
+        Ok(req)
+    }
+}
+
+impl Authenticate {
+    fn resolve<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let caller = match unix_peer(req) {
             Some(peer) => self.daemon.resolve_peer(&peer)?,
             None => {
@@ -69,27 +116,6 @@ impl Api {
                 }
             }
         };
-        Ok(caller)
-    }
-
-    /// The caller and the live session the request names in `npud-session`.
-    fn session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
-        let caller = self.caller(req)?;
-        let id = session_id(req)?;
-        self.daemon.registry().touch(&caller, id)?;
-        Ok((caller, id))
-    }
-
-    /// The caller and the session id the request names, without checking the session:
-    /// for operations whose daemon call checks and renews it itself (once, next to the
-    /// work it guards).
-    fn caller_and_session<T>(&self, req: &Request<T>) -> Result<(Caller, u64), Status> {
-        Ok((self.caller(req)?, session_id(req)?))
-    }
-
-    fn admin<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
-        let caller = self.caller(req)?;
-        crate::daemon::admin::require_admin(&caller)?;
         Ok(caller)
     }
 }
@@ -138,12 +164,18 @@ pub const INSECURE_TCP_UID: u32 = 65534;
 
 /// All npud.v1 services as a tonic router.
 pub fn router(daemon: Arc<Daemon>) -> tonic::service::Routes {
+    use tonic::service::interceptor::InterceptedService as Auth;
+    let auth = Authenticate { daemon: Arc::clone(&daemon) };
     let api = Api::new(daemon);
-    tonic::service::Routes::new(DeviceServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(SessionServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(StreamServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(EventServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(ReportServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(AdminServiceServer::new(api.clone()).max_decoding_message_size(MAX_MESSAGE_BYTES))
-        .add_service(BudgetServiceServer::new(api).max_decoding_message_size(npud_proto::BUDGET_MAX_FRAME))
+    let max = MAX_MESSAGE_BYTES;
+    tonic::service::Routes::new(Auth::new(
+        DeviceServiceServer::new(api.clone()).max_decoding_message_size(max),
+        auth.clone(),
+    ))
+    .add_service(Auth::new(SessionServiceServer::new(api.clone()).max_decoding_message_size(max), auth.clone()))
+    .add_service(Auth::new(StreamServiceServer::new(api.clone()).max_decoding_message_size(max), auth.clone()))
+    .add_service(Auth::new(EventServiceServer::new(api.clone()).max_decoding_message_size(max), auth.clone()))
+    .add_service(Auth::new(ReportServiceServer::new(api.clone()).max_decoding_message_size(max), auth.clone()))
+    .add_service(Auth::new(AdminServiceServer::new(api.clone()).max_decoding_message_size(max), auth.clone()))
+    .add_service(Auth::new(BudgetServiceServer::new(api).max_decoding_message_size(npud_proto::BUDGET_MAX_FRAME), auth))
 }
