@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod contention;
+pub mod inproc;
 pub mod native;
 pub mod pki;
 
@@ -189,10 +190,13 @@ pub struct DaemonBuilder {
     state_dir: Option<PathBuf>,
     env: Vec<(String, String)>,
     socket: Option<PathBuf>,
+    in_process: bool,
 }
 
 pub struct Daemon {
     child: Option<Child>,
+    /// Set when the daemon serves in this process (`DaemonBuilder::in_process`).
+    served: Option<inproc::InProcess>,
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     /// `http://127.0.0.1:PORT` when started with TCP: callers there are another tenant
@@ -209,7 +213,15 @@ impl Default for DaemonBuilder {
 
 impl DaemonBuilder {
     pub fn new() -> Self {
-        Self { args: Vec::new(), config: String::new(), tcp: false, state_dir: None, env: Vec::new(), socket: None }
+        Self {
+            args: Vec::new(),
+            config: String::new(),
+            tcp: false,
+            state_dir: None,
+            env: Vec::new(),
+            socket: None,
+            in_process: false,
+        }
     }
 
     pub fn arg(mut self, a: &str) -> Self {
@@ -251,7 +263,42 @@ impl DaemonBuilder {
         self
     }
 
+    /// Serve in this test process (`npud::serve` on a thread of its own) rather than run
+    /// the binary: for suites with no process boundary under test. Only on the simulator:
+    /// the fake vendor libraries are configured through the environment, which one
+    /// process shares, so other backends still run the binary.
+    pub fn in_process(mut self) -> Self {
+        self.in_process = true;
+        self
+    }
+
+    fn start_in_process(self) -> Daemon {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = self.socket.clone().unwrap_or_else(|| dir.path().join("npud.sock"));
+        let config_path = dir.path().join("npud.toml");
+        std::fs::write(&config_path, &self.config).expect("write config");
+        let mut argv: Vec<String> = vec!["npud".into(), "--socket".into(), socket.display().to_string()];
+        argv.extend(["--config".into(), config_path.display().to_string()]);
+        argv.extend(self.args.iter().cloned());
+        if let Some(state) = &self.state_dir {
+            argv.extend(["--state-dir".into(), state.display().to_string()]);
+        }
+        let endpoint = self.tcp.then(|| {
+            let port = free_port();
+            argv.extend(["--listen".into(), format!("127.0.0.1:{port}"), "--insecure-tcp".into()]);
+            format!("http://127.0.0.1:{port}")
+        });
+        let served = inproc::InProcess::start(argv);
+        let log = dir.path().join("npud.log");
+        let mut d = Daemon { child: None, served: Some(served), dir, socket, endpoint, log };
+        d.wait_ready();
+        d
+    }
+
     pub fn start(self) -> Daemon {
+        if self.in_process && backend() == Backend::Sim && self.env.is_empty() {
+            return self.start_in_process();
+        }
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = self.socket.clone().unwrap_or_else(|| dir.path().join("npud.sock"));
         let config_path = dir.path().join("npud.toml");
@@ -323,7 +370,7 @@ impl DaemonBuilder {
             sock
         });
         let child = cmd.spawn().expect("spawn npud");
-        let mut d = Daemon { child: Some(child), dir, socket, endpoint, log };
+        let mut d = Daemon { child: Some(child), served: None, dir, socket, endpoint, log };
         match notify {
             Some(sock) => d.wait_notified(&sock),
             None => d.wait_ready(),
@@ -377,6 +424,9 @@ impl Daemon {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 panic!("npud exited with {status} before serving:\n{}", self.log());
             }
+            if self.served.as_ref().is_some_and(inproc::InProcess::finished) {
+                panic!("npud stopped before serving:\n{}", self.log());
+            }
             assert!(Instant::now() < deadline, "npud did not start within {:?}:\n{}", Self::START_TIMEOUT, self.log());
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -387,11 +437,16 @@ impl Daemon {
         self.dir.path().join("npud.toml")
     }
 
+    /// The daemon's log (in process: why serving ended, if it did).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        match &self.served {
+            Some(served) => served.failure(),
+            None => std::fs::read_to_string(&self.log).unwrap_or_default(),
+        }
     }
 
     pub fn pid(&self) -> u32 {
+        assert!(self.served.is_none(), "a daemon serving in this process has no pid of its own: start the binary");
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)
     }
 

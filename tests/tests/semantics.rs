@@ -1,6 +1,8 @@
-//! Issue 3: the seeds' stream, event and synchronisation semantics, end to end through the
-//! real daemon. Timing assertions rely on event timestamps (device time), never on the
-//! wall clock of this noisy machine, except where a wait must be seen to block.
+//! Issue 3: the seeds' stream, event and synchronisation semantics, end to end over a real
+//! socket with real clients (the Rust client and npuctl). No process boundary is under
+//! test here, so the daemon serves in this process on the simulator (the fakes and a real
+//! driver still run the binary). Timing assertions rely on event timestamps (device time),
+//! never on the wall clock of this noisy machine, except where a wait must be seen to block.
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -29,7 +31,7 @@ async fn fail_task(c: &Client, stream: u64, task: u64) {
 }
 
 async fn setup() -> (Daemon, Client) {
-    let d = Daemon::builder().config("[sim]\nlanes = 4").start();
+    let d = Daemon::builder().in_process().config("[sim]\nlanes = 4").start();
     let c = d.client().await;
     (d, c)
 }
@@ -142,7 +144,7 @@ async fn a_high_priority_stream_overtakes_when_lanes_are_short() {
     if skipped_on_real_hardware("a device with fewer lanes than streams") {
         return;
     }
-    let d = Daemon::builder().config("[sim]\nlanes = 1").start();
+    let d = Daemon::builder().in_process().config("[sim]\nlanes = 1").start();
     let c = d.client().await;
     let dev = c.device(0);
     let range = &c.devices().await.unwrap()[0];
@@ -191,7 +193,7 @@ async fn synchronize_with_timeout_reports_the_vendor_code_and_leaves_work_runnin
 
 #[tokio::test]
 async fn device_sync_waits_for_the_callers_work_only() {
-    let d = Daemon::builder().tcp().config("[sim]\nlanes = 4").start();
+    let d = Daemon::builder().in_process().tcp().config("[sim]\nlanes = 4").start();
     let (a, b) = (d.client().await, d.tcp_client().await);
     let long = b.device(0).create_stream(StreamOptions::default()).await.unwrap();
     long.delay(Duration::from_secs(30)).await.unwrap();
@@ -271,7 +273,7 @@ async fn destroying_what_pending_work_still_uses_follows_the_seeds() {
 
 #[tokio::test]
 async fn events_without_the_sync_flag_cannot_be_waited_on_or_reset_and_the_event_budget_holds() {
-    let d = Daemon::builder().args(&["--sim-profile", "atlas-inference"]).start();
+    let d = Daemon::builder().in_process().args(&["--sim-profile", "atlas-inference"]).start();
     let c = d.client().await;
     let dev = c.device(0);
     let s = dev.create_stream(StreamOptions::default()).await.unwrap();
@@ -331,7 +333,7 @@ async fn reset_returns_an_event_to_not_recorded_once_the_stream_reaches_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifty_blocked_clients_do_not_stall_a_fifty_first() {
-    let d = Daemon::builder().config("[sim]\nlanes = 4").start();
+    let d = Daemon::builder().in_process().config("[sim]\nlanes = 4").start();
     let owner = d.client().await;
     let s = owner.device(0).create_stream(StreamOptions::default()).await.unwrap();
     s.delay(Duration::from_secs(20)).await.unwrap();
@@ -369,7 +371,7 @@ async fn across_devices_record_is_refused_and_a_wait_follows_the_vendor() {
     if skipped_on_real_hardware("two devices") {
         return;
     }
-    let d = Daemon::builder().args(&["--sim-devices", "2"]).start();
+    let d = Daemon::builder().in_process().args(&["--sim-devices", "2"]).start();
     let c = d.client().await;
     let s = c.device(0).create_stream(StreamOptions::default()).await.unwrap();
     let other = c.device(1).create_event(EventOptions::default()).await.unwrap();
@@ -404,7 +406,7 @@ async fn across_devices_record_is_refused_and_a_wait_follows_the_vendor() {
 
 #[test]
 fn npuctl_drives_events_and_stream_waits() {
-    let d = Daemon::start();
+    let d = Daemon::builder().in_process().start();
     let streams = d.npuctl_json(&["stream", "create", "--count", "2"]);
     let (s1, s2) = (streams[0]["handle"].to_string(), streams[1]["handle"].to_string());
     let a = d.npuctl_json(&["event", "create"])["handle"].to_string();
