@@ -4,7 +4,7 @@ mod args;
 mod commands;
 mod output;
 
-use args::{Cli, Command, DeviceCmd, EventCmd, QuotaCmd, SessionCmd, StreamCmd, TenantCmd};
+use args::{Cli, Command};
 use clap::Parser;
 use commands::Ctx;
 use npud_client::Target;
@@ -26,31 +26,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     let ctx = Ctx { target, output: cli.output, token: cli.token.clone() };
     match cli.command {
-        Command::Device(DeviceCmd::List) => commands::device::list(&ctx).await?,
-        Command::Stream(cmd) => match cmd {
-            StreamCmd::Create { device, count, priority, flags, wait, session } => {
-                commands::stream::create(&ctx, device, count, priority, &flags, wait, &session.session).await?
-            }
-            StreamCmd::List => commands::stream::list(&ctx).await?,
-            StreamCmd::Destroy { handles, session } => {
-                commands::stream::destroy(&ctx, handles, &session.session).await?
-            }
-            StreamCmd::Sync { handle, timeout } => commands::stream::sync(&ctx, handle, timeout).await?,
-            StreamCmd::Query { handle } => commands::stream::query(&ctx, handle).await?,
-            StreamCmd::Delay { handle, duration } => commands::stream::delay(&ctx, handle, duration).await?,
-            StreamCmd::WaitEvent { stream, event } => commands::stream::wait_event(&ctx, stream, event).await?,
-        },
-        Command::Event(cmd) => match cmd {
-            EventCmd::Create { device, flags, no_timing, session } => {
-                commands::event::create(&ctx, device, flags, no_timing, &session.session).await?
-            }
-            EventCmd::Record { event, stream } => commands::event::record(&ctx, event, stream).await?,
-            EventCmd::Query { event } => commands::event::query(&ctx, event).await?,
-            EventCmd::Sync { event, timeout } => commands::event::sync(&ctx, event, timeout).await?,
-            EventCmd::Elapsed { start, end } => commands::event::elapsed(&ctx, start, end).await?,
-            EventCmd::Destroy { events } => commands::event::destroy(&ctx, events).await?,
-            EventCmd::List => commands::event::list(&ctx).await?,
-        },
+        Command::Device(cmd) => cmd.run(&ctx).await?,
+        Command::Stream(cmd) => cmd.run(&ctx).await?,
+        Command::Event(cmd) => cmd.run(&ctx).await?,
         Command::Status => commands::status::show(&ctx).await?,
         Command::Top { interval, iterations } => commands::status::top(&ctx, interval, iterations).await?,
         Command::Health { service } => commands::status::health(&ctx, service).await?,
@@ -65,27 +43,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut page)?;
             output::write_bytes(&page);
         }
-        Command::Session(SessionCmd::List) => commands::session::list(&ctx).await?,
-        Command::Session(SessionCmd::Close { name }) => commands::session::close(&ctx, &name).await?,
-        Command::Tenant(TenantCmd::List) => commands::tenant::list(&ctx).await?,
-        Command::Quota(QuotaCmd::Set {
-            tenant,
-            max_streams,
-            reserved_streams,
-            max_events,
-            weight,
-            highest_priority,
-        }) => {
-            let req = npud_proto::v1::SetQuotaRequest {
-                tenant,
-                max_streams,
-                reserved_streams,
-                max_events,
-                weight,
-                highest_priority,
-            };
-            commands::tenant::set(&ctx, req).await?
-        }
+        Command::Session(cmd) => cmd.run(&ctx).await?,
+        Command::Tenant(cmd) => cmd.run(&ctx).await?,
+        Command::Quota(cmd) => cmd.run(&ctx).await?,
     }
     Ok(())
 }

@@ -1,7 +1,24 @@
 use super::Ctx;
 use crate::output::{emit, table};
+use clap::Subcommand;
 use npud_proto::v1::{self as pb, device_service_client::DeviceServiceClient};
 use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum DeviceCmd {
+    /// List devices: capacity, reserved, in use, pooled, available.
+    #[command(after_help = "Examples:\n  npuctl device list\n  npuctl -o json device list")]
+    List,
+}
+
+impl DeviceCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            DeviceCmd::List => list(ctx).await?,
+        }
+        Ok(())
+    }
+}
 
 pub fn device_json(d: &pb::Device) -> serde_json::Value {
     json!({

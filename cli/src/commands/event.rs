@@ -1,9 +1,72 @@
 use super::Ctx;
+use crate::args::SessionArg;
+use crate::args::parse_duration;
 use crate::output::{emit, table};
+use clap::Subcommand;
 use npud_client::EventOptions;
 use npud_proto::v1::{self as pb, event_service_client::EventServiceClient};
 use serde_json::json;
 use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum EventCmd {
+    /// Create an event.
+    #[command(after_help = "Examples:\n  npuctl event create\n  npuctl event create --no-timing --session job-7")]
+    Create {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        /// ACL event flags as a number (0 = default: sync + timeline).
+        #[arg(long, default_value_t = 0)]
+        flags: u32,
+        /// No timestamps (cheaper; elapsed time is refused).
+        #[arg(long)]
+        no_timing: bool,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Record EVENT on STREAM.
+    #[command(after_help = "Example:\n  npuctl event record 77 1234")]
+    Record { event: u64, stream: u64 },
+    /// State of the event's most recent record.
+    #[command(after_help = "Example:\n  npuctl event query 77")]
+    Query { event: u64 },
+    /// Wait for the event's most recent record.
+    #[command(after_help = "Example:\n  npuctl event sync 77 --timeout 2s")]
+    Sync {
+        event: u64,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Milliseconds between two recorded, completed, timed events.
+    #[command(after_help = "Example:\n  npuctl event elapsed 77 78")]
+    Elapsed { start: u64, end: u64 },
+    /// Destroy events.
+    #[command(after_help = "Example:\n  npuctl event destroy 77 78")]
+    Destroy {
+        #[arg(required = true)]
+        events: Vec<u64>,
+    },
+    /// Your events.
+    #[command(after_help = "Example:\n  npuctl event list")]
+    List,
+}
+
+impl EventCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            EventCmd::Create { device, flags, no_timing, session } => {
+                create(ctx, device, flags, no_timing, &session.session).await?
+            }
+            EventCmd::Record { event, stream } => record(ctx, event, stream).await?,
+            EventCmd::Query { event } => query(ctx, event).await?,
+            EventCmd::Sync { event, timeout } => sync(ctx, event, timeout).await?,
+            EventCmd::Elapsed { start, end } => elapsed(ctx, start, end).await?,
+            EventCmd::Destroy { events } => destroy(ctx, events).await?,
+            EventCmd::List => list(ctx).await?,
+        }
+        Ok(())
+    }
+}
 
 fn state_name(state: i32) -> &'static str {
     match pb::EventState::try_from(state) {

@@ -1,7 +1,28 @@
 use super::Ctx;
 use crate::output::{emit, table};
+use clap::Subcommand;
 use npud_proto::v1 as pb;
 use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCmd {
+    /// Sessions with their holdings and lease.
+    #[command(after_help = "Example:\n  npuctl session list")]
+    List,
+    /// Close a named session: everything it holds is reclaimed.
+    #[command(after_help = "Example:\n  npuctl session close job-7")]
+    Close { name: String },
+}
+
+impl SessionCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            SessionCmd::List => list(ctx).await?,
+            SessionCmd::Close { name } => close(ctx, &name).await?,
+        }
+        Ok(())
+    }
+}
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
     let sessions = ctx.sessions().await?.list(pb::ListSessionsRequest {}).await?.into_inner().sessions;

@@ -1,9 +1,85 @@
 use super::{Ctx, flag_names};
+use crate::args::SessionArg;
+use crate::args::parse_duration;
 use crate::output::{emit, table};
+use clap::Subcommand;
 use npud_client::StreamOptions;
 use npud_proto::v1::{self as pb, stream_service_client::StreamServiceClient};
 use serde_json::json;
 use std::time::Duration;
+
+#[derive(Debug, Subcommand)]
+pub enum StreamCmd {
+    /// Create streams, all or none, waiting for budget up to --wait.
+    #[command(
+        after_help = "Example:\n  npuctl stream create --count 60 --flags fast-launch,fast-sync --wait 60s --session job-7"
+    )]
+    Create {
+        #[arg(long, default_value_t = 0)]
+        device: u32,
+        #[arg(long, default_value_t = 1)]
+        count: u32,
+        /// Lower is more urgent; the range is the device's (`device list`: 0..=7 on Ascend, -5..=0 on CUDA, where 0 is the least urgent).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        priority: i32,
+        /// Comma-separated: fast-launch, fast-sync, persistent, huge, cpu-schedule, device-use-only, non-blocking.
+        #[arg(long, default_value = "")]
+        flags: String,
+        /// How long to wait for budget, e.g. 30s (0 fails at once).
+        #[arg(long, default_value = "0s", value_parser = parse_duration)]
+        wait: std::time::Duration,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Your streams.
+    #[command(after_help = "Example:\n  npuctl stream list")]
+    List,
+    /// Destroy streams (all named handles or none).
+    #[command(after_help = "Example:\n  npuctl stream destroy 1234 1235 --session job-7")]
+    Destroy {
+        #[arg(required = true, value_name = "HANDLE")]
+        handles: Vec<u64>,
+        #[command(flatten)]
+        session: SessionArg,
+    },
+    /// Wait until all work on the stream has finished.
+    #[command(after_help = "Example:\n  npuctl stream sync 1234 --timeout 5s")]
+    Sync {
+        handle: u64,
+        #[arg(long, value_parser = parse_duration)]
+        timeout: Option<std::time::Duration>,
+    },
+    /// Whether all work on the stream has finished.
+    #[command(after_help = "Example:\n  npuctl stream query 1234")]
+    Query { handle: u64 },
+    /// Put timed work on a stream (npud extension).
+    #[command(after_help = "Example:\n  npuctl stream delay 1234 20ms")]
+    Delay {
+        handle: u64,
+        #[arg(value_parser = parse_duration)]
+        duration: std::time::Duration,
+    },
+    /// Make later work on STREAM wait for EVENT's current record.
+    #[command(after_help = "Example:\n  npuctl stream wait-event 1235 77")]
+    WaitEvent { stream: u64, event: u64 },
+}
+
+impl StreamCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            StreamCmd::Create { device, count, priority, flags, wait, session } => {
+                create(ctx, device, count, priority, &flags, wait, &session.session).await?
+            }
+            StreamCmd::List => list(ctx).await?,
+            StreamCmd::Destroy { handles, session } => destroy(ctx, handles, &session.session).await?,
+            StreamCmd::Sync { handle, timeout } => sync(ctx, handle, timeout).await?,
+            StreamCmd::Query { handle } => query(ctx, handle).await?,
+            StreamCmd::Delay { handle, duration } => delay(ctx, handle, duration).await?,
+            StreamCmd::WaitEvent { stream, event } => wait_event(ctx, stream, event).await?,
+        }
+        Ok(())
+    }
+}
 
 fn stream_json(s: &pb::StreamInfo) -> serde_json::Value {
     json!({

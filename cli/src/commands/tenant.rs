@@ -1,7 +1,56 @@
 use super::Ctx;
 use crate::output::{emit, table};
+use clap::Subcommand;
 use npud_proto::v1 as pb;
 use serde_json::json;
+
+#[derive(Debug, Subcommand)]
+pub enum TenantCmd {
+    /// Tenants with explicit quotas (and yours).
+    #[command(after_help = "Example:\n  npuctl tenant list")]
+    List,
+}
+
+impl TenantCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            TenantCmd::List => list(ctx).await?,
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum QuotaCmd {
+    /// Set quota fields of TENANT; fields not given keep their value. Persisted.
+    #[command(after_help = "Example:\n  npuctl quota set team-a --max-streams 256 --reserved-streams 64")]
+    Set {
+        tenant: String,
+        #[arg(long)]
+        max_streams: Option<u32>,
+        #[arg(long)]
+        reserved_streams: Option<u32>,
+        #[arg(long)]
+        max_events: Option<u32>,
+        #[arg(long)]
+        weight: Option<u32>,
+        #[arg(long)]
+        highest_priority: Option<i32>,
+    },
+}
+
+impl QuotaCmd {
+    pub async fn run(self, ctx: &Ctx) -> anyhow::Result<()> {
+        match self {
+            QuotaCmd::Set { tenant, max_streams, reserved_streams, max_events, weight, highest_priority } => {
+                let req =
+                    pb::SetQuotaRequest { tenant, max_streams, reserved_streams, max_events, weight, highest_priority };
+                set(ctx, req).await?
+            }
+        }
+        Ok(())
+    }
+}
 
 fn quota_json(q: &pb::Quota) -> serde_json::Value {
     json!({"max_streams": q.max_streams, "reserved_streams": q.reserved_streams, "max_events": q.max_events, "weight": q.weight, "highest_priority": q.highest_priority})
