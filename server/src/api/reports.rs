@@ -4,9 +4,7 @@ use crate::error::{NpudError, Reason};
 use npud_proto::codes::acl;
 use npud_proto::v1::{self as pb, report_service_server::ReportService};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio_stream::Stream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 fn to_pb(r: &SessionReport) -> pb::Report {
@@ -38,16 +36,6 @@ fn to_pb(r: &SessionReport) -> pb::Report {
     };
     pb::Report { sequence: r.sequence, kind: Some(kind) }
 }
-
-/// Keeps the session alive while its report stream is open.
-struct OpenStream(Arc<crate::daemon::Daemon>, u64);
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        self.0.registry().set_report_stream(self.1, false);
-    }
-}
-
-const MAX_PULL_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 #[tonic::async_trait]
 impl ReportService for Api {
@@ -92,38 +80,8 @@ impl ReportService for Api {
 
     async fn reports(&self, req: Request<pb::ReportsRequest>) -> Result<Response<Self::ReportsStream>, Status> {
         let (_, session) = self.session(&req)?;
-        let daemon = Arc::clone(&self.daemon);
-        let notify = daemon.reports().watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
-        daemon.registry().open_report_stream(session, daemon.config().limits.max_report_streams_per_session)?;
-        let alive = OpenStream(Arc::clone(&daemon), session);
-        daemon.reports().confirm(session, req.get_ref().after_sequence);
-        let (tx, rx) = tokio::sync::mpsc::channel(256);
-        let mut cursor = req.get_ref().after_sequence;
-        tokio::spawn(async move {
-            let _alive = alive;
-            loop {
-                let changed = notify.notified();
-                tokio::pin!(changed);
-                changed.as_mut().enable();
-                let Some(batch) = daemon.reports().next_batch(session, cursor, 256) else {
-                    return;
-                };
-                for r in &batch {
-                    if tx.send(Ok(to_pb(r))).await.is_err() {
-                        return;
-                    }
-                    cursor = r.sequence;
-                }
-                if !batch.is_empty() {
-                    continue;
-                }
-                tokio::select! {
-                    _ = &mut changed => {}
-                    _ = tx.closed() => return,
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+        let feed = self.daemon.report_feed(session, req.get_ref().after_sequence)?;
+        Ok(Response::new(Box::pin(feed.map(|r| Ok(to_pb(&r))))))
     }
 
     async fn process(
@@ -132,39 +90,8 @@ impl ReportService for Api {
     ) -> Result<Response<pb::ProcessReportResponse>, Status> {
         let (_, session) = self.session(&req)?;
         let r = req.into_inner();
-        if r.max_reports == 0 || r.max_reports > 1024 {
-            return Err(NpudError::invalid(Reason::InvalidCount, "max_reports must be 1..=1024").into());
-        }
-        if !self.daemon.registry().thread_subscribed(session, r.thread_id) {
-            return Err(NpudError::new(
-                Reason::StreamNotSubscribed,
-                format!("thread {} has no subscribed stream", r.thread_id),
-            )
-            .with_native(self.daemon.backend().name(), i64::from(acl::RT_THREAD_SUBSCRIBE))
-            .into());
-        }
-        let wait = Duration::from_millis(u64::from(r.timeout_ms)).min(MAX_PULL_WAIT);
-        let deadline = tokio::time::Instant::now() + wait;
-        let notify = self.daemon.reports().watch(session).ok_or_else(|| Status::from(NpudError::unknown_session()))?;
-        loop {
-            let changed = notify.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            let taken = self
-                .daemon
-                .reports()
-                .take_for_thread(session, r.thread_id, r.max_reports as usize)
-                .ok_or_else(|| Status::from(NpudError::unknown_session()))?;
-            if !taken.is_empty() {
-                return Ok(Response::new(pb::ProcessReportResponse { reports: taken.iter().map(to_pb).collect() }));
-            }
-            tokio::select! {
-                _ = &mut changed => {}
-                _ = tokio::time::sleep_until(deadline) => {
-                    return Ok(Response::new(pb::ProcessReportResponse { reports: Vec::new() }));
-                }
-            }
-        }
+        let taken = self.daemon.process_reports(session, r.thread_id, r.max_reports, r.timeout_ms).await?;
+        Ok(Response::new(pb::ProcessReportResponse { reports: taken.iter().map(to_pb).collect() }))
     }
 
     async fn ack(&self, req: Request<pb::AckRequest>) -> Result<Response<pb::AckResponse>, Status> {

@@ -7,6 +7,7 @@ pub mod admin;
 mod allocations;
 pub mod budget;
 pub mod callbacks;
+mod delivery;
 pub mod events;
 pub mod health;
 pub mod metrics;
