@@ -2,7 +2,7 @@
 //! model, and a timer thread that finishes running tasks on time.
 
 use crate::engine::{Engine, EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
-use crate::error::{SimError, SimErrorKind, SimResult, codes};
+use crate::error::{ErrorKind, SimError, SimResult, codes};
 use crate::flags;
 use crate::profile::Profile;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -163,7 +163,7 @@ impl SimDevice {
             if state.fail_next_creations > 0 {
                 state.fail_next_creations -= 1;
                 return Err(SimError::new(
-                    SimErrorKind::StreamBudget,
+                    ErrorKind::StreamBudget,
                     codes::RT_NO_STREAM_RESOURCE,
                     "injected fault: no stream resource",
                 ));
@@ -177,7 +177,7 @@ impl SimDevice {
                 && left <= self.options.contention_window
             {
                 return Err(SimError::new(
-                    SimErrorKind::StreamBudget,
+                    ErrorKind::StreamBudget,
                     codes::RT_RESOURCE_ALLOC_FAIL,
                     format!("Alloc sq cq fail: concurrent stream creation with only {left} streams left"),
                 ));
@@ -250,7 +250,7 @@ impl SimDevice {
         self.with(|s, _| {
             if s.events_in_use >= self.profile.event_limit {
                 return Err(SimError::new(
-                    SimErrorKind::EventBudget,
+                    ErrorKind::EventBudget,
                     codes::RT_NO_EVENT_RESOURCE,
                     format!("all {} events of the device are in use", self.profile.event_limit),
                 ));
@@ -347,7 +347,7 @@ impl Drop for SimDevice {
 
 fn no_streams(limit: u32) -> SimError {
     SimError::new(
-        SimErrorKind::StreamBudget,
+        ErrorKind::StreamBudget,
         codes::RT_NO_STREAM_RESOURCE,
         format!("Too many streams are created: all {limit} hardware streams are in use"),
     )

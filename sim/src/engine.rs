@@ -2,7 +2,7 @@
 //! ready stream, event records and waits. Pure state: the caller passes the time in and
 //! fires the collected notifications after releasing its lock.
 
-use crate::error::{SimError, SimErrorKind, SimResult, codes};
+use crate::error::{ErrorKind, SimError, SimResult, codes};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -206,7 +206,7 @@ impl Engine {
         s.destroyed = true;
         s.activity = Activity::Idle;
         let result =
-            Err(SimError::new(SimErrorKind::TaskFailed, codes::RT_INTERNAL_ERROR, "the stream was destroyed by force"));
+            Err(SimError::new(ErrorKind::TaskFailed, codes::RT_INTERNAL_ERROR, "the stream was destroyed by force"));
         for (_, w) in s.drain_waiters.drain(..) {
             self.fired.push((w, result.clone()));
         }
@@ -238,7 +238,7 @@ impl Engine {
         let s = self.live_stream(id)?;
         if s.failure_mode.is_some() {
             return Err(SimError::new(
-                SimErrorKind::FailureModeAlreadySet,
+                ErrorKind::FailureModeAlreadySet,
                 codes::RT_PARAM_INVALID,
                 format!("failure mode of stream {id} was already set"),
             ));
@@ -450,21 +450,21 @@ impl Engine {
         let e = self.live_event(id)?;
         if !e.timing {
             return Err(SimError::new(
-                SimErrorKind::EventNotTimed,
+                ErrorKind::EventNotTimed,
                 codes::RT_PARAM_INVALID,
                 format!("event {id} was created without timing"),
             ));
         }
         if !e.recorded {
             return Err(SimError::new(
-                SimErrorKind::EventNotRecorded,
+                ErrorKind::EventNotRecorded,
                 codes::RT_PARAM_INVALID,
                 format!("event {id} has not been recorded"),
             ));
         }
         e.timestamp.ok_or_else(|| {
             SimError::new(
-                SimErrorKind::EventNotComplete,
+                ErrorKind::EventNotComplete,
                 codes::RT_EVENT_NOT_COMPLETE,
                 format!("event {id} has not completed yet"),
             )
@@ -649,7 +649,7 @@ impl Engine {
         }
         let fail = || {
             SimError::new(
-                SimErrorKind::TaskFailed,
+                ErrorKind::TaskFailed,
                 codes::RT_AICORE_EXCEPTION,
                 "the record was discarded by a failed stream",
             )
@@ -710,14 +710,14 @@ fn stream_result(s: &Stream) -> SimResult<()> {
     match s.first_failure {
         None => Ok(()),
         Some(code) => {
-            Err(SimError::new(SimErrorKind::TaskFailed, code, format!("a task on the stream failed with {code}")))
+            Err(SimError::new(ErrorKind::TaskFailed, code, format!("a task on the stream failed with {code}")))
         }
     }
 }
 
 fn forbid(event: EventId, what: &str) -> SimError {
     SimError::new(
-        SimErrorKind::EventFlagsForbid,
+        ErrorKind::EventFlagsForbid,
         codes::INVALID_PARAM,
         format!("event {event} was created without ACL_EVENT_SYNC and cannot be {what}"),
     )

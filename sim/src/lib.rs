@@ -18,7 +18,7 @@ pub mod shared;
 
 pub use device::{DeviceCounts, ReportSink, SimDevice, SimOptions};
 pub use engine::{EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
-pub use error::{SimError, SimErrorKind, SimResult, codes};
+pub use error::{ErrorKind, SimError, SimResult, codes};
 pub use profile::{PROFILES, Profile};
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::engine::{Engine, EventState, FailureMode, SimReport};
 use crate::flags::EVENT_DEFAULT;
-use crate::{Profile, SimDevice, SimErrorKind, SimOptions, codes};
+use crate::{ErrorKind, Profile, SimDevice, SimOptions, codes};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -87,7 +87,7 @@ fn never_recorded_event_is_not_recorded_and_waiting_on_it_is_a_noop() {
     e.stream_wait_event(s, ev, t0).unwrap();
     assert!(e.stream_idle(s).unwrap());
     let err = e.elapsed_ms(ev, ev).unwrap_err();
-    assert_eq!(err.kind, SimErrorKind::EventNotRecorded);
+    assert_eq!(err.kind, ErrorKind::EventNotRecorded);
 }
 
 #[test]
@@ -99,14 +99,14 @@ fn elapsed_time_is_exact_around_a_delay() {
     e.record_event(a, s, t0).unwrap();
     e.enqueue_delay(s, ms(20), t0).unwrap();
     e.record_event(b, s, t0).unwrap();
-    assert_eq!(e.elapsed_ms(a, b).unwrap_err().kind, SimErrorKind::EventNotComplete);
+    assert_eq!(e.elapsed_ms(a, b).unwrap_err().kind, ErrorKind::EventNotComplete);
     // The engine runs late; the timestamps still say 20 ms.
     e.advance(t0 + ms(27));
     let elapsed = e.elapsed_ms(a, b).unwrap();
     assert!((elapsed - 20.0).abs() < 0.01, "{elapsed}");
     let untimed = e.add_event(EVENT_DEFAULT, false);
     e.record_event(untimed, s, t0 + ms(27)).unwrap();
-    assert_eq!(e.elapsed_ms(a, untimed).unwrap_err().kind, SimErrorKind::EventNotTimed);
+    assert_eq!(e.elapsed_ms(a, untimed).unwrap_err().kind, ErrorKind::EventNotTimed);
 }
 
 #[test]
@@ -115,8 +115,8 @@ fn event_without_sync_flag_cannot_be_waited_or_reset() {
     let mut e = Engine::new(1);
     let s = e.add_stream(0, 0);
     let ev = e.add_event(crate::flags::EVENT_TIME_LINE, true);
-    assert_eq!(e.stream_wait_event(s, ev, t0).unwrap_err().kind, SimErrorKind::EventFlagsForbid);
-    assert_eq!(e.reset_event(ev, s, t0).unwrap_err().kind, SimErrorKind::EventFlagsForbid);
+    assert_eq!(e.stream_wait_event(s, ev, t0).unwrap_err().kind, ErrorKind::EventFlagsForbid);
+    assert_eq!(e.reset_event(ev, s, t0).unwrap_err().kind, ErrorKind::EventFlagsForbid);
 }
 
 #[test]

@@ -53,22 +53,9 @@ pub struct DeviceDesc {
     pub priority_lowest: i32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorKind {
-    InvalidArgument,
-    InvalidHandle,
-    StreamBudget,
-    EventBudget,
-    EventNotRecorded,
-    EventNotComplete,
-    EventNotTimed,
-    EventFlagsForbid,
-    TaskFailed,
-    Timeout,
-    FailureModeAlreadySet,
-    Unsupported,
-    Other,
-}
+/// Why a backend call failed: the runtime vocabulary the simulator defines, shared by
+/// every backend so no layer keeps a copy to translate from.
+pub use npu_sim::ErrorKind;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]

@@ -4,7 +4,7 @@ use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,
     StreamState, Wait, WaitKind,
 };
-use npu_sim::{FailureMode, Profile, SimDevice, SimError, SimErrorKind, SimOptions, SimReport, codes};
+use npu_sim::{FailureMode, Profile, SimDevice, SimError, SimOptions, SimReport, codes};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,19 +64,7 @@ impl SimBackend {
 }
 
 fn convert(e: SimError) -> BackendError {
-    let kind = match e.kind {
-        SimErrorKind::InvalidArgument => ErrorKind::InvalidArgument,
-        SimErrorKind::InvalidHandle => ErrorKind::InvalidHandle,
-        SimErrorKind::StreamBudget => ErrorKind::StreamBudget,
-        SimErrorKind::EventBudget => ErrorKind::EventBudget,
-        SimErrorKind::EventNotRecorded => ErrorKind::EventNotRecorded,
-        SimErrorKind::EventNotComplete => ErrorKind::EventNotComplete,
-        SimErrorKind::EventNotTimed => ErrorKind::EventNotTimed,
-        SimErrorKind::EventFlagsForbid => ErrorKind::EventFlagsForbid,
-        SimErrorKind::TaskFailed => ErrorKind::TaskFailed,
-        SimErrorKind::FailureModeAlreadySet => ErrorKind::FailureModeAlreadySet,
-    };
-    BackendError { kind, native_code: i64::from(e.code), message: e.message }
+    BackendError { kind: e.kind, native_code: i64::from(e.code), message: e.message }
 }
 
 fn code(code: i64) -> BackendResult<i32> {

@@ -179,13 +179,16 @@ pub(crate) fn with(f: impl FnOnce(&Rt) -> Result<(), CuResult>) -> CuResult {
 }
 
 fn sim(e: npu_sim::SimError) -> CuResult {
-    use npu_sim::SimErrorKind as K;
+    use npu_sim::ErrorKind as K;
     match e.kind {
         K::InvalidArgument | K::EventFlagsForbid | K::FailureModeAlreadySet => INVALID_VALUE,
         K::InvalidHandle | K::EventNotRecorded | K::EventNotTimed => INVALID_HANDLE,
         K::EventNotComplete => NOT_READY,
         K::StreamBudget | K::EventBudget => OUT_OF_MEMORY,
         K::TaskFailed => LAUNCH_FAILED,
+        K::Timeout => npud_proto::codes::cuda::TIMEOUT,
+        K::Unsupported => NOT_SUPPORTED,
+        K::Other => npud_proto::codes::cuda::UNKNOWN,
     }
 }
 
