@@ -33,23 +33,12 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
-/// The crates a workspace artefact is built from. `cargo test -p npud-tests` does not
-/// rebuild `npud` or `npuctl`, so without this check an edit to server/src would be
-/// tested against the old daemon without a word.
-fn built_from(name: &str) -> &'static [&'static str] {
-    match name {
-        "npud" => &["server", "proto", "sim"],
-        "npuctl" => &["cli", "client/rust", "proto", "sim"],
-        "libnpud_preload.so" => &["client/preload", "proto"],
-        "libascendcl.so" => &["tests/fake-acl", "sim"],
-        "libcuda.so" => &["tests/fake-cuda", "sim"],
-        _ => &[],
-    }
-}
-
-/// Panics when `path` is older than a source it is built from: each crate's
-/// `Cargo.toml`, `build.rs` and `src/`, and the proto crate's `.proto` files; not its
-/// integration tests, which do not go into the artefact. Looked up once per process.
+/// Panics when `path` is older than a source it was compiled from. `cargo test -p
+/// npud-tests` does not rebuild `npud` or `npuctl`, so without this check an edit to
+/// server/src would be tested against the old daemon without a word. The sources are the
+/// ones cargo itself recorded for the artefact (its `.d` dep-info file next to it), so a
+/// file the artefact is not built from (a `#[cfg(test)]` module, another crate) never
+/// makes it look stale. Looked up once per process.
 fn refuse_stale(path: &Path, name: &str) {
     static VERDICTS: std::sync::Mutex<Vec<(String, Option<String>)>> = std::sync::Mutex::new(Vec::new());
     let mut verdicts = VERDICTS.lock().unwrap_or_else(|e| e.into_inner());
@@ -68,35 +57,12 @@ fn refuse_stale(path: &Path, name: &str) {
 }
 
 fn staleness(path: &Path, name: &str) -> Option<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
     let built = std::fs::metadata(path).and_then(|m| m.modified()).ok()?;
-    let mut newest: Option<(std::time::SystemTime, PathBuf)> = None;
-    let mut look = |p: PathBuf| {
-        if let Ok(t) = std::fs::metadata(&p).and_then(|m| m.modified())
-            && newest.as_ref().is_none_or(|(n, _)| t > *n)
-        {
-            newest = Some((t, p));
-        }
-    };
-    for krate in built_from(name) {
-        let dir = root.join(krate);
-        look(dir.join("Cargo.toml"));
-        look(dir.join("build.rs"));
-        let mut stack = vec![dir.join("src")];
-        if *krate == "proto" {
-            stack.extend([dir.join("npud"), dir.join("k8s")]);
-        }
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
-                let p = e.path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else if p.extension().is_some_and(|x| x == "rs" || x == "proto") {
-                    look(p);
-                }
-            }
-        }
-    }
+    let stem = name.strip_suffix(".so").unwrap_or(name);
+    let dep_info = std::fs::read_to_string(path.with_file_name(format!("{stem}.d"))).ok()?;
+    let newest = dep_info_sources(&dep_info)
+        .filter_map(|p| std::fs::metadata(&p).and_then(|m| m.modified()).ok().map(|t| (t, p)))
+        .max_by_key(|(t, _)| *t);
     let (t, source) = newest?;
     (t > built).then(|| {
         format!(
@@ -104,6 +70,25 @@ fn staleness(path: &Path, name: &str) -> Option<String> {
             path.display(),
             source.display()
         )
+    })
+}
+
+/// The prerequisites in a Makefile-style dep-info file (`target: a.rs b\\ c.rs`), with
+/// escaped spaces put back.
+fn dep_info_sources(text: &str) -> impl Iterator<Item = PathBuf> + '_ {
+    text.lines().filter_map(|line| line.split_once(": ")).flat_map(|(_, deps)| {
+        let mut paths = Vec::new();
+        let mut current = String::new();
+        let mut chars = deps.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => current.extend(chars.next()),
+                ' ' => paths.extend((!current.is_empty()).then(|| PathBuf::from(std::mem::take(&mut current)))),
+                c => current.push(c),
+            }
+        }
+        paths.extend((!current.is_empty()).then(|| PathBuf::from(current)));
+        paths
     })
 }
 
@@ -644,7 +629,8 @@ fn rebuild(cmd: Command, args: &[String]) -> Command {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{dep_info_sources, parse_duration};
+    use std::path::PathBuf;
     use std::time::Duration;
 
     #[test]
@@ -655,5 +641,12 @@ mod tests {
         assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
         assert!(parse_duration("7 fortnights later").is_err());
         assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn dep_info_names_the_sources_with_their_spaces() {
+        let text = "/t/npud: /w/server/src/main.rs /w/my\\ dir/a.rs\n/w/server/src/main.rs:\n";
+        let sources: Vec<PathBuf> = dep_info_sources(text).collect();
+        assert_eq!(sources, [PathBuf::from("/w/server/src/main.rs"), PathBuf::from("/w/my dir/a.rs")]);
     }
 }
