@@ -20,6 +20,7 @@ pub struct StreamView {
     pub stop_on_failure: bool,
 }
 
+#[derive(Debug, Clone, Copy)]
 pub struct CreateRequest {
     pub device: u32,
     pub count: u32,

@@ -126,6 +126,52 @@ pub async fn interleaved(client: &Client, peer: &std::path::Path, warmup: usize,
     }
 }
 
+/// The same calls through npud's own layers (tenancy resolved, session, quota, ledger,
+/// pool, registry) on the simulator, without gRPC: what npud's work costs per call, so
+/// the single-RPC rows can be split into npud's work and the transport's.
+pub async fn daemon_layer(warmup: usize, n: usize) -> anyhow::Result<Vec<(&'static str, Samples)>> {
+    use npud::daemon::streams::CreateRequest;
+    use std::time::Instant;
+    let args = <npud::config::Args as clap::Parser>::try_parse_from(["npud", "--socket", "/nonexistent/npud.sock"])?;
+    let daemon = npud::Daemon::open(npud::Config::load(&args)?)?;
+    let caller = npud::types::Caller { tenant: "bench".into(), admin: false, uid: 0 };
+    let (session, ..) = daemon.open_session(&caller, "bench", 0)?;
+    let request = CreateRequest { device: 0, count: 1, priority: 0, flags: 0, wait: Duration::ZERO };
+    let (mut create, mut destroy) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..warmup + n {
+        let t = Instant::now();
+        let (made, _) = daemon.create_streams(&caller, session, request).await?;
+        let created = t.elapsed();
+        let t = Instant::now();
+        daemon.destroy_streams(&caller, &[made[0].handle])?;
+        if i >= warmup {
+            create.push(created);
+            destroy.push(t.elapsed());
+        }
+    }
+    let stream = daemon.create_streams(&caller, session, request).await?.0[0].handle;
+    let (event, _) = daemon.create_event(&caller, session, 0, 0, false)?;
+    let (mut record, mut query) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for i in 0..warmup + n {
+        let t = Instant::now();
+        daemon.record_event(&caller, event, stream)?;
+        let recorded = t.elapsed();
+        let t = Instant::now();
+        daemon.query_event(&caller, event)?;
+        if i >= warmup {
+            record.push(recorded);
+            query.push(t.elapsed());
+        }
+    }
+    daemon.close_session(&caller, session, "").await?;
+    Ok(vec![
+        ("create stream (npud's layers, no gRPC)", Samples(create)),
+        ("destroy stream (npud's layers, no gRPC)", Samples(destroy)),
+        ("record event (npud's layers, no gRPC)", Samples(record)),
+        ("query event (npud's layers, no gRPC)", Samples(query)),
+    ])
+}
+
 /// The same work against npu-sim in-process: what the daemon adds is the difference.
 pub fn in_process(warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
     use npu_sim::{Profile, SimDevice, SimOptions};

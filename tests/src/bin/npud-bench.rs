@@ -81,7 +81,8 @@ async fn main() -> anyhow::Result<()> {
         calls::interleaved(&client, &peer_server.socket, warmup, n).await;
     drop(peer_server);
     let costs = calls::through_daemon(&client, warmup, n).await;
-    let sim = calls::in_process(warmup, n);
+    let mut sim = calls::daemon_layer(warmup, n).await?;
+    sim.extend(calls::in_process(warmup, n));
     // The ratios are to the empty call measured interleaved with the peer and the singles.
     let empty = npud_empty.p50();
     let ratio = |x: Duration| x.as_secs_f64() / empty.as_secs_f64();
