@@ -507,6 +507,36 @@ impl Drop for Daemon {
     }
 }
 
+/// A child process that is killed and waited for when dropped, so a test that fails
+/// half-way leaves no daemon or client running behind it.
+pub struct Reaped(pub Child);
+
+impl Reaped {
+    pub fn spawn(command: &mut Command) -> Reaped {
+        Reaped(command.spawn().unwrap_or_else(|e| panic!("spawn {command:?}: {e}")))
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A scripted client in its own process (`npud-peer`): one command per line, one JSON
 /// answer per line. It connects on its first command.
 pub struct Peer {

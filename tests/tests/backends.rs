@@ -40,13 +40,13 @@ fn the_fake_libraries_serve_through_the_real_loading_path() {
     for (backend, flag, lib) in [("acl", "--acl-library", "libascendcl.so"), ("cuda", "--cuda-library", "libcuda.so")] {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s.sock");
-        let mut child = Command::new(bin("npud"))
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--backend", backend, flag])
-            .arg(fake_library(lib))
-            .spawn()
-            .unwrap();
+        let child = npud_tests::Reaped::spawn(
+            Command::new(bin("npud"))
+                .arg("--socket")
+                .arg(&socket)
+                .args(["--backend", backend, flag])
+                .arg(fake_library(lib)),
+        );
         assert!(npud_tests::eventually(std::time::Duration::from_secs(10), || socket.exists()));
         let out = Command::new(bin("npuctl"))
             .arg("--socket")
@@ -57,7 +57,6 @@ fn the_fake_libraries_serve_through_the_real_loading_path() {
         let devices: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(devices[0]["backend"], backend, "{devices}");
         assert!(devices[0]["capacity"].as_u64().unwrap() > 0);
-        child.kill().unwrap();
-        child.wait().unwrap();
+        drop(child);
     }
 }

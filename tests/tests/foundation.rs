@@ -122,7 +122,7 @@ async fn invalid_requests_are_invalid_argument_and_change_nothing() {
 fn a_sigkilled_client_leaks_nothing_once_its_lease_lapses() {
     let d = Daemon::builder().args(&["--lease", "2s"]).start();
     let mut holder =
-        Command::new(bin("npud-holder")).arg(&d.socket).arg("8").stdout(Stdio::piped()).spawn().expect("spawn holder");
+        npud_tests::Reaped::spawn(Command::new(bin("npud-holder")).arg(&d.socket).arg("8").stdout(Stdio::piped()));
     let mut lines = BufReader::new(holder.stdout.take().expect("stdout")).lines();
     let mut handles = 0;
     for line in lines.by_ref() {

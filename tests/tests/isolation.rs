@@ -126,7 +126,7 @@ fn the_socket_has_restrictive_modes_and_refuses_symlinks_and_foreign_sockets() {
     let dir = tempfile::tempdir().unwrap();
     let socket_dir = dir.path().join("run/npud");
     let socket = socket_dir.join("npud.sock");
-    let mut child = Command::new(bin("npud")).arg("--socket").arg(&socket).spawn().unwrap();
+    let mut child = npud_tests::Reaped::spawn(Command::new(bin("npud")).arg("--socket").arg(&socket));
     assert!(npud_tests::eventually(std::time::Duration::from_secs(10), || socket.exists()));
     assert_eq!(std::fs::metadata(&socket_dir).unwrap().permissions().mode() & 0o777, 0o750);
     assert_eq!(std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777, 0o660);
