@@ -207,6 +207,12 @@ async fn hostile_requests_get_specific_errors_and_change_nothing() {
         C::NotFound,
         R::UnknownSession
     );
+    case!(
+        "session id never handed out",
+        no_session(proto::CreateStreamsRequest { device: 0, count: 1, ..Default::default() }, Some("999")),
+        C::NotFound,
+        R::UnknownSession
+    );
     case!("session of an earlier daemon", stale_session_call, C::FailedPrecondition, R::StaleEpoch);
     let open = |name: &'static str| {
         let mut svc = c.sessions();

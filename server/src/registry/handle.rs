@@ -65,7 +65,12 @@ impl Minter {
         let epoch = (handle >> EPOCH_SHIFT) as u16;
         let handle_kind = (handle >> SERIAL_BITS) & ((1 << KIND_BITS) - 1);
         if handle == 0 || handle >= HANDLE_LIMIT || handle_kind == 0 || handle_kind > 4 {
-            return Err(NpudError::unknown_handle(handle));
+            // A session id that was never minted is an unknown session, as a closed one
+            // is: clients tell the two apart by reason, not by how the number looks.
+            return Err(match kind {
+                Kind::Session => NpudError::unknown_session(),
+                _ => NpudError::unknown_handle(handle),
+            });
         }
         if epoch != self.epoch {
             return Err(NpudError::new(

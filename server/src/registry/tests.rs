@@ -39,6 +39,15 @@ fn a_handle_is_visible_only_to_its_tenant() {
 }
 
 #[test]
+fn a_session_id_never_minted_is_an_unknown_session_not_a_handle() {
+    let r = registry();
+    let a = caller("a");
+    for id in [0, 999, u64::MAX] {
+        assert_eq!(r.touch(&a, id).unwrap_err().reason, Reason::UnknownSession, "session {id}");
+    }
+}
+
+#[test]
 fn destroy_is_all_or_none() {
     let r = registry();
     let a = caller("a");
