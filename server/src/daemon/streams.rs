@@ -91,21 +91,24 @@ impl Daemon {
         let mutation = self.health.mutation();
         let grant = self.admission.grant(req.device, &caller.tenant, &quota, req.count, req.wait).await?;
         // The grant is ours now. A caller that goes away (a killed client) must not leave
-        // it half done: where the backend's calls do not block, filling it never waits
-        // (no pacer, no blocking pool), so it finishes within this poll; otherwise it
-        // finishes in a task of its own. What gets registered goes with the session.
-        if !self.backend.calls_block() {
-            let _mutation = mutation;
-            return self.fill_and_register(caller, session, req, grant).await;
-        }
+        // it half done, so filling it is never cancelled: it runs inline for as long as it
+        // does not wait (a backend whose calls do not block, no retry backoff: the common
+        // case, with no task hand-off), and the first time it would wait it moves to a
+        // task of its own. What gets registered goes with the session.
         let this = Arc::clone(self);
         let caller = caller.clone();
-        tokio::spawn(async move {
+        let job = async move {
             let _mutation = mutation;
             this.fill_and_register(&caller, session, req, grant).await
-        })
-        .await
-        .map_err(|e| NpudError::new(Reason::BackendError, format!("the stream creation task failed: {e}")))?
+        };
+        if self.backend.calls_block() {
+            return finish_in_task(Box::pin(job)).await;
+        }
+        let mut job = Box::pin(job);
+        match std::future::poll_fn(|cx| std::task::Poll::Ready(job.as_mut().poll(cx))).await {
+            std::task::Poll::Ready(done) => done,
+            std::task::Poll::Pending => finish_in_task(job).await,
+        }
     }
 
     async fn fill_and_register(
@@ -295,5 +298,50 @@ impl Daemon {
             failure.map_or(Ok(()), Err)
         });
         self.wait(all, timeout_ms, WaitKind::Device, &format!("device {device}")).await
+    }
+}
+
+/// Finishes a stream creation in a task of its own: it completes even if the request
+/// that started it is dropped.
+async fn finish_in_task<T: Send + 'static>(
+    job: std::pin::Pin<Box<dyn Future<Output = NpudResult<T>> + Send>>,
+) -> NpudResult<T> {
+    tokio::spawn(job)
+        .await
+        .map_err(|e| NpudError::new(Reason::BackendError, format!("the stream creation task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CreateRequest;
+    use crate::types::Caller;
+    use std::time::Duration;
+
+    /// A client killed while its create waits out a retry backoff (the device said "no
+    /// stream resource" once) must not leave the grant counted and never filled.
+    #[tokio::test]
+    async fn a_create_whose_caller_goes_away_mid_retry_still_finishes() {
+        let args =
+            <crate::config::flags::Args as clap::Parser>::parse_from(["npud", "--socket", "/nonexistent/s.sock"]);
+        let mut config = crate::Config::load(&args).expect("the default configuration");
+        config.budget.pool_max = 0;
+        let daemon = crate::Daemon::open(config).expect("a simulated device");
+        let caller = Caller { tenant: "t".into(), admin: false, uid: 1000 };
+        let (session, ..) = daemon.open_session(&caller, "", 0).expect("session");
+        daemon.backend().fail_next_creations(0, 1).expect("fault");
+        let request = CreateRequest { device: 0, count: 6, priority: 0, flags: 0, wait: Duration::ZERO };
+        // Polled once (it meets the fault and backs off), then dropped: the caller is gone.
+        let once = tokio::time::timeout(Duration::ZERO, daemon.create_streams(&caller, session, request)).await;
+        assert!(once.is_err(), "the create should have been waiting out its backoff");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let in_use = daemon.budget(0).in_use;
+            let registered = daemon.registry().streams_of("t").len() as u32;
+            if in_use == 6 && registered == 6 {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "ledger {in_use} in use, {registered} registered");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
