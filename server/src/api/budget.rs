@@ -17,11 +17,8 @@ impl BudgetService for Api {
     /// the session held) when the client's side ends or the response stream is dropped.
     async fn budget(&self, req: Request<Streaming<pb::BudgetCall>>) -> Result<Response<Self::BudgetStream>, Status> {
         let caller = self.caller(&req)?;
-        let origin = match req.extensions().get::<Arc<crate::tenancy::identity::PeerInfo>>() {
-            Some(info) => Origin {
-                pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
-                container: info.container.as_ref().map(|c| c.id.clone()),
-            },
+        let origin = match req.extensions().get::<Arc<crate::tenancy::identity::Peer>>() {
+            Some(peer) => Origin::of(peer),
             None => Origin { pid: 0, container: None },
         };
         let session = NativeSession::open(Arc::clone(&self.daemon), caller, origin)?;

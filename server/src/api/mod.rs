@@ -13,7 +13,7 @@ mod streams;
 
 use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
-use crate::tenancy::auth::Peer;
+use crate::tenancy::identity::Peer;
 use crate::types::Caller;
 use npud_proto::v1::{
     admin_service_server::AdminServiceServer, budget_service_server::BudgetServiceServer,
@@ -130,14 +130,7 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
 }
 
 fn unix_peer<T>(req: &Request<T>) -> Option<Peer> {
-    let info = req.extensions().get::<std::sync::Arc<crate::tenancy::identity::PeerInfo>>()?;
-    Some(Peer {
-        uid: info.uid,
-        gid: info.gid,
-        pid: info.pid,
-        container: info.container.clone(),
-        unverified: info.unverified,
-    })
+    req.extensions().get::<std::sync::Arc<Peer>>().map(|peer| Peer::clone(peer))
 }
 
 /// `authorization: Bearer <token>`, bounded so a huge header is not hashed.

@@ -5,7 +5,7 @@
 use super::Daemon;
 use crate::error::{NpudError, NpudResult, Reason, backend_error};
 use crate::policy::quota::QuotaChange;
-use crate::tenancy::auth::Peer;
+use crate::tenancy::identity::Peer;
 use crate::types::{Caller, Quota, Tenant};
 
 /// A fault an admin injects to rehearse failure (simulator and test fakes).

@@ -24,6 +24,16 @@ pub struct Origin {
     pub container: Option<String>,
 }
 
+impl Origin {
+    /// What a Unix-socket peer's credentials say.
+    pub fn of(peer: &crate::tenancy::identity::Peer) -> Origin {
+        Origin {
+            pid: peer.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
+            container: peer.container.as_ref().map(|c| c.id.clone()),
+        }
+    }
+}
+
 pub struct NativeSession {
     daemon: Arc<Daemon>,
     caller: Caller,

@@ -7,7 +7,6 @@
 use crate::daemon::Daemon;
 use crate::daemon::budget::{NativeSession, Origin, error_reply};
 use crate::error::{NpudError, Reason};
-use crate::tenancy::auth::Peer;
 use crate::tenancy::identity::PeerStream;
 use npud_proto::v1 as pb;
 use prost::Message;
@@ -16,19 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Serves one budget-wire connection whose preface has been read.
 pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
-    let info = Arc::clone(conn.info());
-    let peer = Peer {
-        uid: info.uid,
-        gid: info.gid,
-        pid: info.pid,
-        container: info.container.clone(),
-        unverified: info.unverified,
-    };
+    let peer = Arc::clone(conn.info());
     let resolved = daemon.resolve_peer(&peer);
-    let origin = Origin {
-        pid: info.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
-        container: info.container.as_ref().map(|c| c.id.clone()),
-    };
+    let origin = Origin::of(&peer);
     let session = match resolved.and_then(|caller| NativeSession::open(daemon, caller, origin)) {
         Ok(s) => s,
         Err(e) => {

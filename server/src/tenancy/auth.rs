@@ -4,22 +4,10 @@
 
 use crate::config::Config;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::tenancy::identity::Container;
+use crate::tenancy::identity::Peer;
 use crate::types::{Caller, Tenant};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-
-/// Who is on the other end of a connection.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    pub uid: u32,
-    pub gid: u32,
-    pub pid: Option<i32>,
-    pub container: Option<Container>,
-    /// Whether the peer runs in a container could not be established (see
-    /// [`crate::tenancy::identity::PeerInfo::unverified`]): such a peer is refused.
-    pub unverified: bool,
-}
 
 pub struct Identities {
     by_container: Vec<(String, Tenant)>,

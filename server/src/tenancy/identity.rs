@@ -85,9 +85,10 @@ pub fn container_of(cgroup: &str) -> Option<Container> {
     None
 }
 
-/// What the kernel and the cgroup say about the peer of one connection.
-#[derive(Debug, Clone)]
-pub struct PeerInfo {
+/// Who is on the other end of a connection: what the kernel and the cgroup say about a
+/// Unix-socket peer (TCP callers are given one by the API layer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
@@ -100,7 +101,7 @@ pub struct PeerInfo {
 /// A Unix connection carrying its peer's identity, resolved at accept time.
 pub struct PeerStream {
     inner: UnixStream,
-    info: Arc<PeerInfo>,
+    info: Arc<Peer>,
     /// Bytes already read off the connection to tell its protocol, handed back first.
     replay: Vec<u8>,
     /// Set on HTTP/2 connections from the Unix socket: see [`crate::tenancy::authority`].
@@ -122,11 +123,11 @@ impl PeerStream {
             }
             None => (None, true),
         };
-        let info = PeerInfo { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
+        let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
         Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
     }
 
-    pub fn info(&self) -> &Arc<PeerInfo> {
+    pub fn info(&self) -> &Arc<Peer> {
         &self.info
     }
 
@@ -166,7 +167,7 @@ fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
 }
 
 impl tonic::transport::server::Connected for PeerStream {
-    type ConnectInfo = Arc<PeerInfo>;
+    type ConnectInfo = Arc<Peer>;
 
     fn connect_info(&self) -> Self::ConnectInfo {
         Arc::clone(&self.info)
@@ -283,13 +284,8 @@ mod tests {
         assert!(info.unverified && info.container.is_none());
         let args = <crate::config::flags::Args as clap::Parser>::parse_from(["npud"]);
         let config = crate::Config::load(&args).expect("the default configuration");
-        let caller = crate::tenancy::auth::Identities::new(&config).resolve(&crate::tenancy::auth::Peer {
-            uid: 0,
-            gid: 0,
-            pid: info.pid,
-            container: None,
-            unverified: info.unverified,
-        });
+        let caller =
+            crate::tenancy::auth::Identities::new(&config).resolve(&Peer { uid: 0, gid: 0, ..(**info).clone() });
         let e = caller.expect_err("never host root");
         assert_eq!(e.reason, crate::error::Reason::NoIdentity);
         assert!(e.message.contains("cgroup could not be read"), "{}", e.message);
