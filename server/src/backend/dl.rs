@@ -16,6 +16,17 @@ pub enum LoadError {
     Symbol { path: PathBuf, symbol: &'static str, message: String },
 }
 
+/// A missing library or symbol is an unsupported operation, with no vendor code.
+impl From<LoadError> for crate::backend::BackendError {
+    fn from(e: LoadError) -> Self {
+        crate::backend::BackendError {
+            kind: crate::backend::ErrorKind::Unsupported,
+            native_code: 0,
+            message: e.to_string(),
+        }
+    }
+}
+
 pub struct Lib {
     lib: libloading::Library,
     path: PathBuf,

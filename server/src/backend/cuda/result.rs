@@ -5,13 +5,9 @@ use super::ffi::LoadError;
 use crate::backend::{BackendError, BackendResult, ErrorKind};
 use npud_proto::codes::cuda::*;
 
-pub(super) fn load_error(e: LoadError) -> BackendError {
-    BackendError { kind: ErrorKind::Unsupported, native_code: 0, message: e.to_string() }
-}
-
 /// CUresult -> BackendError.
 pub(super) fn check(rc: Result<u32, LoadError>) -> BackendResult<()> {
-    let rc = rc.map_err(load_error)?;
+    let rc = rc?;
     if rc == SUCCESS {
         return Ok(());
     }
