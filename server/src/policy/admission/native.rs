@@ -4,7 +4,7 @@
 //! shared, a native grant that would overflow it together with the warm pool evicts pooled
 //! streams first, as a daemon grant does.
 
-use super::{Admission, grant_queued};
+use super::Admission;
 use crate::config::Policy;
 use crate::error::NpudResult;
 use crate::types::Quota;
@@ -50,9 +50,7 @@ impl Admission {
         if count == 0 {
             return;
         }
-        let mut st = self.lock(device);
-        st.ledger.release(tenant, count, false);
-        grant_queued(&mut st.ledger);
+        self.give_back(device, tenant, count, Vec::new());
     }
 
     /// Counts streams a process already holds (declared after a daemon restart), even over
