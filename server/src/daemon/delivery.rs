@@ -45,13 +45,14 @@ impl Daemon {
                 let Some(batch) = daemon.reports.next_batch(session, cursor, FEED_BATCH) else {
                     return;
                 };
-                for r in batch.iter().cloned() {
+                let more = !batch.is_empty();
+                for r in batch {
                     cursor = r.sequence;
                     if tx.send(r).await.is_err() {
                         return;
                     }
                 }
-                if !batch.is_empty() {
+                if more {
                     continue;
                 }
                 tokio::select! {
