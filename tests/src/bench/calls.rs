@@ -6,6 +6,18 @@ use std::time::Duration;
 use tokio_stream::StreamExt;
 use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
 
+type Streams = proto::stream_service_client::StreamServiceClient<npud_client::SessionChannel>;
+
+/// One stream created and destroyed again, one RPC each.
+async fn create_and_destroy(mut s: Streams) {
+    let made = s
+        .create(proto::CreateStreamsRequest { device: 0, count: 1, ..Default::default() })
+        .await
+        .expect("create")
+        .into_inner();
+    s.destroy(proto::DestroyStreamsRequest { handles: vec![made.streams[0].handle] }).await.expect("destroy");
+}
+
 /// Cost of each measured call, one client, sequential.
 pub async fn through_daemon(client: &Client, warmup: usize, n: usize) -> Vec<(&'static str, Samples)> {
     let mut out = Vec::new();
@@ -22,23 +34,7 @@ pub async fn through_daemon(client: &Client, warmup: usize, n: usize) -> Vec<(&'
     ));
     let _ = health.check(HealthCheckRequest { service: String::new() }).await;
     let streams = client.streams();
-    out.push((
-        "create+destroy stream",
-        measure(warmup, n, || {
-            let mut s = streams.clone();
-            async move {
-                let made = s
-                    .create(proto::CreateStreamsRequest { device: 0, count: 1, ..Default::default() })
-                    .await
-                    .expect("create")
-                    .into_inner();
-                s.destroy(proto::DestroyStreamsRequest { handles: vec![made.streams[0].handle] })
-                    .await
-                    .expect("destroy");
-            }
-        })
-        .await,
-    ));
+    out.push(("create+destroy stream", measure(warmup, n, || create_and_destroy(streams.clone())).await));
     let stream = client.device(0).create_stream(StreamOptions::default()).await.expect("stream");
     let event = client.device(0).create_event(EventOptions::default()).await.expect("event");
     let (sh, eh) = (stream.handle(), event.handle());
@@ -124,6 +120,64 @@ pub async fn interleaved(client: &Client, peer: &std::path::Path, warmup: usize,
             ("query event", query),
         ],
     }
+}
+
+/// Microseconds of server CPU (all threads) per call, one client, sequential: the peer's
+/// empty call, npud's, and npud's RPCs. `peer` is the peer server's socket and process id.
+pub async fn server_cpu(
+    client: &Client,
+    daemon: u32,
+    peer: (&std::path::Path, u32),
+    warmup: usize,
+    n: usize,
+) -> anyhow::Result<Vec<(&'static str, f64)>> {
+    use super::cpu::per_call;
+    let channel = npud_client::channel(&npud_client::Target::Socket(peer.0.to_path_buf())).await?;
+    let (peer_health, health) = (HealthClient::new(channel), HealthClient::new(client.channel()));
+    let (streams, events) = (client.streams(), client.events());
+    let stream = client.device(0).create_stream(StreamOptions::default()).await?;
+    let event = client.device(0).create_event(EventOptions::default()).await?;
+    let (sh, eh) = (stream.handle(), event.handle());
+    let check = || HealthCheckRequest { service: String::new() };
+    let mut out = Vec::new();
+    for (name, pid, health) in
+        [("peer: plain tonic server, empty call", peer.1, peer_health), ("npud: empty call", daemon, health)]
+    {
+        let cpu = per_call(pid, warmup, n, || {
+            let mut h = health.clone();
+            async move {
+                h.check(check()).await.expect("health");
+            }
+        })
+        .await?;
+        out.push((name, cpu));
+    }
+    out.push((
+        "create+destroy stream (2 RPCs)",
+        per_call(daemon, warmup, n, || create_and_destroy(streams.clone())).await?,
+    ));
+    out.push((
+        "record event",
+        per_call(daemon, warmup, n, || {
+            let mut e = events.clone();
+            async move {
+                e.record(proto::RecordEventRequest { event: eh, stream: sh }).await.expect("record");
+            }
+        })
+        .await?,
+    ));
+    out.push((
+        "query event",
+        per_call(daemon, warmup, n, || {
+            let mut e = events.clone();
+            async move {
+                e.query(proto::QueryEventRequest { handle: eh }).await.expect("query");
+            }
+        })
+        .await?,
+    ));
+    drop((stream, event));
+    Ok(out)
 }
 
 /// The same calls through npud's own layers (tenancy resolved, session, quota, ledger,

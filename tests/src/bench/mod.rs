@@ -1,6 +1,7 @@
 //! Building blocks of npud-bench: latency samples, throughput runs, the floors.
 
 pub mod calls;
+pub mod cpu;
 pub mod native;
 pub mod peer;
 pub mod scale;

@@ -25,6 +25,11 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// The server process, whose CPU time `cpu.rs` reads.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start() -> anyhow::Result<Peer> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("peer.sock");

@@ -79,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
     let client = Client::connect(Target::Socket(d.socket.clone())).await?;
     let calls::Interleaved { peer_empty, empty: npud_empty, singles } =
         calls::interleaved(&client, &peer_server.socket, warmup, n).await;
+    let cpu = calls::server_cpu(&client, d.pid(), (&peer_server.socket, peer_server.pid()), warmup, n).await?;
     drop(peer_server);
     let costs = calls::through_daemon(&client, warmup, n).await;
     let mut sim = calls::daemon_layer(warmup, n).await?;
@@ -106,6 +107,13 @@ async fn main() -> anyhow::Result<()> {
             above(s.p50())
         );
         cost_rows.push(json!({ "call": name, "p50_us": micros(s.p50()), "p99_us": micros(s.p99()), "ratio_to_empty": ratio(s.p50()), "above_empty_us": above(s.p50()) }));
+    }
+    println!("\n{:<44} {:>10} {:>12}", "server CPU per call (all threads)", "µs", "× npud empty");
+    let cpu_empty = cpu.get(1).map_or(f64::NAN, |r| r.1);
+    let mut cpu_rows = Vec::new();
+    for (name, us) in &cpu {
+        println!("{:<44} {:>10.1} {:>12.2}", name, us, us / cpu_empty);
+        cpu_rows.push(json!({ "call": name, "cpu_us": us, "ratio_to_empty": us / cpu_empty }));
     }
     let empty_vs_peer = empty.as_secs_f64() / peer_empty.p50().as_secs_f64();
     let single_overheads: Vec<(&str, f64)> = singles.iter().map(|(n, s)| (*n, above(s.p50()))).collect();
@@ -299,6 +307,7 @@ async fn main() -> anyhow::Result<()> {
             "empty_grpc_p50_us": micros(empty),
         },
         "calls": cost_rows,
+        "server_cpu": cpu_rows,
         "throughput": tput_rows,
         "sessions": session_rows,
         "streams": { "live": st.live, "bytes_per_stream": st.bytes_per_stream, "create_cost": st.create_cost.iter().map(|(l, us)| json!({"live": l, "p50_us": us})).collect::<Vec<_>>() },
