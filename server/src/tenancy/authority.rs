@@ -9,8 +9,12 @@
 //! decodes with the client's HPACK state and re-encodes toward the server with an invalid
 //! `:authority` replaced by `localhost`. Only HEADERS/CONTINUATION payloads are buffered;
 //! DATA and control frames are copied as they come. TCP connections never pass through here.
+//!
+//! Every request's header block is decoded (the client's HPACK table must be followed to
+//! read later blocks), so decoding is on the hot path of every call: see
+//! [`crate::tenancy::hpack`] for why it is npud's own.
 
-use loona_hpack::{Decoder, Encoder};
+use crate::tenancy::hpack::{Decoder, encode_literal};
 
 /// The client connection preface (RFC 9113 §3.4), passed through as it is.
 const CLIENT_PREFACE_LEN: usize = 24;
@@ -32,9 +36,6 @@ const TABLE_SIZE: usize = 4_096;
 pub const MAX_BLOCK: usize = 1 << 20;
 /// What a request on the socket is given when its own authority is not one.
 const LOCAL_AUTHORITY: &[u8] = b"localhost";
-/// Two dynamic table size updates: to 0 (evicting everything), then to 4,096 (the
-/// default, which our encoder assumes): `001` + a 5-bit-prefix integer each.
-const TABLE_RESET: [u8; 4] = [0x20, 0x3f, 0xe1, 0x1f];
 /// The HTTP/2 server refuses header lists over 16 KiB (hyper's SETTINGS_MAX_HEADER_LIST_SIZE)
 /// with a bare HTTP 431 that gRPC clients read as UNKNOWN. A list above this, a little
 /// under that limit, reaches the server trimmed to its pseudo-headers and gRPC framing plus
@@ -70,33 +71,55 @@ pub struct AuthorityRewriter {
     state: State,
     input: Vec<u8>,
     output: Vec<u8>,
-    decoder: Decoder<'static>,
-    encoder: Encoder<'static>,
+    decoder: Decoder,
+    /// The fields of the block being read, in a buffer reused from block to block.
+    fields: Fields,
+    /// The last `:authority` found valid: a client sends the same one on every request, so
+    /// it is parsed once.
+    good_authority: Vec<u8>,
     /// A header block whose END_HEADERS has not arrived: stream, HEADERS flags, priority
     /// bytes and the fragments so far.
     block: Option<(u32, u8, Vec<u8>, Vec<u8>)>,
     /// Header blocks are forwarded as the client encoded them until one needs a change;
-    /// from then on every block is re-encoded with our encoder (the server's HPACK table
-    /// then follows ours, not the client's).
+    /// from then on every block is re-encoded as literals (the client's later blocks may
+    /// refer to table entries the server never saw).
     reencoding: bool,
-    /// Whether a block went through as the client encoded it (the server's table then
-    /// holds the client's entries and must be emptied before our first re-encoded block).
-    forwarded: bool,
+}
+
+/// Decoded fields as `(start, name end, value end)` spans of one byte buffer.
+#[derive(Default)]
+struct Fields {
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize, usize)>,
+}
+
+impl Fields {
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.spans.clear();
+    }
+    fn push(&mut self, name: &[u8], value: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(name);
+        self.bytes.extend_from_slice(value);
+        self.spans.push((start, start + name.len(), self.bytes.len()));
+    }
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.spans.iter().map(|&(a, b, c)| (&self.bytes[a..b], &self.bytes[b..c]))
+    }
 }
 
 impl Default for AuthorityRewriter {
     fn default() -> Self {
-        let mut decoder = Decoder::new();
-        decoder.set_max_allowed_table_size(TABLE_SIZE);
         AuthorityRewriter {
             state: State::Preface(CLIENT_PREFACE_LEN),
             input: Vec::new(),
             output: Vec::new(),
-            decoder,
-            encoder: Encoder::new(),
+            decoder: Decoder::new(TABLE_SIZE),
+            fields: Fields::default(),
+            good_authority: Vec::new(),
             block: None,
             reencoding: false,
-            forwarded: false,
         }
     }
 }
@@ -213,44 +236,45 @@ impl AuthorityRewriter {
 
     /// Decodes one whole block with the client's table. `None`: forward it as it came (no
     /// header needs a change and none has so far, so the server's table is the client's);
-    /// else the block re-encoded with ours. A well-behaved client (a valid `:authority`,
+    /// else the block re-encoded as literals. A well-behaved client (a valid `:authority`,
     /// metadata within bounds) is never re-encoded: re-encoding every request cost about
     /// 40 µs of an empty call's latency (BENCHMARKS.md).
     fn reencode(&mut self, block: &[u8]) -> Result<Option<Vec<u8>>, AuthorityError> {
-        let mut headers: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        let mut size = 0usize;
-        let mut changed = false;
-        let decoded = self.decoder.decode_with_cb(block, |name, value| {
+        let (mut size, mut bad_authority) = (0usize, false);
+        let (fields, good) = (&mut self.fields, &mut self.good_authority);
+        fields.clear();
+        let decoded = self.decoder.decode(block, |name, value| {
             // RFC 7541 §4.1's accounting: each entry costs 32 bytes over its strings.
             size = size.saturating_add(name.len() + value.len() + 32);
-            if size <= MAX_BLOCK {
-                let bad = &name[..] == b":authority" && !is_authority(&value);
-                changed |= bad;
-                let value = if bad { LOCAL_AUTHORITY } else { &value[..] };
-                headers.push((name.into_owned(), value.to_vec()));
+            if size > MAX_BLOCK {
+                return;
             }
+            let bad = name == b":authority" && value != &good[..] && !is_authority(value);
+            if name == b":authority" && !bad {
+                good.clear();
+                good.extend_from_slice(value);
+            }
+            bad_authority |= bad;
+            fields.push(name, if bad { LOCAL_AUTHORITY } else { value });
         });
-        decoded.map_err(|e| AuthorityError::Hpack(format!("{e:?}")))?;
+        decoded.map_err(|e| AuthorityError::Hpack(e.to_string()))?;
         if size > MAX_BLOCK {
             return Err(AuthorityError::TooLarge);
         }
-        if size > MAX_HEADER_LIST {
-            changed = true;
-            headers.retain(|(n, _)| n.starts_with(b":") || n == b"content-type" || n == b"te");
-            headers.push((OVERSIZED_METADATA.as_bytes().to_vec(), size.to_string().into_bytes()));
-        }
-        if !changed && !self.reencoding {
-            self.forwarded = true;
+        let oversized = size > MAX_HEADER_LIST;
+        if !bad_authority && !oversized && !self.reencoding {
             return Ok(None);
         }
-        let mut out = Vec::new();
-        if !self.reencoding && self.forwarded {
-            // Empty the server's table of the client's entries, then give it back its
-            // size: from here it mirrors our (fresh) encoder's (RFC 7541 §4.2, §6.3).
-            out.extend_from_slice(&TABLE_RESET);
-        }
         self.reencoding = true;
-        out.extend(self.encoder.encode(headers.iter().map(|(n, v)| (&n[..], &v[..]))));
+        let mut out = Vec::with_capacity(self.fields.bytes.len() + 4 * self.fields.spans.len());
+        for (name, value) in self.fields.iter() {
+            if !oversized || name.starts_with(b":") || name == b"content-type" || name == b"te" {
+                encode_literal(&mut out, name, value);
+            }
+        }
+        if oversized {
+            encode_literal(&mut out, OVERSIZED_METADATA.as_bytes(), size.to_string().as_bytes());
+        }
         Ok(Some(out))
     }
 

@@ -5,5 +5,6 @@
 pub mod auth;
 pub mod authority;
 pub mod connections;
+pub mod hpack;
 pub mod identity;
 pub mod limits;
