@@ -184,11 +184,15 @@ impl AuthorityRewriter {
                 Ok(Some(FRAME_HEADER_LEN))
             }
             State::HeaderPayload { kind, flags, stream, len } => {
-                let Some(payload) = avail.get(..len) else { return Ok(None) };
-                let payload = payload.to_vec();
+                if avail.len() < len {
+                    return Ok(None);
+                }
                 self.state = State::FrameHeader;
-                self.header_frame(kind, flags, stream, &payload)?;
-                Ok(Some(len))
+                // The payload is read in place: the input buffer is lent out for the call.
+                let input = std::mem::take(&mut self.input);
+                let result = self.header_frame(kind, flags, stream, &input[at..at + len]);
+                self.input = input;
+                result.map(|()| Some(len))
             }
         }
     }
@@ -206,12 +210,18 @@ impl AuthorityRewriter {
                     .get(..rest.len().checked_sub(usize::from(pad)).ok_or_else(malformed)?)
                     .ok_or_else(malformed)?;
             }
-            let mut priority = Vec::new();
+            let mut priority: &[u8] = &[];
             if flags & PRIORITY != 0 {
-                priority = body.get(..5).ok_or_else(malformed)?.to_vec();
+                priority = body.get(..5).ok_or_else(malformed)?;
                 body = &body[5..];
             }
-            self.block = Some((stream, flags & !(PADDED | END_HEADERS), priority, Vec::new()));
+            let whole = flags & END_HEADERS != 0;
+            let flags = flags & !(PADDED | END_HEADERS);
+            if whole {
+                // The whole block is in this frame (the usual case): read it in place.
+                return self.finish_block(stream, flags, priority, body);
+            }
+            self.block = Some((stream, flags, priority.to_vec(), Vec::new()));
             body
         } else {
             match &self.block {
@@ -226,10 +236,16 @@ impl AuthorityRewriter {
         fragments.extend_from_slice(fragment);
         if flags & END_HEADERS != 0 {
             let (stream, flags, priority, block) = self.block.take().ok_or(AuthorityError::Interrupted(kind))?;
-            match self.reencode(&block)? {
-                Some(encoded) => self.emit(stream, flags, &priority, &encoded),
-                None => self.emit(stream, flags, &priority, &block),
-            }
+            return self.finish_block(stream, flags, &priority, &block);
+        }
+        Ok(())
+    }
+
+    /// Sends a whole header block on: as it came, or re-encoded.
+    fn finish_block(&mut self, stream: u32, flags: u8, priority: &[u8], block: &[u8]) -> Result<(), AuthorityError> {
+        match self.reencode(block)? {
+            Some(encoded) => self.emit(stream, flags, priority, &encoded),
+            None => self.emit(stream, flags, priority, block),
         }
         Ok(())
     }
@@ -282,26 +298,22 @@ impl AuthorityRewriter {
     /// server's frame size needs.
     fn emit(&mut self, stream: u32, flags: u8, priority: &[u8], block: &[u8]) {
         let first = block.len().min(MAX_FRAME - priority.len());
-        let (head, mut rest) = block.split_at(first);
-        let mut kind = HEADERS;
-        let mut frame_flags = flags;
-        let mut body: Vec<u8> = [priority, head].concat();
+        let (mut body, mut rest) = block.split_at(first);
+        let (mut kind, mut frame_flags, mut prefix) = (HEADERS, flags, priority);
         loop {
             if rest.is_empty() {
                 frame_flags |= END_HEADERS;
             }
-            let len = body.len();
+            let len = prefix.len() + body.len();
             self.output.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, frame_flags]);
             self.output.extend_from_slice(&stream.to_be_bytes());
-            self.output.extend_from_slice(&body);
+            self.output.extend_from_slice(prefix);
+            self.output.extend_from_slice(body);
             if rest.is_empty() {
                 return;
             }
-            let n = rest.len().min(MAX_FRAME);
-            body = rest[..n].to_vec();
-            rest = &rest[n..];
-            kind = CONTINUATION;
-            frame_flags = 0;
+            (body, rest) = rest.split_at(rest.len().min(MAX_FRAME));
+            (kind, frame_flags, prefix) = (CONTINUATION, 0, &[]);
         }
     }
 }

@@ -130,6 +130,17 @@ fn padding_priority_and_continuations_are_understood() {
     assert_eq!(f[0].1, PRIORITY | END_HEADERS, "padding is dropped, priority kept");
     assert_eq!(&f[0].3[..5], &[0x80, 0, 0, 1, 15]);
     assert_eq!(authority(&server_view(&out)[0]), "localhost");
+
+    // The same block whole in one padded frame with a priority, read in place.
+    let mut payload = vec![2u8, 0x80, 0, 0, 1, 15];
+    payload.extend_from_slice(&block);
+    payload.extend_from_slice(&[0, 0]);
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, PADDED | PRIORITY | END_HEADERS, 3, &payload));
+    let out = rewrite(&input, 3).expect("passes");
+    let f = frames(&out[PREFACE.len()..]);
+    assert_eq!((f.len(), f[0].1), (1, PRIORITY | END_HEADERS));
+    assert_eq!(authority(&server_view(&out)[0]), "localhost");
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! The code is canonical: a symbol's code follows from the code lengths alone (codes of one
 //! length are consecutive, in symbol order, and each length starts where the previous one
 //! ended, shifted). So the tables are 257 lengths and what a `const fn` derives from them,
-//! and decoding walks bits, checking at each length whether the bits so far are a code of
-//! that length. Nothing is built at run time.
+//! and decoding checks, length by length, whether the next bits are a code of that length.
+//! Nothing is built at run time.
 
 /// Code length in bits of each symbol, 0..=255 then EOS (256), from RFC 7541 Appendix B.
 const LENGTHS: [u8; 257] = [
@@ -68,32 +68,49 @@ pub enum HuffmanError {
 }
 
 /// Decodes `input` onto the end of `out`.
+///
+/// Bits are kept left-aligned in a 64-bit window refilled a byte at a time, so each symbol
+/// is found by comparing the window's leading 5, 6, 7… bits with the codes of that length:
+/// about two comparisons for the common characters (5–8 bit codes).
 pub fn decode(input: &[u8], out: &mut Vec<u8>) -> Result<(), HuffmanError> {
-    let (mut code, mut len) = (0u32, 0usize);
-    for &byte in input {
-        for shift in (0..8).rev() {
-            code = code << 1 | u32::from(byte >> shift & 1);
-            len += 1;
-            let index = code.wrapping_sub(CODE.first[len]);
+    let (mut window, mut bits, mut next) = (0u64, 0usize, 0usize);
+    loop {
+        while bits <= 56
+            && let Some(&byte) = input.get(next)
+        {
+            window |= u64::from(byte) << (56 - bits);
+            bits += 8;
+            next += 1;
+        }
+        if bits == 0 {
+            return Ok(());
+        }
+        let mut len = 5;
+        let symbol = loop {
+            if len > bits {
+                // Input is exhausted and no code fits in what is left: that must be at
+                // most 7 bits, all ones (the most significant bits of EOS).
+                let rest = window >> (64 - bits);
+                return if bits <= 7 && rest == (1 << bits) - 1 { Ok(()) } else { Err(HuffmanError::Padding) };
+            }
+            let index = ((window >> (64 - len)) as u32).wrapping_sub(CODE.first[len]);
             if index < CODE.count[len] {
-                let symbol = CODE.symbols[usize::from(CODE.offset[len]) + index as usize];
-                if symbol == EOS {
-                    return Err(HuffmanError::Eos);
-                }
-                out.push(symbol as u8);
-                (code, len) = (0, 0);
-            } else if len == MAX_LEN {
+                break CODE.symbols[usize::from(CODE.offset[len]) + index as usize];
+            }
+            len += 1;
+            if len > MAX_LEN {
                 // Every 30-bit string starts with some code, so this cannot be reached with
-                // the tables above; refuse rather than shift past the tables if it were.
+                // the tables above; refuse rather than read past them if it were.
                 return Err(HuffmanError::Eos);
             }
+        };
+        if symbol == EOS {
+            return Err(HuffmanError::Eos);
         }
+        out.push(symbol as u8);
+        window <<= len;
+        bits -= len;
     }
-    // What is left must be at most 7 bits, all ones (the most significant bits of EOS).
-    if len > 7 || code != (1 << len) - 1 {
-        return Err(HuffmanError::Padding);
-    }
-    Ok(())
 }
 
 /// The code of every symbol, as (code, length): what an encoder would write. Tests use it

@@ -83,6 +83,32 @@ fn the_huffman_code_is_the_one_loona_decodes() {
     }
 }
 
+/// Arbitrary bytes read as Huffman: accepted and refused exactly where loona accepts and
+/// refuses them (padding longer than 7 bits or not all ones, EOS), with the same output.
+#[test]
+fn arbitrary_huffman_input_is_judged_as_loona_judges_it() {
+    let mut rng = Rng(0xdead_beef);
+    let (mut accepted, mut refused) = (0, 0);
+    for _ in 0..12_000 {
+        let mut s = rng.bytes(10);
+        // Bias towards the tail of real strings: ones, which padding and long codes share.
+        if rng.next().is_multiple_of(2) {
+            s.extend(std::iter::repeat_n(0xff, (rng.next() % 5) as usize));
+        }
+        let theirs = loona_hpack::huffman::HuffmanDecoder::new().decode(&s);
+        let mut mine = Vec::new();
+        let ours = huffman::decode(&s, &mut mine);
+        assert_eq!(ours.is_ok(), theirs.is_ok(), "{s:02x?}: ours {ours:?}, loona {theirs:?}");
+        if let Ok(t) = theirs {
+            assert_eq!(mine, t, "{s:02x?}");
+            accepted += 1;
+        } else {
+            refused += 1;
+        }
+    }
+    assert!(accepted > 1000 && refused > 1000, "both kinds were tried: {accepted} accepted, {refused} refused");
+}
+
 #[test]
 fn the_static_table_is_the_rfcs() {
     for index in 1..=61u8 {
