@@ -25,6 +25,7 @@ fn npud_bench_quick_runs_and_writes_json() {
         "peer: plain tonic server, empty call",
         "create stream",
         "query event",
+        "server CPU per call",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
@@ -35,6 +36,10 @@ fn npud_bench_quick_runs_and_writes_json() {
     assert!(targets.len() >= 9, "every target has a verdict: {targets:?}");
     assert!(targets.iter().all(|t| t["met"].is_boolean() && t["target"].is_string()));
     assert_eq!(doc["throughput"].as_array().unwrap().len(), 4);
+    // Both servers' CPU was read: a server that did the calls used some.
+    let cpu = doc["server_cpu"].as_array().unwrap();
+    assert_eq!(cpu.len(), 5, "{cpu:?}");
+    assert!(cpu.iter().all(|r| r["cpu_us"].as_f64().unwrap() > 0.0), "{cpu:?}");
     assert_eq!(doc["contention"][0]["failed"], 0, "the managed policy never fails a job");
     assert_eq!(doc["contention"][0]["leaked_streams"], 0);
     assert_eq!(doc["interposer"]["acquires_per_process"], 1.0, "one round trip admits a whole start-up");
