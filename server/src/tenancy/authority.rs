@@ -14,7 +14,7 @@
 //! read later blocks), so decoding is on the hot path of every call: see
 //! [`crate::tenancy::hpack`] for why it is npud's own.
 
-use crate::tenancy::hpack::{Decoder, encode_literal};
+use crate::tenancy::hpack::{Decoder, encode_literal, recycle};
 
 /// The client connection preface (RFC 9113 §3.4), passed through as it is.
 const CLIENT_PREFACE_LEN: usize = 24;
@@ -95,8 +95,8 @@ struct Fields {
 
 impl Fields {
     fn clear(&mut self) {
-        self.bytes.clear();
-        self.spans.clear();
+        recycle(&mut self.bytes);
+        recycle(&mut self.spans);
     }
     fn push(&mut self, name: &[u8], value: &[u8]) {
         let start = self.bytes.len();
@@ -138,6 +138,9 @@ impl AuthorityRewriter {
             }
         };
         self.input.drain(..at);
+        if self.input.is_empty() {
+            recycle(&mut self.input);
+        }
         result
     }
 
@@ -279,6 +282,7 @@ impl AuthorityRewriter {
         }
         let oversized = size > MAX_HEADER_LIST;
         if !bad_authority && !oversized && !self.reencoding {
+            self.fields.clear();
             return Ok(None);
         }
         self.reencoding = true;
@@ -291,6 +295,7 @@ impl AuthorityRewriter {
         if oversized {
             encode_literal(&mut out, OVERSIZED_METADATA.as_bytes(), size.to_string().as_bytes());
         }
+        self.fields.clear();
         Ok(Some(out))
     }
 

@@ -246,3 +246,24 @@ fn blocks_go_through_verbatim_until_one_needs_a_change() {
         assert_eq!(lists[4], request("localhost"));
     }
 }
+
+/// A hostile block near the 1 MiB bound is decoded once; the connection does not keep the
+/// memory it took for the rest of its life.
+#[test]
+fn a_large_block_does_not_stay_allocated() {
+    let mut client = Encoder::new();
+    let mut headers = request("/tmp/npud.sock");
+    headers.push((b"x-huge".to_vec(), vec![b'v'; 600_000]));
+    let mut input = PREFACE.to_vec();
+    let block = encode(&mut client, &headers);
+    input.extend(frame(HEADERS, 0, 1, &block[..16_000]));
+    for (i, piece) in block[16_000..].chunks(16_000).enumerate() {
+        let last = 16_000 + (i + 1) * 16_000 >= block.len();
+        input.extend(frame(CONTINUATION, if last { END_HEADERS } else { 0 }, 1, piece));
+    }
+    let mut r = AuthorityRewriter::default();
+    r.feed(&input).expect("a large but bounded block passes, trimmed");
+    assert!(server_view(&std::mem::take(r.output()))[0].iter().any(|(n, _)| n == OVERSIZED_METADATA.as_bytes()));
+    let kept = r.input.capacity() + r.fields.bytes.capacity() + r.fields.spans.capacity() * 24;
+    assert!(kept <= 128 * 1024, "{kept} bytes kept after the block");
+}

@@ -101,14 +101,14 @@ impl Decoder {
                 // §6.2: with incremental indexing (01), without (0000) or never indexed (0001).
                 let indexing = octet & 0x40 != 0;
                 let index = input.integer(if indexing { 6 } else { 4 })?;
-                self.name.clear();
+                recycle(&mut self.name);
                 if index == 0 {
                     input.string(&mut self.name)?;
                 } else {
                     let (name, _) = lookup(&self.table, index)?;
                     self.name.extend_from_slice(name);
                 }
-                self.value.clear();
+                recycle(&mut self.value);
                 input.string(&mut self.value)?;
                 field(&self.name, &self.value);
                 if indexing {
@@ -117,6 +117,8 @@ impl Decoder {
             }
             first = false;
         }
+        recycle(&mut self.name);
+        recycle(&mut self.value);
         Ok(())
     }
 
@@ -141,6 +143,19 @@ impl Decoder {
                 None => self.size = 0,
             }
         }
+    }
+}
+
+/// What a reused buffer may keep between blocks: a hostile 1 MiB block must not leave each
+/// connection holding a megabyte for the rest of its life.
+const KEEP: usize = 64 * 1024;
+
+/// Empties `buf` for reuse, letting go of its memory when a large block grew it.
+pub fn recycle<T>(buf: &mut Vec<T>) {
+    if buf.capacity() * std::mem::size_of::<T>() > KEEP {
+        *buf = Vec::new();
+    } else {
+        buf.clear();
     }
 }
 
