@@ -89,7 +89,7 @@ impl tonic::service::Interceptor for Authenticate {
 impl Authenticate {
     fn resolve<T>(&self, req: &Request<T>) -> Result<Caller, Status> {
         let caller = match unix_peer(req) {
-            Some(peer) => self.daemon.resolve_peer(&peer)?,
+            Some(peer) => self.daemon.resolve_peer(peer)?,
             None => {
                 let names: Vec<String> = req
                     .peer_certs()
@@ -129,8 +129,8 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
     })
 }
 
-fn unix_peer<T>(req: &Request<T>) -> Option<Peer> {
-    req.extensions().get::<std::sync::Arc<Peer>>().map(|peer| Peer::clone(peer))
+fn unix_peer<T>(req: &Request<T>) -> Option<&Peer> {
+    req.extensions().get::<std::sync::Arc<Peer>>().map(|peer| &**peer)
 }
 
 /// `authorization: Bearer <token>`, bounded so a huge header is not hashed.
