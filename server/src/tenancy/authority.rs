@@ -75,7 +75,7 @@ pub struct AuthorityRewriter {
     /// The fields of the block being read, in a buffer reused from block to block.
     fields: Fields,
     /// The last `:authority` found valid: a client sends the same one on every request, so
-    /// it is parsed once.
+    /// it is parsed (and copied here) once.
     good_authority: Vec<u8>,
     /// A header block whose END_HEADERS has not arrived: stream, HEADERS flags, priority
     /// bytes and the fragments so far.
@@ -261,28 +261,39 @@ impl AuthorityRewriter {
     fn reencode(&mut self, block: &[u8]) -> Result<Option<Vec<u8>>, AuthorityError> {
         let (mut size, mut bad_authority) = (0usize, false);
         let (fields, good) = (&mut self.fields, &mut self.good_authority);
-        fields.clear();
         let decoded = self.decoder.decode(block, |name, value| {
             // RFC 7541 §4.1's accounting: each entry costs 32 bytes over its strings.
             size = size.saturating_add(name.len() + value.len() + 32);
             if size > MAX_BLOCK {
                 return;
             }
-            let bad = name == b":authority" && value != &good[..] && !is_authority(value);
-            if name == b":authority" && !bad {
-                good.clear();
-                good.extend_from_slice(value);
-            }
+            let bad = name == b":authority" && value != &good[..] && {
+                let valid = is_authority(value);
+                if valid {
+                    good.clear();
+                    good.extend_from_slice(value);
+                }
+                !valid
+            };
             bad_authority |= bad;
             fields.push(name, if bad { LOCAL_AUTHORITY } else { value });
         });
-        decoded.map_err(|e| AuthorityError::Hpack(e.to_string()))?;
+        let result = decoded
+            .map_err(|e| AuthorityError::Hpack(e.to_string()))
+            .and_then(|()| self.rewritten(size, bad_authority));
+        // The fields live only for this block; a large one's buffer is let go here.
+        self.fields.clear();
+        result
+    }
+
+    /// The decision on a decoded block (its fields in `self.fields`): `None` to forward it,
+    /// else its fields as literals, trimmed and marked when the list is oversized.
+    fn rewritten(&mut self, size: usize, bad_authority: bool) -> Result<Option<Vec<u8>>, AuthorityError> {
         if size > MAX_BLOCK {
             return Err(AuthorityError::TooLarge);
         }
         let oversized = size > MAX_HEADER_LIST;
         if !bad_authority && !oversized && !self.reencoding {
-            self.fields.clear();
             return Ok(None);
         }
         self.reencoding = true;
@@ -295,7 +306,6 @@ impl AuthorityRewriter {
         if oversized {
             encode_literal(&mut out, OVERSIZED_METADATA.as_bytes(), size.to_string().as_bytes());
         }
-        self.fields.clear();
         Ok(Some(out))
     }
 
