@@ -179,7 +179,7 @@ pub struct DaemonBuilder {
 }
 
 pub struct Daemon {
-    child: Option<Child>,
+    child: Option<Reaped>,
     /// Set when the daemon serves in this process (`DaemonBuilder::in_process`).
     served: Option<inproc::InProcess>,
     pub dir: tempfile::TempDir,
@@ -354,7 +354,7 @@ impl DaemonBuilder {
             cmd.env("NOTIFY_SOCKET", &path);
             sock
         });
-        let child = cmd.spawn().expect("spawn npud");
+        let child = Reaped(cmd.spawn().expect("spawn npud"));
         let mut d = Daemon { child: Some(child), served: None, dir, socket, endpoint, log };
         match notify {
             Some(sock) => d.wait_notified(&sock),
@@ -498,15 +498,6 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// A child process that is killed and waited for when dropped, so a test that fails
 /// half-way leaves no daemon or client running behind it.
 pub struct Reaped(pub Child);
@@ -540,7 +531,8 @@ impl Drop for Reaped {
 /// A scripted client in its own process (`npud-peer`): one command per line, one JSON
 /// answer per line. It connects on its first command.
 pub struct Peer {
-    child: Child,
+    /// Held, not read: the client process goes when the `Peer` does.
+    _child: Reaped,
     stdin: std::process::ChildStdin,
     stdout: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
     pub pid: u32,
@@ -555,13 +547,13 @@ impl Peer {
         if let Some(uid) = uid {
             cmd.uid(uid).gid(uid);
         }
-        let mut child = cmd.spawn().expect("spawn npud-peer");
+        let mut child = Reaped(cmd.spawn().expect("spawn npud-peer"));
         let stdin = child.stdin.take().expect("stdin");
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
         let hello: serde_json::Value =
             serde_json::from_str(&stdout.next().expect("hello").expect("line")).expect("json");
         let pid = hello["pid"].as_u64().expect("pid") as u32;
-        Peer { child, stdin, stdout, pid }
+        Peer { _child: child, stdin, stdout, pid }
     }
 
     pub fn ask(&mut self, command: &str) -> serde_json::Value {
@@ -569,13 +561,6 @@ impl Peer {
         writeln!(self.stdin, "{command}").expect("write command");
         let line = self.stdout.next().expect("an answer").expect("line");
         serde_json::from_str(&line).expect("json answer")
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

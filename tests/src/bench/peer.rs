@@ -3,7 +3,7 @@
 //! on a Unix socket, in its own process like npud. `npud-bench --peer-server PATH` runs it.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Serves the health service on `socket` until killed (the `--peer-server` mode).
@@ -19,7 +19,7 @@ pub async fn serve(socket: &Path) -> anyhow::Result<()> {
 
 /// The peer server in a child process (this same program), stopped on drop.
 pub struct Peer {
-    child: Child,
+    child: crate::Reaped,
     pub socket: PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -33,12 +33,14 @@ impl Peer {
     pub fn start() -> anyhow::Result<Peer> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("peer.sock");
-        let child = Command::new(std::env::current_exe()?)
-            .arg("--peer-server")
-            .arg(&socket)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()?;
+        let child = crate::Reaped(
+            Command::new(std::env::current_exe()?)
+                .arg("--peer-server")
+                .arg(&socket)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()?,
+        );
         let peer = Peer { child, socket, _dir: dir };
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::os::unix::net::UnixStream::connect(&peer.socket).is_err() {
@@ -46,12 +48,5 @@ impl Peer {
             std::thread::sleep(Duration::from_millis(10));
         }
         Ok(peer)
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
