@@ -25,6 +25,9 @@ pub enum SharedError {
 
 pub struct SharedBudget {
     file: File,
+    /// flock serialises processes, not the threads of one: they share the file description
+    /// (and its offset), so a second thread's flock succeeds at once. This serialises them.
+    threads: std::sync::Mutex<()>,
     /// Streams per device, default streams and internal-sync streams included.
     limit: u32,
 }
@@ -47,8 +50,13 @@ impl SharedBudget {
     fn open_env(suffix: &str, limit: u32) -> Option<SharedBudget> {
         let mut path = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
         path.push(suffix);
+        Self::open(std::path::Path::new(&path), limit)
+    }
+
+    /// Opens (creating) the budget file at `path`.
+    pub fn open(path: &std::path::Path, limit: u32) -> Option<SharedBudget> {
         let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).ok()?;
-        Some(SharedBudget { file, limit })
+        Some(SharedBudget { file, threads: std::sync::Mutex::new(()), limit })
     }
 
     /// Takes `n` streams on `device` for this process, or fails when the device (all
@@ -90,6 +98,7 @@ impl SharedBudget {
     /// Runs `op` on the holder table under the file lock, dropping dead processes' lines
     /// first, and writes the table back.
     fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, SharedError>) -> Result<T, SharedError> {
+        let _one_thread = self.threads.lock().unwrap_or_else(|e| e.into_inner());
         // flock(2): one process at a time, released by the kernel if the holder dies.
         self.file.lock().map_err(|_| SharedError::Io)?;
         let result = (|| {
@@ -126,5 +135,37 @@ fn alive(pid: u32) -> bool {
         // The state follows the parenthesised command name, which may itself hold spaces.
         Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SharedBudget;
+
+    /// A process's threads share one file description, so flock alone lets them interleave
+    /// and one thread's rewrite can drop another process's line.
+    #[test]
+    fn threads_of_one_process_never_lose_another_processs_streams() {
+        let path = std::env::temp_dir().join(format!("npu-sim-shared-{}", std::process::id()));
+        // pid 1 is alive in any pid namespace: its 1000 streams must survive.
+        std::fs::write(&path, "1 0 1000\n").expect("write");
+        let budget = SharedBudget::open(&path, 2048).expect("open");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let budget = &budget;
+                s.spawn(move || {
+                    for _ in 0..200 {
+                        if t % 2 == 0 {
+                            assert!(budget.take(0, 1).is_ok());
+                            budget.give(0, 1);
+                        } else {
+                            assert!(budget.available(0) <= 1048);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(budget.available(0), 1048, "{}", std::fs::read_to_string(&path).unwrap_or_default());
+        let _ = std::fs::remove_file(&path);
     }
 }
