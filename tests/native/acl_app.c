@@ -1,8 +1,9 @@
 /* An ordinary AscendCL program with no npud code in it, as a framework process starts:
- * set device 0 (its default context holds a default stream), create N streams with
- * FAST_LAUNCH|FAST_SYNC, say how it went, hold them, destroy them, reset the device.
+ * set a device (0 unless DEVICE is given; its default context holds a default stream),
+ * create N streams with FAST_LAUNCH|FAST_SYNC, say how it went, hold them, destroy them,
+ * reset the device.
  *
- *   acl_app N HOLD_MS     HOLD_MS < 0 holds until standard input closes
+ *   acl_app N HOLD_MS [DEVICE]     HOLD_MS < 0 holds until standard input closes
  *
  * Prints "ok N available A" once all N exist (A: aclrtGetStreamAvailableNum), or
  * "fail CODE after K" when creation K+1 failed (the process then exits as a framework
@@ -61,16 +62,17 @@ static void load(void) {}
 #endif
 
 int main(int argc, char **argv) {
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s STREAMS HOLD_MS\n", argv[0]);
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: %s STREAMS HOLD_MS [DEVICE]\n", argv[0]);
         return 2;
     }
     int n = atoi(argv[1]);
     int hold_ms = atoi(argv[2]);
+    int device = argc == 4 ? atoi(argv[3]) : 0;
     aclrtStream *streams = calloc(n > 0 ? n : 1, sizeof(aclrtStream));
     load();
     aclError rc = aclInit(NULL);
-    if (rc == 0) rc = aclrtSetDevice(0);
+    if (rc == 0) rc = aclrtSetDevice(device);
     if (rc != 0) {
         printf("fail %d after 0\n", rc);
         return 1;
@@ -94,7 +96,7 @@ int main(int argc, char **argv) {
         usleep((useconds_t)hold_ms * 1000);
     }
     for (int i = 0; i < n; i++) aclrtDestroyStream(streams[i]);
-    aclrtResetDevice(0);
+    aclrtResetDevice(device);
     aclFinalize();
     printf("done\n");
     return 0;

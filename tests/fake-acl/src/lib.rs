@@ -11,6 +11,7 @@
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
 mod memory;
+mod numbering;
 mod state;
 
 use state::{Rt, rt};
@@ -103,7 +104,7 @@ pub extern "C" fn aclFinalize() -> AclError {
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
     match rt() {
         // SAFETY: out-pointer from the caller.
-        Some(r) => unsafe { put(count, r.devices.len() as u32) },
+        Some(r) => unsafe { put(count, r.numbering.count()) },
         None => UNINITIALIZE,
     }
 }
@@ -539,7 +540,7 @@ pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
     match r.current_device() {
         // SAFETY: out-pointer from the caller.
-        Ok(dev) => unsafe { put(device, dev.id() as i32) },
+        Ok(dev) => unsafe { put(device, r.user_id(dev.id()) as i32) },
         Err(e) => e,
     }
 }
@@ -557,4 +558,49 @@ pub extern "C" fn aclrtGetSocName() -> *const std::ffi::c_char {
         _ => c"Ascend910A",
     };
     name.as_ptr()
+}
+
+// ---- device numbering (the aclrtGet*DevId* pages; see `numbering`) -----------------------
+
+/// Maps one id through the process's numbering; ACL_ERROR_RT_INVALID_DEVICEID when it names
+/// no device this process can see.
+unsafe fn map_id(id: i32, out: *mut i32, map: impl FnOnce(&numbering::Numbering, i32) -> Option<u32>) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match map(&r.numbering, id) {
+        // SAFETY: out-pointer from the caller.
+        Some(v) => unsafe { put(out, v as i32) },
+        None => npud_proto::codes::acl::RT_INVALID_DEVICEID,
+    }
+}
+
+/// The vendor's note: "the logical device ID in this API is actually the user device ID";
+/// aclrtGetPhyDevIdByUserDevId is its substitute. The fake answers both the same way.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetPhyDevIdByLogicDevId(logic: i32, phy: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(logic, phy, numbering::Numbering::physical_of_user) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetPhyDevIdByUserDevId(user: i32, phy: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(user, phy, numbering::Numbering::physical_of_user) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetLogicDevIdByPhyDevId(phy: i32, logic: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(phy, logic, numbering::Numbering::logical_of_physical) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetLogicDevIdByUserDevId(user: i32, logic: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(user, logic, numbering::Numbering::logical_of_user) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetUserDevIdByLogicDevId(logic: i32, user: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(logic, user, numbering::Numbering::user_of_logical) }
 }

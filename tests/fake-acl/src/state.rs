@@ -1,5 +1,6 @@
 //! The fake runtime's state: npu-sim devices behind AscendCL-style handles.
 
+use crate::numbering::Numbering;
 use crate::{AclError, AclrtExceptionInfo, AclrtExceptionInfoCallback, Handle};
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::cell::Cell;
@@ -45,7 +46,10 @@ struct Inner {
 }
 
 pub struct Rt {
+    /// Every physical device of the host (NPU_SIM_DEVICES), indexed by physical id.
     pub devices: Vec<Arc<SimDevice>>,
+    /// This process's view of them: user and logical ids (see `numbering`).
+    pub numbering: Numbering,
     /// The budget shared with other processes (`NPU_SIM_SHARED`), when set.
     shared: Option<npu_sim::shared::SharedBudget>,
     /// The device event table shared the same way.
@@ -74,10 +78,12 @@ pub fn init() -> bool {
             }
         })
         .ok();
+        let numbering = Numbering::from_env(devices.len() as u32);
         let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit);
         let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);
         Rt {
             devices,
+            numbering,
             shared,
             shared_events,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
@@ -112,8 +118,15 @@ impl Rt {
         inner.next
     }
 
+    /// The device a program names by its user id (the id aclrtSetDevice takes).
     pub fn device(&self, id: i32) -> Result<&Arc<SimDevice>, AclError> {
-        usize::try_from(id).ok().and_then(|i| self.devices.get(i)).ok_or(INVALID_DEVICE)
+        self.numbering.physical_of_user(id).and_then(|p| self.devices.get(p as usize)).ok_or(INVALID_DEVICE)
+    }
+
+    /// The user id of a physical device this process can reach (what aclrtGetDevice and
+    /// exception reports name).
+    pub fn user_id(&self, physical: u32) -> u32 {
+        self.numbering.user_of_physical(physical).unwrap_or(physical)
     }
 
     /// Takes `n` streams from the budget shared with other processes, if there is one.
@@ -404,7 +417,7 @@ impl Rt {
                         task_id: task as u32,
                         stream_id: stream as u32,
                         thread_id: thread as u32,
-                        device_id: device,
+                        device_id: self.user_id(device),
                         error_code: code as u32,
                     };
                     // SAFETY: the application registered this callback for exception info;
