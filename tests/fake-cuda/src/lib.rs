@@ -10,6 +10,7 @@
 
 mod gate;
 mod memory;
+mod visible;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::collections::HashMap;
@@ -61,7 +62,11 @@ struct Inner {
 }
 
 pub(crate) struct Rt {
+    /// Every GPU of the host (NPU_SIM_DEVICES), indexed by physical index.
     devices: Vec<Arc<SimDevice>>,
+    /// This process's ordinals: ordinal → physical index (CUDA_VISIBLE_DEVICES).
+    visible: Vec<u32>,
+    /// Each ordinal's primary context.
     primary: Vec<usize>,
     inner: Mutex<Inner>,
     /// The device budget shared with other processes (NPU_SIM_SHARED), as a driver's is.
@@ -82,12 +87,21 @@ impl Rt {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
+    /// The physical device of a context.
     fn device_of_ctx(&self, ctx: usize) -> Option<u32> {
         self.primary
             .iter()
             .position(|c| *c == ctx)
-            .map(|i| i as u32)
+            .and_then(|ordinal| self.visible.get(ordinal).copied())
             .or_else(|| self.lock().contexts.get(&ctx).copied())
+    }
+    /// The physical device a CUdevice (this process's ordinal) names.
+    fn physical(&self, ordinal: i32) -> Result<u32, CuResult> {
+        usize::try_from(ordinal).ok().and_then(|o| self.visible.get(o)).copied().ok_or(INVALID_DEVICE)
+    }
+    /// This process's ordinal of a physical device it can see.
+    fn ordinal(&self, physical: u32) -> Option<u32> {
+        self.visible.iter().position(|&p| p == physical).map(|o| o as u32)
     }
     pub(crate) fn current(&self) -> Result<&Arc<SimDevice>, CuResult> {
         let d = self.device_of_ctx(CURRENT.with(std::cell::Cell::get)).ok_or(INVALID_CONTEXT)?;
@@ -211,9 +225,16 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
             }
         })
         .ok();
-        let primary = (0..devices.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
+        let visible = visible::visible(devices.len() as u32, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+        let primary = (0..visible.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
         let shared = npu_sim::shared::SharedBudget::from_env(Profile::default().stream_limit);
-        Rt { devices, primary, inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }), shared }
+        Rt {
+            devices,
+            visible,
+            primary,
+            inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }),
+            shared,
+        }
     });
     SUCCESS
 }
@@ -228,7 +249,7 @@ pub unsafe extern "C" fn cuDriverGetVersion(v: *mut i32) -> CuResult {
 pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
     match rt() {
         // SAFETY: out-pointer from the caller.
-        Some(r) => unsafe { put(n, r.devices.len() as i32) },
+        Some(r) => unsafe { put(n, r.visible.len() as i32) },
         None => NOT_INITIALIZED,
     }
 }
@@ -236,8 +257,8 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut i32, ordinal: i32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
-    if ordinal < 0 || ordinal as usize >= r.devices.len() {
-        return INVALID_DEVICE;
+    if let Err(e) = r.physical(ordinal) {
+        return e;
     }
     // SAFETY: out-pointer from the caller.
     unsafe { put(dev, ordinal) }
@@ -266,8 +287,70 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> 
     }
 }
 
+/// Releasing the primary context: the fake keeps it (and its streams) alive, as the
+/// driver may while the context has other users; a reset is what frees its streams.
 #[unsafe(no_mangle)]
-pub extern "C" fn cuDevicePrimaryCtxRelease_v2(_dev: i32) -> CuResult {
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
+    with(|r| r.physical(dev).map(drop))
+}
+
+/// The unversioned name older programs link against; the same call.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
+    cuDevicePrimaryCtxRelease_v2(dev)
+}
+
+/// cuDevicePrimaryCtxReset (what cudaDeviceReset calls): destroys every stream of the
+/// device's primary context in this process; the context itself stays usable.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
+    with(|r| {
+        r.physical(dev)?;
+        let ctx = r.primary[dev as usize];
+        let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
+        for s in streams {
+            r.destroy_stream(s)?;
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
+    cuDevicePrimaryCtxReset_v2(dev)
+}
+
+/// cuDeviceGetUuid(_v2): the device's 16-byte UUID (`CUuuid`), stable across processes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.physical(dev) {
+        // SAFETY: out-pointer to a CUuuid from the caller.
+        Ok(p) => unsafe { put(uuid, visible::uuid_bytes(p)) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: i32) -> CuResult {
+    // SAFETY: forwarded out-pointer.
+    unsafe { cuDeviceGetUuid_v2(uuid, dev) }
+}
+
+/// cuDeviceGetPCIBusId: `domain:bus:device.function`, NUL-terminated, at most `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let p = match r.physical(dev) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let text = format!("{}\0", visible::pci_bus_id(p));
+    if out.is_null() || len < text.len() as i32 {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the caller provides `len` writable bytes at `out`, which hold the text.
+    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), out, text.len()) };
     SUCCESS
 }
 
@@ -651,7 +734,7 @@ pub extern "C" fn npudFakeFailTask(s: usize, task: u64, code: i32) -> CuResult {
 #[unsafe(no_mangle)]
 pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
     with(|r| {
-        r.devices.get(device as usize).ok_or(INVALID_DEVICE)?.set_stalled(stalled != 0);
+        r.devices[r.physical(device)? as usize].set_stalled(stalled != 0);
         Ok(())
     })
 }
@@ -659,10 +742,10 @@ pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
-    match r.devices.get(device as usize) {
+    match r.physical(device) {
         // SAFETY: out-pointer from the caller.
-        Some(d) => unsafe { put(n, d.counts().streams_in_use) },
-        None => INVALID_DEVICE,
+        Ok(p) => unsafe { put(n, r.devices[p as usize].counts().streams_in_use) },
+        Err(e) => e,
     }
 }
 
@@ -673,7 +756,10 @@ pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) 
     if ctx.is_null() {
         return INVALID_VALUE;
     }
-    let Some(device) = usize::try_from(dev).ok().filter(|d| *d < r.devices.len()) else { return INVALID_DEVICE };
+    let device = match r.physical(dev) {
+        Ok(p) => p as usize,
+        Err(e) => return e,
+    };
     let h = {
         let mut inner = r.lock();
         let h = Rt::mint(&mut inner);
@@ -712,7 +798,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
-    match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)) {
+    match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)).and_then(|p| r.ordinal(p)) {
         // SAFETY: out-pointer from the caller.
         Some(d) => unsafe { put(dev, d as i32) },
         None => INVALID_CONTEXT,
