@@ -49,7 +49,7 @@ pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) 
         reserved: b.reserved,
         in_use: b.in_use,
         pooled: b.pooled,
-        available: b.capacity.saturating_sub(b.in_use + b.draining),
+        available: b.capacity.saturating_sub(b.in_use + b.draining + b.untracked),
         event_limit: d.event_limit,
         events_in_use: live.events_in_use,
         priority_highest: d.priority_highest,
@@ -58,6 +58,10 @@ pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) 
         queued_requests: b.queued,
         hardware_in_use: live.hardware_in_use,
         draining: b.draining,
+        physical_id: d.identity.physical_id,
+        uuid: d.identity.uuid.clone().unwrap_or_default(),
+        pci_bus_id: d.identity.pci_bus_id.clone().unwrap_or_default(),
+        untracked: b.untracked,
     }
 }
 

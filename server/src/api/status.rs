@@ -33,7 +33,8 @@ pub fn code_of(reason: Reason) -> Code {
         | StreamFailed
         | DeviceMismatch
         | SessionClosed
-        | FailureModeAlreadySet => Code::FailedPrecondition,
+        | FailureModeAlreadySet
+        | DeviceNotOwned => Code::FailedPrecondition,
         NoIdentity => Code::Unauthenticated,
         NotAdmin | TenantRefused => Code::PermissionDenied,
         Draining | DeviceUnhealthy => Code::Unavailable,

@@ -37,10 +37,36 @@ impl RawEvent {
     }
 }
 
+/// How the vendor names a device whatever number a process gives it: a process's device
+/// number depends on `*_VISIBLE_DEVICES` and its container, this does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    /// Ascend: the physical id (the N of `/dev/davinciN`); the simulator: its index.
+    pub physical_id: Option<u32>,
+    /// CUDA: `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (or `MIG-…` for a MIG instance).
+    pub uuid: Option<String>,
+    /// CUDA: the PCI bus id, `0000:3b:00.0`.
+    pub pci_bus_id: Option<String>,
+}
+
+impl Identity {
+    /// Whether a process's claim names this device: by the physical id, or by the UUID
+    /// (case-insensitive, as CUDA_VISIBLE_DEVICES compares them).
+    pub fn matches(&self, physical_id: Option<u32>, uuid: Option<&str>) -> bool {
+        match (physical_id, uuid) {
+            (Some(p), _) => self.physical_id == Some(p),
+            (None, Some(u)) => self.uuid.as_deref().is_some_and(|mine| mine.eq_ignore_ascii_case(u)),
+            (None, None) => false,
+        }
+    }
+}
+
 /// What the daemon needs to know about one device.
 #[derive(Debug, Clone)]
 pub struct DeviceDesc {
     pub id: u32,
+    /// The vendor's global name for it.
+    pub identity: Identity,
     pub name: String,
     pub profile: String,
     /// Streams the hardware holds in all.
@@ -168,6 +194,12 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Streams the device could still create (aclrtGetStreamAvailableNum).
     fn available_streams(&self, device: u32) -> BackendResult<u32>;
+    /// The vendor's device-wide count of free streams, all processes counted, where it
+    /// reports one (AscendCL's aclrtGetStreamAvailableNum); None where it has none (CUDA
+    /// has no stream limit; the embedded simulator has no other process). May block.
+    fn device_free(&self, _device: u32) -> Option<BackendResult<u32>> {
+        None
+    }
     fn hardware_creations(&self, device: u32) -> u64;
 
     /// Resolves when the device has shown it still executes work (a liveness probe).

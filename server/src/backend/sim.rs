@@ -24,6 +24,7 @@ impl SimBackend {
             device.create_context().map_err(convert)?;
             descs.push(DeviceDesc {
                 id,
+                identity: crate::backend::Identity { physical_id: Some(id), ..Default::default() },
                 name: format!("npu-sim{id}"),
                 profile: profile.name.to_string(),
                 hardware_limit: profile.stream_limit,

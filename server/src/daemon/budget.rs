@@ -52,6 +52,7 @@ impl NativeSession {
             container: origin.container.map(|c| c.chars().take(12).collect()),
             held: BTreeMap::new(),
             events: BTreeMap::new(),
+            created: BTreeMap::new(),
         };
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
@@ -65,7 +66,10 @@ impl NativeSession {
 
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
     /// withdraws it from the queue and takes nothing.
-    pub async fn answer(&self, call: pb::BudgetCall) -> pb::BudgetReply {
+    pub async fn answer(&self, mut call: pb::BudgetCall) -> pb::BudgetReply {
+        if let Err(e) = self.localize(&mut call) {
+            return error_reply(e);
+        }
         let kind = match &call.call {
             Some(Call::Hello(_)) => "hello",
             Some(Call::Acquire(_)) => "acquire",
@@ -99,6 +103,32 @@ impl NativeSession {
             Ok(r) => pb::BudgetReply { reply: Some(r) },
             Err(e) => error_reply(e),
         }
+    }
+
+    /// Rewrites the call's `device` to npud's own device id: the one its identity names
+    /// when it has one, and records the `created` count it carries.
+    fn localize(&self, call: &mut pb::BudgetCall) -> Result<(), NpudError> {
+        let (device, identity, created) = match &mut call.call {
+            Some(Call::Acquire(a)) => (&mut a.device, a.identity.take(), None),
+            Some(Call::Release(r)) => (&mut r.device, r.identity.take(), r.created),
+            Some(Call::Created(c)) => (&mut c.device, c.identity.take(), c.created),
+            Some(Call::Declare(d)) => (&mut d.device, d.identity.take(), None),
+            Some(Call::Share(s)) => (&mut s.device, s.identity.take(), None),
+            Some(Call::AcquireEvents(a)) => (&mut a.device, a.identity.take(), None),
+            Some(Call::ReleaseEvents(r)) => (&mut r.device, r.identity.take(), None),
+            Some(Call::Hello(_)) | None => return Ok(()),
+        };
+        if let Some(id) = identity.and_then(|i| i.id) {
+            *device = match id {
+                pb::device_identity::Id::PhysicalId(p) => self.daemon.device_by_identity(Some(p), None)?,
+                pb::device_identity::Id::Uuid(u) => self.daemon.device_by_identity(None, Some(&u))?,
+            };
+        }
+        self.check_device(*device)?;
+        if let Some(created) = created {
+            self.daemon.natives.set_created(self.id, *device, created);
+        }
+        Ok(())
     }
 
     fn hello(&self, h: pb::BudgetHello) -> Result<Reply, NpudError> {
@@ -137,6 +167,8 @@ impl NativeSession {
         let batch = daemon.natives.pacing.turn(a.device).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
+        // A new batch: taken as created whole until the process says how much it made.
+        daemon.natives.forget_created(self.id, a.device);
         if let Some(batch) = batch {
             self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
         }
@@ -223,6 +255,7 @@ impl NativeSession {
             tenant_holds: s.tenant_holds,
             holds: self.daemon.natives.held(self.id, device),
             max_streams: quota.max_streams,
+            untracked: self.daemon.admission.view(device).untracked,
         }
     }
 

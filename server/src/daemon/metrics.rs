@@ -33,8 +33,14 @@ pub fn render(daemon: &Daemon) -> String {
     gauge_family(
         &mut r,
         "device_free_streams",
-        "Capacity not held, pooled or draining",
-        per_device(&|v| v.capacity.saturating_sub(v.in_use + v.pooled + v.draining)),
+        "Capacity not held, pooled, draining or untracked",
+        per_device(&|v| v.capacity.saturating_sub(v.in_use + v.pooled + v.draining + v.untracked)),
+    );
+    gauge_family(
+        &mut r,
+        "untracked_streams",
+        "Streams the device holds that npud's books do not (programs outside npud)",
+        per_device(&|v| v.untracked),
     );
     gauge_family(&mut r, "device_reserved_streams", "Streams reserved by tenants", per_device(&|v| v.reserved));
     gauge_family(&mut r, "device_queued_requests", "Create requests waiting for budget", per_device(&|v| v.queued));

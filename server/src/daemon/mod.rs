@@ -11,6 +11,7 @@ mod delivery;
 pub mod events;
 pub mod health;
 pub mod metrics;
+pub mod reconcile;
 pub mod released;
 pub mod reports;
 pub mod sessions;
@@ -250,6 +251,20 @@ impl Daemon {
 
     pub fn devices(&self) -> &[DeviceDesc] {
         self.backend.devices()
+    }
+
+    /// npud's device that a process's claim names (physical id or UUID, see
+    /// `budget.proto` DeviceIdentity); DeviceNotOwned when npud has none by that name.
+    pub fn device_by_identity(&self, physical_id: Option<u32>, uuid: Option<&str>) -> NpudResult<u32> {
+        if let Some(d) = self.devices().iter().find(|d| d.identity.matches(physical_id, uuid)) {
+            return Ok(d.id);
+        }
+        let named = match (physical_id, uuid) {
+            (Some(p), _) => format!("physical device {p}"),
+            (None, Some(u)) => format!("device {}", u.chars().take(64).collect::<String>()),
+            (None, None) => "an empty device identity".into(),
+        };
+        Err(NpudError::new(Reason::DeviceNotOwned, format!("npud does not own {named}")))
     }
 
     pub fn device(&self, id: u32) -> NpudResult<&DeviceDesc> {

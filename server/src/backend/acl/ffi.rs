@@ -120,6 +120,20 @@ pub trait Acl {
         // the process's lifetime; it is copied before anything else is called.
         Some(unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy().into_owned())
     }
+    /// The physical id of the device this process calls `user`: aclrtGetPhyDevIdByUserDevId
+    /// where the library has it, else aclrtGetPhyDevIdByLogicDevId, whose argument the
+    /// vendor notes is in fact the user id. None when it has neither or refuses.
+    fn physical_id(&self, user: i32) -> Option<u32> {
+        let mut phy = -1i32;
+        let rc = if self.lib().has("aclrtGetPhyDevIdByUserDevId") {
+            call!(self.lib(), "aclrtGetPhyDevIdByUserDevId", fn(i32, *mut i32) -> AclError, user, &mut phy)
+        } else if self.lib().has("aclrtGetPhyDevIdByLogicDevId") {
+            call!(self.lib(), "aclrtGetPhyDevIdByLogicDevId", fn(i32, *mut i32) -> AclError, user, &mut phy)
+        } else {
+            return None;
+        };
+        (rc.ok()? == 0).then(|| u32::try_from(phy).ok()).flatten()
+    }
     // The fake library's test hooks (absent from real AscendCL).
     fn fake_launch_delay(&self, s: usize, us: u64, task: &mut u64) -> Result<AclError, LoadError> {
         call!(self.lib(), "npudFakeLaunchDelay", fn(usize, u64, *mut u64) -> AclError, s, us, task)

@@ -313,6 +313,10 @@ impl Backend for AclBackend {
         Ok(n)
     }
 
+    fn device_free(&self, device: u32) -> Option<BackendResult<u32>> {
+        Some(self.available_streams(device))
+    }
+
     fn hardware_creations(&self, device: u32) -> u64 {
         self.shared.creations.get(device as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }

@@ -63,9 +63,17 @@ impl AclBackend {
                     "other processes hold streams on the device; interposed ones declare theirs when they reconnect"
                 );
             }
+            let physical_id = lib.physical_id(id as i32);
+            if physical_id.is_none() {
+                tracing::warn!(
+                    device = id,
+                    "the library maps no physical id: processes are booked by their own device number"
+                );
+            }
             contexts.push(ctx);
             descs.push(DeviceDesc {
                 id,
+                identity: crate::backend::Identity { physical_id, ..Default::default() },
                 name: format!("ascend{id}"),
                 profile: soc.clone().unwrap_or_else(|| "ascendcl".into()),
                 hardware_limit,

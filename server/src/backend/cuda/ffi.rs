@@ -47,6 +47,31 @@ pub trait Cuda {
             dev
         )
     }
+    /// The device's UUID (cuDeviceGetUuid_v2, which names a MIG instance too, else
+    /// cuDeviceGetUuid), as `GPU-…` text; None when the driver has neither or refuses.
+    fn device_uuid(&self, dev: i32) -> Option<String> {
+        let mut raw = [0u8; 16];
+        let name = ["cuDeviceGetUuid_v2", "cuDeviceGetUuid"].into_iter().find(|n| self.lib().has(n))?;
+        let rc = if name == "cuDeviceGetUuid_v2" {
+            call!(self.lib(), "cuDeviceGetUuid_v2", fn(*mut u8, i32) -> CuResult, raw.as_mut_ptr(), dev)
+        } else {
+            call!(self.lib(), "cuDeviceGetUuid", fn(*mut u8, i32) -> CuResult, raw.as_mut_ptr(), dev)
+        };
+        (rc.ok()? == 0).then(|| npud_proto::identity::gpu_uuid(&raw))
+    }
+    /// The device's PCI bus id (`0000:3b:00.0`); None when the driver refuses.
+    fn device_pci_bus_id(&self, dev: i32) -> Option<String> {
+        let mut buf = [0u8; 64];
+        let rc = call!(
+            self.lib(),
+            "cuDeviceGetPCIBusId",
+            fn(*mut c_char, i32, i32) -> CuResult,
+            buf.as_mut_ptr().cast::<c_char>(),
+            64,
+            dev
+        );
+        (rc.ok()? == 0).then(|| String::from_utf8_lossy(buf.split(|b| *b == 0).next().unwrap_or(&[])).into_owned())
+    }
     fn primary_ctx_retain(&self, ctx: &mut usize, dev: i32) -> Result<CuResult, LoadError> {
         call!(self.lib(), "cuDevicePrimaryCtxRetain", fn(*mut usize, i32) -> CuResult, ctx, dev)
     }

@@ -76,8 +76,14 @@ impl CudaBackend {
             check(lib.ctx_get_stream_priority_range(&mut least, &mut greatest)).map_err(|e| e.message)?;
             spin.push(load_spin_kernel(&lib)?);
             contexts.push(ctx);
+            let identity = crate::backend::Identity {
+                physical_id: None,
+                uuid: lib.device_uuid(dev),
+                pci_bus_id: lib.device_pci_bus_id(dev),
+            };
             descs.push(DeviceDesc {
                 id: ordinal as u32,
+                identity,
                 name,
                 profile: "cuda".into(),
                 hardware_limit: budget,

@@ -73,6 +73,8 @@ impl Admission {
                     }
                 }
                 Some(e) if e.kind == ErrorKind::StreamBudget && retries < self.config.create_retries => {
+                    // The device had less room than the books said: reconcile now.
+                    self.device_refused.notify_one();
                     retries += 1;
                     tracing::debug!(
                         device,
@@ -84,6 +86,9 @@ impl Admission {
                     backoff = backoff.saturating_mul(2);
                 }
                 Some(e) => {
+                    if e.kind == ErrorKind::StreamBudget {
+                        self.device_refused.notify_one();
+                    }
                     let mut err = backend_error(self.backend.name(), e);
                     if err.reason == Reason::BudgetExhausted {
                         err.reason = Reason::HardwareCreationFailed;

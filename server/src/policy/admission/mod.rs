@@ -44,7 +44,7 @@ impl DeviceState {
     fn evict_overflow(&mut self) -> Vec<RawStream> {
         let mut pooled: u32 = self.pool.values().map(|v| v.len() as u32).sum();
         let l = &self.ledger;
-        let mut over = (l.in_use() + pooled + l.draining()).saturating_sub(l.capacity());
+        let mut over = (l.in_use() + pooled + l.draining() + l.untracked()).saturating_sub(l.capacity());
         let mut evicted = Vec::new();
         while over > 0 {
             let Some(s) = self.pool.values_mut().find_map(Vec::pop) else { break };
@@ -72,6 +72,8 @@ pub struct BudgetView {
     pub pooled: u32,
     pub draining: u32,
     pub queued: u32,
+    /// Streams the device holds outside npud's books (reconciliation).
+    pub untracked: u32,
     pub tenants: HashMap<Tenant, TenantFigures>,
 }
 
@@ -91,6 +93,9 @@ pub struct Admission {
     /// Longest a released stream may take to drain before it is destroyed regardless.
     drain_bound: Duration,
     metrics: Arc<Metrics>,
+    /// Woken when the device refused a creation the books allowed, so reconciliation runs
+    /// at once rather than at its next tick.
+    pub device_refused: tokio::sync::Notify,
 }
 
 impl Admission {
@@ -113,7 +118,16 @@ impl Admission {
                 pacer: tokio::sync::Mutex::new(()),
             })
             .collect();
-        Self { backend, policy, config, devices, pool_hits: AtomicU64::new(0), drain_bound, metrics }
+        Self {
+            backend,
+            policy,
+            config,
+            devices,
+            pool_hits: AtomicU64::new(0),
+            drain_bound,
+            metrics,
+            device_refused: tokio::sync::Notify::new(),
+        }
     }
 
     fn lock(&self, device: u32) -> MutexGuard<'_, DeviceState> {
@@ -142,6 +156,7 @@ impl Admission {
             pooled: l.pooled(),
             draining: l.draining(),
             queued: l.queued(),
+            untracked: l.untracked(),
             tenants: l.tenant_figures(),
         }
     }

@@ -73,13 +73,24 @@ impl Admission {
     pub fn native_share(&self, device: u32, tenant: &str, quota: &Quota) -> NativeShare {
         let st = self.lock(device);
         let l = &st.ledger;
-        let device_free =
-            l.capacity().saturating_sub(l.in_use()).saturating_sub(l.pooled()).saturating_sub(l.draining());
+        let device_free = l.grantable().saturating_sub(l.pooled());
         let tenant_holds = l.used_by(tenant);
         // Pooled streams are the daemon's to evict, so they count as free for a grant.
-        let grantable = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
+        let grantable = l.grantable();
         let available = quota.max_streams.saturating_sub(tenant_holds).min(grantable);
         NativeShare { capacity: l.capacity(), device_free, available, tenant_holds }
+    }
+
+    /// Sets what reconciliation measured on `device`: grants waiting for room that is now
+    /// there are served, and pooled streams the device no longer has room for are destroyed.
+    pub async fn set_untracked(&self, device: u32, untracked: u32) {
+        let evicted = {
+            let mut st = self.lock(device);
+            st.ledger.set_untracked(untracked);
+            super::grant_queued(&mut st.ledger);
+            st.evict_overflow()
+        };
+        self.destroy_all(device, evicted).await;
     }
 
     /// Destroys pooled streams while the hardware would otherwise hold more than the

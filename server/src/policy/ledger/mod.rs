@@ -65,6 +65,9 @@ pub struct Ledger<W> {
     /// occupy hardware, so they count against the budget until they are done.
     draining: u32,
     pooled: u32,
+    /// Streams the device holds that no one on these books does (a program outside npud,
+    /// a vendor library's own): measured by reconciliation, never handed out.
+    untracked: u32,
     used: HashMap<Tenant, u32>,
     reservations: HashMap<Tenant, u32>,
     queue: BTreeMap<(Tag, u64), Pending<W>>,
@@ -87,6 +90,7 @@ impl<W> Ledger<W> {
             in_use: 0,
             draining: 0,
             pooled: 0,
+            untracked: 0,
             used: HashMap::new(),
             reservations: HashMap::new(),
             queue: BTreeMap::new(),
@@ -108,6 +112,20 @@ impl<W> Ledger<W> {
     }
     pub fn draining(&self) -> u32 {
         self.draining
+    }
+    pub fn untracked(&self) -> u32 {
+        self.untracked
+    }
+
+    /// What reconciliation measured; grants waiting for room are served by `process`.
+    pub fn set_untracked(&mut self, untracked: u32) {
+        self.untracked = untracked;
+    }
+
+    /// Room left for grants: capacity less held, draining and untracked streams (pooled
+    /// streams are npud's to evict, so they count as room).
+    pub fn grantable(&self) -> u32 {
+        self.capacity.saturating_sub(self.in_use).saturating_sub(self.draining).saturating_sub(self.untracked)
     }
     pub fn reserved(&self) -> u32 {
         self.reservations.values().sum()
@@ -145,7 +163,7 @@ impl<W> Ledger<W> {
         let used = self.used_by(tenant);
         let committed = self.committed() - u64::from(self.claim(tenant, used))
             + u64::from(self.claim(tenant, used.saturating_add(count)));
-        committed + u64::from(self.draining) <= u64::from(self.capacity)
+        committed + u64::from(self.draining) + u64::from(self.untracked) <= u64::from(self.capacity)
     }
 
     /// The numbers a refusal explains itself with.
@@ -156,6 +174,8 @@ impl<W> Ledger<W> {
             ("pooled", i64::from(self.pooled)),
             // Released streams still finishing their work: they hold budget until they do.
             ("draining", i64::from(self.draining)),
+            // Streams the device holds outside npud's books (reconciliation).
+            ("untracked", i64::from(self.untracked)),
             ("tenant_in_use", i64::from(self.used_by(tenant))),
             ("tenant_max_streams", i64::from(quota.max_streams)),
             ("tenant_reserved", i64::from(quota.reserved_streams)),

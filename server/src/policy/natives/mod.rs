@@ -26,6 +26,9 @@ pub struct Holder {
     pub held: BTreeMap<u32, u32>,
     /// Events held per device (they need no ledger: they are never queued).
     pub events: BTreeMap<u32, u32>,
+    /// Streams the process said it has created per device (the `created` of its calls);
+    /// a device it never said anything about counts as wholly created.
+    pub created: BTreeMap<u32, u32>,
 }
 
 pub struct Natives {
@@ -84,6 +87,34 @@ impl Natives {
             let held = h.held.entry(device).or_insert(0);
             *held = held.saturating_add(n);
         }
+    }
+
+    /// The holder says it has `created` streams on `device` (see `Holder::created`).
+    pub fn set_created(&self, id: u64, device: u32, created: u32) {
+        if let Some(h) = self.lock().get_mut(&id) {
+            h.created.insert(device, created);
+        }
+    }
+
+    /// The holder was granted a new batch on `device`: until it reports again, it counts as
+    /// having created everything it holds there.
+    pub fn forget_created(&self, id: u64, device: u32) {
+        if let Some(h) = self.lock().get_mut(&id) {
+            h.created.remove(&device);
+        }
+    }
+
+    /// Streams native holders have created on `device`, as they report them, each capped
+    /// at what it holds: a process cannot make another's streams look tracked by claiming
+    /// more than it was granted. One that never reported counts as having created its grant.
+    pub fn created_on(&self, device: u32) -> u32 {
+        self.lock()
+            .values()
+            .map(|h| {
+                let held = h.held.get(&device).copied().unwrap_or(0);
+                h.created.get(&device).map_or(held, |&c| c.min(held))
+            })
+            .fold(0u32, u32::saturating_add)
     }
 
     /// Takes up to `n` streams off the holder's count; returns how many it held of them.
@@ -222,6 +253,7 @@ mod tests {
             container: None,
             held: BTreeMap::new(),
             events: BTreeMap::new(),
+            created: BTreeMap::new(),
         }
     }
 

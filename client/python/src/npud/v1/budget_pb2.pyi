@@ -71,14 +71,16 @@ class BudgetWelcome(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "wait_ms")
+    __slots__ = ("device", "count", "wait_ms", "identity")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     wait_ms: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
     __slots__ = ("waited_ms", "share")
@@ -89,12 +91,16 @@ class AcquireBudgetResponse(_message.Message):
     def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
 
 class ReleaseBudgetRequest(_message.Message):
-    __slots__ = ("device", "count")
+    __slots__ = ("device", "count", "identity", "created")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    created: int
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
 
 class ReleaseBudgetResponse(_message.Message):
     __slots__ = ("share",)
@@ -103,14 +109,16 @@ class ReleaseBudgetResponse(_message.Message):
     def __init__(self, share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
 
 class DeclareBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "events")
+    __slots__ = ("device", "count", "events", "identity")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     events: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., events: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., events: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
 
 class DeclareBudgetResponse(_message.Message):
     __slots__ = ("accepted", "share", "events_accepted")
@@ -123,12 +131,14 @@ class DeclareBudgetResponse(_message.Message):
     def __init__(self, accepted: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., events_accepted: _Optional[int] = ...) -> None: ...
 
 class AcquireEventsRequest(_message.Message):
-    __slots__ = ("device", "count")
+    __slots__ = ("device", "count", "identity")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
 
 class AcquireEventsResponse(_message.Message):
     __slots__ = ("share",)
@@ -137,12 +147,14 @@ class AcquireEventsResponse(_message.Message):
     def __init__(self, share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
 
 class ReleaseEventsRequest(_message.Message):
-    __slots__ = ("device", "count")
+    __slots__ = ("device", "count", "identity")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
 
 class ReleaseEventsResponse(_message.Message):
     __slots__ = ("share",)
@@ -151,23 +163,37 @@ class ReleaseEventsResponse(_message.Message):
     def __init__(self, share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
 
 class CreatedBudgetRequest(_message.Message):
-    __slots__ = ("device",)
+    __slots__ = ("device", "identity", "created")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     device: int
-    def __init__(self, device: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    created: int
+    def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
 
 class CreatedBudgetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class BudgetShareRequest(_message.Message):
-    __slots__ = ("device",)
+    __slots__ = ("device", "identity")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
     device: int
-    def __init__(self, device: _Optional[int] = ...) -> None: ...
+    identity: DeviceIdentity
+    def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
+
+class DeviceIdentity(_message.Message):
+    __slots__ = ("physical_id", "uuid")
+    PHYSICAL_ID_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    physical_id: int
+    uuid: str
+    def __init__(self, physical_id: _Optional[int] = ..., uuid: _Optional[str] = ...) -> None: ...
 
 class BudgetShare(_message.Message):
-    __slots__ = ("device", "capacity", "device_free", "available", "tenant_holds", "holds", "max_streams", "event_capacity", "events_available", "event_holds")
+    __slots__ = ("device", "capacity", "device_free", "available", "tenant_holds", "holds", "max_streams", "event_capacity", "events_available", "event_holds", "untracked")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FREE_FIELD_NUMBER: _ClassVar[int]
@@ -178,6 +204,7 @@ class BudgetShare(_message.Message):
     EVENT_CAPACITY_FIELD_NUMBER: _ClassVar[int]
     EVENTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     EVENT_HOLDS_FIELD_NUMBER: _ClassVar[int]
+    UNTRACKED_FIELD_NUMBER: _ClassVar[int]
     device: int
     capacity: int
     device_free: int
@@ -188,7 +215,8 @@ class BudgetShare(_message.Message):
     event_capacity: int
     events_available: int
     event_holds: int
-    def __init__(self, device: _Optional[int] = ..., capacity: _Optional[int] = ..., device_free: _Optional[int] = ..., available: _Optional[int] = ..., tenant_holds: _Optional[int] = ..., holds: _Optional[int] = ..., max_streams: _Optional[int] = ..., event_capacity: _Optional[int] = ..., events_available: _Optional[int] = ..., event_holds: _Optional[int] = ...) -> None: ...
+    untracked: int
+    def __init__(self, device: _Optional[int] = ..., capacity: _Optional[int] = ..., device_free: _Optional[int] = ..., available: _Optional[int] = ..., tenant_holds: _Optional[int] = ..., holds: _Optional[int] = ..., max_streams: _Optional[int] = ..., event_capacity: _Optional[int] = ..., events_available: _Optional[int] = ..., event_holds: _Optional[int] = ..., untracked: _Optional[int] = ...) -> None: ...
 
 class BudgetError(_message.Message):
     __slots__ = ("message", "detail", "code")

@@ -11,7 +11,7 @@ class ListDevicesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests", "hardware_in_use", "draining")
+    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests", "hardware_in_use", "draining", "physical_id", "uuid", "pci_bus_id", "untracked")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -30,6 +30,10 @@ class Device(_message.Message):
     QUEUED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_IN_USE_FIELD_NUMBER: _ClassVar[int]
     DRAINING_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_ID_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
+    UNTRACKED_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     backend: str
@@ -48,7 +52,11 @@ class Device(_message.Message):
     queued_requests: int
     hardware_in_use: int
     draining: int
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ..., hardware_in_use: _Optional[int] = ..., draining: _Optional[int] = ...) -> None: ...
+    physical_id: int
+    uuid: str
+    pci_bus_id: str
+    untracked: int
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ..., hardware_in_use: _Optional[int] = ..., draining: _Optional[int] = ..., physical_id: _Optional[int] = ..., uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., untracked: _Optional[int] = ...) -> None: ...
 
 class ListDevicesResponse(_message.Message):
     __slots__ = ("devices",)

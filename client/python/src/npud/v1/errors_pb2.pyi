@@ -44,6 +44,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DEVICE_MISMATCH: _ClassVar[ErrorReason]
     SESSION_CLOSED: _ClassVar[ErrorReason]
     FAILURE_MODE_ALREADY_SET: _ClassVar[ErrorReason]
+    DEVICE_NOT_OWNED: _ClassVar[ErrorReason]
     NO_IDENTITY: _ClassVar[ErrorReason]
     NOT_ADMIN: _ClassVar[ErrorReason]
     TENANT_REFUSED: _ClassVar[ErrorReason]
@@ -86,6 +87,7 @@ STREAM_FAILED: ErrorReason
 DEVICE_MISMATCH: ErrorReason
 SESSION_CLOSED: ErrorReason
 FAILURE_MODE_ALREADY_SET: ErrorReason
+DEVICE_NOT_OWNED: ErrorReason
 NO_IDENTITY: ErrorReason
 NOT_ADMIN: ErrorReason
 TENANT_REFUSED: ErrorReason

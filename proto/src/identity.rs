@@ -1,0 +1,38 @@
+//! How the vendors name a device globally, in one spelling for every crate: npud's backends
+//! read it from the driver, the interposer from the process's own driver, and the two are
+//! compared as text.
+
+/// A CUDA UUID (the 16 bytes of `CUuuid`) as `nvidia-smi -L` and `CUDA_VISIBLE_DEVICES`
+/// write it: `GPU-` then 8-4-4-4-12 lower-case hex digits.
+pub fn gpu_uuid(bytes: &[u8; 16]) -> String {
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("GPU-{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+}
+
+/// The 16 bytes of a `GPU-…` UUID; None when `text` is not one.
+pub fn parse_gpu_uuid(text: &str) -> Option<[u8; 16]> {
+    let hex: String = text.strip_prefix("GPU-")?.chars().filter(|c| *c != '-').collect();
+    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_uuid_reads_back_as_written() {
+        let bytes: [u8; 16] = core::array::from_fn(|i| (i as u8) * 17);
+        let text = gpu_uuid(&bytes);
+        assert_eq!(text, "GPU-00112233-4455-6677-8899-aabbccddeeff");
+        assert_eq!(parse_gpu_uuid(&text), Some(bytes));
+        assert_eq!(parse_gpu_uuid("GPU-0011"), None);
+        assert_eq!(parse_gpu_uuid("MIG-00112233-4455-6677-8899-aabbccddeeff"), None);
+    }
+}
