@@ -7,6 +7,7 @@
 //! another thread's hook.
 
 use crate::books::{Books, Plan};
+use crate::devices::Devices;
 use crate::events::EventBooks;
 use crate::settings::{DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
@@ -40,6 +41,8 @@ pub struct Process {
     /// to npud in one release once they are quiet, not one round trip per destroy.
     releases: Mutex<HashMap<u32, Instant>>,
     conn: Mutex<Option<Connection>>,
+    /// The vendor's name for each device number the process uses.
+    pub devices: Devices,
     /// The tenant's `process_streams` as npud's welcome said (0: none configured).
     tenant_streams: AtomicU32,
     /// The tenant's max_streams as the welcome said (0: not heard yet).
@@ -80,6 +83,7 @@ impl Process {
             batches: Mutex::new(HashMap::new()),
             releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
+            devices: Devices::default(),
             tenant_streams: AtomicU32::new(0),
             tenant_max: AtomicU32::new(0),
             asked_tenant: AtomicBool::new(false),
@@ -112,8 +116,9 @@ impl Process {
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
-        for (device, used) in holding {
-            let declare = pb::DeclareBudgetRequest { device, count: used, events: 0 };
+        for (device, used) in holding.into_iter().filter(|(d, _)| !self.devices.is_unowned(*d)) {
+            let identity = self.devices.identity(device);
+            let declare = pb::DeclareBudgetRequest { device, count: used, events: 0, identity };
             match conn.call(Call::Declare(declare), Duration::ZERO) {
                 Ok(Reply::Declared(d)) => {
                     lock(&self.books).declared(device);
@@ -132,7 +137,11 @@ impl Process {
             }
         }
         for (device, events) in lock(&self.events).holding() {
-            let declare = pb::DeclareBudgetRequest { device, count: 0, events };
+            if self.devices.is_unowned(device) {
+                continue;
+            }
+            let declare =
+                pb::DeclareBudgetRequest { device, count: 0, events, identity: self.devices.identity(device) };
             if let Ok(Reply::Declared(d)) = conn.call(Call::Declare(declare), Duration::ZERO) {
                 lock(&self.events).declared(device, d.events_accepted);
             }
@@ -176,19 +185,31 @@ impl Process {
     fn end_quiet_batches(&self, conn: &mut Connection) {
         for device in take_quiet(&self.batches) {
             // Best effort: npud ends the batch anyway when its pacing window passes.
-            let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device }), Duration::ZERO);
+            let created = Some(lock(&self.books).device(device).used);
+            let identity = self.devices.identity(device);
+            let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device, identity, created }), Duration::ZERO);
         }
     }
 
     fn release_quiet_surplus(&self, conn: &mut Connection) {
         for device in take_quiet(&self.releases) {
-            let count = lock(&self.books).surplus(device, self.startup());
+            if self.devices.is_unowned(device) {
+                continue;
+            }
+            let identity = self.devices.identity(device);
+            let (count, created) = {
+                let mut books = lock(&self.books);
+                (books.surplus(device, self.startup()), books.device(device).used)
+            };
             if count > 0 {
-                let _ = conn.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO);
+                let release =
+                    pb::ReleaseBudgetRequest { device, count, identity: identity.clone(), created: Some(created) };
+                let _ = conn.call(Call::Release(release), Duration::ZERO);
             }
             let count = lock(&self.events).surplus(device);
             if count > 0 {
-                let _ = conn.call(Call::ReleaseEvents(pb::ReleaseEventsRequest { device, count }), Duration::ZERO);
+                let _ = conn
+                    .call(Call::ReleaseEvents(pb::ReleaseEventsRequest { device, count, identity }), Duration::ZERO);
             }
         }
     }
@@ -239,14 +260,17 @@ impl Process {
             // is dealt with by the acquire below.
             let _ = self.with_conn(|_| Ok(()));
         }
+        if self.devices.is_unowned(device) {
+            return self.unadmitted(device, n);
+        }
         let plan = lock(&self.books).plan(device, n, self.startup());
         let Plan::Ask { count, wait } = plan else {
             self.creating(device, false);
             return Ok(());
         };
         let wait = if wait { self.settings.wait } else { Duration::ZERO };
-        let ask =
-            pb::AcquireBudgetRequest { device, count, wait_ms: wait.as_millis().min(u128::from(u32::MAX)) as u32 };
+        let wait_ms = wait.as_millis().min(u128::from(u32::MAX)) as u32;
+        let ask = pb::AcquireBudgetRequest { device, count, wait_ms, identity: self.devices.identity(device) };
         match self.with_conn(|c| c.call(Call::Acquire(ask), wait)) {
             Ok(_) => {
                 lock(&self.books).granted(device, count, n);
@@ -259,11 +283,35 @@ impl Process {
                 lock(&self.books).granted(device, n, n);
                 Ok(())
             }
+            Err(WireError::Refused { reason, .. }) if reason == pb::ErrorReason::DeviceNotOwned as i32 => {
+                if self.devices.mark_unowned(device) {
+                    let what = self.devices.describe(device);
+                    match self.settings.required {
+                        true => eprintln!(
+                            "npud-preload: npud does not own {what}; NPUD_REQUIRED is set, so stream creation there fails"
+                        ),
+                        false => eprintln!(
+                            "npud-preload: npud does not own {what}; its streams are created without admission"
+                        ),
+                    }
+                }
+                self.unadmitted(device, n)
+            }
             Err(WireError::Refused { message, .. }) => {
                 eprintln!("npud-preload: no budget for {count} streams on device {device}: {message}");
                 Err(Refused)
             }
         }
+    }
+
+    /// `n` streams on a device npud does not own: created without admission and booked as
+    /// the process's own, or refused under NPUD_REQUIRED.
+    fn unadmitted(&self, device: u32, n: u32) -> Result<(), Refused> {
+        if self.settings.required {
+            return Err(Refused);
+        }
+        lock(&self.books).granted(device, n, n);
+        Ok(())
     }
 
     /// The vendor call that `admit` was for failed.
@@ -272,10 +320,12 @@ impl Process {
     }
 
     fn give_back(&'static self, device: u32, count: u32) {
-        if count == 0 {
+        if count == 0 || self.devices.is_unowned(device) {
             return;
         }
-        let _ = self.with_conn(|c| c.call(Call::Release(pb::ReleaseBudgetRequest { device, count }), Duration::ZERO));
+        let created = Some(lock(&self.books).device(device).used);
+        let release = pb::ReleaseBudgetRequest { device, count, identity: self.devices.identity(device), created };
+        let _ = self.with_conn(|c| c.call(Call::Release(release), Duration::ZERO));
     }
 
     pub fn stream_created(&self, stream: usize, device: u32, ctx: usize) {
@@ -368,8 +418,9 @@ impl Process {
         self.give_back(device, back);
         if last {
             let events = lock(&self.events).reset(device);
-            if events > 0 {
-                let release = pb::ReleaseEventsRequest { device, count: events };
+            if events > 0 && !self.devices.is_unowned(device) {
+                let release =
+                    pb::ReleaseEventsRequest { device, count: events, identity: self.devices.identity(device) };
                 let _ = self.with_conn(|c| c.call(Call::ReleaseEvents(release), Duration::ZERO));
             }
         }
@@ -378,10 +429,17 @@ impl Process {
     /// Admits one event on `device`: covered by the process's event grant, or a chunk
     /// (else exactly one) asked for without waiting.
     pub fn admit_event(&'static self, device: u32) -> Result<(), Refused> {
+        if self.devices.is_unowned(device) {
+            if self.settings.required {
+                return Err(Refused);
+            }
+            lock(&self.events).granted(device, 1);
+            return Ok(());
+        }
         let Some(chunk) = lock(&self.events).plan(device) else { return Ok(()) };
         let mut last = None;
         for count in [chunk, 1] {
-            let ask = pb::AcquireEventsRequest { device, count };
+            let ask = pb::AcquireEventsRequest { device, count, identity: self.devices.identity(device) };
             match self.with_conn(|c| c.call(Call::AcquireEvents(ask), Duration::ZERO)) {
                 Ok(_) => {
                     lock(&self.events).granted(device, count);
@@ -417,7 +475,12 @@ impl Process {
     pub fn available_events(&'static self, device: u32, vendor: u32) -> u32 {
         let d = lock(&self.events).device(device);
         let unused = d.granted.saturating_sub(d.used);
-        match self.with_conn(|c| c.call(Call::Share(pb::BudgetShareRequest { device }), Duration::ZERO)) {
+        match self.with_conn(|c| {
+            c.call(
+                Call::Share(pb::BudgetShareRequest { device, identity: self.devices.identity(device) }),
+                Duration::ZERO,
+            )
+        }) {
             Ok(Reply::Share(s)) => s.events_available.saturating_add(unused).min(vendor),
             _ => vendor,
         }
@@ -431,7 +494,12 @@ impl Process {
             let d = lock(&self.books).device(device);
             d.granted.saturating_sub(d.used)
         };
-        match self.with_conn(|c| c.call(Call::Share(pb::BudgetShareRequest { device }), Duration::ZERO)) {
+        match self.with_conn(|c| {
+            c.call(
+                Call::Share(pb::BudgetShareRequest { device, identity: self.devices.identity(device) }),
+                Duration::ZERO,
+            )
+        }) {
             Ok(Reply::Share(s)) => s.available.saturating_add(unused).min(vendor),
             _ => vendor,
         }

@@ -20,9 +20,34 @@ type OutFlagFn = unsafe extern "C" fn(*mut Handle, u32) -> i32;
 type ConfigFn = unsafe extern "C" fn(*mut Handle, u32, u32) -> i32;
 type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
 type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
+type MapFn = unsafe extern "C" fn(i32, *mut i32) -> i32;
+
+/// The physical device the process calls `user`, by the vendor's own call:
+/// aclrtGetPhyDevIdByUserDevId where the library has it, else aclrtGetPhyDevIdByLogicDevId,
+/// whose argument the vendor notes is in fact the user id. Never from the environment.
+fn physical_of(user: u32) -> Option<npud_proto::v1::DeviceIdentity> {
+    let id = i32::try_from(user).ok()?;
+    let map = real!(&LIBRARY, aclrtGetPhyDevIdByUserDevId: MapFn, null_mut())
+        .or_else(|| real!(&LIBRARY, aclrtGetPhyDevIdByLogicDevId: MapFn, null_mut()))?;
+    let mut phy = -1;
+    // SAFETY: the vendor function with an out-pointer to a local.
+    let rc = unsafe { map(id, &mut phy) };
+    let phy = u32::try_from(phy).ok().filter(|_| rc == 0)?;
+    Some(crate::devices::physical(phy))
+}
+
+/// `device` (the process's own number), its physical identity looked up once.
+fn known(p: &Process, device: u32) -> u32 {
+    p.devices.learn(device, || physical_of(device));
+    device
+}
 
 /// The device of the calling thread's current context.
 fn current_device(p: &Process) -> u32 {
+    known(p, context_device(p))
+}
+
+fn context_device(p: &Process) -> u32 {
     if let Some(get) = real!(&LIBRARY, aclrtGetDevice: DeviceFn, null_mut()) {
         let mut d = -1;
         // SAFETY: the vendor function with an out-pointer to a local.
@@ -70,6 +95,7 @@ pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
     hook(
         |p| {
             let Ok(id) = u32::try_from(device) else { return unsafe { real(device) } };
+            let id = known(p, id);
             let first = !p.device_is_set(id);
             if first && p.admit(id, 1).is_err() {
                 return NO_STREAM_RESOURCE;
@@ -121,6 +147,7 @@ pub extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> i32 {
     hook(
         |p| {
             let Ok(id) = u32::try_from(device) else { return unsafe { real(ctx, device) } };
+            let id = known(p, id);
             if ctx.is_null() {
                 return unsafe { real(ctx, device) };
             }

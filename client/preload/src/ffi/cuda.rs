@@ -24,6 +24,7 @@ type CreatePriorityFn = unsafe extern "C" fn(*mut Handle, u32, i32) -> CuResult;
 type HandleFn = unsafe extern "C" fn(Handle) -> CuResult;
 type OutHandleFn = unsafe extern "C" fn(*mut Handle) -> CuResult;
 type OutIntFn = unsafe extern "C" fn(*mut i32) -> CuResult;
+type UuidFn = unsafe extern "C" fn(*mut u8, i32) -> CuResult;
 type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
 type ProcV2Fn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
 
@@ -39,11 +40,25 @@ fn current() -> Option<(usize, u32)> {
     ok.then_some((ctx as usize, u32::try_from(dev).ok()?))
 }
 
+/// The UUID of the device the process calls `ordinal`, by the driver's own call:
+/// cuDeviceGetUuid_v2 (which names a MIG instance too) where the driver has it, else
+/// cuDeviceGetUuid. Never from CUDA_VISIBLE_DEVICES.
+fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
+    let dev = i32::try_from(ordinal).ok()?;
+    let get = real!(&LIBRARY, cuDeviceGetUuid_v2: UuidFn, null_mut())
+        .or_else(|| real!(&LIBRARY, cuDeviceGetUuid: UuidFn, null_mut()))?;
+    let mut raw = [0u8; 16];
+    // SAFETY: the driver function with a 16-byte out-buffer (CUuuid) on our stack.
+    let rc = unsafe { get(raw.as_mut_ptr(), dev) };
+    (rc == 0).then(|| crate::devices::uuid(npud_proto::identity::gpu_uuid(&raw)))
+}
+
 /// Admits one stream on the current context's device, runs `create`, books the outcome.
 fn create(out: *mut Handle, create: impl Fn() -> CuResult) -> CuResult {
     hook_or(
         |p: &'static Process| {
             let Some((ctx, device)) = current().filter(|_| !out.is_null()) else { return create() };
+            p.devices.learn(device, || uuid_of(device));
             if p.admit(device, 1).is_err() {
                 return OUT_OF_MEMORY;
             }

@@ -1,0 +1,95 @@
+//! The devices a process uses, by the vendor's global name.
+//!
+//! A process's device number is its own: AscendCL's user id depends on
+//! ASCEND_RT_VISIBLE_DEVICES and the container, a CUDA ordinal on CUDA_VISIBLE_DEVICES.
+//! npud books the device the vendor's own calls name (the physical id, the UUID), so each
+//! number the process uses is looked up once, with the vendor's call, never by reading the
+//! environment, and every message about that device carries the name. A device npud does
+//! not own is left alone: its streams are created without admission (one stderr line).
+
+use npud_proto::v1 as pb;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard};
+
+#[derive(Default)]
+pub struct Devices {
+    /// Device number → its name; None where the library cannot say (old CANN): npud is
+    /// then told the number, the form requests had before identities.
+    names: Mutex<HashMap<u32, Option<pb::DeviceIdentity>>>,
+    /// Device numbers npud said it does not own.
+    unowned: Mutex<HashSet<u32>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Devices {
+    /// Looks `device` up with `lookup` the first time it is used.
+    pub fn learn(&self, device: u32, lookup: impl FnOnce() -> Option<pb::DeviceIdentity>) {
+        if lock(&self.names).contains_key(&device) {
+            return;
+        }
+        // The vendor call runs without the lock held; two threads may both ask, and agree.
+        let name = lookup();
+        lock(&self.names).entry(device).or_insert(name);
+    }
+
+    /// The name to send with a message about `device`.
+    pub fn identity(&self, device: u32) -> Option<pb::DeviceIdentity> {
+        lock(&self.names).get(&device).cloned().flatten()
+    }
+
+    /// npud does not own `device`; true the first time it is said.
+    pub fn mark_unowned(&self, device: u32) -> bool {
+        lock(&self.unowned).insert(device)
+    }
+
+    pub fn is_unowned(&self, device: u32) -> bool {
+        lock(&self.unowned).contains(&device)
+    }
+
+    /// How a refusal names the device, for the one stderr line.
+    pub fn describe(&self, device: u32) -> String {
+        match self.identity(device).and_then(|i| i.id) {
+            Some(pb::device_identity::Id::PhysicalId(p)) => format!("device {device} (physical {p})"),
+            Some(pb::device_identity::Id::Uuid(u)) => format!("device {device} ({u})"),
+            None => format!("device {device}"),
+        }
+    }
+}
+
+/// An Ascend physical id as a message's identity.
+pub fn physical(id: u32) -> pb::DeviceIdentity {
+    pb::DeviceIdentity { id: Some(pb::device_identity::Id::PhysicalId(id)) }
+}
+
+/// A CUDA UUID as a message's identity.
+pub fn uuid(text: String) -> pb::DeviceIdentity {
+    pb::DeviceIdentity { id: Some(pb::device_identity::Id::Uuid(text)) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_is_looked_up_once_and_named_in_refusals() {
+        let d = Devices::default();
+        let mut asked = 0;
+        d.learn(0, || {
+            asked += 1;
+            Some(physical(6))
+        });
+        d.learn(0, || {
+            asked += 1;
+            Some(physical(7))
+        });
+        assert_eq!(asked, 1);
+        assert_eq!(d.identity(0), Some(physical(6)));
+        assert_eq!(d.describe(0), "device 0 (physical 6)");
+        d.learn(1, || None);
+        assert_eq!(d.identity(1), None, "an old library names nothing: npud is told the number");
+        assert!(d.mark_unowned(1) && !d.mark_unowned(1) && d.is_unowned(1) && !d.is_unowned(0));
+    }
+}
