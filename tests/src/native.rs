@@ -2,7 +2,7 @@
 //! program in `native/acl_app.c`, built against the fake libascendcl, and npud on the acl
 //! backend over a device budget that every process shares (`NPU_SIM_SHARED`).
 
-use crate::{Daemon, bin, fake_library};
+use crate::{Daemon, DaemonBuilder, bin, fake_library};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Lines};
 use std::path::{Path, PathBuf};
@@ -102,6 +102,64 @@ pub fn acl_memory_app() -> &'static PathBuf {
     build("acl_memory.c", "ascendcl", "acl_memory", &[])
 }
 
+/// A budget file for one test: the fake driver's view of the device, shared by everyone.
+pub struct Shared {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl Shared {
+    pub fn new() -> Shared {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("budget");
+        Shared { _dir: dir, path }
+    }
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
+}
+
+impl Shared {
+
+    /// Streams the fake driver counts for live processes other than `except` (npud's own).
+    pub fn held_by_others(&self, except: u32) -> u32 {
+        self.lines().filter(|(pid, _, _)| *pid != except).map(|(_, _, n)| n).sum()
+    }
+
+    /// The same on one physical device only.
+    pub fn held_on(&self, physical: u32, except: u32) -> u32 {
+        self.lines().filter(|(pid, d, _)| *pid != except && *d == physical).map(|(_, _, n)| n).sum()
+    }
+
+    /// The driver's holder lines of live processes: (pid, physical device, streams).
+    fn lines(&self) -> impl Iterator<Item = (u32, u32, u32)> {
+        let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+        let rows: Vec<(u32, u32, u32)> = text
+            .lines()
+            .filter_map(|l| {
+                let w: Vec<u32> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+                // A dead process's line is dropped at the driver's next update; it holds nothing.
+                let alive = w.len() == 3 && Path::new(&format!("/proc/{}", w[0])).exists();
+                alive.then(|| (w[0], w[1], w[2]))
+            })
+            .collect();
+        rows.into_iter()
+    }
+
+    /// npud on the acl backend over the fake library, on this shared budget.
+    pub fn daemon(&self, extra: &[&str]) -> Daemon {
+        acl_daemon(&self.path, None, extra)
+    }
+
+    /// The same on a socket the test chose, so a restarted npud is found where it was.
+    pub fn daemon_on(&self, socket: Option<&Path>, extra: &[&str]) -> Daemon {
+        acl_daemon(&self.path, socket, extra)
+    }
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()
@@ -115,14 +173,20 @@ pub fn preload_library() -> PathBuf {
 /// npud on the acl backend over the fake library and the shared budget at `shared`, on
 /// `socket` when given (so a restarted npud is found where it was).
 pub fn acl_daemon(shared: &Path, socket: Option<&Path>, extra: &[&str]) -> Daemon {
-    let lib = fake_library("libascendcl.so");
-    let mut args = vec!["--backend", "acl", "--acl-library", lib.to_str().expect("UTF-8 path")];
-    args.extend_from_slice(extra);
-    let mut builder = Daemon::builder().args(&args).env("NPU_SIM_SHARED", shared.to_str().expect("UTF-8 path"));
+    let mut builder = acl_builder(shared, extra);
     if let Some(socket) = socket {
         builder = builder.socket(socket);
     }
     builder.start()
+}
+
+/// [`acl_daemon`] not yet started, for a test that sets more of its environment (the
+/// host's devices, the container's view of them).
+pub fn acl_builder(shared: &Path, extra: &[&str]) -> DaemonBuilder {
+    let lib = fake_library("libascendcl.so");
+    let mut args = vec!["--backend", "acl", "--acl-library", lib.to_str().expect("UTF-8 path")];
+    args.extend_from_slice(extra);
+    Daemon::builder().args(&args).env("NPU_SIM_SHARED", shared.to_str().expect("UTF-8 path"))
 }
 
 /// A command for the AscendCL program on the shared budget, interposed (`LD_PRELOAD`, the
@@ -196,9 +260,21 @@ pub fn native_held(d: &Daemon) -> u64 {
 
 /// Releases programs one at a time in the order npud granted them (each release lets a
 /// waiting one in), asserting every one started; `apps` is keyed by the pid npud lists.
-pub fn release_as_granted(d: &Daemon, mut apps: HashMap<u32, App>, timeout: Duration) {
+pub fn release_as_granted(d: &Daemon, apps: HashMap<u32, App>, timeout: Duration) {
+    release_as_granted_checking(d, apps, timeout, || {});
+}
+
+/// [`release_as_granted`], running `check` (which asserts what must hold throughout) at
+/// every step.
+pub fn release_as_granted_checking(
+    d: &Daemon,
+    mut apps: HashMap<u32, App>,
+    timeout: Duration,
+    mut check: impl FnMut(),
+) {
     let deadline = Instant::now() + timeout;
     while !apps.is_empty() {
+        check();
         assert!(Instant::now() < deadline, "{} programs never got their streams", apps.len());
         let granted = holder_pids(d).into_iter().find(|p| apps.contains_key(p));
         let Some(mut app) = granted.and_then(|p| apps.remove(&p)) else {

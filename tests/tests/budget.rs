@@ -44,7 +44,8 @@ impl Budget {
     }
 
     async fn acquire(&mut self, count: u32) -> Reply {
-        self.call(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count, wait_ms: 60_000 })).await
+        self.call(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count, wait_ms: 60_000, ..Default::default() }))
+            .await
     }
 }
 
@@ -71,20 +72,26 @@ async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
     assert_eq!(metric(port, "npud_tenant_streams{tenant=\"root\",device=\"0\"}"), Some(70.0));
     assert_eq!(metric(port, "npud_native_sessions"), Some(1.0));
 
-    let Reply::Released(r) = b.call(Call::Release(pb::ReleaseBudgetRequest { device: 0, count: 20 })).await else {
+    let Reply::Released(r) =
+        b.call(Call::Release(pb::ReleaseBudgetRequest { device: 0, count: 20, ..Default::default() })).await
+    else {
         panic!("released")
     };
     assert_eq!(r.share.expect("share").holds, 50);
 
     // A bad call is answered with the error a gRPC call would get, and the session goes on.
-    let Reply::Error(e) = b.call(Call::Acquire(pb::AcquireBudgetRequest { device: 99, count: 1, wait_ms: 0 })).await
+    let Reply::Error(e) = b
+        .call(Call::Acquire(pb::AcquireBudgetRequest { device: 99, count: 1, wait_ms: 0, ..Default::default() }))
+        .await
     else {
         panic!("device 99 does not exist")
     };
     assert_eq!(e.code, tonic::Code::InvalidArgument as i32, "{e:?}");
     assert_eq!(e.detail.expect("detail").reason, pb::ErrorReason::InvalidDevice as i32);
     assert!(e.message.contains("99"), "{}", e.message);
-    let Reply::Share(s) = b.call(Call::Share(pb::BudgetShareRequest { device: 0 })).await else { panic!("share") };
+    let Reply::Share(s) = b.call(Call::Share(pb::BudgetShareRequest { device: 0, ..Default::default() })).await else {
+        panic!("share")
+    };
     assert_eq!(s.holds, 50, "the failed call changed nothing");
 
     drop(b); // the client goes away without a word
@@ -101,15 +108,22 @@ async fn a_second_batch_on_a_device_waits_until_the_first_says_it_created_its_st
     let mut third = Budget::open(&d).await;
     assert!(matches!(first.acquire(10).await, Reply::Acquired(_)));
 
-    second.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000 })).await;
+    second
+        .send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000, ..Default::default() }))
+        .await;
     // Its budget is there, its turn is not: no answer while the first batch is open.
     assert!(tokio::time::timeout(Duration::from_millis(500), second.reply()).await.is_err(), "answered early");
-    assert!(matches!(first.call(Call::Created(pb::CreatedBudgetRequest { device: 0 })).await, Reply::Created(_)));
+    assert!(matches!(
+        first.call(Call::Created(pb::CreatedBudgetRequest { device: 0, ..Default::default() })).await,
+        Reply::Created(_)
+    ));
     let Reply::Acquired(a) = second.reply().await else { panic!("granted after the first batch ended") };
     assert!(a.waited_ms > 0, "the wait for the turn is reported");
 
     // A session that goes away mid-batch ends its batch too.
-    third.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000 })).await;
+    third
+        .send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 10, wait_ms: 60_000, ..Default::default() }))
+        .await;
     assert!(tokio::time::timeout(Duration::from_millis(500), third.reply()).await.is_err(), "answered early");
     drop(second);
     assert!(matches!(third.reply().await, Reply::Acquired(_)));
@@ -122,7 +136,9 @@ async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
     let mut first = Budget::open(&d).await;
     assert!(matches!(first.acquire(10).await, Reply::Acquired(_)));
     let waiting = Budget::open(&d).await;
-    waiting.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 30, wait_ms: 60_000 })).await;
+    waiting
+        .send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 30, wait_ms: 60_000, ..Default::default() }))
+        .await;
     // Its grant is counted while it waits for the turn…
     assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 40 }).await, "{}", d.log());
     drop(waiting);

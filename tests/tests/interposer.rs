@@ -6,7 +6,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, acl_command, holder_pids, native_held, release_as_granted};
+use npud_tests::native::{App, Shared, acl_command, holder_pids, native_held, release_as_granted};
 use npud_tests::{Daemon, bin, eventually, free_port, metric};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -18,44 +18,6 @@ const HELD: u32 = STREAMS + 1;
 
 fn programs() -> (&'static PathBuf, &'static PathBuf) {
     npud_tests::native::acl_apps()
-}
-
-/// A budget file for one test: the fake driver's view of the device, shared by everyone.
-struct Shared {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl Shared {
-    fn new() -> Shared {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("budget");
-        Shared { _dir: dir, path }
-    }
-
-    /// Streams the fake driver counts for live processes other than `except` (npud's own).
-    fn held_by_others(&self, except: u32) -> u32 {
-        std::fs::read_to_string(&self.path)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let w: Vec<u32> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-                // A dead process's line is dropped at the driver's next update; it holds nothing.
-                let alive = w.len() == 3 && Path::new(&format!("/proc/{}", w[0])).exists();
-                (alive && w[0] != except).then_some(w[2])
-            })
-            .sum()
-    }
-
-    /// npud on the acl backend over the fake library, on this shared budget.
-    fn daemon(&self, extra: &[&str]) -> Daemon {
-        npud_tests::native::acl_daemon(&self.path, None, extra)
-    }
-
-    /// The same on a socket the test chose, so a restarted npud is found where it was.
-    fn daemon_on(&self, socket: Option<&Path>, extra: &[&str]) -> Daemon {
-        npud_tests::native::acl_daemon(&self.path, socket, extra)
-    }
 }
 
 /// The program on the shared budget, holding its streams until released; under npud it

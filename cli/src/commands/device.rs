@@ -6,7 +6,8 @@ use serde_json::json;
 
 #[derive(Debug, Subcommand)]
 pub enum DeviceCmd {
-    /// List devices: capacity, reserved, in use, pooled, available.
+    /// List devices: vendor identity, capacity, reserved, in use, pooled, available,
+    /// untracked (streams the device holds outside npud's books).
     #[command(after_help = "Examples:\n  npuctl device list\n  npuctl -o json device list")]
     List,
 }
@@ -21,14 +22,37 @@ impl DeviceCmd {
 }
 
 pub fn device_json(d: &pb::Device) -> serde_json::Value {
-    json!({
+    let mut v = json!({
         "id": d.id, "name": d.name, "backend": d.backend, "profile": d.profile,
         "hardware_limit": d.hardware_limit, "capacity": d.capacity, "reserved": d.reserved,
-        "in_use": d.in_use, "pooled": d.pooled, "available": d.available,
+        "in_use": d.in_use, "pooled": d.pooled, "draining": d.draining, "available": d.available,
+        "untracked": d.untracked, "hardware_in_use": d.hardware_in_use,
         "event_limit": d.event_limit, "events_in_use": d.events_in_use,
         "priority_highest": d.priority_highest, "priority_lowest": d.priority_lowest,
         "healthy": d.healthy, "queued_requests": d.queued_requests,
-    })
+    });
+    // The vendor's identity, whichever applies: absent keys, not empty values.
+    if let Some(map) = v.as_object_mut() {
+        if let Some(p) = d.physical_id {
+            map.insert("physical_id".into(), json!(p));
+        }
+        for (key, value) in [("uuid", &d.uuid), ("pci_bus_id", &d.pci_bus_id)] {
+            if !value.is_empty() {
+                map.insert(key.into(), json!(value));
+            }
+        }
+    }
+    v
+}
+
+/// The vendor's name for a device in one short cell: `phys 6`, or the UUID and bus id.
+pub fn identity_cell(d: &pb::Device) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = d.physical_id {
+        parts.push(format!("phys {p}"));
+    }
+    parts.extend([&d.uuid, &d.pci_bus_id].into_iter().filter(|s| !s.is_empty()).cloned());
+    if parts.is_empty() { "-".into() } else { parts.join(" ") }
 }
 
 pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
@@ -42,16 +66,31 @@ pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
                     d.id.to_string(),
                     d.name.clone(),
                     d.profile.clone(),
+                    identity_cell(d),
                     d.capacity.to_string(),
                     d.reserved.to_string(),
                     d.in_use.to_string(),
                     d.pooled.to_string(),
                     d.available.to_string(),
+                    d.untracked.to_string(),
                     d.queued_requests.to_string(),
                 ]
             })
             .collect();
-        table(&["ID", "NAME", "PROFILE", "CAPACITY", "RESERVED", "IN USE", "POOLED", "AVAILABLE", "QUEUED"], &rows)
+        let head = [
+            "ID",
+            "NAME",
+            "PROFILE",
+            "IDENTITY",
+            "CAPACITY",
+            "RESERVED",
+            "IN USE",
+            "POOLED",
+            "AVAILABLE",
+            "UNTRACKED",
+            "QUEUED",
+        ];
+        table(&head, &rows)
     });
     Ok(())
 }

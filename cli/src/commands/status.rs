@@ -1,5 +1,5 @@
 use super::Ctx;
-use super::device::device_json;
+use super::device::{device_json, identity_cell};
 use crate::output::{bar, emit, table};
 use npud_proto::v1 as pb;
 use serde_json::json;
@@ -68,12 +68,17 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
         let mut out =
             format!("policy {}  pool hits {}  hardware creations {}\n\n", s.policy, s.pool_hits, s.hardware_creations);
         for d in &s.devices {
-            let free = d.capacity.saturating_sub(d.in_use + d.pooled);
+            let free = d.capacity.saturating_sub(d.in_use + d.pooled + d.untracked);
+            let untracked = match d.untracked {
+                0 => String::new(),
+                n => format!(" / untracked {n}"),
+            };
             out.push_str(&format!(
-                "device {} {} ({})  {}  used {} / pooled {} / free {} of {}  queue {}\n",
+                "device {} {} ({}, {})  {}  used {} / pooled {}{untracked} / free {} of {}  queue {}\n",
                 d.id,
                 d.name,
                 d.profile,
+                identity_cell(d),
                 bar(d.in_use, d.pooled, d.capacity, 40),
                 d.in_use,
                 d.pooled,

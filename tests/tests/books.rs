@@ -1,0 +1,234 @@
+//! Issue 30: npud's books match the device. Ordinary programs (tests/native, no npud code)
+//! on the fake drivers, which number devices as the vendors do: AscendCL's user, logical
+//! and physical ids (ASCEND_RT_VISIBLE_DEVICES, a container's view through
+//! NPU_SIM_CONTAINER_DEVICES), CUDA's ordinals after CUDA_VISIBLE_DEVICES. npud must book
+//! the physical device a program really uses, and count what it cannot see. Every check
+//! compares npud's figures with the fake driver's own (the shared budget file).
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::native::{
+    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_held, release_as_granted,
+    release_as_granted_checking,
+};
+use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const STREAMS: u32 = 60;
+/// What a program holds: its streams and its context's default stream.
+const HELD: u32 = STREAMS + 1;
+
+/// npud on the acl backend over a host of two NPUs.
+fn two_device_daemon(shared: &Shared, env: &[(&str, &str)], extra: &[&str]) -> Daemon {
+    let mut b = acl_builder(&shared.path, extra).env("NPU_SIM_DEVICES", "2");
+    for (k, v) in env {
+        b = b.env(k, v);
+    }
+    b.start()
+}
+
+/// `device list` as JSON, one object per npud device.
+fn devices(d: &Daemon) -> Vec<serde_json::Value> {
+    d.npuctl_json(&["device", "list"]).as_array().cloned().unwrap()
+}
+
+fn figure(d: &Daemon, device: usize, key: &str) -> u64 {
+    devices(d)[device][key].as_u64().unwrap_or_else(|| panic!("{key} of device {device}"))
+}
+
+/// The AscendCL program under `npuctl run`, on a host of two NPUs, with `env` (the
+/// vendor's numbering variables) and its program arguments.
+fn run_acl(d: &Daemon, shared: &Shared, env: &[(&str, &str)], args: &[&str]) -> App {
+    let (program, _) = acl_apps();
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.env("NPU_SIM_DEVICES", "2").arg("--socket").arg(&d.socket).args(["run", "--streams", "61", "--wait", "5m"]);
+    cmd.arg("--").arg(program).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    App::spawn(cmd)
+}
+
+#[test]
+fn npud_shows_each_devices_physical_id() {
+    let shared = Shared::new();
+    // npud itself in a container that holds physical devices 1 and 0, in that order.
+    let d = two_device_daemon(&shared, &[("NPU_SIM_CONTAINER_DEVICES", "1,0")], &[]);
+    let list = devices(&d);
+    let ids: Vec<(u64, u64)> =
+        list.iter().map(|v| (v["id"].as_u64().unwrap(), v["physical_id"].as_u64().unwrap())).collect();
+    assert_eq!(ids, vec![(0, 1), (1, 0)], "npud's device 0 is physical 1 here:\n{list:?}");
+    assert!(list.iter().all(|v| v.get("uuid").is_none() && v["untracked"] == 0), "{list:?}");
+    let table = String::from_utf8(d.npuctl(&["device", "list"]).stdout).unwrap();
+    assert!(table.contains("IDENTITY") && table.contains("phys 1"), "{table}");
+    let status = d.npuctl_json(&["status"]);
+    assert_eq!(status["devices"][0]["physical_id"], 1, "{status}");
+}
+
+#[test]
+fn programs_that_renumber_physical_device_1_are_booked_on_it_and_all_start() {
+    let shared = Shared::new();
+    let d = two_device_daemon(&shared, &[], &[]);
+    let npud = d.pid();
+    let capacity = figure(&d, 1, "capacity");
+    // More than the device holds: half see physical 1 as their device 0, half set device 1.
+    let n = (capacity / u64::from(HELD) + 4) as usize;
+    let apps: HashMap<u32, App> = (0..n)
+        .map(|i| {
+            let a = match i % 2 {
+                0 => run_acl(&d, &shared, &[("ASCEND_RT_VISIBLE_DEVICES", "1")], &["60", "-1"]),
+                _ => run_acl(&d, &shared, &[], &["60", "-1", "1"]),
+            };
+            (a.child.id(), a)
+        })
+        .collect();
+    let fit = capacity / u64::from(HELD);
+    assert!(
+        eventually(Duration::from_secs(60), || figure(&d, 1, "in_use") == fit * u64::from(HELD)
+            && u64::from(shared.held_on(1, npud)) == fit * u64::from(HELD)),
+        "npud books the programs on device 1, as the driver counts them:\n{:?}\n{}",
+        devices(&d),
+        d.log()
+    );
+    assert_eq!(figure(&d, 1, "queued_requests"), n as u64 - fit, "the rest wait for physical 1");
+    release_as_granted_checking(&d, apps, Duration::from_secs(120), || {
+        assert_eq!(figure(&d, 0, "in_use"), 0, "device 0 never shows them");
+        assert_eq!(figure(&d, 0, "queued_requests"), 0);
+        assert_eq!(shared.held_on(0, npud), 0, "nor does the driver");
+    });
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && shared.held_by_others(npud) == 0));
+}
+
+#[test]
+fn a_container_view_and_a_cuda_visible_device_are_booked_on_device_1() {
+    let shared = Shared::new();
+    let d = two_device_daemon(&shared, &[], &[]);
+    let npud = d.pid();
+    // A container given physical device 1 only: the program sets its device 0.
+    let mut app = run_acl(&d, &shared, &[("NPU_SIM_CONTAINER_DEVICES", "1")], &["60", "-1"]);
+    assert!(app.started().is_ok());
+    assert!(
+        eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == u64::from(HELD)),
+        "{:?}",
+        devices(&d)
+    );
+    assert_eq!(figure(&d, 0, "in_use"), 0);
+    assert_eq!(shared.held_on(1, npud), HELD, "the driver counts them on physical 1 too");
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == 0));
+
+    // CUDA: npud on the fake driver's two GPUs; the program sees GPU 1 as its device 0.
+    let shared = Shared::new();
+    let lib = fake_library("libcuda.so");
+    let d = Daemon::builder()
+        .args(&["--backend", "cuda", "--cuda-library", lib.to_str().unwrap()])
+        .config("[budget]\ncuda_streams_per_device = 2048\n")
+        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
+        .env("NPU_SIM_DEVICES", "2")
+        .start();
+    let list = devices(&d);
+    let uuid = list[1]["uuid"].as_str().expect("a CUDA device has a UUID").to_string();
+    assert!(uuid.starts_with("GPU-") && list[1]["pci_bus_id"].is_string(), "{list:?}");
+    assert_ne!(list[0]["uuid"], list[1]["uuid"]);
+    let (program, _) = cuda_apps();
+    // By index and by UUID prefix, as CUDA_VISIBLE_DEVICES allows.
+    for visible in ["1", &uuid[..12]] {
+        let mut cmd = cuda_command(program, &shared.path, Some((&d, STREAMS)));
+        cmd.env("NPU_SIM_DEVICES", "2").env("CUDA_VISIBLE_DEVICES", visible).args(["60", "-1"]);
+        let mut app = App::spawn(cmd);
+        assert!(app.started().is_ok());
+        assert!(
+            eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == u64::from(STREAMS)),
+            "CUDA_VISIBLE_DEVICES={visible}: {:?}",
+            devices(&d)
+        );
+        assert_eq!(figure(&d, 0, "in_use"), 0);
+        assert_eq!(shared.held_on(1, d.pid()), STREAMS);
+        app.release();
+        assert!(eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == 0));
+    }
+}
+
+#[test]
+fn a_program_on_a_device_npud_does_not_own_goes_through_unadmitted() {
+    let shared = Shared::new();
+    // npud owns physical 0 only (its container); the program uses physical 1.
+    let d = two_device_daemon(&shared, &[("NPU_SIM_CONTAINER_DEVICES", "0")], &[]);
+    let (program, _) = acl_apps();
+    let run = |required: bool| {
+        let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+        cmd.env("NPU_SIM_DEVICES", "2").arg("--socket").arg(&d.socket).args(["run", "--"]).arg(program);
+        cmd.args(["20", "0", "1"]).stdin(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        if required {
+            cmd.env("NPUD_REQUIRED", "1");
+        }
+        cmd.output().unwrap()
+    };
+    let out = run(false);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && stdout.starts_with("ok 20"), "{stdout}\n{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains("npud-preload")).collect();
+    assert_eq!(lines.len(), 1, "one line says so: {stderr}");
+    assert!(lines[0].contains("physical 1"), "{stderr}");
+    assert_eq!(figure(&d, 0, "in_use"), 0, "nothing is booked on npud's device");
+
+    let out = run(true);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.starts_with("fail 207008 after 0"), "NPUD_REQUIRED refuses it as the device would: {stdout}");
+}
+
+#[test]
+fn streams_held_outside_npud_are_untracked_and_never_handed_out() {
+    let shared = Shared::new();
+    let port = free_port();
+    let d = acl_builder(&shared.path, &["--metrics", &format!("127.0.0.1:{port}")]).start();
+    let npud = d.pid();
+    // An ordinary program, not under npud, takes 1,000 streams of the device.
+    let (program, _) = acl_apps();
+    let mut outside = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.args(["999", "-1"]);
+        c
+    });
+    assert!(outside.started().is_ok());
+    assert!(
+        eventually(Duration::from_secs(2), || d.device0()["untracked"].as_u64().unwrap() >= 990),
+        "within 2 s npud sees what it cannot book: {}\n{}",
+        d.device0(),
+        d.log()
+    );
+    assert!(metric(port, "npud_untracked_streams{device=\"0\"}").unwrap() >= 990.0);
+    assert!(d.log().contains("the device holds streams npud's books do not"));
+    let now = d.device0();
+    let (capacity, untracked) = (now["capacity"].as_u64().unwrap(), now["untracked"].as_u64().unwrap());
+    assert_eq!(now["available"].as_u64().unwrap(), capacity - untracked, "only what is really left: {now}");
+
+    // Thirty programs of 61 streams under npud at the same time: none fails; those that do
+    // not fit beside the outsider wait.
+    let apps: HashMap<u32, App> = (0..30)
+        .map(|_| {
+            let mut c = acl_command(&bin("npuctl"), &shared.path, None);
+            c.arg("--socket").arg(&d.socket).args(["run", "--streams", "61", "--wait", "5m", "--"]);
+            c.arg(program).args(["60", "-1"]);
+            let a = App::spawn(c);
+            (a.child.id(), a)
+        })
+        .collect();
+    let fit = (capacity - untracked) / u64::from(HELD);
+    assert!(
+        eventually(Duration::from_secs(60), || native_held(&d) == fit * u64::from(HELD)
+            && u64::from(shared.held_by_others(npud)) == fit * u64::from(HELD) + 1000),
+        "npud and the driver agree on what the programs hold: {}\n{}",
+        d.device0(),
+        d.log()
+    );
+    release_as_granted(&d, apps, Duration::from_secs(120));
+    outside.release();
+    assert!(
+        eventually(Duration::from_secs(5), || d.device0()["untracked"] == 0),
+        "drift goes when the outsider does: {}",
+        d.device0()
+    );
+    assert!(d.log().contains("npud's books match the device again"));
+}
