@@ -10,6 +10,7 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
+mod capture;
 mod memory;
 mod numbering;
 mod state;
@@ -209,6 +210,8 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> A
 pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclError {
     with_rt(|r| {
         let (dev, e, s) = same_device(r, event, stream)?;
+        // Waiting on an event recorded in a capture pulls the stream into it (`capture`).
+        r.capture_joins(stream, event)?;
         dev.stream_wait_event(s, e).map_err(|e| e.code)
     })
 }
@@ -329,7 +332,9 @@ pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
 pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
         let (dev, e, s) = same_device(r, event, stream)?;
-        dev.record_event(e, s).map_err(|e| e.code)
+        dev.record_event(e, s).map_err(|e| e.code)?;
+        r.capture_recorded(event, stream);
+        Ok(())
     })
 }
 
@@ -603,4 +608,81 @@ pub unsafe extern "C" fn aclrtGetLogicDevIdByUserDevId(user: i32, logic: *mut i3
 pub unsafe extern "C" fn aclrtGetUserDevIdByLogicDevId(logic: i32, user: *mut i32) -> AclError {
     // SAFETY: forwarded out-pointer.
     unsafe { map_id(logic, user, numbering::Numbering::user_of_logical) }
+}
+
+// ---- graph capture (the aclmdlRI pages; see `capture`) -----------------------------------
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> AclError {
+    with_rt(|r| r.capture_begin(stream, mode))
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> AclError {
+    if model.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.capture_end(stream) {
+        // SAFETY: checked non-null out-pointer from the caller.
+        Ok(m) => unsafe { put(model, m) },
+        Err(e) => e,
+    }
+}
+
+/// aclmdlRICaptureGetInfo: the stream's capture status (NONE 0, ACTIVE 1) and, while it
+/// captures, the model it captures into (NULL otherwise, which the vendor calls invalid).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model: *mut Handle) -> AclError {
+    if status.is_null() || model.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.capture_info(stream) {
+        // SAFETY: checked non-null out-pointers from the caller.
+        Ok((s, m)) => unsafe {
+            put(status, s);
+            put(model, m)
+        },
+        Err(e) => e,
+    }
+}
+
+/// aclmdlRIGetStreams: with `streams` NULL, the number of the model's streams in `*num`;
+/// else up to `*num` of them written to `streams`, and `*num` set to how many there are.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRIGetStreams(model: Handle, streams: *mut Handle, num: *mut u32) -> AclError {
+    if num.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    let handles = match r.model_streams(model) {
+        Ok(h) => h,
+        Err(e) => return e,
+    };
+    if !streams.is_null() {
+        // SAFETY: the caller's array holds `*num` entries (checked non-null above).
+        let room = unsafe { *num } as usize;
+        for (i, h) in handles.iter().take(room).enumerate() {
+            // SAFETY: i < room, inside the caller's array.
+            unsafe { streams.add(i).write(*h as Handle) };
+        }
+    }
+    // SAFETY: checked non-null out-pointer.
+    unsafe { put(num, handles.len() as u32) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIDestroy(model: Handle) -> AclError {
+    with_rt(|r| r.model_destroy(model))
+}
+
+/// aclmdlRIExecuteAsync: the fake checks the model and the stream; it does not replay the
+/// captured tasks (they already ran when they were issued).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclError {
+    with_rt(|r| {
+        r.model_streams(model)?;
+        r.stream(stream).map(drop)
+    })
 }

@@ -55,6 +55,8 @@ pub struct Rt {
     /// The device event table shared the same way.
     shared_events: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
+    /// Graph captures and their models (`capture`). Taken before `inner`, never after.
+    captures: Mutex<crate::capture::Captures>,
     due: Condvar,
 }
 
@@ -87,6 +89,7 @@ pub fn init() -> bool {
             shared,
             shared_events,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
+            captures: Mutex::new(crate::capture::Captures::default()),
             due: Condvar::new(),
         }
     });
@@ -118,6 +121,15 @@ impl Rt {
         inner.next
     }
 
+    /// A fresh handle value, unique in this process.
+    pub fn mint_handle(&self) -> usize {
+        Self::mint(&mut self.lock())
+    }
+
+    pub fn captures(&self) -> MutexGuard<'_, crate::capture::Captures> {
+        self.captures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The device a program names by its user id (the id aclrtSetDevice takes).
     pub fn device(&self, id: i32) -> Result<&Arc<SimDevice>, AclError> {
         self.numbering.physical_of_user(id).and_then(|p| self.devices.get(p as usize)).ok_or(INVALID_DEVICE)
@@ -130,7 +142,7 @@ impl Rt {
     }
 
     /// Takes `n` streams from the budget shared with other processes, if there is one.
-    fn take_shared(&self, device: u32, n: u32) -> Result<(), AclError> {
+    pub(crate) fn take_shared(&self, device: u32, n: u32) -> Result<(), AclError> {
         self.shared.as_ref().map_or(Ok(()), |s| {
             s.take(device, n).map_err(|e| match e {
                 npu_sim::shared::SharedError::Exhausted => NO_STREAM_RESOURCE,
@@ -139,7 +151,7 @@ impl Rt {
         })
     }
 
-    fn give_shared(&self, device: u32, n: u32) {
+    pub(crate) fn give_shared(&self, device: u32, n: u32) {
         if let Some(s) = &self.shared {
             s.give(device, n);
         }
@@ -236,6 +248,7 @@ impl Rt {
                 for e in events {
                     let _ = self.destroy_event(e as Handle);
                 }
+                self.drop_captures_of(id);
                 self.destroy_context(ctx as Handle)
             }
             None => Ok(()),

@@ -1,0 +1,184 @@
+//! Graph capture, from the aclmdlRI pages (shared/reference/acl.md "Graph capture"):
+//! `aclmdlRICaptureBegin(stream, mode)` puts a stream into capture, `aclmdlRICaptureEnd`
+//! returns the model (`aclmdlRI`) that holds what was captured, `aclmdlRIGetStreams` lists
+//! the model's streams and `aclmdlRIDestroy` frees it. The vendor warns that captured work
+//! pulls more streams into capture state (through event dependencies) and consumes stream
+//! resources until they can run out. The fake makes that countable:
+//!
+//! - Begin takes one stream of the device for the capture;
+//! - every other stream that joins the capture by waiting (`aclrtStreamWaitEvent`) on an
+//!   event recorded in a capturing stream takes one more;
+//! - the model holds them from End until it is destroyed, its device is reset, or the
+//!   process exits (the cross-process budget frees a dead process's streams);
+//! - when the device has none left, the call that needed one fails with 207008.
+//!
+//! The streams a model holds are real streams of the simulated device and of the shared
+//! budget, so every count (aclrtGetStreamAvailableNum, other processes' creations) sees
+//! them. The fake still runs the tasks issued while capturing; nothing here depends on
+//! their being deferred. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, not
+//! enforced across threads.
+
+use crate::Handle;
+use crate::state::{NO_STREAM_RESOURCE, Rt};
+use npu_sim::StreamId;
+use npud_proto::codes::acl::{AclError, INVALID_PARAM};
+use std::collections::HashMap;
+
+/// aclmdlRICaptureStatus.
+pub const STATUS_NONE: u32 = 0;
+pub const STATUS_ACTIVE: u32 = 1;
+
+/// The highest aclmdlRICaptureMode (RELAXED).
+const MAX_MODE: u32 = 2;
+
+struct Capture {
+    device: u32,
+    model: usize,
+    /// The device streams the capture holds so far.
+    held: Vec<StreamId>,
+}
+
+struct Model {
+    device: u32,
+    held: Vec<StreamId>,
+    /// What aclmdlRIGetStreams hands out for them.
+    handles: Vec<usize>,
+}
+
+#[derive(Default)]
+pub struct Captures {
+    /// The stream a capture began on → the capture.
+    active: HashMap<usize, Capture>,
+    /// Every stream in capture state → the stream its capture began on.
+    member_of: HashMap<usize, usize>,
+    /// An event last recorded in a capturing stream → the stream that capture began on.
+    recorded_in: HashMap<usize, usize>,
+    models: HashMap<usize, Model>,
+}
+
+impl Rt {
+    /// One stream of `device` for a capture: from the shared budget and the device.
+    fn take_capture_stream(&self, device: u32) -> Result<StreamId, AclError> {
+        self.take_shared(device, 1)?;
+        self.devices[device as usize].create_stream(0, 0).map_err(|_| {
+            self.give_shared(device, 1);
+            NO_STREAM_RESOURCE
+        })
+    }
+
+    fn free_capture_streams(&self, device: u32, held: &[StreamId]) {
+        for id in held {
+            let _ = self.devices[device as usize].destroy_stream_force(*id);
+        }
+        self.give_shared(device, held.len() as u32);
+    }
+
+    pub fn capture_begin(&self, stream: Handle, mode: u32) -> Result<(), AclError> {
+        if mode > MAX_MODE {
+            return Err(INVALID_PARAM);
+        }
+        let (dev, _) = self.stream(stream)?;
+        let device = dev.id();
+        if self.captures().member_of.contains_key(&(stream as usize)) {
+            return Err(INVALID_PARAM); // already capturing
+        }
+        let first = self.take_capture_stream(device)?;
+        let model = self.mint_handle();
+        let mut c = self.captures();
+        c.member_of.insert(stream as usize, stream as usize);
+        c.active.insert(stream as usize, Capture { device, model, held: vec![first] });
+        Ok(())
+    }
+
+    /// aclrtRecordEvent(event, stream): an event recorded in a capturing stream pulls
+    /// whoever waits on it into the capture.
+    pub fn capture_recorded(&self, event: Handle, stream: Handle) {
+        let mut c = self.captures();
+        match c.member_of.get(&(stream as usize)).copied() {
+            Some(origin) => c.recorded_in.insert(event as usize, origin),
+            None => c.recorded_in.remove(&(event as usize)),
+        };
+    }
+
+    /// aclrtStreamWaitEvent(stream, event), before the wait: a stream outside the capture
+    /// that waits on an event recorded in it joins it, which takes one more stream.
+    pub fn capture_joins(&self, stream: Handle, event: Handle) -> Result<(), AclError> {
+        let (origin, device) = {
+            let c = self.captures();
+            let Some(&origin) = c.recorded_in.get(&(event as usize)) else { return Ok(()) };
+            if c.member_of.contains_key(&(stream as usize)) {
+                return Ok(());
+            }
+            let Some(capture) = c.active.get(&origin) else { return Ok(()) };
+            (origin, capture.device)
+        };
+        let id = self.take_capture_stream(device)?;
+        let mut c = self.captures();
+        match c.active.get_mut(&origin) {
+            Some(capture) => {
+                capture.held.push(id);
+                c.member_of.insert(stream as usize, origin);
+                Ok(())
+            }
+            None => {
+                // The capture ended meanwhile: nothing to join.
+                drop(c);
+                self.free_capture_streams(device, &[id]);
+                Ok(())
+            }
+        }
+    }
+
+    /// Ends the capture begun on `stream`: the model now holds its streams.
+    pub fn capture_end(&self, stream: Handle) -> Result<Handle, AclError> {
+        self.stream(stream)?;
+        let mut c = self.captures();
+        let capture = c.active.remove(&(stream as usize)).ok_or(INVALID_PARAM)?;
+        c.member_of.retain(|_, origin| *origin != stream as usize);
+        c.recorded_in.retain(|_, origin| *origin != stream as usize);
+        drop(c);
+        let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
+        let model = Model { device: capture.device, held: capture.held, handles };
+        self.captures().models.insert(capture.model, model);
+        Ok(capture.model as Handle)
+    }
+
+    /// aclmdlRICaptureGetInfo: (status, the model being captured into).
+    pub fn capture_info(&self, stream: Handle) -> Result<(u32, Handle), AclError> {
+        self.stream(stream)?;
+        let c = self.captures();
+        Ok(match c.member_of.get(&(stream as usize)).and_then(|o| c.active.get(o)) {
+            Some(capture) => (STATUS_ACTIVE, capture.model as Handle),
+            None => (STATUS_NONE, std::ptr::null_mut()),
+        })
+    }
+
+    /// The streams a model holds.
+    pub fn model_streams(&self, model: Handle) -> Result<Vec<usize>, AclError> {
+        self.captures().models.get(&(model as usize)).map(|m| m.handles.clone()).ok_or(INVALID_PARAM)
+    }
+
+    pub fn model_destroy(&self, model: Handle) -> Result<(), AclError> {
+        let m = self.captures().models.remove(&(model as usize)).ok_or(INVALID_PARAM)?;
+        self.free_capture_streams(m.device, &m.held);
+        Ok(())
+    }
+
+    /// A reset device frees its models and abandons its captures, like its streams.
+    pub fn drop_captures_of(&self, device: u32) {
+        let freed: Vec<Vec<StreamId>> = {
+            let mut c = self.captures();
+            let origins: Vec<usize> = c.active.iter().filter(|(_, k)| k.device == device).map(|(o, _)| *o).collect();
+            let mut freed: Vec<Vec<StreamId>> =
+                origins.iter().filter_map(|o| c.active.remove(o)).map(|k| k.held).collect();
+            c.member_of.retain(|_, o| !origins.contains(o));
+            c.recorded_in.retain(|_, o| !origins.contains(o));
+            let models: Vec<usize> = c.models.iter().filter(|(_, m)| m.device == device).map(|(h, _)| *h).collect();
+            freed.extend(models.iter().filter_map(|h| c.models.remove(h)).map(|m| m.held));
+            freed
+        };
+        for held in freed {
+            self.free_capture_streams(device, &held);
+        }
+    }
+}
