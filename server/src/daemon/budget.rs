@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 /// The most events one call may ask for.
 const MAX_EVENT_ASK: u32 = 4096;
+/// The most streams one capture may report past its grant (a device's whole budget).
+const MAX_CAPTURED: u32 = 4096;
 
 /// Who is on the other end, as the transport knows it.
 pub struct Origin {
@@ -79,6 +81,7 @@ impl NativeSession {
             Some(Call::Created(_)) => "created",
             Some(Call::AcquireEvents(_)) => "acquire_events",
             Some(Call::ReleaseEvents(_)) => "release_events",
+            Some(Call::Captured(_)) => "captured",
             None => "empty",
         };
         self.daemon.metrics.budget_call(kind);
@@ -93,6 +96,7 @@ impl NativeSession {
             }),
             Some(Call::Share(s)) => self.check_device(s.device).map(|()| Reply::Share(self.share(s.device))),
             Some(Call::AcquireEvents(a)) => self.acquire_events(&a),
+            Some(Call::Captured(c)) => self.captured(&c).await,
             Some(Call::ReleaseEvents(r)) => self.check_device(r.device).map(|()| {
                 self.daemon.natives.remove_events(self.id, r.device, r.count);
                 Reply::EventsReleased(pb::ReleaseEventsResponse { share: Some(self.share(r.device)) })
@@ -116,6 +120,7 @@ impl NativeSession {
             Some(Call::Share(s)) => (&mut s.device, s.identity.take(), None),
             Some(Call::AcquireEvents(a)) => (&mut a.device, a.identity.take(), None),
             Some(Call::ReleaseEvents(r)) => (&mut r.device, r.identity.take(), None),
+            Some(Call::Captured(c)) => (&mut c.device, c.identity.take(), c.created),
             Some(Call::Hello(_)) | None => return Ok(()),
         };
         if let Some(id) = identity.and_then(|i| i.id) {
@@ -232,6 +237,25 @@ impl NativeSession {
             table.saturating_sub(daemon.registry.device_events(d.device).saturating_add(on_device))
         });
         Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)), events_accepted }))
+    }
+
+    /// Streams a graph capture took beyond the process's grant: booked as the tenant's
+    /// debt (see `CapturedBudgetRequest`).
+    async fn captured(&self, c: &pb::CapturedBudgetRequest) -> Result<Reply, NpudError> {
+        if c.count == 0 || c.count > MAX_CAPTURED {
+            return Err(NpudError::new(
+                Reason::InvalidCount,
+                format!("a capture of {} streams; 1..={MAX_CAPTURED} per call", c.count),
+            ));
+        }
+        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
+        let _mutation = self.daemon.health.mutation();
+        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count).await;
+        self.daemon.natives.add(self.id, c.device, accepted);
+        if accepted > 0 {
+            tracing::info!(tenant = %self.caller.tenant, device = c.device, streams = accepted, "a graph capture grew past its grant; booked as the tenant's debt");
+        }
+        Ok(Reply::Captured(pb::CapturedBudgetResponse { accepted, share: Some(self.share(c.device)) }))
     }
 
     fn share(&self, device: u32) -> pb::BudgetShare {

@@ -69,6 +69,23 @@ impl Admission {
         accepted
     }
 
+    /// Books `count` streams a graph capture took beyond a process's grant. They exist, so
+    /// they count even over the tenant's quota (its debt), but never beyond what the device
+    /// has left, nor past twice the tenant's max_streams: a claim cannot take the device
+    /// from other tenants. Returns how many were booked.
+    pub async fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, count: u32) -> u32 {
+        let accepted = {
+            let mut st = self.lock(device);
+            let l = &st.ledger;
+            let ceiling = quota.max_streams.saturating_mul(2).saturating_sub(l.used_by(tenant));
+            let accepted = count.min(l.grantable()).min(ceiling);
+            st.ledger.force_take(tenant, accepted);
+            accepted
+        };
+        self.make_room(device).await;
+        accepted
+    }
+
     /// The tenant's share of `device` under `quota`.
     pub fn native_share(&self, device: u32, tenant: &str, quota: &Quota) -> NativeShare {
         let st = self.lock(device);

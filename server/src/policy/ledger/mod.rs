@@ -184,6 +184,17 @@ impl<W> Ledger<W> {
 
     /// Admits, queues or refuses a request for `count` streams.
     pub fn request(&mut self, tenant: &Tenant, count: u32, quota: &Quota, waiter: W) -> Result<Admit<W>, NpudError> {
+        let used = self.used_by(tenant);
+        if used > quota.max_streams {
+            return Err(NpudError::new(
+                Reason::QuotaExceeded,
+                format!(
+                    "tenant {tenant} holds {used} streams, over its quota of {} (a graph capture grew past it): nothing more until it is back under",
+                    quota.max_streams
+                ),
+            )
+            .with_figures(self.figures(tenant, quota)));
+        }
         if count > quota.max_streams {
             return Err(NpudError::new(
                 Reason::QuotaExceeded,

@@ -134,3 +134,32 @@ fn cancel_reports_position_and_draining_counts_until_drained() {
     l.drained(10, 0);
     assert_eq!(l.process().len(), 1);
 }
+
+#[test]
+fn untracked_streams_are_never_handed_out_and_their_going_lets_waiters_in() {
+    let mut l = Ledger::new(100);
+    let q = quota(1000, 0, 1);
+    l.set_untracked(70);
+    assert_eq!(l.grantable(), 30);
+    queued(l.request(&t("a"), 40, &q, 1));
+    assert!(l.process().is_empty(), "30 really left is not 40");
+    l.set_untracked(50);
+    let g = l.process();
+    assert_eq!((g.len(), l.in_use(), l.grantable()), (1, 40, 10));
+    let figures = l.figures("a", &q);
+    assert!(figures.contains(&("untracked", 50)), "{figures:?}");
+}
+
+#[test]
+fn a_tenant_over_its_quota_is_refused_at_once_until_it_is_back_under() {
+    let mut l: Ledger<u32> = Ledger::new(100);
+    let q = quota(10, 0, 1);
+    // A graph capture grew past the quota: booked as it is (the tenant's debt).
+    l.force_take(&t("a"), 12);
+    let e = l.request(&t("a"), 1, &q, 1).err().expect("refused, not queued");
+    assert_eq!(e.reason, Reason::QuotaExceeded);
+    assert!(e.message.contains("over its quota"), "{}", e.message);
+    granted(l.request(&t("b"), 5, &q, 2));
+    l.release("a", 3, false);
+    granted(l.request(&t("a"), 1, &q, 3));
+}

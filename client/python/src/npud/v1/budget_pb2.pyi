@@ -7,7 +7,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class BudgetCall(_message.Message):
-    __slots__ = ("hello", "acquire", "release", "declare", "share", "created", "acquire_events", "release_events")
+    __slots__ = ("hello", "acquire", "release", "declare", "share", "created", "acquire_events", "release_events", "captured")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_FIELD_NUMBER: _ClassVar[int]
     RELEASE_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class BudgetCall(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     ACQUIRE_EVENTS_FIELD_NUMBER: _ClassVar[int]
     RELEASE_EVENTS_FIELD_NUMBER: _ClassVar[int]
+    CAPTURED_FIELD_NUMBER: _ClassVar[int]
     hello: BudgetHello
     acquire: AcquireBudgetRequest
     release: ReleaseBudgetRequest
@@ -24,10 +25,11 @@ class BudgetCall(_message.Message):
     created: CreatedBudgetRequest
     acquire_events: AcquireEventsRequest
     release_events: ReleaseEventsRequest
-    def __init__(self, hello: _Optional[_Union[BudgetHello, _Mapping]] = ..., acquire: _Optional[_Union[AcquireBudgetRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseBudgetRequest, _Mapping]] = ..., declare: _Optional[_Union[DeclareBudgetRequest, _Mapping]] = ..., share: _Optional[_Union[BudgetShareRequest, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetRequest, _Mapping]] = ..., acquire_events: _Optional[_Union[AcquireEventsRequest, _Mapping]] = ..., release_events: _Optional[_Union[ReleaseEventsRequest, _Mapping]] = ...) -> None: ...
+    captured: CapturedBudgetRequest
+    def __init__(self, hello: _Optional[_Union[BudgetHello, _Mapping]] = ..., acquire: _Optional[_Union[AcquireBudgetRequest, _Mapping]] = ..., release: _Optional[_Union[ReleaseBudgetRequest, _Mapping]] = ..., declare: _Optional[_Union[DeclareBudgetRequest, _Mapping]] = ..., share: _Optional[_Union[BudgetShareRequest, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetRequest, _Mapping]] = ..., acquire_events: _Optional[_Union[AcquireEventsRequest, _Mapping]] = ..., release_events: _Optional[_Union[ReleaseEventsRequest, _Mapping]] = ..., captured: _Optional[_Union[CapturedBudgetRequest, _Mapping]] = ...) -> None: ...
 
 class BudgetReply(_message.Message):
-    __slots__ = ("welcome", "acquired", "released", "declared", "share", "error", "created", "events_acquired", "events_released")
+    __slots__ = ("welcome", "acquired", "released", "declared", "share", "error", "created", "events_acquired", "events_released", "captured")
     WELCOME_FIELD_NUMBER: _ClassVar[int]
     ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     RELEASED_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +39,7 @@ class BudgetReply(_message.Message):
     CREATED_FIELD_NUMBER: _ClassVar[int]
     EVENTS_ACQUIRED_FIELD_NUMBER: _ClassVar[int]
     EVENTS_RELEASED_FIELD_NUMBER: _ClassVar[int]
+    CAPTURED_FIELD_NUMBER: _ClassVar[int]
     welcome: BudgetWelcome
     acquired: AcquireBudgetResponse
     released: ReleaseBudgetResponse
@@ -46,7 +49,8 @@ class BudgetReply(_message.Message):
     created: CreatedBudgetResponse
     events_acquired: AcquireEventsResponse
     events_released: ReleaseEventsResponse
-    def __init__(self, welcome: _Optional[_Union[BudgetWelcome, _Mapping]] = ..., acquired: _Optional[_Union[AcquireBudgetResponse, _Mapping]] = ..., released: _Optional[_Union[ReleaseBudgetResponse, _Mapping]] = ..., declared: _Optional[_Union[DeclareBudgetResponse, _Mapping]] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., error: _Optional[_Union[BudgetError, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetResponse, _Mapping]] = ..., events_acquired: _Optional[_Union[AcquireEventsResponse, _Mapping]] = ..., events_released: _Optional[_Union[ReleaseEventsResponse, _Mapping]] = ...) -> None: ...
+    captured: CapturedBudgetResponse
+    def __init__(self, welcome: _Optional[_Union[BudgetWelcome, _Mapping]] = ..., acquired: _Optional[_Union[AcquireBudgetResponse, _Mapping]] = ..., released: _Optional[_Union[ReleaseBudgetResponse, _Mapping]] = ..., declared: _Optional[_Union[DeclareBudgetResponse, _Mapping]] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., error: _Optional[_Union[BudgetError, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetResponse, _Mapping]] = ..., events_acquired: _Optional[_Union[AcquireEventsResponse, _Mapping]] = ..., events_released: _Optional[_Union[ReleaseEventsResponse, _Mapping]] = ..., captured: _Optional[_Union[CapturedBudgetResponse, _Mapping]] = ...) -> None: ...
 
 class BudgetHello(_message.Message):
     __slots__ = ("program", "allocation")
@@ -175,6 +179,26 @@ class CreatedBudgetRequest(_message.Message):
 class CreatedBudgetResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class CapturedBudgetRequest(_message.Message):
+    __slots__ = ("device", "count", "identity", "created")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    device: int
+    count: int
+    identity: DeviceIdentity
+    created: int
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
+
+class CapturedBudgetResponse(_message.Message):
+    __slots__ = ("accepted", "share")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    SHARE_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    share: BudgetShare
+    def __init__(self, accepted: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
 
 class BudgetShareRequest(_message.Message):
     __slots__ = ("device", "identity")
