@@ -123,7 +123,6 @@ impl Default for Shared {
 }
 
 impl Shared {
-
     /// Streams the fake driver counts for live processes other than `except` (npud's own).
     pub fn held_by_others(&self, except: u32) -> u32 {
         self.lines().filter(|(pid, _, _)| *pid != except).map(|(_, _, n)| n).sum()
@@ -158,6 +157,12 @@ impl Shared {
     pub fn daemon_on(&self, socket: Option<&Path>, extra: &[&str]) -> Daemon {
         acl_daemon(&self.path, socket, extra)
     }
+}
+
+/// `native/acl_capture.c` built once per process: `GRAPHS JOINED destroy|reset|exit`;
+/// prints `ok GRAPHS streams S` or `fail CODE after G`, then holds until stdin closes.
+pub fn acl_capture_app() -> &'static PathBuf {
+    build("acl_capture.c", "ascendcl", "acl_capture", &[])
 }
 
 /// Where the fake vendor libraries are.

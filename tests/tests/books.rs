@@ -108,11 +108,7 @@ fn a_container_view_and_a_cuda_visible_device_are_booked_on_device_1() {
     // A container given physical device 1 only: the program sets its device 0.
     let mut app = run_acl(&d, &shared, &[("NPU_SIM_CONTAINER_DEVICES", "1")], &["60", "-1"]);
     assert!(app.started().is_ok());
-    assert!(
-        eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == u64::from(HELD)),
-        "{:?}",
-        devices(&d)
-    );
+    assert!(eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == u64::from(HELD)), "{:?}", devices(&d));
     assert_eq!(figure(&d, 0, "in_use"), 0);
     assert_eq!(shared.held_on(1, npud), HELD, "the driver counts them on physical 1 too");
     app.release();

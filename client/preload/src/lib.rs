@@ -14,6 +14,7 @@
 //! connects.
 
 pub mod books;
+pub mod capture;
 pub mod devices;
 pub mod events;
 #[allow(unsafe_code)]

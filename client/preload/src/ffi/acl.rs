@@ -21,6 +21,9 @@ type ConfigFn = unsafe extern "C" fn(*mut Handle, u32, u32) -> i32;
 type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
 type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
 type MapFn = unsafe extern "C" fn(i32, *mut i32) -> i32;
+type CaptureBeginFn = unsafe extern "C" fn(Handle, u32) -> i32;
+type CaptureEndFn = unsafe extern "C" fn(Handle, *mut Handle) -> i32;
+type ModelStreamsFn = unsafe extern "C" fn(Handle, *mut Handle, *mut u32) -> i32;
 
 /// The physical device the process calls `user`, by the vendor's own call:
 /// aclrtGetPhyDevIdByUserDevId where the library has it, else aclrtGetPhyDevIdByLogicDevId,
@@ -319,6 +322,91 @@ pub extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> i32 {
     )
 }
 
+/// The vendor's device-wide free count on the current device.
+fn vendor_free() -> Option<u32> {
+    let get = real!(&LIBRARY, aclrtGetStreamAvailableNum: CountFn)?;
+    let mut n = 0u32;
+    // SAFETY: the vendor function with an out-pointer to a local.
+    (unsafe { get(&mut n) } == 0).then_some(n)
+}
+
+/// The streams a model holds, where the library says (aclmdlRIGetStreams, CANN 9.1 on
+/// A2/A3); None where it cannot.
+fn model_streams(model: Handle) -> Option<u32> {
+    let get = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut())?;
+    let mut n = 0u32;
+    // SAFETY: the vendor function; NULL streams asks for the count only.
+    (unsafe { get(model, null_mut(), &mut n) } == 0).then_some(n)
+}
+
+/// aclmdlRICaptureBegin: the capture is admitted for the size of the device's last one
+/// (at least its own stream); a tenant with no room gets 207008 here, as the device would.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclmdlRICaptureBegin: CaptureBeginFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments.
+    hook(
+        |p| {
+            let device = current_device(p);
+            let Ok(admitted) = p.capture_admit(device) else { return NO_STREAM_RESOURCE };
+            // Without aclmdlRIGetStreams the model's size is the change in the free count.
+            let counted = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
+            let free_before = if counted { None } else { vendor_free() };
+            let rc = unsafe { real(stream, mode) };
+            if rc == 0 {
+                p.capture_begun(stream as usize, crate::capture::Active { device, admitted, free_before });
+            } else {
+                p.not_created(device, admitted);
+            }
+            rc
+        },
+        || unsafe { real(stream, mode) },
+    )
+}
+
+/// aclmdlRICaptureEnd: books what the model holds.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclmdlRICaptureEnd: CaptureEndFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments.
+    hook(
+        |p| {
+            let active = p.capture_active(stream as usize);
+            let rc = unsafe { real(stream, model) };
+            let Some(a) = active else { return rc };
+            if rc != 0 || model.is_null() {
+                p.capture_abandoned(stream as usize);
+                return rc;
+            }
+            // SAFETY: the vendor filled the caller's non-null out-pointer.
+            let m = unsafe { *model };
+            let held = model_streams(m)
+                .or_else(|| a.free_before.zip(vendor_free()).map(|(before, now)| before.saturating_sub(now)))
+                .unwrap_or(a.admitted);
+            p.capture_ended(stream as usize, m as usize, held);
+            rc
+        },
+        || unsafe { real(stream, model) },
+    )
+}
+
+/// aclmdlRIDestroy: the model's streams go back.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIDestroy(model: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclmdlRIDestroy: PtrFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's handle.
+    hook(
+        |p| {
+            let rc = unsafe { real(model) };
+            if rc == 0 {
+                p.model_destroyed(model as usize);
+            }
+            rc
+        },
+        || unsafe { real(model) },
+    )
+}
+
 /// Our hook for an exact AscendCL name, if we interpose it.
 pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
@@ -337,6 +425,9 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtCreateEventExWithFlag" => aclrtCreateEventExWithFlag as *mut c_void,
         b"aclrtDestroyEvent" => aclrtDestroyEvent as *mut c_void,
         b"aclrtGetEventAvailNum" => aclrtGetEventAvailNum as *mut c_void,
+        b"aclmdlRICaptureBegin" => aclmdlRICaptureBegin as *mut c_void,
+        b"aclmdlRICaptureEnd" => aclmdlRICaptureEnd as *mut c_void,
+        b"aclmdlRIDestroy" => aclmdlRIDestroy as *mut c_void,
         _ => return None,
     })
 }

@@ -6,7 +6,10 @@
 //! connection lock is only taken with the books lock released, so no hook can deadlock
 //! another thread's hook.
 
+mod graphs;
+
 use crate::books::{Books, Plan};
+use crate::capture::Captures;
 use crate::devices::Devices;
 use crate::events::EventBooks;
 use crate::settings::{DEFAULT_STREAMS, Settings};
@@ -43,6 +46,8 @@ pub struct Process {
     conn: Mutex<Option<Connection>>,
     /// The vendor's name for each device number the process uses.
     pub devices: Devices,
+    /// Graph captures under way and the models holding their streams (`graphs`).
+    captures: Mutex<Captures>,
     /// The tenant's `process_streams` as npud's welcome said (0: none configured).
     tenant_streams: AtomicU32,
     /// The tenant's max_streams as the welcome said (0: not heard yet).
@@ -84,6 +89,7 @@ impl Process {
             releases: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
             devices: Devices::default(),
+            captures: Mutex::new(Captures::default()),
             tenant_streams: AtomicU32::new(0),
             tenant_max: AtomicU32::new(0),
             asked_tenant: AtomicBool::new(false),
@@ -412,6 +418,11 @@ impl Process {
     pub fn device_reset(&'static self, device: u32, force: bool) {
         let (back, last) = {
             let mut books = lock(&self.books);
+            if force || books.device(device).set_count == 1 {
+                // The last reset frees the device's graphs too (lock order: books, captures).
+                let models = lock(&self.captures).drop_device(device);
+                books.freed(device, models);
+            }
             let back = books.reset_device(device, force);
             (back, books.device(device).set_count == 0)
         };
