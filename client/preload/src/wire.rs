@@ -54,6 +54,8 @@ impl Connection {
             Call::Hello(pb::BudgetHello {
                 program: program.chars().take(256).collect(),
                 allocation: allocation.to_string(),
+                // Every created, release and captured call says what the process created.
+                reports_created: true,
             }),
             Duration::ZERO,
         )? {

@@ -55,6 +55,7 @@ impl NativeSession {
             held: BTreeMap::new(),
             events: BTreeMap::new(),
             created: BTreeMap::new(),
+            reports_created: false,
         };
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
@@ -131,7 +132,9 @@ impl NativeSession {
         }
         self.check_device(*device)?;
         if let Some(created) = created {
-            self.daemon.natives.set_created(self.id, *device, created);
+            // Fewer than before: those may still be on the device until it is measured again.
+            let fell = self.daemon.natives.set_created(self.id, *device, created);
+            self.daemon.admission.untracked_grew(*device, fell);
         }
         Ok(())
     }
@@ -142,6 +145,9 @@ impl NativeSession {
         }
         let program: String = h.program.chars().take(256).collect();
         self.daemon.natives.set_program(self.id, program);
+        if h.reports_created {
+            self.daemon.natives.set_reports_created(self.id);
+        }
         Ok(Reply::Welcome(pb::BudgetWelcome {
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
@@ -172,8 +178,6 @@ impl NativeSession {
         let batch = daemon.natives.pacing.turn(a.device).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
-        // A new batch: taken as created whole until the process says how much it made.
-        daemon.natives.forget_created(self.id, a.device);
         if let Some(batch) = batch {
             self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
         }
@@ -228,6 +232,9 @@ impl NativeSession {
         let _mutation = daemon.health.mutation();
         let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count).await;
         daemon.natives.add(self.id, d.device, accepted);
+        // Declared streams exist: they are created, not a grant still to be filled.
+        let held = daemon.natives.held(self.id, d.device);
+        daemon.natives.set_created(self.id, d.device, held);
         if accepted < d.count {
             tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left");
         }
@@ -318,6 +325,9 @@ impl Drop for NativeSession {
         if let Some(h) = self.daemon.natives.close(self.id) {
             let total: u32 = h.held.values().sum();
             for (&device, &n) in &h.held {
+                // Its streams may outlive the connection by a moment (an exiting process):
+                // untracked until the device is measured again, never handed out twice.
+                self.daemon.admission.untracked_grew(device, h.created_on(device));
                 self.daemon.admission.release_native(device, &h.tenant, n);
             }
             tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");

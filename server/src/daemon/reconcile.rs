@@ -12,83 +12,84 @@
 //! a holder's count is what it says it created (capped at its grant), never its grant, so a
 //! process that asked for 70 and made 61 does not hide 9 of someone else's.
 //!
-//! A creation that completes between the device's count and the holder's report would look
-//! untracked for a moment, so a sample is applied only as the smaller of it and the one
-//! before: drift must be seen twice in a row (one period apart) to count, and goes at once.
+//! The measurement errs toward withholding, never toward handing out twice: a holder's
+//! streams count only once it reports them (a batch in flight looks untracked for a
+//! moment), a measurement that raced a change to the books is thrown away, and when a
+//! holder's reported count falls (it destroyed streams, reset the device or went away)
+//! the difference counts as untracked at once, and a measurement follows at once to say
+//! whether the device still holds them.
 
 use super::Daemon;
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often the books are compared with the device (the issue asks for at least every
-/// second; two samples in a row must agree, so drift counts within two periods).
+/// How often the books are compared with the device (at least every second).
 pub const RECONCILE_PERIOD: Duration = Duration::from_millis(500);
+/// Measurements tried per device and tick when changes to the books keep racing them.
+const ATTEMPTS: usize = 4;
 
-/// Compares books and devices every [`RECONCILE_PERIOD`], and at once after a creation the
-/// device refused, until the daemon stops. Returns at once where the backend has no
+/// Compares books and devices every [`RECONCILE_PERIOD`], and at once when asked
+/// (`Admission::remeasure`: a creation the device refused, streams that left the books),
+/// until the daemon stops. Returns at once where the backend has no
 /// device-wide count.
 pub async fn run(daemon: Arc<Daemon>) {
     let devices: Vec<u32> = daemon.devices().iter().map(|d| d.id).collect();
     if devices.iter().all(|&d| daemon.backend.device_free(d).is_none()) {
         return;
     }
-    let mut last: HashMap<u32, u32> = HashMap::new();
     let mut tick = tokio::time::interval(RECONCILE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            () = daemon.admission.device_refused.notified() => {}
+            () = daemon.admission.remeasure.notified() => {}
         }
         for &device in &devices {
-            let Some(sample) = daemon.untracked_now(device).await else { continue };
-            let previous = last.insert(device, sample).unwrap_or(0);
-            daemon.apply_untracked(device, sample.min(previous)).await;
+            if let Some((measured, changes)) = daemon.untracked_now(device).await {
+                daemon.apply_untracked(device, measured, changes).await;
+            }
         }
     }
 }
 
 impl Daemon {
-    /// What the device holds beyond npud's books right now; None where the vendor gives
-    /// no device-wide count or the call failed.
-    pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<u32> {
-        let backend = Arc::clone(&self.backend);
-        let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;
-        let desc = self.device(device).ok()?;
-        let view = self.admission.view(device);
-        let native_held: u32 = self
-            .natives
-            .totals()
-            .iter()
-            .filter(|((d, _), _)| *d == device)
-            .map(|(_, n)| *n)
-            .fold(0, u32::saturating_add);
-        let own = desc
-            .runtime_streams
-            .saturating_add(view.in_use.saturating_sub(native_held))
-            .saturating_add(view.pooled)
-            .saturating_add(view.draining);
-        let booked = own.saturating_add(self.natives.created_on(device));
-        let on_device = desc.hardware_limit.saturating_sub(free);
-        Some(on_device.saturating_sub(booked))
+    /// What the device holds beyond npud's books right now (below zero when the books
+    /// hold more); None where the vendor gives no device-wide count, the call failed, or
+    /// the books kept changing while it was read.
+    pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<(i64, u64)> {
+        let desc = self.device(device).ok()?.clone();
+        for _ in 0..ATTEMPTS {
+            let view = self.admission.view(device);
+            // The daemon's own streams on the hardware: registered ones (not grants still
+            // being filled), pooled and draining ones, and the runtime's.
+            let registered = self.registry.all_streams().iter().filter(|(_, e)| e.device == device).count();
+            let own =
+                i64::from(desc.runtime_streams) + registered as i64 + i64::from(view.pooled) + i64::from(view.draining);
+            let booked = own + i64::from(self.natives.created_on(device));
+            let backend = Arc::clone(&self.backend);
+            let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;
+            if self.admission.view(device).changes == view.changes {
+                let on_device = i64::from(desc.hardware_limit) - i64::from(free);
+                return Some((on_device - booked, view.changes));
+            }
+        }
+        None
     }
 
-    /// Books `untracked` for `device`, logging when drift appears, changes or goes.
-    pub async fn apply_untracked(&self, device: u32, untracked: u32) {
+    /// Books what was measured for `device`, logging when drift appears and goes.
+    pub async fn apply_untracked(&self, device: u32, measured: i64, changes: u64) {
         let before = self.admission.view(device).untracked;
-        if before == untracked {
-            return;
-        }
-        match (before, untracked) {
+        self.admission.set_untracked(device, measured, changes).await;
+        let after = self.admission.view(device).untracked;
+        match (before, after) {
+            (b, a) if b == a => {}
             (0, n) => tracing::warn!(
                 device,
                 untracked = n,
                 "the device holds streams npud's books do not: they are not handed out"
             ),
             (_, 0) => tracing::info!(device, "npud's books match the device again"),
-            (b, n) => tracing::info!(device, before = b, untracked = n, "streams outside npud's books changed"),
+            (b, n) => tracing::debug!(device, before = b, untracked = n, "streams outside npud's books changed"),
         }
-        self.admission.set_untracked(device, untracked).await;
     }
 }

@@ -74,6 +74,8 @@ pub struct BudgetView {
     pub queued: u32,
     /// Streams the device holds outside npud's books (reconciliation).
     pub untracked: u32,
+    /// The ledger's change counter (see `Ledger::changes`).
+    pub changes: u64,
     pub tenants: HashMap<Tenant, TenantFigures>,
 }
 
@@ -93,9 +95,10 @@ pub struct Admission {
     /// Longest a released stream may take to drain before it is destroyed regardless.
     drain_bound: Duration,
     metrics: Arc<Metrics>,
-    /// Woken when the device refused a creation the books allowed, so reconciliation runs
-    /// at once rather than at its next tick.
-    pub device_refused: tokio::sync::Notify,
+    /// Wakes reconciliation to measure at once rather than at its next tick: the device
+    /// refused a creation the books allowed, or streams left the books and count as
+    /// untracked until a measurement says whether the device still holds them.
+    pub remeasure: tokio::sync::Notify,
 }
 
 impl Admission {
@@ -126,7 +129,7 @@ impl Admission {
             pool_hits: AtomicU64::new(0),
             drain_bound,
             metrics,
-            device_refused: tokio::sync::Notify::new(),
+            remeasure: tokio::sync::Notify::new(),
         }
     }
 
@@ -157,6 +160,7 @@ impl Admission {
             draining: l.draining(),
             queued: l.queued(),
             untracked: l.untracked(),
+            changes: l.changes(),
             tenants: l.tenant_figures(),
         }
     }

@@ -98,16 +98,32 @@ impl Admission {
         NativeShare { capacity: l.capacity(), device_free, available, tenant_holds }
     }
 
-    /// Sets what reconciliation measured on `device`: grants waiting for room that is now
-    /// there are served, and pooled streams the device no longer has room for are destroyed.
-    pub async fn set_untracked(&self, device: u32, untracked: u32) {
+    /// Sets what reconciliation measured on `device` while the ledger's change counter was
+    /// `changes`: grants waiting for room that is now there are served, and pooled streams
+    /// the device no longer has room for are destroyed. A measurement older than a change
+    /// to the books is dropped (the next one will see it).
+    pub async fn set_untracked(&self, device: u32, measured: i64, changes: u64) {
         let evicted = {
             let mut st = self.lock(device);
-            st.ledger.set_untracked(untracked);
+            if st.ledger.changes() != changes {
+                return;
+            }
+            st.ledger.set_untracked(measured);
             super::grant_queued(&mut st.ledger);
             st.evict_overflow()
         };
         self.destroy_all(device, evicted).await;
+    }
+
+    /// `n` streams left the books (a holder reported fewer, or went away) that may still
+    /// be on the device: they count as untracked until the next measurement, so what a
+    /// stale measurement missed is never handed out twice.
+    pub fn untracked_grew(&self, device: u32, n: u32) {
+        if n > 0 && self.policy == Policy::Managed {
+            self.lock(device).ledger.add_untracked(n);
+            // Withheld only until measured: at once, not at the next tick.
+            self.remeasure.notify_one();
+        }
     }
 
     /// Destroys pooled streams while the hardware would otherwise hold more than the

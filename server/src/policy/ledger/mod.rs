@@ -66,8 +66,14 @@ pub struct Ledger<W> {
     draining: u32,
     pooled: u32,
     /// Streams the device holds that no one on these books does (a program outside npud,
-    /// a vendor library's own): measured by reconciliation, never handed out.
-    untracked: u32,
+    /// a vendor library's own): measured by reconciliation, never handed out. Signed: a
+    /// measurement can come out below zero, and a correction must add to what it was.
+    untracked: i64,
+    /// Bumped by every change that lowers the books (a release, a drained or evicted
+    /// stream, a correction to untracked), so a measurement can tell it raced one: those are
+    /// the changes a stale measurement would undo. Grants are not counted: a measurement
+    /// that misses one only withholds more.
+    changes: u64,
     used: HashMap<Tenant, u32>,
     reservations: HashMap<Tenant, u32>,
     queue: BTreeMap<(Tag, u64), Pending<W>>,
@@ -91,6 +97,7 @@ impl<W> Ledger<W> {
             draining: 0,
             pooled: 0,
             untracked: 0,
+            changes: 0,
             used: HashMap::new(),
             reservations: HashMap::new(),
             queue: BTreeMap::new(),
@@ -113,19 +120,34 @@ impl<W> Ledger<W> {
     pub fn draining(&self) -> u32 {
         self.draining
     }
+    /// Streams outside the books, never below zero nor above the capacity.
     pub fn untracked(&self) -> u32 {
-        self.untracked
+        self.untracked.clamp(0, i64::from(self.capacity)) as u32
     }
 
-    /// What reconciliation measured; grants waiting for room are served by `process`.
-    pub fn set_untracked(&mut self, untracked: u32) {
-        self.untracked = untracked;
+    /// What reconciliation measured (may be below zero); waiting grants that now fit are
+    /// served by `process`.
+    pub fn set_untracked(&mut self, measured: i64) {
+        self.untracked = measured;
+    }
+
+    /// Streams that just left the books without (as far as npud knows) leaving the device:
+    /// until the next measurement they count as untracked.
+    pub fn add_untracked(&mut self, n: u32) {
+        self.changes += 1;
+        self.untracked = self.untracked.saturating_add(i64::from(n));
+    }
+
+    /// How many times the books were lowered: equal before and after a measurement means
+    /// none raced it.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Room left for grants: capacity less held, draining and untracked streams (pooled
     /// streams are npud's to evict, so they count as room).
     pub fn grantable(&self) -> u32 {
-        self.capacity.saturating_sub(self.in_use).saturating_sub(self.draining).saturating_sub(self.untracked)
+        self.capacity.saturating_sub(self.in_use).saturating_sub(self.draining).saturating_sub(self.untracked())
     }
     pub fn reserved(&self) -> u32 {
         self.reservations.values().sum()
@@ -163,7 +185,7 @@ impl<W> Ledger<W> {
         let used = self.used_by(tenant);
         let committed = self.committed() - u64::from(self.claim(tenant, used))
             + u64::from(self.claim(tenant, used.saturating_add(count)));
-        committed + u64::from(self.draining) + u64::from(self.untracked) <= u64::from(self.capacity)
+        committed + u64::from(self.draining) + u64::from(self.untracked()) <= u64::from(self.capacity)
     }
 
     /// The numbers a refusal explains itself with.
@@ -175,7 +197,7 @@ impl<W> Ledger<W> {
             // Released streams still finishing their work: they hold budget until they do.
             ("draining", i64::from(self.draining)),
             // Streams the device holds outside npud's books (reconciliation).
-            ("untracked", i64::from(self.untracked)),
+            ("untracked", i64::from(self.untracked())),
             ("tenant_in_use", i64::from(self.used_by(tenant))),
             ("tenant_max_streams", i64::from(quota.max_streams)),
             ("tenant_reserved", i64::from(quota.reserved_streams)),
@@ -310,6 +332,7 @@ impl<W> Ledger<W> {
 
     /// A tenant gives streams back to the device; they start draining.
     pub fn release(&mut self, tenant: &str, count: u32, draining: bool) {
+        self.changes += 1;
         if let Some(used) = self.used.get_mut(tenant) {
             *used = used.saturating_sub(count);
             if *used == 0 {
@@ -323,11 +346,13 @@ impl<W> Ledger<W> {
     }
 
     pub fn drained(&mut self, count: u32, pooled: u32) {
+        self.changes += 1;
         self.draining = self.draining.saturating_sub(count);
         self.pooled += pooled;
     }
 
     pub fn set_pooled(&mut self, pooled: u32) {
+        self.changes += u64::from(pooled < self.pooled);
         self.pooled = pooled;
     }
 

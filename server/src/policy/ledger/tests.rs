@@ -139,7 +139,9 @@ fn cancel_reports_position_and_draining_counts_until_drained() {
 fn untracked_streams_are_never_handed_out_and_their_going_lets_waiters_in() {
     let mut l = Ledger::new(100);
     let q = quota(1000, 0, 1);
-    l.set_untracked(70);
+    l.set_untracked(-5);
+    assert_eq!((l.untracked(), l.grantable()), (0, 100), "a measurement below zero is none");
+    l.add_untracked(75);
     assert_eq!(l.grantable(), 30);
     queued(l.request(&t("a"), 40, &q, 1));
     assert!(l.process().is_empty(), "30 really left is not 40");

@@ -26,9 +26,25 @@ pub struct Holder {
     pub held: BTreeMap<u32, u32>,
     /// Events held per device (they need no ledger: they are never queued).
     pub events: BTreeMap<u32, u32>,
-    /// Streams the process said it has created per device (the `created` of its calls);
-    /// a device it never said anything about counts as wholly created.
+    /// Streams the process said it has created per device (the `created` of its calls).
     pub created: BTreeMap<u32, u32>,
+    /// Whether it said (in its hello) that it reports them: then a device it has not
+    /// reported on counts as nothing created; else (a client that never reports) as its
+    /// whole holding.
+    pub reports_created: bool,
+}
+
+impl Holder {
+    /// Streams it counts as having created on `device`: what it reported, never above
+    /// what it holds (a claim cannot hide another program's streams).
+    pub fn created_on(&self, device: u32) -> u32 {
+        let held = self.held.get(&device).copied().unwrap_or(0);
+        match self.created.get(&device) {
+            Some(&c) => c.min(held),
+            None if self.reports_created => 0,
+            None => held,
+        }
+    }
 }
 
 pub struct Natives {
@@ -89,32 +105,26 @@ impl Natives {
         }
     }
 
-    /// The holder says it has `created` streams on `device` (see `Holder::created`).
-    pub fn set_created(&self, id: u64, device: u32, created: u32) {
+    /// The holder says it has `created` streams on `device`; returns by how much its
+    /// count (`Holder::created_on`) fell.
+    pub fn set_created(&self, id: u64, device: u32, created: u32) -> u32 {
+        let mut holders = self.lock();
+        let Some(h) = holders.get_mut(&id) else { return 0 };
+        let before = h.created_on(device);
+        h.created.insert(device, created);
+        before.saturating_sub(h.created_on(device))
+    }
+
+    /// The holder said in its hello that it reports what it creates.
+    pub fn set_reports_created(&self, id: u64) {
         if let Some(h) = self.lock().get_mut(&id) {
-            h.created.insert(device, created);
+            h.reports_created = true;
         }
     }
 
-    /// The holder was granted a new batch on `device`: until it reports again, it counts as
-    /// having created everything it holds there.
-    pub fn forget_created(&self, id: u64, device: u32) {
-        if let Some(h) = self.lock().get_mut(&id) {
-            h.created.remove(&device);
-        }
-    }
-
-    /// Streams native holders have created on `device`, as they report them, each capped
-    /// at what it holds: a process cannot make another's streams look tracked by claiming
-    /// more than it was granted. One that never reported counts as having created its grant.
+    /// Streams native holders count as created on `device` (see `Holder::created_on`).
     pub fn created_on(&self, device: u32) -> u32 {
-        self.lock()
-            .values()
-            .map(|h| {
-                let held = h.held.get(&device).copied().unwrap_or(0);
-                h.created.get(&device).map_or(held, |&c| c.min(held))
-            })
-            .fold(0u32, u32::saturating_add)
+        self.lock().values().map(|h| h.created_on(device)).fold(0u32, u32::saturating_add)
     }
 
     /// Takes up to `n` streams off the holder's count; returns how many it held of them.
@@ -254,6 +264,7 @@ mod tests {
             held: BTreeMap::new(),
             events: BTreeMap::new(),
             created: BTreeMap::new(),
+            reports_created: false,
         }
     }
 

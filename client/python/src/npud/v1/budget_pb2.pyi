@@ -53,12 +53,14 @@ class BudgetReply(_message.Message):
     def __init__(self, welcome: _Optional[_Union[BudgetWelcome, _Mapping]] = ..., acquired: _Optional[_Union[AcquireBudgetResponse, _Mapping]] = ..., released: _Optional[_Union[ReleaseBudgetResponse, _Mapping]] = ..., declared: _Optional[_Union[DeclareBudgetResponse, _Mapping]] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., error: _Optional[_Union[BudgetError, _Mapping]] = ..., created: _Optional[_Union[CreatedBudgetResponse, _Mapping]] = ..., events_acquired: _Optional[_Union[AcquireEventsResponse, _Mapping]] = ..., events_released: _Optional[_Union[ReleaseEventsResponse, _Mapping]] = ..., captured: _Optional[_Union[CapturedBudgetResponse, _Mapping]] = ...) -> None: ...
 
 class BudgetHello(_message.Message):
-    __slots__ = ("program", "allocation")
+    __slots__ = ("program", "allocation", "reports_created")
     PROGRAM_FIELD_NUMBER: _ClassVar[int]
     ALLOCATION_FIELD_NUMBER: _ClassVar[int]
+    REPORTS_CREATED_FIELD_NUMBER: _ClassVar[int]
     program: str
     allocation: str
-    def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ...) -> None: ...
+    reports_created: bool
+    def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
     __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams")
