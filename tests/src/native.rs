@@ -116,6 +116,14 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The driver's view of a budget file a test made itself.
+    pub fn at(path: &Path) -> Shared {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Shared { _dir: dir, path: path.to_path_buf() }
+    }
+}
+
 impl Default for Shared {
     fn default() -> Shared {
         Shared::new()
@@ -240,6 +248,18 @@ impl App {
             ["fail", code, ..] => Err(code.parse().expect("a numeric code")),
             _ => panic!("unexpected output: {line}"),
         }
+    }
+
+    /// Writes a line to the program's input (programs that take a command on it).
+    pub fn say(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("stdin piped");
+        stdin.write_all(format!("{line}\n").as_bytes()).and_then(|()| stdin.flush()).expect("write to the program");
+    }
+
+    /// The program's next output line.
+    pub fn line(&mut self) -> String {
+        self.out.next().expect("a line").expect("readable output")
     }
 
     /// Closes stdin: the program destroys its streams and exits.

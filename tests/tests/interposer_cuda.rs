@@ -5,7 +5,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, cuda_apps, cuda_command, cuda_daemon, native_held, release_as_granted};
+use npud_tests::native::{App, Shared, cuda_apps, cuda_command, cuda_daemon, native_held, release_as_granted};
 use npud_tests::{Daemon, eventually};
 use std::collections::HashMap;
 use std::path::Path;
@@ -111,4 +111,34 @@ fn a_program_creating_in_rounds_grows_and_returns_its_budget() {
         assert!(out.status.success());
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && d.in_use() == 0), "{}", d.log());
+}
+
+/// cudaDeviceReset (cuDevicePrimaryCtxReset) and the last cuDevicePrimaryCtxRelease take
+/// the primary context's streams with them: npud must count them back while the program
+/// goes on running, through a linked driver and through cuGetProcAddress alike.
+#[test]
+fn a_reset_or_released_primary_context_gives_its_streams_back() {
+    let (linked, fetched) = cuda_apps();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("budget");
+    let d = cuda_daemon(&shared, &[]);
+    let driver = Shared::at(&shared);
+    for (program, teardown) in [(linked, "reset"), (fetched, "release"), (fetched, "reset"), (linked, "release")] {
+        let mut cmd = cuda_command(program, &shared, Some((&d, STREAMS)));
+        cmd.args([STREAMS.to_string().as_str(), "-1", teardown]);
+        let mut app = App::spawn(cmd);
+        assert!(app.started().is_ok());
+        assert!(eventually(Duration::from_secs(10), || native_held(&d) == u64::from(STREAMS)));
+        assert_eq!(driver.held_by_others(d.pid()), STREAMS);
+        app.say("go");
+        assert_eq!(app.line(), "gone 0", "{teardown}");
+        assert!(
+            eventually(Duration::from_secs(10), || native_held(&d) == 0 && driver.held_by_others(d.pid()) == 0),
+            "{teardown} of {}: npud {} (the program still runs)",
+            program.display(),
+            native_held(&d)
+        );
+        drop(app.child.stdin.take());
+        assert!(app.child.wait().unwrap().success());
+    }
 }

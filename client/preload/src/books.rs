@@ -38,6 +38,8 @@ pub struct Books {
     streams: HashMap<usize, (u32, usize)>,
     /// Contexts made with aclrtCreateContext: handle → device.
     contexts: HashMap<usize, u32>,
+    /// CUDA primary contexts this process retained: device → (context, retains).
+    primary: HashMap<u32, (usize, u32)>,
 }
 
 impl Books {
@@ -176,6 +178,38 @@ impl Books {
         (before - self.streams.len()) as u32
     }
 
+    /// Takes every unused grant on `device` off the books (its context is gone, as after the
+    /// last device reset): how much to give back to npud.
+    pub fn release_unused(&mut self, device: u32) -> u32 {
+        let Some(d) = self.devices.get_mut(&device) else { return 0 };
+        let back = d.granted.saturating_sub(d.used);
+        d.granted -= back;
+        back
+    }
+
+    /// cuDevicePrimaryCtxRetain succeeded with `ctx`.
+    pub fn primary_retained(&mut self, device: u32, ctx: usize) {
+        let entry = self.primary.entry(device).or_insert((ctx, 0));
+        *entry = (ctx, entry.1.saturating_add(1));
+    }
+
+    /// cuDevicePrimaryCtxRelease succeeded: the context when that was its last retain (the
+    /// driver then destroys it, and its streams with it).
+    pub fn primary_released(&mut self, device: u32) -> Option<usize> {
+        let (ctx, refs) = self.primary.get_mut(&device)?;
+        *refs = refs.saturating_sub(1);
+        let (ctx, last) = (*ctx, *refs == 0);
+        if last {
+            self.primary.remove(&device);
+        }
+        last.then_some(ctx)
+    }
+
+    /// The primary context of `device`, if this process retained it.
+    pub fn primary_context(&self, device: u32) -> Option<usize> {
+        self.primary.get(&device).map(|(ctx, _)| *ctx)
+    }
+
     /// After npud restarted and counted the declared streams: the grant is what is used.
     pub fn declared(&mut self, device: u32) -> u32 {
         let d = self.devices.entry(device).or_default();
@@ -187,6 +221,18 @@ impl Books {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_last_release_of_a_primary_context_names_it() {
+        let mut b = Books::default();
+        b.primary_retained(0, 0x50);
+        b.primary_retained(0, 0x50);
+        assert_eq!(b.primary_context(0), Some(0x50));
+        assert_eq!(b.primary_released(0), None, "one retain is left");
+        assert_eq!(b.primary_released(0), Some(0x50));
+        assert_eq!(b.primary_released(0), None, "not retained any more");
+        assert_eq!(b.primary_context(0), None);
+    }
 
     #[test]
     fn the_first_ask_is_the_whole_start_up_need_and_waits() {

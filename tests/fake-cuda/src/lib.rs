@@ -68,6 +68,9 @@ pub(crate) struct Rt {
     visible: Vec<u32>,
     /// Each ordinal's primary context.
     primary: Vec<usize>,
+    /// Each ordinal's primary context retains: the last release destroys the context's
+    /// streams (cuDevicePrimaryCtxRelease: the context is destroyed at a count of 0).
+    retains: Mutex<Vec<u32>>,
     inner: Mutex<Inner>,
     /// The device budget shared with other processes (NPU_SIM_SHARED), as a driver's is.
     shared: Option<npu_sim::shared::SharedBudget>,
@@ -94,6 +97,18 @@ impl Rt {
             .position(|c| *c == ctx)
             .and_then(|ordinal| self.visible.get(ordinal).copied())
             .or_else(|| self.lock().contexts.get(&ctx).copied())
+    }
+    fn retains(&self) -> MutexGuard<'_, Vec<u32>> {
+        self.retains.lock().unwrap_or_else(|e| e.into_inner())
+    }
+    /// Destroys every stream made in the primary context of `ordinal`.
+    fn destroy_primary_streams(&self, ordinal: usize) -> Result<(), CuResult> {
+        let ctx = self.primary[ordinal];
+        let streams: Vec<usize> = self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
+        for s in streams {
+            self.destroy_stream(s)?;
+        }
+        Ok(())
     }
     /// The physical device a CUdevice (this process's ordinal) names.
     fn physical(&self, ordinal: i32) -> Result<u32, CuResult> {
@@ -227,11 +242,13 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
         .ok();
         let visible = visible::visible(devices.len() as u32, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let primary = (0..visible.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
+        let retains = Mutex::new(vec![0; visible.len()]);
         let shared = npu_sim::shared::SharedBudget::from_env(Profile::default().stream_limit);
         Rt {
             devices,
             visible,
             primary,
+            retains,
             inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }),
             shared,
         }
@@ -281,17 +298,35 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) 
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
     match r.primary.get(dev as usize) {
-        // SAFETY: out-pointer from the caller.
-        Some(c) => unsafe { put(ctx, *c) },
+        Some(c) => {
+            // SAFETY: out-pointer from the caller.
+            let rc = unsafe { put(ctx, *c) };
+            if rc == SUCCESS {
+                r.retains()[dev as usize] += 1;
+            }
+            rc
+        }
         None => INVALID_DEVICE,
     }
 }
 
-/// Releasing the primary context: the fake keeps it (and its streams) alive, as the
-/// driver may while the context has other users; a reset is what frees its streams.
+/// Releasing the primary context: the last release destroys it, and its streams with it
+/// (the handle stays valid for a later retain, as the driver's does).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
-    with(|r| r.physical(dev).map(drop))
+    with(|r| {
+        r.physical(dev)?;
+        let last = {
+            let mut retains = r.retains();
+            let n = &mut retains[dev as usize];
+            if *n == 0 {
+                return Err(INVALID_CONTEXT);
+            }
+            *n -= 1;
+            *n == 0
+        };
+        if last { r.destroy_primary_streams(dev as usize) } else { Ok(()) }
+    })
 }
 
 /// The unversioned name older programs link against; the same call.
@@ -306,12 +341,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
 pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
     with(|r| {
         r.physical(dev)?;
-        let ctx = r.primary[dev as usize];
-        let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
-        for s in streams {
-            r.destroy_stream(s)?;
-        }
-        Ok(())
+        r.destroy_primary_streams(dev as usize)
     })
 }
 
@@ -841,6 +871,12 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuEventDestroy" if version >= 4000 => cuEventDestroy_v2 as *mut c_void,
         b"cuEventDestroy" => cuEventDestroy as *mut c_void,
         b"cuDevicePrimaryCtxRelease" if version >= 11000 => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *mut c_void,
+        b"cuDevicePrimaryCtxReset" if version >= 11000 => cuDevicePrimaryCtxReset_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
+        b"cuDeviceGetUuid" if version >= 11040 => cuDeviceGetUuid_v2 as *mut c_void,
+        b"cuDeviceGetUuid" => cuDeviceGetUuid as *mut c_void,
+        b"cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId as *mut c_void,
         b"cuDeviceGetName" => cuDeviceGetName as *mut c_void,
         b"cuDriverGetVersion" => cuDriverGetVersion as *mut c_void,
         b"cuGetErrorName" => cuGetErrorName as *mut c_void,

@@ -16,6 +16,8 @@ use npud_proto::codes::cuda::{CuResult, OUT_OF_MEMORY, UNKNOWN};
 /// The CUDA version from which a base name means its `_v2` entry point (cudaTypedefs.h).
 const V2_FROM: i32 = 4000;
 const PROC_ADDRESS_V2_FROM: i32 = 12000;
+/// From CUDA 11.0, cuDevicePrimaryCtxRelease and ...Reset mean their `_v2` entry points.
+const PRIMARY_V2_FROM: i32 = 11000;
 
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libcuda.so.1", c"libcuda.so"]);
 
@@ -24,6 +26,8 @@ type CreatePriorityFn = unsafe extern "C" fn(*mut Handle, u32, i32) -> CuResult;
 type HandleFn = unsafe extern "C" fn(Handle) -> CuResult;
 type OutHandleFn = unsafe extern "C" fn(*mut Handle) -> CuResult;
 type OutIntFn = unsafe extern "C" fn(*mut i32) -> CuResult;
+type RetainFn = unsafe extern "C" fn(*mut Handle, i32) -> CuResult;
+type DeviceFn = unsafe extern "C" fn(i32) -> CuResult;
 type UuidFn = unsafe extern "C" fn(*mut u8, i32) -> CuResult;
 type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
 type ProcV2Fn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
@@ -132,6 +136,69 @@ pub extern "C" fn cuCtxDestroy_v2(ctx: Handle) -> CuResult {
     )
 }
 
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut Handle, dev: i32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuDevicePrimaryCtxRetain: RetainFn) else { return UNKNOWN };
+    // SAFETY (both closures): the driver function with the caller's arguments.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(ctx, dev) };
+            if rc == 0
+                && !ctx.is_null()
+                && let Ok(device) = u32::try_from(dev)
+            {
+                // SAFETY: the driver filled the caller's non-null out-pointer.
+                p.primary_retained(device, unsafe { *ctx } as usize);
+            }
+            rc
+        },
+        || unsafe { real(ctx, dev) },
+        UNKNOWN,
+    )
+}
+
+/// Release or reset of a primary context: `after` books what went away once the driver
+/// agreed.
+fn primary(dev: i32, real: DeviceFn, after: fn(&'static Process, u32)) -> CuResult {
+    // SAFETY (both closures): the driver function with the caller's device.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(dev) };
+            if rc == 0
+                && let Ok(device) = u32::try_from(dev)
+            {
+                after(p, device);
+            }
+            rc
+        },
+        || unsafe { real(dev) },
+        UNKNOWN,
+    )
+}
+
+/// The last release of a primary context destroys it and its streams.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
+    real!(&LIBRARY, cuDevicePrimaryCtxRelease: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
+    real!(&LIBRARY, cuDevicePrimaryCtxRelease_v2: DeviceFn)
+        .map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
+}
+
+/// What cudaDeviceReset calls: the primary context's streams are gone.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
+    real!(&LIBRARY, cuDevicePrimaryCtxReset: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
+    real!(&LIBRARY, cuDevicePrimaryCtxReset_v2: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
+}
+
 /// Replaces a driver entry point the program fetched with our hook for it.
 ///
 /// # Safety
@@ -149,6 +216,11 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: i32)
         b"cuStreamDestroy" if version >= V2_FROM => cuStreamDestroy_v2 as *mut c_void,
         b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
         b"cuCtxDestroy" if version >= V2_FROM => cuCtxDestroy_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *mut c_void,
+        b"cuDevicePrimaryCtxRelease" if version >= PRIMARY_V2_FROM => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *mut c_void,
+        b"cuDevicePrimaryCtxReset" if version >= PRIMARY_V2_FROM => cuDevicePrimaryCtxReset_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
         // Lookups through the returned pointer must stay hooked too.
         b"cuGetProcAddress" if version >= PROC_ADDRESS_V2_FROM => cuGetProcAddress_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
@@ -205,6 +277,11 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
         b"cuStreamDestroy_v2" => cuStreamDestroy_v2 as *mut c_void,
         b"cuCtxDestroy_v2" => cuCtxDestroy_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *mut c_void,
+        b"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *mut c_void,
+        b"cuDevicePrimaryCtxRelease_v2" => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
+        b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
+        b"cuDevicePrimaryCtxReset_v2" => cuDevicePrimaryCtxReset_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
         _ => return None,

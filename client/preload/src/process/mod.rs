@@ -377,6 +377,40 @@ impl Process {
         self.streams_gone(|books| books.context_destroyed(ctx));
     }
 
+    /// A CUDA primary context was retained.
+    pub fn primary_retained(&self, device: u32, ctx: usize) {
+        lock(&self.books).primary_retained(device, ctx);
+    }
+
+    /// A primary context was released: its last release destroys it, and its streams.
+    pub fn primary_released(&'static self, device: u32) {
+        let last = lock(&self.books).primary_released(device);
+        if let Some(ctx) = last {
+            self.primary_gone(device, ctx);
+        }
+    }
+
+    /// A primary context was reset (cudaDeviceReset): its streams are gone.
+    pub fn primary_reset(&'static self, device: u32) {
+        let ctx = lock(&self.books).primary_context(device);
+        if let Some(ctx) = ctx {
+            self.primary_gone(device, ctx);
+        }
+    }
+
+    /// The primary context `ctx` of `device` lost its streams: they and every unused grant
+    /// on the device go back at once, as after AscendCL's last device reset.
+    fn primary_gone(&'static self, device: u32, ctx: usize) {
+        let back = {
+            let mut books = lock(&self.books);
+            if let Some((d, n)) = books.context_streams_gone(ctx) {
+                books.freed(d, n);
+            }
+            books.release_unused(device)
+        };
+        self.give_back(device, back);
+    }
+
     /// A CUDA context was destroyed, and the streams made in it with it.
     pub fn context_streams_gone(&self, ctx: usize) {
         self.streams_gone(|books| books.context_streams_gone(ctx));
