@@ -177,3 +177,19 @@ def test_streams_and_events_a_program_drops_are_released_within_a_second(daemon)
     gc.collect()
     assert eventually(lambda: dev.stream_budget["in_use"] == base, timeout=1.0), "the dropped stream is released"
     assert eventually(lambda: dev._info().events_in_use == events_before - 1, timeout=1.0), "and the event"
+
+
+def test_handle_0_is_the_legacy_default_stream_and_a_context_has_a_handle(daemon):
+    # As cuda.core's own test suite asks: the NULL stream, CU_STREAM_LEGACY and
+    # CU_STREAM_PER_THREAD name the default streams, not npud handles.
+    assert Stream.from_handle(0) is LEGACY_DEFAULT_STREAM
+    assert Stream.from_handle(1) is LEGACY_DEFAULT_STREAM
+    assert Stream.from_handle(2) is PER_THREAD_DEFAULT_STREAM
+    s = Stream.from_handle(0)
+    s.delay(1)
+    s.sync()
+    assert s.device is Device(0)
+    stream = Device(0).create_stream()
+    assert stream.context is not None and stream.context._handle is not None
+    assert stream.context._handle == stream.context.handle
+    stream.close()

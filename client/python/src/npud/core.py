@@ -235,6 +235,11 @@ class Context:
     def handle(self) -> int:
         return self._device.device_id
 
+    @property
+    def _handle(self) -> int:
+        """What cuda.core keeps its CUcontext in (its own tests read it): here, the handle."""
+        return self.handle
+
     def __eq__(self, other) -> bool:
         if not isinstance(other, Context):
             return NotImplemented
@@ -347,9 +352,16 @@ class Stream(_Owned):
     @staticmethod
     def from_handle(handle: int) -> "Stream":
         """A Stream for an existing npud stream handle of this tenant; not owned: its
-        lifetime stays with whoever made it."""
+        lifetime stays with whoever made it. As in CUDA, 0 (the NULL stream) and 1
+        (CU_STREAM_LEGACY) are the legacy default stream and 2 (CU_STREAM_PER_THREAD) the
+        per-thread one; npud never hands out handles that small."""
+        handle = int(handle)
+        if handle in (0, 1):
+            return LEGACY_DEFAULT_STREAM
+        if handle == 2:
+            return PER_THREAD_DEFAULT_STREAM
         s = _session.default_session()
-        info = s.call(s.streams.Get, stream_pb2.GetStreamRequest(handle=int(handle)))
+        info = s.call(s.streams.Get, stream_pb2.GetStreamRequest(handle=handle))
         return Stream._make(Device(info.device), info, owned=False)
 
     @staticmethod
