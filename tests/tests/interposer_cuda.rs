@@ -141,4 +141,7 @@ fn a_reset_or_released_primary_context_gives_its_streams_back() {
         drop(app.child.stdin.take());
         assert!(app.child.wait().unwrap().success());
     }
+    // CUDA has no device-wide free count: nothing is ever withheld as untracked.
+    assert_eq!(d.device0()["untracked"], 0, "{}", d.device0());
+    assert_eq!(d.device0()["available"], d.device0()["capacity"]);
 }

@@ -194,9 +194,13 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Streams the device could still create (aclrtGetStreamAvailableNum).
     fn available_streams(&self, device: u32) -> BackendResult<u32>;
-    /// The vendor's device-wide count of free streams, all processes counted, where it
-    /// reports one (AscendCL's aclrtGetStreamAvailableNum); None where it has none (CUDA
-    /// has no stream limit; the embedded simulator has no other process). May block.
+    /// Whether the vendor reports a device-wide count of free streams, all processes
+    /// counted (AscendCL does; CUDA has no stream limit; the embedded simulator has no
+    /// other process). Without one npud cannot reconcile its books with the device.
+    fn reports_device_free(&self) -> bool {
+        false
+    }
+    /// That count, where [`Backend::reports_device_free`]; None elsewhere. May block.
     fn device_free(&self, _device: u32) -> Option<BackendResult<u32>> {
         None
     }

@@ -33,10 +33,10 @@ const ATTEMPTS: usize = 4;
 /// until the daemon stops. Returns at once where the backend has no
 /// device-wide count.
 pub async fn run(daemon: Arc<Daemon>) {
-    let devices: Vec<u32> = daemon.devices().iter().map(|d| d.id).collect();
-    if devices.iter().all(|&d| daemon.backend.device_free(d).is_none()) {
+    if !daemon.backend.reports_device_free() {
         return;
     }
+    let devices: Vec<u32> = daemon.devices().iter().map(|d| d.id).collect();
     let mut tick = tokio::time::interval(RECONCILE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

@@ -313,6 +313,10 @@ impl Backend for AclBackend {
         Ok(n)
     }
 
+    fn reports_device_free(&self) -> bool {
+        true
+    }
+
     fn device_free(&self, device: u32) -> Option<BackendResult<u32>> {
         Some(self.available_streams(device))
     }

@@ -119,7 +119,8 @@ impl Admission {
     /// be on the device: they count as untracked until the next measurement, so what a
     /// stale measurement missed is never handed out twice.
     pub fn untracked_grew(&self, device: u32, n: u32) {
-        if n > 0 && self.policy == Policy::Managed {
+        // Only where a measurement will follow to correct it.
+        if n > 0 && self.policy == Policy::Managed && self.backend.reports_device_free() {
             self.lock(device).ledger.add_untracked(n);
             // Withheld only until measured: at once, not at the next tick.
             self.remeasure.notify_one();
