@@ -97,3 +97,70 @@ fn a_capture_that_grows_past_its_grant_is_its_tenants_debt() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
     assert!(d.npuctl(&["stream", "create", "--wait", "0s"]).status.success(), "back under: {}", d.log());
 }
+
+/// One raw budget-wire frame: length, then the call.
+fn frame(call: npud_proto::v1::budget_call::Call) -> Vec<u8> {
+    use prost::Message;
+    let body = npud_proto::v1::BudgetCall { call: Some(call) }.encode_to_vec();
+    let mut out = (body.len() as u32).to_be_bytes().to_vec();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Issue 31's cut: a call that books streams without waiting (a declaration after a
+/// restart, a capture's debt) awaits the eviction of pooled streams; a stray byte ends the
+/// connection right there. Whatever it booked must go back with the connection.
+#[test]
+fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
+    use npud_proto::v1::{self as pb, budget_call::Call};
+    use std::io::{Read, Write};
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    for call in [
+        Call::Declare(pb::DeclareBudgetRequest { device: 0, count: capacity, ..Default::default() }),
+        Call::Captured(pb::CapturedBudgetRequest { device: 0, count: 60, ..Default::default() }),
+    ] {
+        // A warm pool: 100 daemon streams made and released.
+        let made = d.npuctl_json(&["stream", "create", "--count", "100"]);
+        let handles: Vec<String> = made.as_array().unwrap().iter().map(|s| s["handle"].to_string()).collect();
+        let mut destroy = vec!["stream", "destroy"];
+        destroy.extend(handles.iter().map(String::as_str));
+        assert!(d.npuctl(&destroy).status.success());
+        assert!(eventually(Duration::from_secs(10), || d.device0()["pooled"].as_u64() > Some(0)));
+        if matches!(call, Call::Captured(_)) {
+            // Debt needs a tenant at its quota: the pool then has no room beside it.
+            assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &(capacity / 2).to_string()]).status.success());
+        }
+        let mut conn = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        conn.write_all(npud_proto::BUDGET_PREFACE).unwrap();
+        conn.write_all(&frame(Call::Hello(pb::BudgetHello::default()))).unwrap();
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).unwrap();
+        let mut welcome = vec![0u8; u32::from_be_bytes(len) as usize];
+        conn.read_exact(&mut welcome).unwrap();
+        if let Call::Captured(_) = call {
+            let take = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: capacity / 2, ..Default::default() });
+            conn.write_all(&frame(take)).unwrap();
+            conn.read_exact(&mut len).unwrap();
+            let mut acquired = vec![0u8; u32::from_be_bytes(len) as usize];
+            conn.read_exact(&mut acquired).unwrap();
+        }
+        let mut cut = frame(call);
+        cut.push(b'x');
+        conn.write_all(&cut).unwrap();
+        // npud ends the connection once it sees the stray byte while the call is pending; had
+        // the call finished first, the byte starts a frame that never comes, and closing
+        // after a while ends it the same way.
+        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut rest = Vec::new();
+        let _ = conn.read_to_end(&mut rest);
+        drop(conn);
+        assert!(
+            eventually(Duration::from_secs(10), || d.in_use() == 0),
+            "nothing stays booked to nobody: {}",
+            d.device0()
+        );
+        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &capacity.to_string()]).status.success());
+    }
+}

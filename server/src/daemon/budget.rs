@@ -230,11 +230,14 @@ impl NativeSession {
             ));
         }
         let _mutation = daemon.health.mutation();
-        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count).await;
+        // The ledger and the holder change together, before anything can cancel this call: a
+        // declaration cut short must not leave streams booked to nobody.
+        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count);
         daemon.natives.add(self.id, d.device, accepted);
         // Declared streams exist: they are created, not a grant still to be filled.
         let held = daemon.natives.held(self.id, d.device);
         daemon.natives.set_created(self.id, d.device, held);
+        daemon.admission.make_room_for(d.device).await;
         if accepted < d.count {
             tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left");
         }
@@ -257,8 +260,10 @@ impl NativeSession {
         }
         let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
         let _mutation = self.daemon.health.mutation();
-        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count).await;
+        // Booked and recorded together, before anything can cancel this call.
+        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count);
         self.daemon.natives.add(self.id, c.device, accepted);
+        self.daemon.admission.make_room_for(c.device).await;
         if accepted > 0 {
             tracing::info!(tenant = %self.caller.tenant, device = c.device, streams = accepted, "a graph capture grew past its grant; booked as the tenant's debt");
         }

@@ -56,16 +56,15 @@ impl Admission {
     /// Counts streams a process already holds (declared after a daemon restart), even over
     /// its quota, but never more than the device has left after everyone else's holdings:
     /// returns how many were counted.
-    pub async fn declare_native(&self, device: u32, tenant: &Tenant, count: u32) -> u32 {
-        let accepted = {
-            let mut st = self.lock(device);
-            let l = &st.ledger;
-            let room = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
-            let accepted = count.min(room);
-            st.ledger.force_take(tenant, accepted);
-            accepted
-        };
-        self.make_room(device).await;
+    ///
+    /// Synchronous, so the caller records the holder before anything can cancel it; then
+    /// it calls [`Admission::make_room_for`].
+    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32) -> u32 {
+        let mut st = self.lock(device);
+        let l = &st.ledger;
+        let room = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
+        let accepted = count.min(room);
+        st.ledger.force_take(tenant, accepted);
         accepted
     }
 
@@ -73,17 +72,20 @@ impl Admission {
     /// they count even over the tenant's quota (its debt), but never beyond what the device
     /// has left, nor past twice the tenant's max_streams: a claim cannot take the device
     /// from other tenants. Returns how many were booked.
-    pub async fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, count: u32) -> u32 {
-        let accepted = {
-            let mut st = self.lock(device);
-            let l = &st.ledger;
-            let ceiling = quota.max_streams.saturating_mul(2).saturating_sub(l.used_by(tenant));
-            let accepted = count.min(l.grantable()).min(ceiling);
-            st.ledger.force_take(tenant, accepted);
-            accepted
-        };
-        self.make_room(device).await;
+    /// Synchronous like [`Admission::declare_native`], for the same reason.
+    pub fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, count: u32) -> u32 {
+        let mut st = self.lock(device);
+        let l = &st.ledger;
+        let ceiling = quota.max_streams.saturating_mul(2).saturating_sub(l.used_by(tenant));
+        let accepted = count.min(l.grantable()).min(ceiling);
+        st.ledger.force_take(tenant, accepted);
         accepted
+    }
+
+    /// Destroys pooled streams the device no longer has room for after a booking that did
+    /// not wait (a declaration, a capture's debt).
+    pub async fn make_room_for(&self, device: u32) {
+        self.make_room(device).await;
     }
 
     /// The tenant's share of `device` under `quota`.
