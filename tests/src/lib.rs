@@ -540,9 +540,23 @@ pub struct Peer {
 
 impl Peer {
     pub fn spawn(target: &str, uid: Option<u32>) -> Peer {
+        Self::spawn_under(target, uid, &[])
+    }
+
+    /// The peer run by `wrapper` (e.g. `unshare --pid --fork`, its own pid namespace).
+    /// `pid` is then the peer's pid as npud, in the host's namespace, sees it, not the one
+    /// it reports from inside.
+    pub fn spawn_under(target: &str, uid: Option<u32>, wrapper: &[&str]) -> Peer {
         use std::io::BufRead;
         use std::os::unix::process::CommandExt;
-        let mut cmd = Command::new(bin("npud-peer"));
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin("npud-peer"));
+                c
+            }
+            None => Command::new(bin("npud-peer")),
+        };
         cmd.arg(target).stdin(Stdio::piped()).stdout(Stdio::piped());
         if let Some(uid) = uid {
             cmd.uid(uid).gid(uid);
@@ -552,7 +566,10 @@ impl Peer {
         let mut stdout = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
         let hello: serde_json::Value =
             serde_json::from_str(&stdout.next().expect("hello").expect("line")).expect("json");
-        let pid = hello["pid"].as_u64().expect("pid") as u32;
+        let mut pid = hello["pid"].as_u64().expect("pid") as u32;
+        if !wrapper.is_empty() {
+            pid = descendant_named(child.id(), "npud-peer").expect("the peer under its wrapper");
+        }
         Peer { _child: child, stdin, stdout, pid }
     }
 
@@ -562,6 +579,28 @@ impl Peer {
         let line = self.stdout.next().expect("an answer").expect("line");
         serde_json::from_str(&line).expect("json answer")
     }
+}
+
+/// The pid (in this namespace) of the first process named `name` below `ancestor`.
+fn descendant_named(ancestor: u32, name: &str) -> Option<u32> {
+    let children = |pid: u32| -> Vec<u32> {
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|w| w.parse().ok())
+            .collect()
+    };
+    let mut todo = vec![ancestor];
+    while let Some(pid) = todo.pop() {
+        for child in children(pid) {
+            let comm = std::fs::read_to_string(format!("/proc/{child}/comm")).unwrap_or_default();
+            if comm.trim() == name {
+                return Some(child);
+            }
+            todo.push(child);
+        }
+    }
+    None
 }
 
 /// The metadata key that names a session.

@@ -102,6 +102,38 @@ fn two_containers_running_as_root_are_two_isolated_tenants() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cgroup could not be read"), "{out:?}");
 }
 
+/// Issue 32: a pod's processes live in their own pid namespace. SO_PEERCRED reports the
+/// peer's pid in npud's namespace, so npud must run in the host's (the DaemonSet's
+/// `hostPID: true`) to read the peer's cgroup; then a client in its own pid namespace gets
+/// its container's tenant, as it would on a node.
+#[test]
+fn a_client_in_its_own_pid_namespace_gets_its_containers_tenant() {
+    if !Command::new("unshare").args(["--pid", "--fork", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: this machine cannot make pid namespaces (unshare --pid)");
+        return;
+    }
+    let proc_root = tempfile::tempdir().unwrap();
+    let config = format!("[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let d = Daemon::builder().config(&config).start();
+    let socket = d.socket.to_str().unwrap().to_string();
+    let mut pod = Peer::spawn_under(&socket, None, &["unshare", "--pid", "--fork"]);
+    plant_cgroup(
+        proc_root.path(),
+        pod.pid,
+        &format!(
+            "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{CONTAINER_B}.scope\n"
+        ),
+    );
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap();
+    assert_ne!(ns(&pod.pid.to_string()), ns("self"), "the client runs in a pid namespace of its own");
+    assert_eq!(pod.ask("tenant")["tenant"], format!("container-{}", &CONTAINER_B[..12]));
+    let deployed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes/daemonset.yaml"));
+    assert!(
+        deployed.unwrap().lines().any(|l| l.trim() == "hostPID: true"),
+        "the shipped DaemonSet runs in the host's pid namespace"
+    );
+}
+
 #[test]
 fn two_uids_are_two_isolated_tenants() {
     if !is_root() {
