@@ -3,7 +3,10 @@
  * create N streams with FAST_LAUNCH|FAST_SYNC, say how it went, hold them, destroy them,
  * reset the device.
  *
- *   acl_app N HOLD_MS [DEVICE]     HOLD_MS < 0 holds until standard input closes
+ *   acl_app N HOLD_MS [DEVICE [ROUNDS]]     HOLD_MS < 0 holds until standard input closes
+ *
+ * With ROUNDS > 1 the program then sets the device again, creates and destroys its N
+ * streams and resets, ROUNDS - 1 more times (as a process that reinitialises does).
  *
  * Prints "ok N available A" once all N exist (A: aclrtGetStreamAvailableNum), or
  * "fail CODE after K" when creation K+1 failed (the process then exits as a framework
@@ -62,13 +65,14 @@ static void load(void) {}
 #endif
 
 int main(int argc, char **argv) {
-    if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: %s STREAMS HOLD_MS [DEVICE]\n", argv[0]);
+    if (argc < 3 || argc > 5) {
+        fprintf(stderr, "usage: %s STREAMS HOLD_MS [DEVICE [ROUNDS]]\n", argv[0]);
         return 2;
     }
+    int rounds = argc == 5 ? atoi(argv[4]) : 1;
     int n = atoi(argv[1]);
     int hold_ms = atoi(argv[2]);
-    int device = argc == 4 ? atoi(argv[3]) : 0;
+    int device = argc >= 4 ? atoi(argv[3]) : 0;
     aclrtStream *streams = calloc(n > 0 ? n : 1, sizeof(aclrtStream));
     load();
     aclError rc = aclInit(NULL);
@@ -97,6 +101,22 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++) aclrtDestroyStream(streams[i]);
     aclrtResetDevice(device);
+    for (int r = 1; r < rounds; r++) {
+        rc = aclrtSetDevice(device);
+        for (int i = 0; rc == 0 && i < n; i++) {
+            rc = aclrtCreateStreamWithConfig(&streams[i], 0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC);
+            if (rc != 0) {
+                printf("fail %d after %d\n", rc, i);
+                return 1;
+            }
+        }
+        if (rc != 0) {
+            printf("fail %d after 0\n", rc);
+            return 1;
+        }
+        for (int i = 0; i < n; i++) aclrtDestroyStream(streams[i]);
+        aclrtResetDevice(device);
+    }
     aclFinalize();
     printf("done\n");
     return 0;

@@ -3,10 +3,11 @@
 
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long npud may take to answer anything but a wait for budget.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,6 +37,39 @@ pub struct Connection {
     pub process_streams: u32,
     /// The tenant's max_streams (0: unknown).
     pub max_streams: u32,
+    /// The last share npud sent for each device (the process's own numbers), and when:
+    /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
+    /// grant needs no round trip of its own.
+    shares: HashMap<u32, (Instant, pb::BudgetShare)>,
+}
+
+/// The device a call is about (the process's own number); None for the hello.
+fn device_of(call: &Call) -> Option<u32> {
+    Some(match call {
+        Call::Acquire(a) => a.device,
+        Call::Release(r) => r.device,
+        Call::Declare(d) => d.device,
+        Call::Share(s) => s.device,
+        Call::Created(c) => c.device,
+        Call::AcquireEvents(a) => a.device,
+        Call::ReleaseEvents(r) => r.device,
+        Call::Captured(c) => c.device,
+        Call::Hello(_) => return None,
+    })
+}
+
+/// The share a reply carries, if it carries one.
+fn share_of(reply: &Reply) -> Option<&pb::BudgetShare> {
+    match reply {
+        Reply::Acquired(r) => r.share.as_ref(),
+        Reply::Released(r) => r.share.as_ref(),
+        Reply::Declared(r) => r.share.as_ref(),
+        Reply::Share(s) => Some(s),
+        Reply::EventsAcquired(r) => r.share.as_ref(),
+        Reply::EventsReleased(r) => r.share.as_ref(),
+        Reply::Captured(r) => r.share.as_ref(),
+        Reply::Welcome(_) | Reply::Error(_) | Reply::Created(_) => None,
+    }
 }
 
 fn broken(e: impl std::fmt::Display) -> WireError {
@@ -49,7 +83,14 @@ impl Connection {
         let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
         stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
-        let mut conn = Connection { stream, tenant: String::new(), epoch: 0, process_streams: 0, max_streams: 0 };
+        let mut conn = Connection {
+            stream,
+            tenant: String::new(),
+            epoch: 0,
+            process_streams: 0,
+            max_streams: 0,
+            shares: HashMap::new(),
+        };
         match conn.call(
             Call::Hello(pb::BudgetHello {
                 program: program.chars().take(256).collect(),
@@ -72,6 +113,20 @@ impl Connection {
 
     /// One call, one answer; `wait` extends the answer timeout for a wait for budget.
     pub fn call(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
+        let device = device_of(&call);
+        let reply = self.exchange(call, wait)?;
+        if let (Some(device), Some(share)) = (device, share_of(&reply)) {
+            self.shares.insert(device, (Instant::now(), *share));
+        }
+        Ok(reply)
+    }
+
+    /// The share npud last sent for `device`, if it is younger than `max_age`.
+    pub fn recent_share(&self, device: u32, max_age: Duration) -> Option<pb::BudgetShare> {
+        self.shares.get(&device).filter(|(at, _)| at.elapsed() <= max_age).map(|(_, s)| *s)
+    }
+
+    fn exchange(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
         let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
         let mut frame = Vec::with_capacity(body.len() + 4);
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());

@@ -220,7 +220,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "budget round trips per interposed process: {:.1} in all ({:.1} acquire; the rest are hello, share for aclrtGetStreamAvailableNum, created from the watcher, and the reset's release)",
+        "budget round trips per interposed process: {:.1} in all ({:.1} acquire; the rest are the hello and, from the watcher, created and the reset's release unless the exit's close came first; aclrtGetStreamAvailableNum is answered from the grant's reply)",
         startup.calls_per_process, startup.acquires_per_process
     );
     let crowd_hold = Duration::from_secs(1);

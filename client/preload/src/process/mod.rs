@@ -33,6 +33,11 @@ const WATCH_PERIOD: Duration = Duration::from_millis(250);
 /// at once.
 const BATCH_QUIET: Duration = Duration::from_millis(20);
 
+/// How old a share npud sent may be and still answer aclrtGetStreamAvailableNum (and
+/// aclrtGetEventAvailNum) without asking again: others' grants in that time are not seen,
+/// and the answer is never above the vendor's own count.
+const SHARE_FRESH: Duration = Duration::from_millis(100);
+
 pub struct Process {
     pub pid: u32,
     settings: Settings,
@@ -43,6 +48,10 @@ pub struct Process {
     /// Devices where streams were destroyed, and when last: their surplus grant goes back
     /// to npud in one release once they are quiet, not one round trip per destroy.
     releases: Mutex<HashMap<u32, Instant>>,
+    /// What a device reset gave up, per device: (streams, events) the watcher gives back
+    /// with the device's next quiet release, off the program's path (a process that exits
+    /// right after its reset gives everything back by closing its connection anyway).
+    resets: Mutex<HashMap<u32, (u32, u32)>>,
     conn: Mutex<Option<Connection>>,
     /// The vendor's name for each device number the process uses.
     pub devices: Devices,
@@ -87,6 +96,7 @@ impl Process {
             events: Mutex::new(EventBooks::default()),
             batches: Mutex::new(HashMap::new()),
             releases: Mutex::new(HashMap::new()),
+            resets: Mutex::new(HashMap::new()),
             conn: Mutex::new(None),
             devices: Devices::default(),
             captures: Mutex::new(Captures::default()),
@@ -203,20 +213,32 @@ impl Process {
                 continue;
             }
             let identity = self.devices.identity(device);
+            let (reset_streams, reset_events) = lock(&self.resets).remove(&device).unwrap_or((0, 0));
             let (count, created) = {
                 let mut books = lock(&self.books);
-                (books.surplus(device, self.startup()), books.device(device).used)
+                (books.surplus(device, self.startup()).saturating_add(reset_streams), books.device(device).used)
             };
             if count > 0 {
                 let release =
                     pb::ReleaseBudgetRequest { device, count, identity: identity.clone(), created: Some(created) };
                 let _ = conn.call(Call::Release(release), Duration::ZERO);
             }
-            let count = lock(&self.events).surplus(device);
+            let count = lock(&self.events).surplus(device).saturating_add(reset_events);
             if count > 0 {
                 let _ = conn
                     .call(Call::ReleaseEvents(pb::ReleaseEventsRequest { device, count, identity }), Duration::ZERO);
             }
+        }
+    }
+
+    /// Gives back now what a reset of `device` left for the watcher: the process is about to
+    /// ask npud again, and must not hold the old grant while it waits for a new one.
+    fn flush_reset(&'static self, device: u32) {
+        let Some((streams, events)) = lock(&self.resets).remove(&device) else { return };
+        self.give_back(device, streams);
+        if events > 0 {
+            let release = pb::ReleaseEventsRequest { device, count: events, identity: self.devices.identity(device) };
+            let _ = self.with_conn(|c| c.call(Call::ReleaseEvents(release), Duration::ZERO));
         }
     }
 
@@ -269,6 +291,7 @@ impl Process {
         if self.devices.is_unowned(device) {
             return self.unadmitted(device, n);
         }
+        self.flush_reset(device);
         let plan = lock(&self.books).plan(device, n, self.startup());
         let Plan::Ask { count, wait } = plan else {
             self.creating(device, false);
@@ -460,14 +483,13 @@ impl Process {
             let back = books.reset_device(device, force);
             (back, books.device(device).set_count == 0)
         };
-        self.give_back(device, back);
-        if last {
-            let events = lock(&self.events).reset(device);
-            if events > 0 && !self.devices.is_unowned(device) {
-                let release =
-                    pb::ReleaseEventsRequest { device, count: events, identity: self.devices.identity(device) };
-                let _ = self.with_conn(|c| c.call(Call::ReleaseEvents(release), Duration::ZERO));
-            }
+        let events = if last { lock(&self.events).reset(device) } else { 0 };
+        if (back > 0 || events > 0) && !self.devices.is_unowned(device) {
+            let mut resets = lock(&self.resets);
+            let pending = resets.entry(device).or_insert((0, 0));
+            *pending = (pending.0.saturating_add(back), pending.1.saturating_add(events));
+            drop(resets);
+            self.destroying(device);
         }
     }
 
@@ -482,6 +504,7 @@ impl Process {
             return Ok(());
         }
         let Some(chunk) = lock(&self.events).plan(device) else { return Ok(()) };
+        self.flush_reset(device);
         let mut last = None;
         for count in [chunk, 1] {
             let ask = pb::AcquireEventsRequest { device, count, identity: self.devices.identity(device) };
@@ -520,13 +543,8 @@ impl Process {
     pub fn available_events(&'static self, device: u32, vendor: u32) -> u32 {
         let d = lock(&self.events).device(device);
         let unused = d.granted.saturating_sub(d.used);
-        match self.with_conn(|c| {
-            c.call(
-                Call::Share(pb::BudgetShareRequest { device, identity: self.devices.identity(device) }),
-                Duration::ZERO,
-            )
-        }) {
-            Ok(Reply::Share(s)) => s.events_available.saturating_add(unused).min(vendor),
+        match self.with_conn(|c| self.share(c, device)) {
+            Ok(s) => s.events_available.saturating_add(unused).min(vendor),
             _ => vendor,
         }
     }
@@ -539,14 +557,22 @@ impl Process {
             let d = lock(&self.books).device(device);
             d.granted.saturating_sub(d.used)
         };
-        match self.with_conn(|c| {
-            c.call(
-                Call::Share(pb::BudgetShareRequest { device, identity: self.devices.identity(device) }),
-                Duration::ZERO,
-            )
-        }) {
-            Ok(Reply::Share(s)) => s.available.saturating_add(unused).min(vendor),
+        match self.with_conn(|c| self.share(c, device)) {
+            Ok(s) => s.available.saturating_add(unused).min(vendor),
             _ => vendor,
+        }
+    }
+
+    /// The tenant's share of `device`: the one npud's last reply about it carried when that
+    /// is recent (a start-up asks right after its grant), else asked for.
+    fn share(&self, c: &mut Connection, device: u32) -> Result<pb::BudgetShare, WireError> {
+        if let Some(s) = c.recent_share(device, SHARE_FRESH) {
+            return Ok(s);
+        }
+        let ask = pb::BudgetShareRequest { device, identity: self.devices.identity(device) };
+        match c.call(Call::Share(ask), Duration::ZERO)? {
+            Reply::Share(s) => Ok(s),
+            _ => Err(WireError::Unreachable("an answer that is not a share".into())),
         }
     }
 }
