@@ -107,9 +107,31 @@ fn frame(call: npud_proto::v1::budget_call::Call) -> Vec<u8> {
     out
 }
 
-/// Issue 31's cut: a call that books streams without waiting (a declaration after a
-/// restart, a capture's debt) awaits the eviction of pooled streams; a stray byte ends the
-/// connection right there. Whatever it booked must go back with the connection.
+/// A raw budget-wire connection to `d`, past its hello.
+fn wire(d: &Daemon, hello: npud_proto::v1::BudgetHello) -> std::os::unix::net::UnixStream {
+    use std::io::Write;
+    let mut conn = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    conn.write_all(npud_proto::BUDGET_PREFACE).unwrap();
+    conn.write_all(&frame(npud_proto::v1::budget_call::Call::Hello(hello))).unwrap();
+    reply(&mut conn);
+    conn
+}
+
+/// The next reply on a raw budget-wire connection.
+fn reply(conn: &mut std::os::unix::net::UnixStream) -> npud_proto::v1::budget_reply::Reply {
+    use prost::Message;
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    conn.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    conn.read_exact(&mut body).unwrap();
+    npud_proto::v1::BudgetReply::decode(body.as_slice()).unwrap().reply.unwrap()
+}
+
+/// Issue 31's cut, for a capture's debt: booked without waiting, then the eviction of
+/// pooled streams is awaited; a stray byte ends the connection right there. Whatever it
+/// booked must go back with the connection. (A declaration on this backend claims only
+/// streams already counted as untracked, so it never needs an eviction: no such window.)
 #[test]
 fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
     use npud_proto::v1::{self as pb, budget_call::Call};
@@ -117,50 +139,73 @@ fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
     let shared = Shared::new();
     let d = shared.daemon(&[]);
     let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
-    for call in [
-        Call::Declare(pb::DeclareBudgetRequest { device: 0, count: capacity, ..Default::default() }),
-        Call::Captured(pb::CapturedBudgetRequest { device: 0, count: 60, ..Default::default() }),
-    ] {
-        // A warm pool: 100 daemon streams made and released.
-        let made = d.npuctl_json(&["stream", "create", "--count", "100"]);
-        let handles: Vec<String> = made.as_array().unwrap().iter().map(|s| s["handle"].to_string()).collect();
-        let mut destroy = vec!["stream", "destroy"];
-        destroy.extend(handles.iter().map(String::as_str));
-        assert!(d.npuctl(&destroy).status.success());
-        assert!(eventually(Duration::from_secs(10), || d.device0()["pooled"].as_u64() > Some(0)));
-        if matches!(call, Call::Captured(_)) {
-            // Debt needs a tenant at its quota: the pool then has no room beside it.
-            assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &(capacity / 2).to_string()]).status.success());
+    // A warm pool: 100 daemon streams made and released.
+    let made = d.npuctl_json(&["stream", "create", "--count", "100"]);
+    let handles: Vec<String> = made.as_array().unwrap().iter().map(|s| s["handle"].to_string()).collect();
+    let mut destroy = vec!["stream", "destroy"];
+    destroy.extend(handles.iter().map(String::as_str));
+    assert!(d.npuctl(&destroy).status.success());
+    assert!(eventually(Duration::from_secs(10), || {
+        let now = d.device0();
+        now["pooled"] == 100 && now["draining"] == 0
+    }));
+    let pooled = 100;
+    // The holder takes all but the pool's room, so its debt can only be booked by evicting.
+    let mut conn = wire(&d, pb::BudgetHello::default());
+    let take = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: capacity - pooled, ..Default::default() });
+    conn.write_all(&frame(take)).unwrap();
+    reply(&mut conn);
+    let mut cut = frame(Call::Captured(pb::CapturedBudgetRequest { device: 0, count: 60, ..Default::default() }));
+    cut.push(b'x');
+    conn.write_all(&cut).unwrap();
+    // npud ends the connection once it sees the stray byte while the call is pending; had
+    // the call finished first, the byte starts a frame that never comes, and closing after
+    // a while ends it the same way.
+    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest);
+    drop(conn);
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "nothing stays booked to nobody: {}", d.device0());
+    assert_eq!(shared.held_by_others(d.pid()), 0, "nor on the driver");
+}
+
+/// Issue 31's first item, on a device that counts its own streams: a declaration (after a
+/// restart) may claim only streams the device holds outside npud's books, so a process
+/// holding nothing cannot declare the device away, and what it did declare really exists.
+#[test]
+fn a_declaration_claims_no_more_than_the_device_holds_outside_the_books() {
+    use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+    use std::io::Write;
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let declare = |count: u32| -> (u32, std::os::unix::net::UnixStream) {
+        let mut conn = wire(&d, pb::BudgetHello { reports_created: true, ..Default::default() });
+        conn.write_all(&frame(Call::Declare(pb::DeclareBudgetRequest { device: 0, count, ..Default::default() })))
+            .unwrap();
+        match reply(&mut conn) {
+            Reply::Declared(r) => (r.accepted, conn),
+            other => panic!("{other:?}"),
         }
-        let mut conn = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-        conn.write_all(npud_proto::BUDGET_PREFACE).unwrap();
-        conn.write_all(&frame(Call::Hello(pb::BudgetHello::default()))).unwrap();
-        let mut len = [0u8; 4];
-        conn.read_exact(&mut len).unwrap();
-        let mut welcome = vec![0u8; u32::from_be_bytes(len) as usize];
-        conn.read_exact(&mut welcome).unwrap();
-        if let Call::Captured(_) = call {
-            let take = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: capacity / 2, ..Default::default() });
-            conn.write_all(&frame(take)).unwrap();
-            conn.read_exact(&mut len).unwrap();
-            let mut acquired = vec![0u8; u32::from_be_bytes(len) as usize];
-            conn.read_exact(&mut acquired).unwrap();
-        }
-        let mut cut = frame(call);
-        cut.push(b'x');
-        conn.write_all(&cut).unwrap();
-        // npud ends the connection once it sees the stray byte while the call is pending; had
-        // the call finished first, the byte starts a frame that never comes, and closing
-        // after a while ends it the same way.
-        conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut rest = Vec::new();
-        let _ = conn.read_to_end(&mut rest);
-        drop(conn);
-        assert!(
-            eventually(Duration::from_secs(10), || d.in_use() == 0),
-            "nothing stays booked to nobody: {}",
-            d.device0()
-        );
-        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &capacity.to_string()]).status.success());
-    }
+    };
+    // Nothing outside the books: nothing to declare.
+    let (accepted, conn) = declare(5000);
+    assert_eq!((accepted, d.in_use()), (0, 0), "a process holding nothing declares nothing");
+    drop(conn);
+    // A program npud cannot see holds 101 streams: at most those can be claimed.
+    let (program, _) = npud_tests::native::acl_apps();
+    let mut outside = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.args(["100", "-1"]);
+        c
+    });
+    assert!(outside.started().is_ok());
+    let (accepted, conn) = declare(5000);
+    assert_eq!(accepted, 101, "what the device holds outside the books: {}", d.log());
+    assert_eq!(d.in_use(), 101);
+    assert!(eventually(Duration::from_secs(5), || d.device0()["untracked"] == 0), "{}", d.device0());
+    let (again, second) = declare(5000);
+    assert_eq!(again, 0, "the same streams cannot be declared twice");
+    drop((conn, second));
+    outside.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
 }

@@ -229,17 +229,23 @@ impl NativeSession {
                 ),
             ));
         }
+        // Where the device counts its streams, what it shows outside the books now is all a
+        // declaration may claim.
+        let measured = daemon.backend.reports_device_free();
+        if measured && let Some((untracked, changes)) = daemon.untracked_now(d.device).await {
+            daemon.apply_untracked(d.device, untracked, changes).await;
+        }
         let _mutation = daemon.health.mutation();
         // The ledger and the holder change together, before anything can cancel this call: a
         // declaration cut short must not leave streams booked to nobody.
-        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count);
+        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, measured);
         daemon.natives.add(self.id, d.device, accepted);
         // Declared streams exist: they are created, not a grant still to be filled.
         let held = daemon.natives.held(self.id, d.device);
         daemon.natives.set_created(self.id, d.device, held);
         daemon.admission.make_room_for(d.device).await;
         if accepted < d.count {
-            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left");
+            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
         }
         // Declared events exist too: counted over the tenant's quota, never past the table.
         let table = daemon.device(d.device)?.event_limit;

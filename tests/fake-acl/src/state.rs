@@ -81,7 +81,11 @@ pub fn init() -> bool {
         })
         .ok();
         let numbering = Numbering::from_env(devices.len() as u32);
-        let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit);
+        // A device's internal-sync streams exist once per device, whoever runs on it (the
+        // aclrtCreateStream page: N = limit - default streams - internal-sync streams): the
+        // budget shared across processes never has them to give.
+        let shared =
+            npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(profile.internal_sync_streams));
         let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);
         Rt {
             devices,

@@ -55,15 +55,22 @@ impl Admission {
 
     /// Counts streams a process already holds (declared after a daemon restart), even over
     /// its quota, but never more than the device has left after everyone else's holdings:
-    /// returns how many were counted.
+    /// returns how many were counted. Where the device reports its own count (`measured`),
+    /// never more than it shows outside the books either: a process cannot declare streams
+    /// that do not exist, and two cannot declare the same ones (they move from untracked
+    /// onto the books under one lock).
     ///
     /// Synchronous, so the caller records the holder before anything can cancel it; then
     /// it calls [`Admission::make_room_for`].
-    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32) -> u32 {
+    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32, measured: bool) -> u32 {
         let mut st = self.lock(device);
         let l = &st.ledger;
         let room = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
-        let accepted = count.min(room);
+        let exists = if measured { l.untracked() } else { u32::MAX };
+        let accepted = count.min(room).min(exists);
+        if measured {
+            st.ledger.claim_untracked(accepted);
+        }
         st.ledger.force_take(tenant, accepted);
         accepted
     }

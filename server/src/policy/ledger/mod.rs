@@ -138,6 +138,11 @@ impl<W> Ledger<W> {
         self.untracked = self.untracked.saturating_add(i64::from(n));
     }
 
+    /// `n` untracked streams were claimed (declared) by a holder: they move onto the books.
+    pub fn claim_untracked(&mut self, n: u32) {
+        self.untracked = self.untracked.saturating_sub(i64::from(n));
+    }
+
     /// How many times the books were lowered: equal before and after a measurement means
     /// none raced it.
     pub fn changes(&self) -> u64 {
