@@ -62,9 +62,11 @@ impl Daemon {
             let view = self.admission.view(device);
             // The daemon's own streams on the hardware: registered ones (not grants still
             // being filled), pooled and draining ones, and the runtime's.
-            let registered = self.registry.all_streams().iter().filter(|(_, e)| e.device == device).count();
-            let own =
-                i64::from(desc.runtime_streams) + registered as i64 + i64::from(view.pooled) + i64::from(view.draining);
+            let registered = self.registry.device_streams(device);
+            let own = i64::from(desc.runtime_streams)
+                + i64::from(registered)
+                + i64::from(view.pooled)
+                + i64::from(view.draining);
             let booked = own + i64::from(self.natives.created_on(device));
             let backend = Arc::clone(&self.backend);
             let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;

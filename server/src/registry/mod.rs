@@ -360,6 +360,11 @@ impl Registry {
         self.lock().subscriptions.contains_key(&(session, thread))
     }
 
+    /// Daemon streams on `device`, all tenants.
+    pub fn device_streams(&self, device: u32) -> u32 {
+        self.lock().streams.values().filter(|e| e.device == device).count() as u32
+    }
+
     /// Daemon events on `device`, all tenants.
     pub fn device_events(&self, device: u32) -> u32 {
         self.lock().events.values().filter(|e| e.device == device).count() as u32

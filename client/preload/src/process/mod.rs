@@ -212,22 +212,18 @@ impl Process {
             if self.devices.is_unowned(device) {
                 continue;
             }
-            let identity = self.devices.identity(device);
             let (reset_streams, reset_events) = lock(&self.resets).remove(&device).unwrap_or((0, 0));
             let (count, created) = {
                 let mut books = lock(&self.books);
                 (books.surplus(device, self.startup()).saturating_add(reset_streams), books.device(device).used)
             };
             if count > 0 {
-                let release =
-                    pb::ReleaseBudgetRequest { device, count, identity: identity.clone(), created: Some(created) };
+                let identity = self.devices.identity(device);
+                let release = pb::ReleaseBudgetRequest { device, count, identity, created: Some(created) };
                 let _ = conn.call(Call::Release(release), Duration::ZERO);
             }
             let count = lock(&self.events).surplus(device).saturating_add(reset_events);
-            if count > 0 {
-                let _ = conn
-                    .call(Call::ReleaseEvents(pb::ReleaseEventsRequest { device, count, identity }), Duration::ZERO);
-            }
+            self.release_events(conn, device, count);
         }
     }
 
@@ -237,8 +233,18 @@ impl Process {
         let Some((streams, events)) = lock(&self.resets).remove(&device) else { return };
         self.give_back(device, streams);
         if events > 0 {
-            let release = pb::ReleaseEventsRequest { device, count: events, identity: self.devices.identity(device) };
-            let _ = self.with_conn(|c| c.call(Call::ReleaseEvents(release), Duration::ZERO));
+            let _ = self.with_conn(|c| {
+                self.release_events(c, device, events);
+                Ok(())
+            });
+        }
+    }
+
+    /// Gives `count` events on `device` back to npud (nothing when there are none).
+    fn release_events(&self, conn: &mut Connection, device: u32, count: u32) {
+        if count > 0 {
+            let release = pb::ReleaseEventsRequest { device, count, identity: self.devices.identity(device) };
+            let _ = conn.call(Call::ReleaseEvents(release), Duration::ZERO);
         }
     }
 

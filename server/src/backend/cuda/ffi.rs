@@ -51,11 +51,12 @@ pub trait Cuda {
     /// cuDeviceGetUuid), as `GPU-…` text; None when the driver has neither or refuses.
     fn device_uuid(&self, dev: i32) -> Option<String> {
         let mut raw = [0u8; 16];
-        let name = ["cuDeviceGetUuid_v2", "cuDeviceGetUuid"].into_iter().find(|n| self.lib().has(n))?;
-        let rc = if name == "cuDeviceGetUuid_v2" {
+        let rc = if self.lib().has("cuDeviceGetUuid_v2") {
             call!(self.lib(), "cuDeviceGetUuid_v2", fn(*mut u8, i32) -> CuResult, raw.as_mut_ptr(), dev)
-        } else {
+        } else if self.lib().has("cuDeviceGetUuid") {
             call!(self.lib(), "cuDeviceGetUuid", fn(*mut u8, i32) -> CuResult, raw.as_mut_ptr(), dev)
+        } else {
+            return None;
         };
         (rc.ok()? == 0).then(|| npud_proto::identity::gpu_uuid(&raw))
     }
