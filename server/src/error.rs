@@ -16,6 +16,25 @@ pub struct NpudError {
 
 pub type NpudResult<T> = Result<T, NpudError>;
 
+/// Most bytes of a caller's own input an error message repeats.
+pub const QUOTE_LIMIT: usize = 64;
+
+/// `input` as an error message may show it: its first [`QUOTE_LIMIT`] bytes (whole
+/// characters), escaped and quoted, then how long it really was. An error that repeated
+/// a caller's 10 KB name would itself be too large for a client's metadata limit, and
+/// unescaped control characters would reach logs and terminals.
+pub fn quoted(input: &str) -> String {
+    let mut end = input.len().min(QUOTE_LIMIT);
+    while !input.is_char_boundary(end) {
+        end -= 1;
+    }
+    let shown: String = input[..end].escape_debug().collect();
+    match end < input.len() {
+        true => format!("\"{shown}\"… ({} bytes)", input.len()),
+        false => format!("\"{shown}\""),
+    }
+}
+
 impl NpudError {
     pub fn new(reason: Reason, message: impl Into<String>) -> Self {
         Self { reason, message: message.into(), native: None, figures: Vec::new() }
@@ -64,4 +83,19 @@ pub fn backend_error(backend: &'static str, e: crate::backend::BackendError) -> 
         crate::backend::ErrorKind::Other => Reason::BackendError,
     };
     NpudError::new(reason, e.message).with_native(backend, e.native_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quote_is_short_escaped_and_says_how_long_the_input_was() {
+        assert_eq!(quoted("job-7"), "\"job-7\"");
+        assert_eq!(quoted("a\nb\u{1b}"), "\"a\\nb\\u{1b}\"");
+        let long = "é".repeat(5000);
+        let q = quoted(&long);
+        assert!(q.starts_with("\"éé") && q.ends_with("… (10000 bytes)"), "{q}");
+        assert!(q.len() < QUOTE_LIMIT + 32, "{} bytes", q.len());
+    }
 }

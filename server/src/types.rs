@@ -59,16 +59,27 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err("tenant names are 1..=64 characters of [A-Za-z0-9._:-]".into()) }
 }
 
-/// Tenant names npud derives for unmapped peers: `root`, `uid-N`, `container-ID`,
-/// `cert-NAME`. A configured tenant may not take one, or its members would share the
-/// derived identity's streams (a tenant named `root` with `uids = [1004]` could destroy
-/// host root's streams).
-pub fn check_not_derived(name: &str) -> Result<(), String> {
-    let derived = name == "root" || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p));
-    if derived {
+/// The tenant of every unauthenticated TCP peer (`--insecure-tcp`): one of its own, so a
+/// remote caller never shares a local user's streams, quota or limits.
+pub const TCP_ANONYMOUS: &str = "tcp-anonymous";
+
+/// Whether npud gives `name` to peers no tenant maps: `root`, `uid-N`, `container-ID`,
+/// `cert-NAME`, `tcp-anonymous`.
+pub fn is_derived(name: &str) -> bool {
+    name == "root" || name == TCP_ANONYMOUS || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p))
+}
+
+/// A configured tenant may not map peers into a derived name, or its members would share
+/// the derived identity's streams (a tenant named `root` with `uids = [1004]` could
+/// destroy host root's streams). `maps_peers` is whether the entry names any uid, gid,
+/// container, pod, certificate or token, or makes admins: an entry that names none only
+/// sets that derived tenant's quota.
+pub fn check_not_derived(name: &str, maps_peers: bool) -> Result<(), String> {
+    if is_derived(name) && maps_peers {
         Err(format!(
-            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME); \
-             give the tenant another name and map the uid, container or certificate to it"
+            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME, {TCP_ANONYMOUS}); \
+             an entry with that name may set its quota only: give the tenant another name and map the uid, \
+             container or certificate to it"
         ))
     } else {
         Ok(())

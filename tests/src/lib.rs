@@ -9,6 +9,7 @@ pub mod contention;
 pub mod inproc;
 pub mod native;
 pub mod pki;
+pub mod wire;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     /// `http://127.0.0.1:PORT` when started with TCP: callers there are another tenant
-    /// (uid 65534), which lets tests play two tenants without changing uid.
+    /// (`tcp-anonymous`), which lets tests play two tenants without changing uid.
     pub endpoint: Option<String>,
     log: PathBuf,
 }
@@ -454,7 +455,7 @@ impl Daemon {
         Client::connect(Target::Socket(self.socket.clone())).await.expect("connect")
     }
 
-    /// A client on TCP: tenant `uid-65534`, a different tenant from `client()`.
+    /// A client on TCP: tenant `tcp-anonymous`, a different tenant from `client()`.
     pub async fn tcp_client(&self) -> Client {
         let endpoint = self.endpoint.clone().expect("daemon started with .tcp()");
         Client::connect(Target::Endpoint(endpoint)).await.expect("connect over tcp")

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::native::{App, Shared, acl_capture_app, acl_command};
+use npud_tests::wire::{Wire, frame};
 use npud_tests::{Daemon, bin, eventually};
 use std::time::Duration;
 
@@ -98,36 +99,6 @@ fn a_capture_that_grows_past_its_grant_is_its_tenants_debt() {
     assert!(d.npuctl(&["stream", "create", "--wait", "0s"]).status.success(), "back under: {}", d.log());
 }
 
-/// One raw budget-wire frame: length, then the call.
-fn frame(call: npud_proto::v1::budget_call::Call) -> Vec<u8> {
-    use prost::Message;
-    let body = npud_proto::v1::BudgetCall { call: Some(call) }.encode_to_vec();
-    let mut out = (body.len() as u32).to_be_bytes().to_vec();
-    out.extend_from_slice(&body);
-    out
-}
-
-/// A raw budget-wire connection to `d`, past its hello.
-fn wire(d: &Daemon, hello: npud_proto::v1::BudgetHello) -> std::os::unix::net::UnixStream {
-    use std::io::Write;
-    let mut conn = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    conn.write_all(npud_proto::BUDGET_PREFACE).unwrap();
-    conn.write_all(&frame(npud_proto::v1::budget_call::Call::Hello(hello))).unwrap();
-    reply(&mut conn);
-    conn
-}
-
-/// The next reply on a raw budget-wire connection.
-fn reply(conn: &mut std::os::unix::net::UnixStream) -> npud_proto::v1::budget_reply::Reply {
-    use prost::Message;
-    use std::io::Read;
-    let mut len = [0u8; 4];
-    conn.read_exact(&mut len).unwrap();
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    conn.read_exact(&mut body).unwrap();
-    npud_proto::v1::BudgetReply::decode(body.as_slice()).unwrap().reply.unwrap()
-}
-
 /// Issue 31's cut, for a capture's debt: booked without waiting, then the eviction of
 /// pooled streams is awaited; a stray byte ends the connection right there. Whatever it
 /// booked must go back with the connection. (A declaration on this backend claims only
@@ -135,7 +106,7 @@ fn reply(conn: &mut std::os::unix::net::UnixStream) -> npud_proto::v1::budget_re
 #[test]
 fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
     use npud_proto::v1::{self as pb, budget_call::Call};
-    use std::io::{Read, Write};
+    use std::io::Write;
     let shared = Shared::new();
     let d = shared.daemon(&[]);
     let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
@@ -151,20 +122,16 @@ fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
     }));
     let pooled = 100;
     // The holder takes all but the pool's room, so its debt can only be booked by evicting.
-    let mut conn = wire(&d, pb::BudgetHello::default());
-    let take = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: capacity - pooled, ..Default::default() });
-    conn.write_all(&frame(take)).unwrap();
-    reply(&mut conn);
+    let mut w = Wire::hello(&d.socket, pb::BudgetHello::default());
+    w.acquire(0, capacity - pooled, 0).unwrap();
     let mut cut = frame(Call::Captured(pb::CapturedBudgetRequest { device: 0, count: 60, ..Default::default() }));
     cut.push(b'x');
-    conn.write_all(&cut).unwrap();
+    w.conn.write_all(&cut).unwrap();
     // npud ends the connection once it sees the stray byte while the call is pending; had
     // the call finished first, the byte starts a frame that never comes, and closing after
     // a while ends it the same way.
-    conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let mut rest = Vec::new();
-    let _ = conn.read_to_end(&mut rest);
-    drop(conn);
+    w.closed_within(Duration::from_secs(5));
+    drop(w);
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "nothing stays booked to nobody: {}", d.device0());
     assert_eq!(shared.held_by_others(d.pid()), 0, "nor on the driver");
 }
@@ -175,15 +142,12 @@ fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
 #[test]
 fn a_declaration_claims_no_more_than_the_device_holds_outside_the_books() {
     use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
-    use std::io::Write;
     let shared = Shared::new();
     let d = shared.daemon(&[]);
-    let declare = |count: u32| -> (u32, std::os::unix::net::UnixStream) {
-        let mut conn = wire(&d, pb::BudgetHello { reports_created: true, ..Default::default() });
-        conn.write_all(&frame(Call::Declare(pb::DeclareBudgetRequest { device: 0, count, ..Default::default() })))
-            .unwrap();
-        match reply(&mut conn) {
-            Reply::Declared(r) => (r.accepted, conn),
+    let declare = |count: u32| -> (u32, Wire) {
+        let mut w = Wire::hello(&d.socket, pb::BudgetHello { reports_created: true, ..Default::default() });
+        match w.call(Call::Declare(pb::DeclareBudgetRequest { device: 0, count, ..Default::default() })) {
+            Ok(Reply::Declared(r)) => (r.accepted, w),
             other => panic!("{other:?}"),
         }
     };

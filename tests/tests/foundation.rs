@@ -227,6 +227,8 @@ fn bad_configuration_exits_64_before_binding() {
         // Names npud derives for unmapped peers cannot be claimed by a configured tenant.
         "[[tenants]]\nname = \"root\"\nuids = [1004]",
         "[[tenants]]\nname = \"uid-65534\"\nuids = [1004]",
+        "[[tenants]]\nname = \"tcp-anonymous\"\ncert_names = [\"alice\"]",
+        "[[tenants]]\nname = \"root\"\nadmin = true",
         "[[tenants]]\nname = \"container-0123456789ab\"\nuids = [1004]",
     ];
     for text in cases {

@@ -28,7 +28,7 @@ async fn hostile_requests_get_specific_errors_and_change_nothing() {
     let d = Daemon::builder()
         .tcp()
         .args(&["--sim-profile", "atlas-200i-a2"])
-        .config("[limits]\nmax_sessions_per_tenant = 12\nmax_pending_requests = 2\n[[tenants]]\nname = \"capped\"\nuids = [65534]\nmax_events = 2")
+        .config("[limits]\nmax_sessions_per_tenant = 12\nmax_pending_requests = 2\n[[tenants]]\nname = \"tcp-anonymous\"\nmax_events = 2")
         .start();
     let c = d.client().await;
     let outsider = d.tcp_client().await;
@@ -410,7 +410,7 @@ async fn a_flooding_tenant_is_rate_limited_without_slowing_others() {
     // Another tenant is untouched.
     let other = d.client().await;
     for _ in 0..10 {
-        other.devices().await.expect("root is not limited by uid-65534's flood");
+        other.devices().await.expect("root is not limited by tcp-anonymous's flood");
     }
 }
 

@@ -30,13 +30,15 @@ async fn a_request_is_granted_whole_never_in_part() {
     let bd = b.device(0);
     let wanted = tokio::spawn(async move { bd.create_streams(100, waiting(30)).await.map(|v| v.len()) });
     assert!(
-        eventually_async(Duration::from_secs(5), || async { usage(&a).await.get("uid-65534").map(|u| u.1) == Some(1) })
-            .await
+        eventually_async(Duration::from_secs(5), || async {
+            usage(&a).await.get("tcp-anonymous").map(|u| u.1) == Some(1)
+        })
+        .await
     );
     // 60 are free; the request keeps waiting and takes none of them.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(d.in_use(), 450);
-    assert_eq!(usage(&a).await.get("uid-65534").map(|u| u.0), Some(0));
+    assert_eq!(usage(&a).await.get("tcp-anonymous").map(|u| u.0), Some(0));
     drop(held.into_iter().take(50).collect::<Vec<_>>());
     let got = tokio::time::timeout(Duration::from_secs(20), wanted).await.unwrap().unwrap().unwrap();
     assert_eq!(got, 100);
@@ -96,10 +98,10 @@ async fn a_reservation_holds_against_a_greedy_tenant() {
     let d = Daemon::builder()
         .tcp()
         .args(&["--sim-profile", "atlas-200i-a2"])
-        .config("[[tenants]]\nname = \"guaranteed\"\nuids = [65534]\nreserved_streams = 100\nmax_streams = 200")
+        .config("[[tenants]]\nname = \"tcp-anonymous\"\nreserved_streams = 100\nmax_streams = 200")
         .start();
     let (greedy, small) = (d.client().await, d.tcp_client().await);
-    assert_eq!(small.tenant(), "guaranteed");
+    assert_eq!(small.tenant(), "tcp-anonymous");
     let (code, reason, e) = failure(greedy.device(0).create_streams(411, waiting(5)).await);
     assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::BudgetExhausted), "{e}");
     let _mine = greedy.device(0).create_streams(410, StreamOptions::default()).await.unwrap();
@@ -116,7 +118,11 @@ async fn a_reservation_holds_against_a_greedy_tenant() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn contended_budget_is_shared_by_weight() {
-    let d = small_device().config("[[tenants]]\nname = \"light\"\nuids = [0]\nweight = 1\n[[tenants]]\nname = \"heavy\"\nuids = [65534]\nweight = 3").start();
+    let d = small_device()
+        .config(
+            "[[tenants]]\nname = \"light\"\nuids = [0]\nweight = 1\n[[tenants]]\nname = \"tcp-anonymous\"\nweight = 3",
+        )
+        .start();
     let (light, heavy) = (d.client().await, d.tcp_client().await);
     let filler = light.device(0).create_streams(10, StreamOptions::default()).await.unwrap();
     let mut tasks = Vec::new();
@@ -142,7 +148,7 @@ async fn contended_budget_is_shared_by_weight() {
         .await
     );
     let u = usage(&light).await;
-    let (l, h) = (u["light"].0, u["heavy"].0);
+    let (l, h) = (u["light"].0, u["tcp-anonymous"].0);
     assert!(l >= 1 && h >= 2 * l, "weight 3 vs 1 shared 10 streams as heavy {h} / light {l}\n{}", d.log());
     for t in tasks {
         t.abort();
@@ -183,14 +189,15 @@ async fn a_large_request_is_not_starved_by_a_stream_of_small_ones() {
 async fn quotas_set_at_run_time_survive_a_sigkill_and_restart() {
     let state = tempfile::tempdir().unwrap();
     let mut d = Daemon::builder().tcp().state_dir(state.path()).start();
-    let set = d.npuctl_json(&["quota", "set", "uid-65534", "--max-streams", "5", "--max-events", "9"]);
+    let set = d.npuctl_json(&["quota", "set", "tcp-anonymous", "--max-streams", "5", "--max-events", "9"]);
     assert_eq!(set["quota"]["max_streams"], 5);
     let (code, reason, _) = failure(d.tcp_client().await.device(0).create_streams(6, StreamOptions::default()).await);
     assert_eq!((code, reason), (Code::ResourceExhausted, ErrorReason::QuotaExceeded));
     d.kill9();
     let d2 = Daemon::builder().tcp().state_dir(state.path()).start();
     let tenants = d2.npuctl_json(&["tenant", "list"]);
-    let row = tenants.as_array().unwrap().iter().find(|t| t["name"] == "uid-65534").expect("persisted tenant").clone();
+    let row =
+        tenants.as_array().unwrap().iter().find(|t| t["name"] == "tcp-anonymous").expect("persisted tenant").clone();
     assert_eq!(row["quota"]["max_streams"], 5);
     assert_eq!(row["quota"]["max_events"], 9);
     assert_eq!(row["source"], "runtime");

@@ -34,6 +34,12 @@ impl BudgetService for Api {
                     Ok(Some(call)) => call,
                     Ok(None) => break,
                     Err(status) => {
+                        // A message that does not decode is the caller's error, as on
+                        // every unary method (see `status::decode_failure_is_invalid_argument`).
+                        let status = match super::status::is_decode_failure(&status) {
+                            true => super::status::caller_sent_garbage(&status),
+                            false => status,
+                        };
                         let _ = tx.send(Err(status)).await;
                         break;
                     }

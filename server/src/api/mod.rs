@@ -103,14 +103,8 @@ impl Authenticate {
                 if tls || token.is_some() {
                     self.daemon.resolve_remote(&names, token)?
                 } else if req.extensions().get::<tonic::transport::server::TcpConnectInfo>().is_some() {
-                    // Plain TCP (--insecure-tcp) without a token: the unprivileged "nobody".
-                    self.daemon.resolve_peer(&Peer {
-                        uid: INSECURE_TCP_UID,
-                        gid: INSECURE_TCP_UID,
-                        pid: None,
-                        container: None,
-                        unverified: false,
-                    })?
+                    // Plain TCP (--insecure-tcp) without a token: `tcp-anonymous`.
+                    self.daemon.resolve_anonymous_tcp()?
                 } else {
                     return Err(NpudError::new(Reason::NoIdentity, "the connection carries no peer identity").into());
                 }
@@ -151,9 +145,6 @@ pub const SERVICE_NAMES: &[&str] = &[
     "npud.v1.AdminService",
     "npud.v1.BudgetService",
 ];
-
-/// Identity given to callers on plain TCP ("nobody").
-pub const INSECURE_TCP_UID: u32 = 65534;
 
 /// All npud.v1 services as a tonic router.
 pub fn router(daemon: Arc<Daemon>) -> tonic::service::Routes {

@@ -68,16 +68,27 @@ pub fn decode_failure_is_invalid_argument<B: Default>(
 ) -> tonic::codegen::http::Response<B> {
     // tonic reads the status back from the headers, percent-decoding grpc-message.
     let Some(status) = Status::from_header_map(res.headers()) else { return res };
-    if status.code() != Code::Internal || !status.message().starts_with("failed to decode Protobuf message") {
+    if !is_decode_failure(&status) {
         return res;
     }
-    let status = Status::from(NpudError::new(
-        Reason::InvalidArgumentOther,
-        format!("the request is not a valid message of its method: {}", status.message()),
-    ));
-    let fresh: tonic::codegen::http::Response<B> = status.into_http();
+    let fresh: tonic::codegen::http::Response<B> = caller_sent_garbage(&status).into_http();
     *res.headers_mut() = fresh.headers().clone();
     res
+}
+
+/// Whether tonic made `status` because the bytes it read were not the expected message.
+pub fn is_decode_failure(status: &Status) -> bool {
+    status.code() == Code::Internal && status.message().starts_with("failed to decode Protobuf message")
+}
+
+/// The caller's answer for a message tonic could not decode: INVALID_ARGUMENT with npud's
+/// ErrorDetail. Used for trailers-only answers (above) and for the messages of a client
+/// stream, which tonic hands to the handler as an error mid-stream.
+pub fn caller_sent_garbage(status: &Status) -> Status {
+    Status::from(NpudError::new(
+        Reason::InvalidArgumentOther,
+        format!("the request is not a valid message of its method: {}", status.message()),
+    ))
 }
 
 /// Counts a failed call by the reason and native code its answer carries, as the client

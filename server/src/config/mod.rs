@@ -91,6 +91,19 @@ pub struct TenantConfig {
     pub quota: Quota,
 }
 
+impl TenantConfig {
+    /// Whether the entry brings any peer into the tenant, or makes it an admin.
+    pub fn maps_peers(&self) -> bool {
+        self.admin
+            || !(self.uids.is_empty()
+                && self.gids.is_empty()
+                && self.containers.is_empty()
+                && self.pod_uids.is_empty()
+                && self.cert_names.is_empty()
+                && self.token_sha256.is_empty())
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SimConfig {
     pub profile: npu_sim::Profile,

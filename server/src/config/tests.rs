@@ -52,6 +52,7 @@ batch_size = 0
 max_user_data = 99999999
 [[tenants]]
 name = "root"
+uids = [1004]
 [[tenants]]
 name = "a"
 uids = [1000]

@@ -82,8 +82,8 @@ impl Config {
         let mut names = BTreeMap::new();
         let mut uids = BTreeMap::new();
         for t in &self.tenants {
-            if let Err(e) =
-                crate::types::check_tenant_name(&t.name).and_then(|()| crate::types::check_not_derived(&t.name))
+            if let Err(e) = crate::types::check_tenant_name(&t.name)
+                .and_then(|()| crate::types::check_not_derived(&t.name, t.maps_peers()))
             {
                 p.push(format!("tenant {:?}: {e}", t.name));
             }

@@ -41,6 +41,13 @@ impl Daemon {
         Ok(caller)
     }
 
+    /// An unauthenticated TCP peer as a caller (tenant `tcp-anonymous`), within its rate.
+    pub fn resolve_anonymous_tcp(&self) -> NpudResult<Caller> {
+        let caller = self.identities.read().unwrap_or_else(|e| e.into_inner()).resolve_anonymous_tcp()?;
+        self.limiter.check(&caller.tenant)?;
+        Ok(caller)
+    }
+
     /// Streams per device the tenant's interposed processes ask for at start-up, if set.
     pub fn process_streams(&self, tenant: &Tenant) -> Option<u32> {
         self.identities.read().unwrap_or_else(|e| e.into_inner()).process_streams(tenant)

@@ -161,8 +161,13 @@ impl NativeSession {
         let daemon = &self.daemon;
         self.check_device(a.device)?;
         daemon.refuse_if_draining()?;
-        if a.count == 0 {
-            return Err(NpudError::new(Reason::InvalidCount, "asked for 0 streams"));
+        let capacity = daemon.admission.view(a.device).capacity;
+        if a.count == 0 || a.count > capacity {
+            // Under every policy: no device holds more, and the books stay in range.
+            return Err(NpudError::new(
+                Reason::InvalidCount,
+                format!("asked for {} streams; device {} holds 1..={capacity}", a.count, a.device),
+            ));
         }
         let (quota, _) = daemon.quotas.get(&self.caller.tenant);
         let wait = Duration::from_millis(u64::from(a.wait_ms));

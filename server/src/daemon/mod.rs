@@ -261,7 +261,7 @@ impl Daemon {
         }
         let named = match (physical_id, uuid) {
             (Some(p), _) => format!("physical device {p}"),
-            (None, Some(u)) => format!("device {}", u.chars().take(64).collect::<String>()),
+            (None, Some(u)) => format!("device {}", crate::error::quoted(u)),
             (None, None) => "an empty device identity".into(),
         };
         Err(NpudError::new(Reason::DeviceNotOwned, format!("npud does not own {named}")))

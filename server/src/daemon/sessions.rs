@@ -17,7 +17,7 @@ pub fn check_session_name(name: &str) -> NpudResult<()> {
     } else {
         Err(NpudError::invalid(
             Reason::InvalidName,
-            format!("session name {name:?} must be 1..=64 characters of [A-Za-z0-9._-]"),
+            format!("session name {} must be 1..=64 characters of [A-Za-z0-9._-]", crate::error::quoted(name)),
         ))
     }
 }

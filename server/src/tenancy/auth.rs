@@ -19,6 +19,9 @@ pub struct Identities {
     admin_tenants: HashSet<Tenant>,
     admin_uids: HashSet<u32>,
     refuse_unknown: bool,
+    /// Every configured tenant name: under `refuse_unknown`, anonymous TCP peers are
+    /// served only where the operator configured their tenant.
+    configured: HashSet<Tenant>,
     /// Tenants' `process_streams`: what their interposed processes ask for at start-up.
     process_streams: HashMap<Tenant, u32>,
 }
@@ -35,10 +38,12 @@ impl Identities {
             admin_tenants: HashSet::new(),
             admin_uids: config.admin_uids.iter().copied().collect(),
             refuse_unknown: config.refuse_unknown,
+            configured: HashSet::new(),
             process_streams: HashMap::new(),
         };
         for t in &config.tenants {
             let name: Tenant = Arc::from(t.name.as_str());
+            me.configured.insert(Arc::clone(&name));
             me.by_container.extend(t.containers.iter().map(|c| (c.to_ascii_lowercase(), Arc::clone(&name))));
             me.by_pod.extend(t.pod_uids.iter().map(|p| (p.clone(), Arc::clone(&name))));
             me.by_uid.extend(t.uids.iter().map(|u| (*u, Arc::clone(&name))));
@@ -89,8 +94,8 @@ impl Identities {
                     return Err(NpudError::new(
                         Reason::TenantRefused,
                         format!(
-                            "certificate {:?} is not mapped to a tenant and this daemon refuses unknown peers",
-                            cert_names[0]
+                            "certificate {} is not mapped to a tenant and this daemon refuses unknown peers",
+                            crate::error::quoted(&cert_names[0])
                         ),
                     ));
                 }
@@ -105,6 +110,22 @@ impl Identities {
         };
         let admin = self.admin_tenants.contains(&tenant);
         Ok(Caller { tenant, admin, uid: u32::MAX })
+    }
+
+    /// A plain TCP peer (`--insecure-tcp`) with neither certificate nor token: nobody can
+    /// be told apart, so all of them are one tenant of their own, never a local uid's.
+    pub fn resolve_anonymous_tcp(&self) -> NpudResult<Caller> {
+        let tenant: Tenant = Arc::from(crate::types::TCP_ANONYMOUS);
+        if self.refuse_unknown && !self.configured.contains(&tenant) {
+            return Err(NpudError::new(
+                Reason::TenantRefused,
+                format!(
+                    "unauthenticated TCP peers are tenant {tenant}, which is not configured, and this daemon refuses \
+                     unknown peers"
+                ),
+            ));
+        }
+        Ok(Caller { tenant, admin: false, uid: u32::MAX })
     }
 
     pub fn resolve(&self, peer: &Peer) -> NpudResult<Caller> {

@@ -282,8 +282,10 @@ impl<W> Ledger<W> {
     }
 
     fn take(&mut self, tenant: &Tenant, count: u32, tag: Tag) {
-        *self.used.entry(Arc::clone(tenant)).or_insert(0) += count;
-        self.in_use += count;
+        // Checked under every policy: passthrough books asks no admission bounded.
+        let used = self.used.entry(Arc::clone(tenant)).or_insert(0);
+        *used = used.saturating_add(count);
+        self.in_use = self.in_use.saturating_add(count);
         if tag.0.is_finite() {
             self.virtual_time = self.virtual_time.max(tag.0);
         }
@@ -346,14 +348,14 @@ impl<W> Ledger<W> {
         }
         self.in_use = self.in_use.saturating_sub(count);
         if draining {
-            self.draining += count;
+            self.draining = self.draining.saturating_add(count);
         }
     }
 
     pub fn drained(&mut self, count: u32, pooled: u32) {
         self.changes += 1;
         self.draining = self.draining.saturating_sub(count);
-        self.pooled += pooled;
+        self.pooled = self.pooled.saturating_add(pooled);
     }
 
     pub fn set_pooled(&mut self, pooled: u32) {
