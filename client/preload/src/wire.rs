@@ -3,7 +3,7 @@
 
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -41,6 +41,12 @@ pub struct Connection {
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
     shares: HashMap<u32, (Instant, pb::BudgetShare)>,
+    /// Answers npud still owes for calls it did not answer in time, oldest first: the
+    /// grant each asked for, if any, so one that arrives after the process gave up on it
+    /// is given back instead of staying booked to a process that never made the streams.
+    owed: VecDeque<Option<pb::AcquireBudgetRequest>>,
+    /// How long npud may take to answer beyond a call's own wait ([`ANSWER_TIMEOUT`]).
+    patience: Duration,
 }
 
 /// The device a call is about (the process's own number); None for the hello.
@@ -72,6 +78,11 @@ fn share_of(reply: &Reply) -> Option<&pb::BudgetShare> {
     }
 }
 
+/// npud did not answer within `limit`: a refusal, so the hook fails as the device would.
+fn slow(limit: Duration) -> WireError {
+    WireError::Refused { message: format!("npud did not answer within {} ms", limit.as_millis()), reason: 0 }
+}
+
 fn broken(e: impl std::fmt::Display) -> WireError {
     WireError::Unreachable(e.to_string())
 }
@@ -90,6 +101,8 @@ impl Connection {
             process_streams: 0,
             max_streams: 0,
             shares: HashMap::new(),
+            owed: VecDeque::new(),
+            patience: ANSWER_TIMEOUT,
         };
         match conn.call(
             Call::Hello(pb::BudgetHello {
@@ -126,34 +139,95 @@ impl Connection {
         self.shares.get(&device).filter(|(at, _)| at.elapsed() <= max_age).map(|(_, s)| *s)
     }
 
+    /// Sends `call` and reads its answer. An answer that does not come within
+    /// its patience ([`ANSWER_TIMEOUT`]) + `wait` is a refusal (the hook fails as the device would:
+    /// 207008), never "npud is unreachable", which would create without admission: only
+    /// a failed connect and a broken connection are that. The late answer is read (and a
+    /// late grant given back) before the next call.
     fn exchange(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
+        self.settle_owed()?;
+        let asked = match &call {
+            Call::Acquire(a) => Some(a.clone()),
+            _ => None,
+        };
+        self.send(call)?;
+        match self.answer(self.patience + wait)? {
+            Some(reply) => reply,
+            None => {
+                self.owed.push_back(asked);
+                Err(slow(self.patience + wait))
+            }
+        }
+    }
+
+    fn send(&mut self, call: Call) -> Result<(), WireError> {
         let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
         let mut frame = Vec::with_capacity(body.len() + 4);
         frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
         frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).map_err(broken)?;
-        self.stream.set_read_timeout(Some(ANSWER_TIMEOUT + wait)).map_err(broken)?;
+        self.stream.write_all(&frame).map_err(broken)
+    }
+
+    /// Reads answers owed for calls that timed out; a grant among them goes back at once
+    /// (its own answer is owed in turn). Refused, as slow, while they still do not come.
+    fn settle_owed(&mut self) -> Result<(), WireError> {
+        while let Some(asked) = self.owed.front().cloned() {
+            let Some(reply) = self.answer(self.patience)? else { return Err(slow(self.patience)) };
+            self.owed.pop_front();
+            if let (Ok(Reply::Acquired(_)), Some(a)) = (reply, asked) {
+                let back = pb::ReleaseBudgetRequest {
+                    device: a.device,
+                    count: a.count,
+                    identity: a.identity,
+                    ..Default::default()
+                };
+                self.send(Call::Release(back))?;
+                self.owed.push_back(None);
+            }
+        }
+        Ok(())
+    }
+
+    /// The next answer, or None when none starts within `limit`. The first byte alone is
+    /// awaited up to `limit` (a one-byte read takes all or nothing, so a timeout leaves
+    /// the stream in step); the rest of a started frame must follow within the
+    /// connection's patience, or the connection is broken.
+    fn answer(&mut self, limit: Duration) -> Result<Option<Result<Reply, WireError>>, WireError> {
+        self.stream.set_read_timeout(Some(limit)).map_err(broken)?;
         let mut len = [0u8; 4];
-        self.stream.read_exact(&mut len).map_err(broken)?;
+        match self.stream.read(&mut len[..1]) {
+            Ok(0) => return Err(broken("npud closed the connection")),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                return Ok(None);
+            }
+            Err(e) => return Err(broken(e)),
+        }
+        self.stream.set_read_timeout(Some(self.patience)).map_err(broken)?;
+        self.stream.read_exact(&mut len[1..]).map_err(broken)?;
         let len = u32::from_be_bytes(len) as usize;
         if len > npud_proto::BUDGET_MAX_FRAME {
             return Err(broken(format!("a {len}-byte answer")));
         }
         let mut body = vec![0u8; len];
         self.stream.read_exact(&mut body).map_err(broken)?;
-        match pb::BudgetReply::decode(body.as_slice()).map_err(broken)?.reply {
+        Ok(Some(match pb::BudgetReply::decode(body.as_slice()).map_err(broken)?.reply {
             Some(Reply::Error(e)) => {
                 Err(WireError::Refused { message: e.message, reason: e.detail.map_or(0, |d| d.reason) })
             }
             Some(reply) => Ok(reply),
-            None => Err(broken("an empty answer")),
-        }
+            None => return Err(broken("an empty answer")),
+        }))
     }
 
     /// True when npud has closed the connection (it exited or restarted), or sent bytes
     /// nobody asked for (the connection is then out of step and no use either). Only
     /// called while no call is in flight.
     pub fn closed_by_peer(&mut self) -> bool {
+        if !self.owed.is_empty() {
+            // Bytes may be a late answer: the next call reads them (and finds a close).
+            return false;
+        }
         if self.stream.set_nonblocking(true).is_err() {
             return true;
         }
@@ -163,5 +237,64 @@ impl Connection {
             Ok(_) => true,
         };
         closed || self.stream.set_nonblocking(false).is_err()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// npud's side of the wire, by hand.
+    fn read_call(s: &mut UnixStream) -> Call {
+        let mut len = [0u8; 4];
+        s.read_exact(&mut len).expect("a call's length");
+        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+        s.read_exact(&mut body).expect("a call");
+        pb::BudgetCall::decode(body.as_slice()).expect("a call").call.expect("a call body")
+    }
+
+    fn write_reply(s: &mut UnixStream, reply: Reply) {
+        let body = pb::BudgetReply { reply: Some(reply) }.encode_to_vec();
+        s.write_all(&(body.len() as u32).to_be_bytes()).and_then(|()| s.write_all(&body)).expect("a reply");
+    }
+
+    /// Issue 31: a slow npud is a refusal (207008), never "unreachable" (which creates
+    /// without admission), and the grant it sends after the process gave up goes back.
+    #[test]
+    fn a_late_answer_is_a_refusal_and_a_late_grant_goes_back() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("npud.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        let (gave_up, told) = std::sync::mpsc::channel::<()>();
+        let npud = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
+            s.read_exact(&mut preface).expect("preface");
+            assert!(matches!(read_call(&mut s), Call::Hello(_)));
+            write_reply(&mut s, Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }));
+            assert!(matches!(read_call(&mut s), Call::Acquire(a) if a.count == 70));
+            // Answers only once the process has given up on it.
+            told.recv().expect("the client gave up");
+            write_reply(&mut s, Reply::Acquired(pb::AcquireBudgetResponse::default()));
+            let Call::Release(r) = read_call(&mut s) else { panic!("the late grant is given back first") };
+            assert_eq!((r.device, r.count), (1, 70));
+            write_reply(&mut s, Reply::Released(pb::ReleaseBudgetResponse::default()));
+            assert!(matches!(read_call(&mut s), Call::Share(_)));
+            write_reply(&mut s, Reply::Share(pb::BudgetShare { device: 1, ..Default::default() }));
+        });
+        let mut conn = Connection::open(&path, "test", "").expect("open");
+        conn.patience = Duration::from_millis(100);
+        let ask = pb::AcquireBudgetRequest { device: 1, count: 70, ..Default::default() };
+        match conn.call(Call::Acquire(ask), Duration::ZERO) {
+            Err(WireError::Refused { message, .. }) => assert!(message.contains("did not answer"), "{message}"),
+            other => panic!("a slow answer is a refusal: {other:?}"),
+        }
+        assert!(!conn.closed_by_peer(), "the late answer is not taken for a broken connection");
+        gave_up.send(()).expect("npud waits");
+        conn.patience = ANSWER_TIMEOUT;
+        let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
+        assert!(matches!(share, Ok(Reply::Share(_))), "{share:?}");
+        npud.join().expect("npud's side saw every call it expected");
     }
 }
