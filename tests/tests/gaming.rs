@@ -79,3 +79,82 @@ fn is_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
+
+/// The budget a tenant's wire connection was refused with.
+fn refusal(r: Result<Reply, pb::BudgetError>) -> R {
+    let e = r.expect_err("refused");
+    R::try_from(e.detail.map_or(0, |d| d.reason)).unwrap_or(R::Unspecified)
+}
+
+/// Two processes each holding most of one device, each then asking for the other's: they
+/// used to wait each other out until their waits expired. A process holding budget on one
+/// device never waits on another: it fits now, or is refused at once as the device would.
+#[test]
+fn a_process_holding_one_device_never_waits_for_another() {
+    let d = Daemon::builder().args(&["--sim-devices", "2"]).start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let (mut a, mut b) = (Wire::hello(&d.socket, Default::default()), Wire::hello(&d.socket, Default::default()));
+    assert!(matches!(a.acquire(0, capacity - 10, 0), Ok(Reply::Acquired(_))));
+    assert!(matches!(b.acquire(1, capacity - 10, 0), Ok(Reply::Acquired(_))));
+    // Ten minutes of wait each; the wire's own read timeout (60 s) fails the test if either
+    // waits. Refused as a grant that may not wait (the interposer's 207008).
+    assert_eq!(refusal(a.acquire(1, 20, 600_000)), R::GrantWaitExpired);
+    assert_eq!(refusal(b.acquire(0, 20, 600_000)), R::GrantWaitExpired);
+    // What fits is still granted at once.
+    assert!(matches!(a.acquire(1, 5, 600_000), Ok(Reply::Acquired(_))));
+    let devices = d.npuctl_json(&["device", "list"]);
+    let in_use: Vec<u64> = devices.as_array().unwrap().iter().map(|d| d["in_use"].as_u64().unwrap()).collect();
+    assert_eq!(in_use, [capacity - 10, capacity - 5].map(u64::from), "nothing booked for the refusals");
+}
+
+/// Eight connections of one tenant taking turns with grants they never report created
+/// made another tenant's `acquire(wait_ms=0)` answer after 15.5 s. A grant that does not
+/// wait skips the turn; a waiting one waits for it no longer than its own `wait_ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_grants_of_one_tenant_do_not_hold_another_tenants_acquire() {
+    use std::time::{Duration, Instant};
+    let d = Daemon::builder().tcp().config("[budget]\nnative_pacing = \"1h\"").start();
+    let socket = d.socket.clone();
+    // Tenant root: one silent batch holds the turn for the whole (hour-long) window, seven
+    // more connections wait behind it.
+    let mut silent = Wire::hello(&socket, Default::default());
+    assert!(matches!(silent.acquire(0, 1, 60_000), Ok(Reply::Acquired(_))));
+    let behind: Vec<_> = (0..7)
+        .map(|_| {
+            let socket = socket.clone();
+            std::thread::spawn(move || {
+                let mut w = Wire::hello(&socket, Default::default());
+                // Answered once its turn comes; closing then ends its batch.
+                matches!(w.acquire(0, 1, 600_000), Ok(Reply::Acquired(_)))
+            })
+        })
+        .collect();
+    // Another tenant (tcp-anonymous) over BudgetService.
+    let channel = tonic::transport::Channel::from_shared(d.endpoint.clone().unwrap()).unwrap().connect().await.unwrap();
+    let mut client = pb::budget_service_client::BudgetServiceClient::new(channel);
+    let (calls, rx) = tokio::sync::mpsc::channel(4);
+    let mut replies = client.budget(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+    let mut ask = async |count: u32, wait_ms: u32| {
+        let call = pb::budget_call::Call::Acquire(pb::AcquireBudgetRequest {
+            device: 0,
+            count,
+            wait_ms,
+            ..Default::default()
+        });
+        calls.send(pb::BudgetCall { call: Some(call) }).await.unwrap();
+        let started = Instant::now();
+        let reply = tokio::time::timeout(Duration::from_secs(60), replies.message()).await;
+        (reply.expect("answered").unwrap().unwrap().reply.unwrap(), started.elapsed())
+    };
+    let (reply, took) = ask(3, 0).await;
+    assert!(matches!(reply, Reply::Acquired(_)), "{reply:?}");
+    assert!(took < Duration::from_secs(30), "a grant that does not wait skips the turn: {took:?}");
+    let (reply, took) = ask(3, 2_000).await;
+    assert!(matches!(reply, Reply::Acquired(_)), "{reply:?}");
+    assert!(took < Duration::from_secs(30), "the turn is awaited no longer than wait_ms: {took:?}");
+    assert_eq!(d.in_use(), 1 + 7 + 6, "the grants waiting for their turn are booked, the others' too");
+    drop(silent);
+    for t in behind {
+        assert!(t.join().unwrap(), "each waiting connection had its turn as the one before it closed");
+    }
+}

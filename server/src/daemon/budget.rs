@@ -170,17 +170,25 @@ impl NativeSession {
             ));
         }
         let (quota, _) = daemon.quotas.get(&self.caller.tenant);
-        let wait = Duration::from_millis(u64::from(a.wait_ms));
+        // No hold-and-wait: a process holding streams on another device fits now or is
+        // refused, as the device would refuse it; two processes each holding one device
+        // and waiting for the other's would otherwise wait each other out.
+        let wait = match daemon.natives.holds_elsewhere(self.id, a.device) {
+            true => Duration::ZERO,
+            false => Duration::from_millis(u64::from(a.wait_ms)),
+        };
         // Asking again means the last batch on this device is done; it must not wait for itself.
         self.end_batch(a.device);
         // The ledger changes in acquire_native and the holder's count just after: one mutation.
         let _mutation = daemon.health.mutation();
         let waited = daemon.admission.acquire_native(a.device, &self.caller.tenant, &quota, a.count, wait).await?;
-        // Granted: wait for the device's creation turn, giving the grant back if the session
+        // Granted: wait for the device's creation turn within what is left of the caller's
+        // wait (none for a grant that does not wait), giving the grant back if the session
         // goes away meanwhile.
         let paced = Instant::now();
         let unclaimed = Unclaimed { daemon, tenant: &self.caller.tenant, device: a.device, count: a.count };
-        let batch = daemon.natives.pacing.turn(a.device).await;
+        let bound = wait.saturating_sub(waited);
+        let batch = daemon.natives.pacing.turn(a.device, &self.caller.tenant, bound).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
         if let Some(batch) = batch {

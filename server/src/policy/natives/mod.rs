@@ -94,6 +94,11 @@ impl Natives {
         }
     }
 
+    /// Whether holder `id` holds streams on a device other than `device`.
+    pub fn holds_elsewhere(&self, id: u64, device: u32) -> bool {
+        self.lock().get(&id).is_some_and(|h| h.held.iter().any(|(&d, &n)| d != device && n > 0))
+    }
+
     pub fn held(&self, id: u64, device: u32) -> u32 {
         self.lock().get(&id).and_then(|h| h.held.get(&device).copied()).unwrap_or(0)
     }
