@@ -68,6 +68,8 @@ async fn reload_on_sighup(daemon: Arc<Daemon>, args: Args, hup: std::io::Result<
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // Before the config: its connection limits follow the descriptors npud may open.
+    npud::config::descriptors::raise_soft_limit();
     let config = match Config::load(&args) {
         Ok(c) => c,
         Err(e) => {

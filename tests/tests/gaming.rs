@@ -158,3 +158,67 @@ async fn silent_grants_of_one_tenant_do_not_hold_another_tenants_acquire() {
         assert!(t.join().unwrap(), "each waiting connection had its turn as the one before it closed");
     }
 }
+
+/// Whether a new budget-wire connection from this process is served: welcomed, or closed
+/// by npud without a word.
+fn admitted(socket: &std::path::Path) -> Option<Wire> {
+    use std::io::{Read, Write};
+    let mut conn = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    let mut hello = npud_proto::BUDGET_PREFACE.to_vec();
+    hello.extend(npud_tests::wire::frame(pb::budget_call::Call::Hello(Default::default())));
+    let _ = conn.write_all(&hello);
+    let mut len = [0u8; 4];
+    match conn.read_exact(&mut len) {
+        Ok(()) => {
+            let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+            conn.read_exact(&mut body).unwrap();
+            Some(Wire { conn })
+        }
+        Err(_) => None,
+    }
+}
+
+/// Containers that all run as root used to share one uid's pool of 512 connections with
+/// the host admin: one container's idle connections locked out the others and the admin's
+/// `npuctl status`. Connections are counted per tenant (the container's), against a total
+/// for all tenants, and the host admin keeps slots of its own. The test process plays each
+/// in turn: npud reads its cgroup (through the proc-root double) as each connection comes.
+#[test]
+fn connections_are_bounded_per_tenant_and_in_all_with_the_admins_slots_kept() {
+    use std::io::Read;
+    let proc_root = tempfile::tempdir().unwrap();
+    let be = |cgroup: &str| {
+        let dir = proc_root.path().join(std::process::id().to_string());
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("cgroup"), cgroup).unwrap();
+    };
+    let container = |c: char| format!("0::/system.slice/docker-{}.scope\n", c.to_string().repeat(64));
+    let config = format!(
+        "[identity]\nproc_root = \"{}\"\n[limits]\nmax_connections_per_tenant = 3\nmax_connections = 5",
+        proc_root.path().display()
+    );
+    let d = Daemon::builder().config(&config).start();
+    be(&container('a'));
+    let a: Vec<Wire> = (0..2).map(|_| admitted(&d.socket).expect("a's first two")).collect();
+    // A connection that never sends its preface holds a slot too, until npud closes it.
+    let mut silent = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    assert!(admitted(&d.socket).is_none(), "a's fourth: the tenant's limit");
+    be(&container('b'));
+    let b: Vec<Wire> = (0..2).map(|_| admitted(&d.socket).expect("another container is another tenant")).collect();
+    be(&container('c'));
+    assert!(admitted(&d.socket).is_none(), "a third tenant: the total of 5 is reached");
+    be("0::/user.slice/user-0.slice/session-1.scope\n");
+    let admin = admitted(&d.socket).expect("the host admin's own slot");
+    // The silent connection is closed (2 s), and its slot is a's again.
+    silent.set_read_timeout(Some(std::time::Duration::from_secs(60))).unwrap();
+    assert_eq!(silent.read(&mut [0u8; 1]).unwrap_or(0), 0, "closed without a word");
+    be(&container('a'));
+    assert!(
+        npud_tests::eventually(std::time::Duration::from_secs(10), || admitted(&d.socket).is_some()),
+        "the slot came back: {}",
+        d.log()
+    );
+    assert!(d.log().contains("at the most connections it may open"));
+    drop((a, b, admin));
+}

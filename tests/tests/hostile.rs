@@ -492,39 +492,6 @@ fn the_socket_is_only_served_from_a_safe_directory_and_never_left_behind() {
     assert!(!socket.exists(), "the socket file went with the failed start");
 }
 
-/// One uid opening connections, idle ones included, meets its own limit; another uid and
-/// its later connections are unaffected.
-#[test]
-fn connections_are_bounded_per_uid() {
-    use std::io::Read;
-    let d = Daemon::builder().config("socket_mode = \"0666\"\n[limits]\nmax_connections_per_uid = 4").start();
-    let idle: Vec<std::os::unix::net::UnixStream> =
-        (0..4).map(|_| std::os::unix::net::UnixStream::connect(&d.socket).unwrap()).collect();
-    // The fifth is accepted by the kernel and closed by npud at once.
-    let mut fifth = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
-    fifth.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-    let mut buf = [0u8; 1];
-    assert_eq!(fifth.read(&mut buf).unwrap(), 0, "closed without a byte");
-    assert!(!d.npuctl(&["device", "list"]).status.success(), "the uid's limit holds for npuctl too");
-    if is_root() {
-        // Another uid still gets in.
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut nobody = npud_tests::Peer::spawn(d.socket.to_str().unwrap(), Some(65534));
-        assert_eq!(nobody.ask("tenant")["tenant"], "uid-65534");
-    }
-    drop(idle);
-    assert!(
-        npud_tests::eventually(std::time::Duration::from_secs(20), || d.npuctl(&["device", "list"]).status.success()),
-        "closed connections free their places"
-    );
-}
-
-fn is_root() -> bool {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
-}
-
 /// One session cannot open report streams without bound.
 #[tokio::test]
 async fn report_streams_are_bounded_per_session() {

@@ -35,8 +35,16 @@ pub const REQUEST_BURST: u32 = 200_000;
 pub const MAX_STREAMS_PER_REQUEST: u32 = 1024;
 pub const MAX_USER_DATA: usize = 64 * 1024;
 pub const MAX_NATIVE_PROCESSES: u32 = 1024;
-/// Connections one uid may keep open on the Unix socket.
-pub const MAX_CONNECTIONS_PER_UID: u32 = 512;
+/// Connections one tenant may keep open on the Unix socket (less where the descriptor
+/// limit is small: see `config::descriptors`).
+pub const MAX_CONNECTIONS_PER_TENANT: u32 = 512;
+/// Connections all tenants together may keep open, at most.
+pub const MAX_CONNECTIONS: u32 = 65536;
+/// Connections only the host admin may take, beyond every other limit: `npuctl status`
+/// works while tenants are at theirs.
+pub const ADMIN_CONNECTIONS: u32 = 16;
+/// The most descriptors npud raises its soft limit to.
+pub const MAX_DESCRIPTORS: u64 = 1 << 20;
 /// Calls in flight per HTTP/2 connection.
 pub const MAX_CONCURRENT_CALLS: u32 = 1024;
 pub const MAX_REPORT_STREAMS_PER_SESSION: u32 = 16;

@@ -96,7 +96,10 @@ pub(super) struct FileLimits {
     pub(super) callback_deadline: Option<String>,
     pub(super) max_pending_reports: Option<usize>,
     pub(super) max_native_processes: Option<u32>,
-    pub(super) max_connections_per_uid: Option<u32>,
+    /// `max_connections_per_uid` is its old name (the limit was per uid).
+    #[serde(alias = "max_connections_per_uid")]
+    pub(super) max_connections_per_tenant: Option<u32>,
+    pub(super) max_connections: Option<u32>,
     pub(super) max_concurrent_calls: Option<u32>,
     pub(super) max_report_streams_per_session: Option<u32>,
     pub(super) max_report_bytes: Option<usize>,

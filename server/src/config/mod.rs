@@ -7,6 +7,7 @@
 //! `[kubernetes]` section.
 
 pub mod defaults;
+pub mod descriptors;
 mod file;
 pub mod flags;
 pub mod kubernetes;
@@ -152,9 +153,14 @@ pub struct Limits {
     pub max_pending_reports: usize,
     /// Interposed processes one tenant may have connected at once.
     pub max_native_processes: u32,
-    /// Connections (gRPC and budget wire) one uid may keep open on the Unix socket, so one
-    /// user cannot take every descriptor npud has.
-    pub max_connections_per_uid: u32,
+    /// Connections (gRPC and budget wire) one tenant may keep open on the Unix socket, so
+    /// one tenant cannot take every descriptor npud has.
+    pub max_connections_per_tenant: u32,
+    /// Connections all tenants together may keep open (the host admin has
+    /// [`defaults::ADMIN_CONNECTIONS`] more).
+    pub max_connections: u32,
+    /// The descriptor limit the connection limits were checked against.
+    pub descriptors: u64,
     /// Calls one HTTP/2 connection may have in flight (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_concurrent_calls: u32,
     /// Report streams one session may keep open (a process needs one; reconnects overlap).
@@ -274,6 +280,8 @@ impl Config {
         );
         let max_wait = dur("budget.max_wait", &b.max_wait, d::MAX_WAIT);
         let l = &f.limits;
+        let nofile = descriptors::soft_limit();
+        let most_connections = descriptors::most_connections(nofile);
         let limits = Limits {
             max_sessions_per_tenant: l.max_sessions_per_tenant.unwrap_or(d::MAX_SESSIONS_PER_TENANT),
             max_pending_requests: l.max_pending_requests.unwrap_or(d::MAX_PENDING_REQUESTS),
@@ -283,7 +291,11 @@ impl Config {
             max_streams_per_request: l.max_streams_per_request.unwrap_or(d::MAX_STREAMS_PER_REQUEST),
             max_user_data: l.max_user_data.unwrap_or(d::MAX_USER_DATA),
             max_native_processes: l.max_native_processes.unwrap_or(d::MAX_NATIVE_PROCESSES),
-            max_connections_per_uid: l.max_connections_per_uid.unwrap_or(d::MAX_CONNECTIONS_PER_UID),
+            max_connections_per_tenant: l
+                .max_connections_per_tenant
+                .unwrap_or_else(|| descriptors::per_tenant_default(l.max_connections.unwrap_or(most_connections))),
+            max_connections: l.max_connections.unwrap_or(most_connections),
+            descriptors: nofile,
             max_concurrent_calls: l.max_concurrent_calls.unwrap_or(d::MAX_CONCURRENT_CALLS),
             max_report_streams_per_session: l
                 .max_report_streams_per_session

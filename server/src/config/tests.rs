@@ -22,7 +22,9 @@ fn without_a_file_every_value_is_its_named_default() {
     assert_eq!((c.lease, c.named_lease, c.max_lease), (defaults::LEASE, defaults::NAMED_LEASE, defaults::MAX_LEASE));
     assert_eq!((c.budget.batch_size, c.budget.pool_max), (defaults::BATCH_SIZE, defaults::POOL_MAX));
     assert_eq!(c.budget.native_pacing, defaults::NATIVE_PACING);
-    assert_eq!(c.limits.max_connections_per_uid, defaults::MAX_CONNECTIONS_PER_UID);
+    let most = super::descriptors::most_connections(super::descriptors::soft_limit());
+    assert_eq!(c.limits.max_connections, most);
+    assert_eq!(c.limits.max_connections_per_tenant, super::descriptors::per_tenant_default(most));
     assert_eq!((c.socket_mode, c.socket_dir_mode), (0o660, 0o750));
     assert_eq!((c.backend, c.policy), (BackendKind::Sim, Policy::Managed));
     assert_eq!(c.admin_uids, vec![0]);

@@ -56,12 +56,28 @@ impl Config {
             "limits.max_streams_per_request must be 1..=4096".into()
         });
         p.check(
-            l.max_connections_per_uid == 0
+            l.max_connections_per_tenant == 0
                 || l.max_concurrent_calls == 0
                 || l.max_report_streams_per_session == 0
                 || l.max_report_bytes < 64 * 1024,
-            || "limits.max_connections_per_uid, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes at least 64 KiB".into(),
+            || "limits.max_connections_per_tenant, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes at least 64 KiB".into(),
         );
+        let most = super::descriptors::most_connections(l.descriptors);
+        p.check(l.max_connections == 0 || l.max_connections > most, || {
+            format!(
+                "limits.max_connections must be 1..={most}: npud may open {} descriptors (RLIMIT_NOFILE) and keeps {} \
+                 for itself and {} for the host admin",
+                l.descriptors,
+                super::descriptors::own_share(l.descriptors),
+                super::defaults::ADMIN_CONNECTIONS
+            )
+        });
+        p.check(l.max_connections_per_tenant > l.max_connections, || {
+            format!(
+                "limits.max_connections_per_tenant {} exceeds limits.max_connections {}",
+                l.max_connections_per_tenant, l.max_connections
+            )
+        });
         p.check(
             l.max_sessions_per_tenant == 0 || l.max_pending_requests == 0 || l.max_callbacks_in_flight == 0,
             || {

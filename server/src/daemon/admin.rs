@@ -41,6 +41,16 @@ impl Daemon {
         Ok(caller)
     }
 
+    /// Whose connection a Unix-socket peer's is, for the connection limits: the tenant it
+    /// resolves to (without spending its request rate) and whether it is an admin. A peer
+    /// that resolves to none (its calls will be refused) counts under its uid.
+    pub fn connection_owner(&self, peer: &Peer) -> (Tenant, bool) {
+        match self.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(peer) {
+            Ok(caller) => (caller.tenant, caller.admin),
+            Err(_) => (Tenant::from(format!("unidentified-uid-{}", peer.uid)), false),
+        }
+    }
+
     /// An unauthenticated TCP peer as a caller (tenant `tcp-anonymous`), within its rate.
     pub fn resolve_anonymous_tcp(&self) -> NpudResult<Caller> {
         let caller = self.identities.read().unwrap_or_else(|e| e.into_inner()).resolve_anonymous_tcp()?;

@@ -33,6 +33,11 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LimitLabels {
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CallLabels {
     call: String,
 }
@@ -44,6 +49,7 @@ pub struct Metrics {
     grant_wait: Histogram,
     hardware_create: Histogram,
     reclaimed: Family<KindLabels, Counter>,
+    connections_refused: Family<LimitLabels, Counter>,
 }
 
 impl Metrics {
@@ -56,6 +62,7 @@ impl Metrics {
             // 10 µs .. ~10 s per batch
             hardware_create: Histogram::new(exponential_buckets(0.00001, 4.0, 11)),
             reclaimed: Family::default(),
+            connections_refused: Family::default(),
         }
     }
 
@@ -78,6 +85,12 @@ impl Metrics {
         self.reclaimed.get_or_create(&KindLabels { kind: "event".into() }).inc_by(u64::from(events));
     }
 
+    /// A Unix-socket connection was closed at once: its tenant (`limit` "tenant") or all
+    /// tenants together ("total") had the most connections they may.
+    pub fn connection_refused(&self, limit: &str) {
+        self.connections_refused.get_or_create(&LimitLabels { limit: limit.to_string() }).inc();
+    }
+
     /// A create request waited this long for budget.
     pub fn grant_waited(&self, seconds: f64) {
         self.grant_wait.observe(seconds);
@@ -97,6 +110,11 @@ impl Metrics {
             self.budget_calls.clone(),
         );
         r.register("reclaimed", "Sessions, streams and events reclaimed", self.reclaimed.clone());
+        r.register(
+            "connections_refused",
+            "Unix-socket connections closed at once, by the limit they met",
+            self.connections_refused.clone(),
+        );
         r.register("grant_wait_seconds", "Time create requests waited for budget", self.grant_wait.clone());
         r.register("hardware_create_seconds", "Time one paced creation batch took", self.hardware_create.clone());
     }

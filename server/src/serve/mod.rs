@@ -10,6 +10,7 @@ pub mod metrics;
 pub mod systemd;
 
 use crate::daemon::Daemon;
+use crate::tenancy::connections::{ConnectionLimiter, Full};
 use std::future::Future;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -146,7 +147,8 @@ fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfi
 }
 
 /// How long a new connection may take to send its first 8 bytes before it is dropped.
-const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take to send its first 8 bytes; it holds a slot meanwhile.
+const PREFACE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Accepts Unix connections, attaches each peer's identity (uid, gid, pid, container) and
 /// tells the socket's two protocols apart by their first 8 bytes: budget-wire connections
@@ -158,7 +160,12 @@ fn route_connections(
     daemon: Arc<Daemon>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<crate::tenancy::identity::PeerStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let limiter = crate::tenancy::connections::ConnectionLimiter::new(daemon.config().limits.max_connections_per_uid);
+    let limits = daemon.config().limits.clone();
+    let limiter = ConnectionLimiter::new(
+        limits.max_connections_per_tenant,
+        limits.max_connections,
+        crate::config::defaults::ADMIN_CONNECTIONS,
+    );
     tokio::spawn(async move {
         while !tx.is_closed() {
             let stream = match listener.accept().await {
@@ -177,14 +184,21 @@ fn route_connections(
                     continue;
                 }
             };
-            let uid = peer.info().uid;
-            match limiter.admit(uid) {
-                Some(slot) => peer.hold(slot),
-                None => {
+            let (tenant, admin) = daemon.connection_owner(peer.info());
+            match limiter.admit(&tenant, admin) {
+                Ok(slot) => peer.hold(slot),
+                Err(full) => {
+                    daemon.metrics().connection_refused(match full {
+                        Full::Tenant => "tenant",
+                        Full::Total => "total",
+                    });
                     tracing::warn!(
-                        uid,
-                        limit = daemon.config().limits.max_connections_per_uid,
-                        "closing a connection: the uid has the most connections it may open"
+                        %tenant,
+                        uid = peer.info().uid,
+                        per_tenant = limits.max_connections_per_tenant,
+                        total = limits.max_connections,
+                        ?full,
+                        "closing a connection: at the most connections it may open"
                     );
                     continue;
                 }

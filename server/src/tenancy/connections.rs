@@ -1,49 +1,93 @@
-//! Connections per uid on the Unix socket. Each accepted connection takes a slot of its
-//! peer's uid and gives it back when it closes, so one user opening connections (idle ones
-//! included) runs into its own limit long before npud runs out of descriptors for others.
+//! Connections on the Unix socket, per tenant and in all. Each accepted connection takes
+//! a slot of the tenant its peer resolves to (a container's tenant, not its uid: containers
+//! all running as root are not one pool) and gives it back when it closes, so one tenant
+//! opening connections (idle ones included) runs into its own limit, and a crowd of
+//! tenants into the total, long before npud runs out of descriptors. The host admin has
+//! slots of its own beyond both, so `npuctl status` works while tenants are at theirs.
 
+use crate::types::Tenant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub struct ConnectionLimiter {
-    open: Mutex<HashMap<u32, u32>>,
-    max_per_uid: u32,
+    open: Mutex<Open>,
+    per_tenant: u32,
+    total: u32,
+    admin_reserve: u32,
+}
+
+#[derive(Default)]
+struct Open {
+    by_tenant: HashMap<Tenant, u32>,
+    total: u32,
+    /// Admin connections in the reserved slots (beyond the limits).
+    reserved: u32,
+}
+
+/// Why a connection was not admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Its tenant has the most it may.
+    Tenant,
+    /// All tenants together have the most they may.
+    Total,
 }
 
 /// One open connection's place; dropping it frees the place.
 pub struct ConnectionSlot {
     limiter: Arc<ConnectionLimiter>,
-    uid: u32,
+    /// None: one of the admin's reserved slots.
+    tenant: Option<Tenant>,
 }
 
 impl ConnectionLimiter {
-    pub fn new(max_per_uid: u32) -> Arc<Self> {
-        Arc::new(Self { open: Mutex::new(HashMap::new()), max_per_uid })
+    pub fn new(per_tenant: u32, total: u32, admin_reserve: u32) -> Arc<Self> {
+        Arc::new(Self { open: Mutex::new(Open::default()), per_tenant, total, admin_reserve })
     }
 
-    /// A slot for a new connection of `uid`, or None when the uid has the most it may.
-    pub fn admit(self: &Arc<Self>, uid: u32) -> Option<ConnectionSlot> {
+    /// A slot for a new connection of `tenant`. An admin (`admin`) whose tenant or all
+    /// tenants are at their limit takes one of the reserved slots instead, which count
+    /// against no one else.
+    pub fn admit(self: &Arc<Self>, tenant: &Tenant, admin: bool) -> Result<ConnectionSlot, Full> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let n = open.entry(uid).or_insert(0);
-        if *n >= self.max_per_uid {
-            return None;
+        let mine = open.by_tenant.get(tenant).copied().unwrap_or(0);
+        let full = match (mine >= self.per_tenant, open.total >= self.total) {
+            (true, _) => Some(Full::Tenant),
+            (false, true) => Some(Full::Total),
+            (false, false) => None,
+        };
+        match full {
+            None => {
+                *open.by_tenant.entry(Tenant::clone(tenant)).or_insert(0) += 1;
+                open.total += 1;
+                Ok(ConnectionSlot { limiter: Arc::clone(self), tenant: Some(Tenant::clone(tenant)) })
+            }
+            Some(_) if admin && open.reserved < self.admin_reserve => {
+                open.reserved += 1;
+                Ok(ConnectionSlot { limiter: Arc::clone(self), tenant: None })
+            }
+            Some(full) => Err(full),
         }
-        *n += 1;
-        Some(ConnectionSlot { limiter: Arc::clone(self), uid })
     }
 
-    pub fn open(&self, uid: u32) -> u32 {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&uid).copied().unwrap_or(0)
+    /// Connections `tenant` holds now.
+    pub fn open(&self, tenant: &str) -> u32 {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).by_tenant.get(tenant).copied().unwrap_or(0)
     }
 }
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         let mut open = self.limiter.open.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = open.get_mut(&self.uid) {
+        let Some(tenant) = &self.tenant else {
+            open.reserved = open.reserved.saturating_sub(1);
+            return;
+        };
+        open.total = open.total.saturating_sub(1);
+        if let Some(n) = open.by_tenant.get_mut(tenant) {
             *n -= 1;
             if *n == 0 {
-                open.remove(&self.uid);
+                open.by_tenant.remove(tenant);
             }
         }
     }
@@ -53,15 +97,32 @@ impl Drop for ConnectionSlot {
 mod tests {
     use super::*;
 
+    fn t(name: &str) -> Tenant {
+        Arc::from(name)
+    }
+
     #[test]
-    fn each_uid_has_its_own_limit_and_closing_frees_a_place() {
-        let l = ConnectionLimiter::new(2);
-        let a1 = l.admit(1000).expect("first");
-        let _a2 = l.admit(1000).expect("second");
-        assert!(l.admit(1000).is_none(), "a third for the same uid");
-        let _b = l.admit(1001).expect("another uid is not affected");
+    fn each_tenant_has_its_own_limit_and_closing_frees_a_place() {
+        let l = ConnectionLimiter::new(2, 100, 0);
+        let a1 = l.admit(&t("a"), false).expect("first");
+        let _a2 = l.admit(&t("a"), false).expect("second");
+        assert_eq!(l.admit(&t("a"), false).err(), Some(Full::Tenant), "a third for the same tenant");
+        let _b = l.admit(&t("b"), false).expect("another tenant is not affected");
         drop(a1);
-        assert_eq!(l.open(1000), 1);
-        assert!(l.admit(1000).is_some());
+        assert_eq!(l.open("a"), 1);
+        assert!(l.admit(&t("a"), false).is_ok());
+    }
+
+    #[test]
+    fn a_crowd_of_tenants_meets_the_total_and_the_admin_still_gets_in() {
+        let l = ConnectionLimiter::new(2, 3, 1);
+        let _held: Vec<_> = ["a", "b", "c"].iter().map(|n| l.admit(&t(n), false).expect("room")).collect();
+        assert_eq!(l.admit(&t("d"), false).err(), Some(Full::Total));
+        let admin = l.admit(&t("root"), true).expect("the admin's reserved slot");
+        assert_eq!(l.admit(&t("root"), true).err(), Some(Full::Total), "one reserved slot only");
+        drop(_held);
+        let _again = l.admit(&t("a"), false).expect("the reserved slot counts against no tenant");
+        drop(admin);
+        assert!(l.admit(&t("root"), true).is_ok());
     }
 }
