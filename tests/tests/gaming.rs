@@ -222,3 +222,78 @@ fn connections_are_bounded_per_tenant_and_in_all_with_the_admins_slots_kept() {
     assert!(d.log().contains("at the most connections it may open"));
     drop((a, b, admin));
 }
+
+/// One tenant's 3,000 concurrent blocking Synchronize calls were all accepted, each with a
+/// task, a timer and (on the vendor backends) a thread. Past the tenant's bound the call is
+/// refused, another tenant is untouched, and a cancelled call gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocking_calls_are_bounded_per_tenant() {
+    use std::time::Duration;
+    let d = Daemon::builder().tcp().config("[limits]\nmax_blocking_calls = 4").start();
+    let c = d.client().await;
+    let stream = c.device(0).create_stream(Default::default()).await.unwrap();
+    stream.delay(Duration::from_secs(60)).await.unwrap();
+    let sync = |timeout_ms: u32| {
+        let mut streams = c.streams();
+        let req = npud_tests::proto::SynchronizeStreamRequest { handle: stream.handle(), timeout_ms };
+        async move { streams.synchronize(req).await.map(drop).map_err(npud_tests::Error::from) }
+    };
+    let mut parked: Vec<_> = (0..4).map(|_| tokio::spawn(sync(0))).collect();
+    // Once the four are in flight, a fifth is refused at once. Until then the probe may
+    // take a place itself (and time out) or push a parked call out: that one is parked again.
+    let mut refused = None;
+    for _ in 0..200 {
+        for p in &mut parked {
+            if p.is_finished() {
+                *p = tokio::spawn(sync(0));
+            }
+        }
+        match sync(1).await {
+            Err(e) if e.reason() == Some(R::TooManyBlockingCalls) && parked.iter().all(|p| !p.is_finished()) => {
+                refused = Some(e);
+                break;
+            }
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    let e = refused.expect("the fifth blocking call was refused");
+    assert_eq!(e.code(), Some(C::ResourceExhausted), "{e}");
+    let other = d.tcp_client().await;
+    let theirs = other.device(0).create_stream(Default::default()).await.unwrap();
+    theirs.sync().await.expect("another tenant's blocking call is not affected");
+    for p in parked {
+        p.abort();
+    }
+    let freed = npud_tests::eventually_async(Duration::from_secs(20), || async {
+        matches!(sync(1).await, Err(e) if e.reason() == Some(R::SyncTimeout))
+    })
+    .await;
+    assert!(freed, "cancelled calls gave their places back");
+}
+
+/// 1,500 unread 64 KiB callback reports were accepted (+67 MiB resident). Past the tenant's
+/// bound on undelivered report bytes the *launch* is refused; every report accepted is
+/// delivered, and reading them makes room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undelivered_callback_reports_are_bounded_per_tenant_at_launch() {
+    use std::time::Duration;
+    let d = Daemon::builder().config("[limits]\nmax_callback_report_bytes = 65536").start();
+    let c = d.client().await;
+    let stream = c.device(0).create_stream(Default::default()).await.unwrap();
+    c.subscribe(1, stream.handle()).await.unwrap();
+    let payload = vec![7u8; 16 * 1024];
+    for _ in 0..3 {
+        c.launch_callback(stream.handle(), payload.clone(), false).await.expect("within the bound");
+    }
+    let e = c.launch_callback(stream.handle(), payload.clone(), false).await.expect_err("past the bound");
+    assert_eq!((e.code(), e.reason()), (Some(C::ResourceExhausted), Some(R::TooManyReportBytes)), "{e}");
+    let mut got = 0;
+    for _ in 0..100 {
+        got += c.process_reports(1, Duration::from_secs(1), 16).await.unwrap().len();
+        if got >= 3 {
+            break;
+        }
+    }
+    assert_eq!(got, 3, "every accepted report is delivered");
+    c.launch_callback(stream.handle(), payload, false).await.expect("room again once read");
+}

@@ -39,9 +39,9 @@ impl DeviceService for Api {
         &self,
         req: Request<pb::SynchronizeDeviceRequest>,
     ) -> Result<Response<pb::SynchronizeDeviceResponse>, Status> {
-        let (_, session) = self.session(&req)?;
+        let (caller, session) = self.session(&req)?;
         let r = req.into_inner();
-        self.daemon.synchronize_device(session, r.device, r.timeout_ms).await?;
+        self.daemon.synchronize_device(&caller, session, r.device, r.timeout_ms).await?;
         Ok(Response::new(pb::SynchronizeDeviceResponse {}))
     }
 }

@@ -21,7 +21,9 @@ pub fn code_of(reason: Reason) -> Code {
         | HardwareCreationFailed
         | TooManyPendingRequests
         | TooManyCallbacks
-        | TooManyReportStreams => Code::ResourceExhausted,
+        | TooManyReportStreams
+        | TooManyBlockingCalls
+        | TooManyReportBytes => Code::ResourceExhausted,
         SyncTimeout => Code::DeadlineExceeded,
         StaleEpoch
         | EventNotRecorded

@@ -45,6 +45,12 @@ pub const MAX_CONNECTIONS: u32 = 65536;
 pub const ADMIN_CONNECTIONS: u32 = 16;
 /// The most descriptors npud raises its soft limit to.
 pub const MAX_DESCRIPTORS: u64 = 1 << 20;
+/// Blocking calls (synchronize, event synchronize) one tenant may have in flight: each
+/// holds a task, a timer and, on the vendor backends, a thread of the blocking pool.
+pub const MAX_BLOCKING_CALLS: u32 = 256;
+/// Bytes one tenant's launched, undelivered callback reports may hold (user data and a
+/// fixed cost each), across all its sessions.
+pub const MAX_CALLBACK_REPORT_BYTES: usize = 64 << 20;
 /// Calls in flight per HTTP/2 connection.
 pub const MAX_CONCURRENT_CALLS: u32 = 1024;
 pub const MAX_REPORT_STREAMS_PER_SESSION: u32 = 16;

@@ -100,6 +100,8 @@ pub(super) struct FileLimits {
     #[serde(alias = "max_connections_per_uid")]
     pub(super) max_connections_per_tenant: Option<u32>,
     pub(super) max_connections: Option<u32>,
+    pub(super) max_blocking_calls: Option<u32>,
+    pub(super) max_callback_report_bytes: Option<usize>,
     pub(super) max_concurrent_calls: Option<u32>,
     pub(super) max_report_streams_per_session: Option<u32>,
     pub(super) max_report_bytes: Option<usize>,

@@ -161,6 +161,10 @@ pub struct Limits {
     pub max_connections: u32,
     /// The descriptor limit the connection limits were checked against.
     pub descriptors: u64,
+    /// Blocking calls one tenant may have in flight.
+    pub max_blocking_calls: u32,
+    /// Bytes one tenant's launched, undelivered callback reports may hold.
+    pub max_callback_report_bytes: usize,
     /// Calls one HTTP/2 connection may have in flight (SETTINGS_MAX_CONCURRENT_STREAMS).
     pub max_concurrent_calls: u32,
     /// Report streams one session may keep open (a process needs one; reconnects overlap).
@@ -296,6 +300,8 @@ impl Config {
                 .unwrap_or_else(|| descriptors::per_tenant_default(l.max_connections.unwrap_or(most_connections))),
             max_connections: l.max_connections.unwrap_or(most_connections),
             descriptors: nofile,
+            max_blocking_calls: l.max_blocking_calls.unwrap_or(d::MAX_BLOCKING_CALLS),
+            max_callback_report_bytes: l.max_callback_report_bytes.unwrap_or(d::MAX_CALLBACK_REPORT_BYTES),
             max_concurrent_calls: l.max_concurrent_calls.unwrap_or(d::MAX_CONCURRENT_CALLS),
             max_report_streams_per_session: l
                 .max_report_streams_per_session

@@ -57,10 +57,12 @@ impl Config {
         });
         p.check(
             l.max_connections_per_tenant == 0
+                || l.max_blocking_calls == 0
+                || l.max_callback_report_bytes < 64 * 1024
                 || l.max_concurrent_calls == 0
                 || l.max_report_streams_per_session == 0
                 || l.max_report_bytes < 64 * 1024,
-            || "limits.max_connections_per_tenant, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes at least 64 KiB".into(),
+            || "limits.max_connections_per_tenant, max_blocking_calls, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes and max_callback_report_bytes at least 64 KiB".into(),
         );
         let most = super::descriptors::most_connections(l.descriptors);
         p.check(l.max_connections == 0 || l.max_connections > most, || {
@@ -70,6 +72,13 @@ impl Config {
                 l.descriptors,
                 super::descriptors::own_share(l.descriptors),
                 super::defaults::ADMIN_CONNECTIONS
+            )
+        });
+        p.check(l.max_callback_report_bytes > l.max_report_bytes, || {
+            format!(
+                "limits.max_callback_report_bytes {} exceeds limits.max_report_bytes {}: a session would drop \
+                 callback reports its tenant was allowed to launch",
+                l.max_callback_report_bytes, l.max_report_bytes
             )
         });
         p.check(l.max_connections_per_tenant > l.max_connections, || {

@@ -128,7 +128,7 @@ impl Daemon {
         let e = self.registry.event(caller, handle)?;
         self.require_healthy(e.device)?;
         let wait = self.backend.event_complete(e.device, e.raw);
-        self.wait(wait, timeout_ms, WaitKind::Event, &format!("event {handle}")).await
+        self.wait(&caller.tenant, wait, timeout_ms, WaitKind::Event, &format!("event {handle}")).await
     }
 
     pub fn elapsed_time(&self, caller: &Caller, start: u64, end: u64) -> NpudResult<f32> {

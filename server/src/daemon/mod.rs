@@ -41,6 +41,8 @@ pub struct Daemon {
     reports: ReportHub,
     epoch: u16,
     limiter: crate::tenancy::limits::RateLimiter,
+    /// Blocking calls in flight per tenant.
+    blocking: Arc<crate::tenancy::inflight::InFlight>,
     health: Arc<crate::observe::health::Health>,
     metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
@@ -127,7 +129,11 @@ impl Daemon {
         ));
         admission.set_reservations(&quotas.reservations());
         let minter = Arc::new(Minter::new(epoch));
-        let reports = ReportHub::new(config.limits.max_pending_reports, config.limits.max_report_bytes);
+        let reports = ReportHub::new(
+            config.limits.max_pending_reports,
+            config.limits.max_report_bytes,
+            config.limits.max_callback_report_bytes,
+        );
         // Devices report from their own threads; a channel hands the reports to the
         // runtime without ever blocking the device.
         let (report_tx, report_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -146,6 +152,7 @@ impl Daemon {
             let dir = config.state_dir.clone().unwrap_or_else(|| "/var/lib/npud".into()).join("allocations");
             Arc::new(crate::policy::allocations::Allocations::new(dir))
         });
+        let blocking = crate::tenancy::inflight::InFlight::new(config.limits.max_blocking_calls);
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
@@ -156,6 +163,7 @@ impl Daemon {
             epoch,
             config,
             limiter,
+            blocking,
             health,
             metrics,
             natives,

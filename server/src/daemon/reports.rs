@@ -62,12 +62,14 @@ struct Mailbox {
 
 /// What one queued report costs against the per-session byte bound.
 fn report_bytes(body: &ReportBody) -> usize {
-    const FIXED: usize = 128;
     match body {
-        ReportBody::Callback { user_data, .. } => FIXED + user_data.len(),
-        ReportBody::Exception { message, .. } => FIXED + message.len(),
+        ReportBody::Callback { user_data, .. } => REPORT_FIXED + user_data.len(),
+        ReportBody::Exception { message, .. } => REPORT_FIXED + message.len(),
     }
 }
+
+/// What a report costs beyond its payload.
+const REPORT_FIXED: usize = 128;
 
 impl Mailbox {
     fn pop_front(&mut self) -> Option<SessionReport> {
@@ -97,11 +99,46 @@ struct Inner {
     mailboxes: HashMap<u64, Mailbox>,
     callbacks: HashMap<u64, PendingCallback>,
     per_tenant: HashMap<Tenant, u32>,
+    /// What each launched callback's report costs its tenant until it is delivered (or
+    /// can no longer be: its session closed), by callback id.
+    charges: HashMap<u64, (Tenant, u64, usize)>,
+    /// The sum of the charges per tenant.
+    tenant_bytes: HashMap<Tenant, usize>,
+}
+
+/// The callback a report is about, if it is a callback's.
+fn callback_of(r: &SessionReport) -> Option<u64> {
+    match r.body {
+        ReportBody::Callback { callback, .. } => Some(callback),
+        ReportBody::Exception { .. } => None,
+    }
 }
 
 impl Inner {
+    /// The callback's report was delivered, or never will be: its bytes are its tenant's
+    /// again. Idempotent.
+    fn discharge(&mut self, id: u64) {
+        let Some((tenant, _, bytes)) = self.charges.remove(&id) else { return };
+        if let Some(n) = self.tenant_bytes.get_mut(&tenant) {
+            *n = n.saturating_sub(bytes);
+            if *n == 0 {
+                self.tenant_bytes.remove(&tenant);
+            }
+        }
+    }
+
+    fn discharge_all(&mut self, ids: impl IntoIterator<Item = u64>) {
+        for id in ids {
+            self.discharge(id);
+        }
+    }
+
     fn forget(&mut self, id: u64) -> Option<PendingCallback> {
         let cb = self.callbacks.remove(&id)?;
+        if !cb.fired {
+            // Its report will never be posted.
+            self.discharge(id);
+        }
         if let Some(n) = self.per_tenant.get_mut(&cb.tenant) {
             *n -= 1;
             if *n == 0 {
@@ -117,16 +154,19 @@ pub struct ReportHub {
     max_pending: usize,
     /// Bytes of queued reports one session may hold.
     max_bytes: usize,
+    /// Bytes one tenant's launched, undelivered callback reports may hold.
+    max_tenant_bytes: usize,
     dropped: AtomicU64,
     delivered: AtomicU64,
 }
 
 impl ReportHub {
-    pub fn new(max_pending: usize, max_bytes: usize) -> Self {
+    pub fn new(max_pending: usize, max_bytes: usize, max_tenant_bytes: usize) -> Self {
         Self {
             inner: Mutex::new(Inner::default()),
             max_pending,
             max_bytes,
+            max_tenant_bytes,
             dropped: AtomicU64::new(0),
             delivered: AtomicU64::new(0),
         }
@@ -155,6 +195,9 @@ impl ReportHub {
         if let Some(m) = inner.mailboxes.remove(&session) {
             m.notify.notify_waiters();
         }
+        let charged: Vec<u64> =
+            inner.charges.iter().filter(|(_, (_, s, _))| *s == session).map(|(id, _)| *id).collect();
+        inner.discharge_all(charged);
         let ids: Vec<u64> = inner.callbacks.iter().filter(|(_, c)| c.session == session).map(|(id, _)| *id).collect();
         ids.into_iter().filter_map(|id| inner.forget(id).map(|c| (id, c))).collect()
     }
@@ -165,17 +208,34 @@ impl ReportHub {
         }
     }
 
-    /// Registers a launched callback unless its tenant already has `max` in flight.
+    /// Registers a launched callback unless its tenant already has `max` in flight, or
+    /// its undelivered callback reports already hold the most bytes they may: the launch
+    /// is what is refused, so a report once accepted is always delivered.
     pub fn add_callback(&self, id: u64, cb: PendingCallback, max: u32) -> crate::error::NpudResult<()> {
+        use crate::error::{NpudError, Reason};
         let mut inner = self.lock();
+        let cost = REPORT_FIXED + cb.user_data.len();
+        let held = inner.tenant_bytes.get(&cb.tenant).copied().unwrap_or(0);
+        if held.saturating_add(cost) > self.max_tenant_bytes {
+            return Err(NpudError::new(
+                Reason::TooManyReportBytes,
+                format!(
+                    "tenant {}'s undelivered callback reports hold {held} bytes; this one ({cost}) would pass the \
+                     most allowed, {} (limits.max_callback_report_bytes): read the reports first",
+                    cb.tenant, self.max_tenant_bytes
+                ),
+            ));
+        }
         let n = inner.per_tenant.entry(std::sync::Arc::clone(&cb.tenant)).or_insert(0);
         if *n >= max {
-            return Err(crate::error::NpudError::new(
-                crate::error::Reason::TooManyCallbacks,
+            return Err(NpudError::new(
+                Reason::TooManyCallbacks,
                 format!("tenant {} has {n} callbacks in flight, the most allowed", cb.tenant),
             ));
         }
         *n += 1;
+        *inner.tenant_bytes.entry(Arc::clone(&cb.tenant)).or_insert(0) += cost;
+        inner.charges.insert(id, (Arc::clone(&cb.tenant), cb.session, cost));
         inner.callbacks.insert(id, cb);
         Ok(())
     }
@@ -237,7 +297,12 @@ impl ReportHub {
     }
 
     fn post_locked(&self, inner: &mut Inner, session: u64, body: ReportBody, is_exception: bool) {
+        let about = match &body {
+            ReportBody::Callback { callback, .. } => Some(*callback),
+            ReportBody::Exception { .. } => None,
+        };
         let Some(m) = inner.mailboxes.get_mut(&session) else {
+            inner.discharge_all(about);
             self.dropped.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(session, "report for a session that is gone; counted as undeliverable");
             return;
@@ -247,8 +312,11 @@ impl ReportHub {
         }
         let size = report_bytes(&body);
         // Bounded by count and by bytes (unread callback payloads add up): the oldest go.
+        let mut gone = Vec::new();
         while !m.reports.is_empty() && (m.reports.len() >= self.max_pending || m.bytes + size > self.max_bytes) {
-            if m.pop_front().is_some_and(|r| r.sequence > m.sent_upto) {
+            let Some(r) = m.pop_front() else { break };
+            gone.extend(callback_of(&r));
+            if r.sequence > m.sent_upto {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
                     session,
@@ -263,6 +331,7 @@ impl ReportHub {
         m.bytes += size;
         m.reports.push_back(SessionReport { sequence, body });
         m.notify.notify_waiters();
+        inner.discharge_all(gone);
     }
 
     /// A (re)connecting client has everything up to `after`: forget it.
@@ -271,10 +340,12 @@ impl ReportHub {
         let Some(m) = inner.mailboxes.get_mut(&session) else {
             return false;
         };
+        let mut had = Vec::new();
         while m.reports.front().is_some_and(|r| r.sequence <= after) {
-            m.pop_front();
+            had.extend(m.pop_front().as_ref().and_then(callback_of));
         }
         m.sent_upto = m.sent_upto.max(after);
+        inner.discharge_all(had);
         true
     }
 
@@ -290,14 +361,19 @@ impl ReportHub {
         while m.reports.len() > REPLAY_WINDOW && m.reports.front().is_some_and(|r| r.sequence <= m.sent_upto) {
             m.pop_front();
         }
+        // Sent: what their callbacks cost the tenant is free again (the replay copies are
+        // the session's, bounded by its own limits).
+        inner.discharge_all(batch.iter().filter_map(callback_of));
         Some(batch)
     }
 
     /// Forgets an acknowledged callback's report: it need not be replayed.
     pub fn forget_report_of(&self, session: u64, callback: u64) {
-        if let Some(m) = self.lock().mailboxes.get_mut(&session) {
+        let mut inner = self.lock();
+        if let Some(m) = inner.mailboxes.get_mut(&session) {
             m.retain(|r| !matches!(r.body, ReportBody::Callback { callback: c, .. } if c == callback));
         }
+        inner.discharge(callback);
     }
 
     /// Takes up to `max` reports addressed to `thread_id` (the pull API).
@@ -314,6 +390,7 @@ impl ReportHub {
             }
         });
         self.delivered.fetch_add(taken.len() as u64, Ordering::Relaxed);
+        inner.discharge_all(taken.iter().filter_map(callback_of));
         Some(taken)
     }
 
@@ -325,83 +402,4 @@ impl ReportHub {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::future::Future;
-    use std::task::{Context, Poll, Waker};
-
-    fn exception(stream: u64) -> ReportBody {
-        ReportBody::Exception { task: 1, stream, device: 0, thread_id: 7, code: 507_011, message: "boom".into() }
-    }
-
-    /// Polls once: has the wake-up already been delivered?
-    fn woken(f: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>) -> bool {
-        matches!(f.poll(&mut Context::from_waker(Waker::noop())), Poll::Ready(()))
-    }
-
-    #[test]
-    fn a_report_wakes_only_its_own_session() {
-        let hub = ReportHub::new(8, usize::MAX);
-        hub.open_mailbox(1);
-        hub.open_mailbox(2);
-        let (n1, n2) = (hub.watch(1).unwrap(), hub.watch(2).unwrap());
-        let mut w1 = std::pin::pin!(n1.notified());
-        let mut w2 = std::pin::pin!(n2.notified());
-        w1.as_mut().enable();
-        w2.as_mut().enable();
-        hub.post(2, exception(5));
-        assert!(!woken(w1.as_mut()), "session 1 must not be woken by session 2's report");
-        assert!(woken(w2.as_mut()));
-        assert_eq!(hub.next_batch(2, 0, 16).unwrap().len(), 1);
-        assert!(hub.next_batch(1, 0, 16).unwrap().is_empty());
-    }
-
-    #[test]
-    fn closing_a_mailbox_wakes_its_waiters_and_ends_the_stream() {
-        let hub = ReportHub::new(8, usize::MAX);
-        hub.open_mailbox(1);
-        let n = hub.watch(1).unwrap();
-        let mut w = std::pin::pin!(n.notified());
-        w.as_mut().enable();
-        hub.close_mailbox(1);
-        assert!(woken(w.as_mut()));
-        assert!(hub.next_batch(1, 0, 16).is_none());
-        assert!(hub.watch(1).is_none());
-    }
-
-    #[test]
-    fn overflow_drops_the_oldest_and_counts_it() {
-        let hub = ReportHub::new(2, usize::MAX);
-        hub.open_mailbox(1);
-        for s in 1..=3 {
-            hub.post(1, exception(s));
-        }
-        let batch = hub.next_batch(1, 0, 16).unwrap();
-        assert_eq!(batch.iter().map(|r| r.sequence).collect::<Vec<_>>(), vec![2, 3]);
-        assert_eq!(hub.dropped(), 1);
-    }
-
-    #[test]
-    fn queued_payload_bytes_are_bounded_and_the_oldest_go() {
-        let hub = ReportHub::new(1000, 3 * (128 + 1000));
-        hub.open_mailbox(1);
-        let cb = |id| ReportBody::Callback {
-            callback: id,
-            stream: 1,
-            thread_id: 7,
-            user_data: Arc::from(vec![0u8; 1000]),
-            blocking: false,
-            status: 0,
-        };
-        for id in 1..=5 {
-            hub.post(1, cb(id));
-        }
-        let left = hub.next_batch(1, 0, 100).expect("mailbox");
-        let ids: Vec<u64> = left
-            .iter()
-            .filter_map(|r| if let ReportBody::Callback { callback, .. } = r.body { Some(callback) } else { None })
-            .collect();
-        assert_eq!(ids, vec![3, 4, 5], "three fit; the two oldest were dropped");
-        assert_eq!(hub.dropped(), 2);
-    }
-}
+mod tests;

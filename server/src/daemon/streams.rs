@@ -231,7 +231,7 @@ impl Daemon {
         let e = self.registry.stream(caller, handle)?;
         self.require_healthy(e.device)?;
         let wait = self.backend.stream_drained(e.device, e.raw);
-        self.wait(wait, timeout_ms, WaitKind::Stream, &format!("stream {handle}")).await
+        self.wait(&caller.tenant, wait, timeout_ms, WaitKind::Stream, &format!("stream {handle}")).await
     }
 
     /// Later work on the stream waits for the event's latest record. Across devices only
@@ -262,7 +262,13 @@ impl Daemon {
     /// Waits for the caller's own streams on the device, never another tenant's.
     /// Waits for the calling session's work on the device (the process's, never another
     /// process's or tenant's), streams it destroyed that are still draining included.
-    pub async fn synchronize_device(&self, session: u64, device: u32, timeout_ms: u32) -> NpudResult<()> {
+    pub async fn synchronize_device(
+        &self,
+        caller: &Caller,
+        session: u64,
+        device: u32,
+        timeout_ms: u32,
+    ) -> NpudResult<()> {
         self.device(device)?;
         self.require_healthy(device)?;
         let waits: Vec<_> = self
@@ -297,7 +303,7 @@ impl Daemon {
             }
             failure.map_or(Ok(()), Err)
         });
-        self.wait(all, timeout_ms, WaitKind::Device, &format!("device {device}")).await
+        self.wait(&caller.tenant, all, timeout_ms, WaitKind::Device, &format!("device {device}")).await
     }
 }
 

@@ -7,4 +7,5 @@ pub mod authority;
 pub mod connections;
 pub mod hpack;
 pub mod identity;
+pub mod inflight;
 pub mod limits;

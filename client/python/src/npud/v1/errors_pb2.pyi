@@ -32,6 +32,8 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_MANY_PENDING_REQUESTS: _ClassVar[ErrorReason]
     TOO_MANY_CALLBACKS: _ClassVar[ErrorReason]
     TOO_MANY_REPORT_STREAMS: _ClassVar[ErrorReason]
+    TOO_MANY_BLOCKING_CALLS: _ClassVar[ErrorReason]
+    TOO_MANY_REPORT_BYTES: _ClassVar[ErrorReason]
     SYNC_TIMEOUT: _ClassVar[ErrorReason]
     STALE_EPOCH: _ClassVar[ErrorReason]
     EVENT_NOT_RECORDED: _ClassVar[ErrorReason]
@@ -75,6 +77,8 @@ HARDWARE_CREATION_FAILED: ErrorReason
 TOO_MANY_PENDING_REQUESTS: ErrorReason
 TOO_MANY_CALLBACKS: ErrorReason
 TOO_MANY_REPORT_STREAMS: ErrorReason
+TOO_MANY_BLOCKING_CALLS: ErrorReason
+TOO_MANY_REPORT_BYTES: ErrorReason
 SYNC_TIMEOUT: ErrorReason
 STALE_EPOCH: ErrorReason
 EVENT_NOT_RECORDED: ErrorReason
