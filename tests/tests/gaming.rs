@@ -297,3 +297,63 @@ async fn undelivered_callback_reports_are_bounded_per_tenant_at_launch() {
     assert_eq!(got, 3, "every accepted report is delivered");
     c.launch_callback(stream.handle(), payload, false).await.expect("room again once read");
 }
+
+/// The GOAWAY's error code a connection answers `frames` with, after a valid start.
+fn goaway_after<S: std::io::Read + std::io::Write>(mut conn: S, frames: &[u8]) -> Option<u32> {
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend_from_slice(&[0, 0, 0, 0x4, 0, 0, 0, 0, 0]); // empty SETTINGS
+    out.extend_from_slice(frames);
+    let _ = conn.write_all(&out);
+    loop {
+        let mut header = [0u8; 9];
+        conn.read_exact(&mut header).ok()?;
+        let len = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        let mut payload = vec![0u8; len];
+        conn.read_exact(&mut payload).ok()?;
+        if header[3] == 0x7 {
+            return Some(u32::from_be_bytes([payload[4], payload[5], payload[6], payload[7]]));
+        }
+    }
+}
+
+/// The socket's HTTP/2 front (the `:authority` rewriter) refuses what h2 refuses on TCP,
+/// and ends the connection the same way: a GOAWAY with the error code, not a bare close.
+/// A 1 MiB HEADERS frame used to be buffered whole (2 MiB per connection).
+#[test]
+fn the_sockets_http2_front_ends_protocol_errors_with_a_goaway() {
+    let d = Daemon::builder().tcp().start();
+    let port: u16 = d.endpoint.as_deref().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+    let timeout = Some(std::time::Duration::from_secs(30));
+    // Both fronts, the Unix socket's and TCP's (plain h2): their answers must be the same.
+    let both = |frames: &[u8]| {
+        let unix = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+        unix.set_read_timeout(timeout).unwrap();
+        let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        tcp.set_read_timeout(timeout).unwrap();
+        (goaway_after(unix, frames), goaway_after(tcp, frames))
+    };
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let len = payload.len();
+        let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        f
+    };
+    const FRAME_SIZE_ERROR: u32 = 0x6;
+    let huge = frame(0x1, 0, 1, &vec![0x82; 1 << 20]);
+    assert_eq!(both(&huge), (Some(FRAME_SIZE_ERROR), Some(FRAME_SIZE_ERROR)));
+    let (unix, tcp) = both(&frame(0x1, 0x4, 1, &[0xff, 0xff, 0xff, 0x0f]));
+    assert!(unix.is_some() && unix == tcp, "bad HPACK: {unix:?} on the socket, {tcp:?} on TCP");
+    let mut flood = frame(0x1, 0, 1, &[0x82]);
+    for _ in 0..1000 {
+        flood.extend(frame(0x9, 0, 1, &[]));
+    }
+    let (unix, tcp) = both(&flood);
+    assert!(unix.is_some() && unix == tcp, "a CONTINUATION flood: {unix:?} on the socket, {tcp:?} on TCP");
+    let mut interrupted = frame(0x1, 0, 1, &[0x82]);
+    interrupted.extend(frame(0x6, 0, 0, &[0; 8]));
+    let (unix, tcp) = both(&interrupted);
+    assert!(unix.is_some() && unix == tcp, "an interrupted block: {unix:?} on the socket, {tcp:?} on TCP");
+    // The daemon serves on.
+    assert!(d.npuctl(&["device", "list"]).status.success());
+}

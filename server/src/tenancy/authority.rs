@@ -44,6 +44,14 @@ pub const MAX_HEADER_LIST: usize = 15 * 1024;
 /// Marks a request whose metadata was dropped for size; its value is the original size.
 pub const OVERSIZED_METADATA: &str = "npud-oversized-metadata";
 
+/// A header block may span at most this many frames (HEADERS and CONTINUATIONs): h2
+/// bounds CONTINUATION floods itself, but it never sees the client's frames, only the
+/// rewriter's.
+pub const MAX_BLOCK_FRAMES: usize = MAX_BLOCK / MAX_FRAME;
+
+/// Empty CONTINUATIONs that trip h2's flood guard (it allows a handful per header list).
+const FLOOD_FRAMES: usize = 100;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum AuthorityError {
     #[error("HTTP/2 header block is not valid HPACK: {0}")]
@@ -52,6 +60,50 @@ pub enum AuthorityError {
     TooLarge,
     #[error("HTTP/2 header block interrupted by a frame of type {0:#x}")]
     Interrupted(u8),
+    #[error("HTTP/2 header frame of {0} bytes, over the {MAX_FRAME} the server advertises")]
+    FrameTooLarge(usize),
+    #[error("HTTP/2 header block in more than {MAX_BLOCK_FRAMES} frames")]
+    TooManyFrames,
+}
+
+impl AuthorityError {
+    /// What the HTTP/2 server must see so that it ends the connection itself, with the
+    /// GOAWAY (error code, last stream id) it sends for the same fault on TCP: the
+    /// rewriter never forwards the offending frames, so it hands on ones h2 rejects alike.
+    fn poison(&self, stream: u32) -> Vec<u8> {
+        let stream = stream.max(1).to_be_bytes();
+        let header = |len: usize, kind: u8, flags: u8| {
+            let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
+            f.extend_from_slice(&stream);
+            f
+        };
+        match self {
+            // FRAME_SIZE_ERROR: h2 reads the length first and stops there.
+            AuthorityError::FrameTooLarge(_) => header(MAX_FRAME + 1, HEADERS, 0),
+            // COMPRESSION_ERROR: a block whose only field is index 0, which HPACK forbids.
+            AuthorityError::Hpack(_) => {
+                let mut f = header(1, HEADERS, END_HEADERS);
+                f.push(0x80);
+                f
+            }
+            // PROTOCOL_ERROR: an open header block interrupted by another frame (a PING).
+            AuthorityError::Interrupted(_) => {
+                let mut f = header(0, HEADERS, 0);
+                f.extend_from_slice(&[0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
+                f.extend_from_slice(&[0; 8]);
+                f
+            }
+            // ENHANCE_YOUR_CALM: a block in more CONTINUATIONs than h2's own flood guard takes
+            // (a decoded block past the limit is what such a flood carries on TCP).
+            AuthorityError::TooLarge | AuthorityError::TooManyFrames => {
+                let mut f = header(0, HEADERS, 0);
+                for _ in 0..FLOOD_FRAMES {
+                    f.extend(header(0, CONTINUATION, 0));
+                }
+                f
+            }
+        }
+    }
 }
 
 enum State {
@@ -63,6 +115,9 @@ enum State {
     Passthrough(usize),
     /// Collecting the payload of a HEADERS or CONTINUATION frame.
     HeaderPayload { kind: u8, flags: u8, stream: u32, len: usize },
+    /// A protocol error was found and handed on for the server to end the connection:
+    /// what the client sends after it is dropped.
+    Dead,
 }
 
 /// One connection's client-to-server rewriter: feed it bytes as they are read, take the
@@ -80,17 +135,21 @@ pub struct AuthorityRewriter {
     /// A header block whose END_HEADERS has not arrived: stream, HEADERS flags, priority
     /// bytes and the fragments so far.
     block: Option<(u32, u8, Vec<u8>, Vec<u8>)>,
+    /// Frames the open block has spanned so far.
+    block_frames: usize,
+    /// The stream of the last frame header read (for the GOAWAY's trigger).
+    last_stream: u32,
     /// Header blocks are forwarded as the client encoded them until one needs a change;
     /// from then on every block is re-encoded as literals (the client's later blocks may
     /// refer to table entries the server never saw).
     reencoding: bool,
 }
 
-/// Decoded fields as `(start, name end, value end)` spans of one byte buffer.
+/// Decoded fields as `(start, name end, value end, never indexed)` spans of one byte buffer.
 #[derive(Default)]
 struct Fields {
     bytes: Vec<u8>,
-    spans: Vec<(usize, usize, usize)>,
+    spans: Vec<(usize, usize, usize, bool)>,
 }
 
 impl Fields {
@@ -98,14 +157,14 @@ impl Fields {
         recycle(&mut self.bytes);
         recycle(&mut self.spans);
     }
-    fn push(&mut self, name: &[u8], value: &[u8]) {
+    fn push(&mut self, name: &[u8], value: &[u8], never_indexed: bool) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(name);
         self.bytes.extend_from_slice(value);
-        self.spans.push((start, start + name.len(), self.bytes.len()));
+        self.spans.push((start, start + name.len(), self.bytes.len(), never_indexed));
     }
-    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.spans.iter().map(|&(a, b, c)| (&self.bytes[a..b], &self.bytes[b..c]))
+    fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8], bool)> {
+        self.spans.iter().map(|&(a, b, c, n)| (&self.bytes[a..b], &self.bytes[b..c], n))
     }
 }
 
@@ -119,6 +178,8 @@ impl Default for AuthorityRewriter {
             fields: Fields::default(),
             good_authority: Vec::new(),
             block: None,
+            block_frames: 0,
+            last_stream: 0,
             reencoding: false,
         }
     }
@@ -126,8 +187,13 @@ impl Default for AuthorityRewriter {
 
 impl AuthorityRewriter {
     /// Takes bytes read from the client; what the server should see accumulates in
-    /// [`AuthorityRewriter::output`].
+    /// [`AuthorityRewriter::output`]. On a protocol error the output ends with frames the
+    /// server answers with the GOAWAY h2 sends for that error, and everything after is
+    /// dropped; the error is returned for the caller to log.
     pub fn feed(&mut self, bytes: &[u8]) -> Result<(), AuthorityError> {
+        if matches!(self.state, State::Dead) {
+            return Ok(());
+        }
         self.input.extend_from_slice(bytes);
         let mut at = 0;
         let result = loop {
@@ -141,6 +207,13 @@ impl AuthorityRewriter {
         if self.input.is_empty() {
             recycle(&mut self.input);
         }
+        if let Err(e) = &result {
+            let stream = self.block.as_ref().map_or(self.last_stream, |b| b.0);
+            self.output.extend(e.poison(stream));
+            self.state = State::Dead;
+            self.input = Vec::new();
+            self.block = None;
+        }
         result
     }
 
@@ -153,6 +226,7 @@ impl AuthorityRewriter {
     fn step(&mut self, at: usize) -> Result<Option<usize>, AuthorityError> {
         let avail = &self.input[at..];
         match self.state {
+            State::Dead => Ok(None),
             State::Preface(left) | State::Passthrough(left) => {
                 let n = left.min(avail.len());
                 if n == 0 && left > 0 {
@@ -172,9 +246,11 @@ impl AuthorityRewriter {
                 let len = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
                 let (kind, flags) = (h[3], h[4]);
                 let stream = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+                self.last_stream = stream;
                 if kind == HEADERS || kind == CONTINUATION {
-                    if len > MAX_BLOCK {
-                        return Err(AuthorityError::TooLarge);
+                    // Refused before a byte of it is buffered, as h2 refuses it on TCP.
+                    if len > MAX_FRAME {
+                        return Err(AuthorityError::FrameTooLarge(len));
                     }
                     self.state = State::HeaderPayload { kind, flags, stream, len };
                 } else {
@@ -225,10 +301,17 @@ impl AuthorityRewriter {
                 return self.finish_block(stream, flags, priority, body);
             }
             self.block = Some((stream, flags, priority.to_vec(), Vec::new()));
+            self.block_frames = 1;
             body
         } else {
             match &self.block {
-                Some((s, ..)) if *s == stream => payload,
+                Some((s, ..)) if *s == stream => {
+                    self.block_frames += 1;
+                    if self.block_frames > MAX_BLOCK_FRAMES {
+                        return Err(AuthorityError::TooManyFrames);
+                    }
+                    payload
+                }
                 _ => return Err(AuthorityError::Interrupted(kind)),
             }
         };
@@ -259,15 +342,23 @@ impl AuthorityRewriter {
     /// metadata within bounds) is never re-encoded: re-encoding every request was measured
     /// at about 40 µs of an empty call's latency.
     fn reencode(&mut self, block: &[u8]) -> Result<Option<Vec<u8>>, AuthorityError> {
-        let (mut size, mut bad_authority) = (0usize, false);
+        let (mut size, mut changed) = (0usize, false);
         let (fields, good) = (&mut self.fields, &mut self.good_authority);
-        let decoded = self.decoder.decode(block, |name, value| {
+        let decoded = self.decoder.decode(block, |name, value, never_indexed| {
             // RFC 7541 §4.1's accounting: each entry costs 32 bytes over its strings.
             size = size.saturating_add(name.len() + value.len() + 32);
             if size > MAX_BLOCK {
-                return;
+                // Past the limit nothing more is decoded.
+                return false;
             }
-            let bad = name == b":authority" && value != &good[..] && {
+            if name == OVERSIZED_METADATA.as_bytes() {
+                // npud's own marker: a client's copy never reaches the server.
+                changed = true;
+                return true;
+            }
+            // The last good authority is remembered (never empty), so an empty one is
+            // judged like any other, on a connection's first request too.
+            let bad = name == b":authority" && (value.is_empty() || value != &good[..]) && {
                 let valid = is_authority(value);
                 if valid {
                     good.clear();
@@ -275,12 +366,15 @@ impl AuthorityRewriter {
                 }
                 !valid
             };
-            bad_authority |= bad;
-            fields.push(name, if bad { LOCAL_AUTHORITY } else { value });
+            changed |= bad;
+            fields.push(name, if bad { LOCAL_AUTHORITY } else { value }, never_indexed);
+            true
         });
-        let result = decoded
-            .map_err(|e| AuthorityError::Hpack(e.to_string()))
-            .and_then(|()| self.rewritten(size, bad_authority));
+        let result = match decoded {
+            Err(crate::tenancy::hpack::HpackError::Stopped) => Err(AuthorityError::TooLarge),
+            Err(e) => Err(AuthorityError::Hpack(e.to_string())),
+            Ok(()) => self.rewritten(size, changed),
+        };
         // The fields live only for this block; a large one's buffer is let go here.
         self.fields.clear();
         result
@@ -288,23 +382,23 @@ impl AuthorityRewriter {
 
     /// The decision on a decoded block (its fields in `self.fields`): `None` to forward it,
     /// else its fields as literals, trimmed and marked when the list is oversized.
-    fn rewritten(&mut self, size: usize, bad_authority: bool) -> Result<Option<Vec<u8>>, AuthorityError> {
+    fn rewritten(&mut self, size: usize, changed: bool) -> Result<Option<Vec<u8>>, AuthorityError> {
         if size > MAX_BLOCK {
             return Err(AuthorityError::TooLarge);
         }
         let oversized = size > MAX_HEADER_LIST;
-        if !bad_authority && !oversized && !self.reencoding {
+        if !changed && !oversized && !self.reencoding {
             return Ok(None);
         }
         self.reencoding = true;
         let mut out = Vec::with_capacity(self.fields.bytes.len() + 4 * self.fields.spans.len());
-        for (name, value) in self.fields.iter() {
+        for (name, value, never_indexed) in self.fields.iter() {
             if !oversized || name.starts_with(b":") || name == b"content-type" || name == b"te" {
-                encode_literal(&mut out, name, value);
+                encode_literal(&mut out, name, value, never_indexed);
             }
         }
         if oversized {
-            encode_literal(&mut out, OVERSIZED_METADATA.as_bytes(), size.to_string().as_bytes());
+            encode_literal(&mut out, OVERSIZED_METADATA.as_bytes(), size.to_string().as_bytes(), false);
         }
         Ok(Some(out))
     }

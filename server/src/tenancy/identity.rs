@@ -193,7 +193,11 @@ impl AsyncRead for PeerStream {
                 if read.filled().is_empty() {
                     return Poll::Ready(Ok(()));
                 }
-                rewriter.feed(read.filled()).map_err(invalid)?;
+                if let Err(e) = rewriter.feed(read.filled()) {
+                    // The rewriter handed the server frames that make it end the connection
+                    // with the GOAWAY it sends on TCP for the same fault.
+                    tracing::debug!(error = %e, "an HTTP/2 protocol error on the socket; the server ends the connection");
+                }
             }
         }
         if !self.replay.is_empty() {

@@ -13,6 +13,18 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// A whole header block as a client frames it: HEADERS, then CONTINUATIONs, none larger
+/// than the server's 16,384 bytes.
+fn block_frames(stream: u32, block: &[u8]) -> Vec<u8> {
+    let pieces: Vec<&[u8]> = block.chunks(MAX_FRAME).collect();
+    let mut out = Vec::new();
+    for (i, piece) in pieces.iter().enumerate() {
+        let kind = if i == 0 { HEADERS } else { CONTINUATION };
+        out.extend(frame(kind, if i + 1 == pieces.len() { END_HEADERS } else { 0 }, stream, piece));
+    }
+    out
+}
+
 /// Splits the rewriter's output into frames: (type, flags, stream, payload).
 fn frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
     let mut out = Vec::new();
@@ -203,7 +215,7 @@ fn an_oversized_header_list_is_trimmed_and_marked_instead_of_refused_by_http2() 
     headers.push((b"npud-session".to_vec(), b"42".to_vec()));
     headers.push((b"x-huge".to_vec(), vec![b'v'; 20_000]));
     let mut input = PREFACE.to_vec();
-    input.extend(frame(HEADERS, END_HEADERS, 1, &encode(&mut client, &headers)));
+    input.extend(block_frames(1, &encode(&mut client, &headers)));
     let out = rewrite(&input, 4096).expect("passes");
     let list = &server_view(&out)[0];
     let names: Vec<&[u8]> = list.iter().map(|(n, _)| &n[..]).collect();
@@ -227,7 +239,7 @@ fn blocks_go_through_verbatim_until_one_needs_a_change() {
     input.extend(frame(HEADERS, END_HEADERS, 3, &second));
     let mut huge = request("localhost");
     huge.push((b"x-huge".to_vec(), vec![b'v'; 20_000]));
-    input.extend(frame(HEADERS, END_HEADERS, 5, &encode(&mut client, &huge)));
+    input.extend(block_frames(5, &encode(&mut client, &huge)));
     // After the switch the client's blocks still index its own table.
     input.extend(frame(HEADERS, END_HEADERS, 7, &encode(&mut client, &request("/run/npud/npud.sock"))));
     input.extend(frame(HEADERS, END_HEADERS, 9, &encode(&mut client, &request("localhost"))));
@@ -266,4 +278,89 @@ fn a_large_block_does_not_stay_allocated() {
     assert!(server_view(&std::mem::take(r.output()))[0].iter().any(|(n, _)| n == OVERSIZED_METADATA.as_bytes()));
     let kept = r.input.capacity() + r.fields.bytes.capacity() + r.fields.spans.capacity() * 24;
     assert!(kept <= 128 * 1024, "{kept} bytes kept after the block");
+}
+
+/// Issue 31: the faults h2 refuses on TCP are refused here too, ending in frames that make
+/// the server send the GOAWAY it sends there, and nothing after them is forwarded.
+#[test]
+fn protocol_errors_are_handed_on_for_the_servers_goaway_and_end_the_stream() {
+    let tail = |input: &[u8]| {
+        let mut r = AuthorityRewriter::default();
+        let e = r.feed(input).expect_err("refused");
+        assert!(r.feed(&frame(0x6, 0, 0, &[0; 8])).is_ok(), "what follows is dropped");
+        let out = r.output().clone();
+        (e, frames(&out[PREFACE.len()..]))
+    };
+    // A header frame over the 16,384 bytes the server advertises, refused before buffering.
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, 0, 1, &[0x82; 16_385]));
+    let mut r = AuthorityRewriter::default();
+    assert_eq!(r.feed(&input[..PREFACE.len() + 9]), Err(AuthorityError::FrameTooLarge(16_385)));
+    let out = r.output().clone();
+    assert_eq!(&out[PREFACE.len()..PREFACE.len() + 4], &[0, 0x40, 0x01, HEADERS], "a frame h2 finds too large");
+    assert_eq!(out.len(), PREFACE.len() + 9, "only its header");
+    // Bad HPACK: a block h2 cannot decode either (COMPRESSION_ERROR).
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS, 3, &[0xff, 0xff, 0xff, 0x0f]));
+    let (e, f) = tail(&input);
+    assert!(matches!(e, AuthorityError::Hpack(_)));
+    assert_eq!(f, vec![(HEADERS, END_HEADERS, 3, vec![0x80])]);
+    // An interrupted block (PROTOCOL_ERROR): an open block, then another frame.
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, 0, 5, &[0x82]));
+    input.extend(frame(0x0, 0, 5, b"x"));
+    let (e, f) = tail(&input);
+    assert_eq!(e, AuthorityError::Interrupted(0));
+    assert_eq!(f, vec![(HEADERS, 0, 5, vec![]), (0x6, 0, 0, vec![0; 8])]);
+    // A CONTINUATION flood: empty frames cost no bytes, so their number is bounded.
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, 0, 7, &[0x82]));
+    for _ in 0..MAX_BLOCK_FRAMES {
+        input.extend(frame(CONTINUATION, 0, 7, &[]));
+    }
+    assert_eq!(tail(&input).0, AuthorityError::TooManyFrames);
+}
+
+#[test]
+fn an_empty_authority_is_rewritten_on_a_connections_first_request_too() {
+    for authority in ["", "/run/npud.sock"] {
+        let mut client = Encoder::new();
+        let mut input = PREFACE.to_vec();
+        input.extend(frame(HEADERS, END_HEADERS, 1, &encode(&mut client, &request(authority))));
+        input.extend(frame(HEADERS, END_HEADERS, 3, &encode(&mut client, &request(authority))));
+        let out = rewrite(&input, 7).expect("passes");
+        let lists = server_view(&out);
+        assert_eq!((authority_of(&lists[0]), authority_of(&lists[1])), ("localhost".into(), "localhost".into()));
+    }
+}
+
+fn authority_of(list: &[(Vec<u8>, Vec<u8>)]) -> String {
+    authority(list)
+}
+
+#[test]
+fn never_indexed_fields_stay_never_indexed_and_npuds_own_marker_is_stripped() {
+    // A re-encoded block (its authority needs the change) with a never-indexed secret and
+    // the client's own copy of npud's internal marker.
+    let mut block = Vec::new();
+    for (name, value) in request("/tmp/npud.sock") {
+        encode_literal(&mut block, &name, &value, false);
+    }
+    encode_literal(&mut block, b"authorization", b"Bearer s3cret", true);
+    encode_literal(&mut block, OVERSIZED_METADATA.as_bytes(), b"1", false);
+    let mut input = PREFACE.to_vec();
+    input.extend(frame(HEADERS, END_HEADERS, 1, &block));
+    let out = rewrite(&input, 64).expect("passes");
+    let (_, _, _, payload) = frames(&out[PREFACE.len()..]).remove(0);
+    let mut seen = Vec::new();
+    crate::tenancy::hpack::Decoder::new(4096)
+        .decode(&payload, |n, v, never| {
+            seen.push((n.to_vec(), v.to_vec(), never));
+            true
+        })
+        .expect("decodes");
+    let secret = seen.iter().find(|(n, ..)| n == b"authorization").expect("kept");
+    assert_eq!((&secret.1[..], secret.2), (&b"Bearer s3cret"[..], true), "still never indexed");
+    assert!(seen.iter().all(|(n, ..)| n != OVERSIZED_METADATA.as_bytes()), "the client's marker is gone");
+    assert!(seen.iter().filter(|(n, ..)| n != b"authorization").all(|(.., never)| !never));
 }

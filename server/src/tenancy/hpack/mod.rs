@@ -30,6 +30,8 @@ pub enum HpackError {
     LateSizeUpdate,
     #[error("Huffman: {0}")]
     Huffman(#[from] HuffmanError),
+    #[error("decoding stopped by the reader")]
+    Stopped,
 }
 
 /// The largest integer a block may carry: every length and index in a block the rewriter
@@ -74,9 +76,16 @@ impl Decoder {
         Decoder { table: VecDeque::new(), size: 0, max_size: limit, limit, name: Vec::new(), value: Vec::new() }
     }
 
-    /// Decodes one whole header block, calling `field(name, value)` for each field in order.
+    /// Decodes one whole header block, calling `field(name, value, never_indexed)` for each
+    /// field in order (`never_indexed`: the client sent it as a never-indexed literal,
+    /// §6.2.3, which whoever forwards it must keep). `field` returns whether to go on: a
+    /// reader past its own limit stops the decoding there (`Stopped`).
     /// An error leaves the table in an unknown state: the connection cannot go on.
-    pub fn decode(&mut self, block: &[u8], mut field: impl FnMut(&[u8], &[u8])) -> Result<(), HpackError> {
+    pub fn decode(
+        &mut self,
+        block: &[u8],
+        mut field: impl FnMut(&[u8], &[u8], bool) -> bool,
+    ) -> Result<(), HpackError> {
         let mut input = Input { bytes: block, at: 0 };
         let mut first = true;
         while let Some(&octet) = input.bytes.get(input.at) {
@@ -84,7 +93,9 @@ impl Decoder {
                 // §6.1 indexed field.
                 let index = input.integer(7)?;
                 let (name, value) = lookup(&self.table, index)?;
-                field(name, value);
+                if !field(name, value, false) {
+                    return Err(HpackError::Stopped);
+                }
             } else if octet & 0xe0 == 0x20 {
                 // §6.3 dynamic table size update.
                 if !first {
@@ -100,6 +111,7 @@ impl Decoder {
             } else {
                 // §6.2: with incremental indexing (01), without (0000) or never indexed (0001).
                 let indexing = octet & 0x40 != 0;
+                let never_indexed = !indexing && octet & 0xf0 == 0x10;
                 let index = input.integer(if indexing { 6 } else { 4 })?;
                 recycle(&mut self.name);
                 if index == 0 {
@@ -110,7 +122,9 @@ impl Decoder {
                 }
                 recycle(&mut self.value);
                 input.string(&mut self.value)?;
-                field(&self.name, &self.value);
+                if !field(&self.name, &self.value, never_indexed) {
+                    return Err(HpackError::Stopped);
+                }
                 if indexing {
                     self.insert();
                 }
@@ -222,11 +236,12 @@ impl Input<'_> {
     }
 }
 
-/// Appends `name: value` as a literal field without indexing, with a literal name (§6.2.2):
-/// the server's dynamic table is neither used nor changed, so blocks written this way
-/// decode whatever the client's earlier blocks left in it.
-pub fn encode_literal(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    out.push(0);
+/// Appends `name: value` as a literal field without indexing, with a literal name (§6.2.2),
+/// or never indexed (§6.2.3) when the client sent it so: the server's dynamic table is
+/// neither used nor changed, so blocks written this way decode whatever the client's
+/// earlier blocks left in it.
+pub fn encode_literal(out: &mut Vec<u8>, name: &[u8], value: &[u8], never_indexed: bool) {
+    out.push(if never_indexed { 0x10 } else { 0 });
     for s in [name, value] {
         integer(out, s.len(), 7, 0);
         out.extend_from_slice(s);

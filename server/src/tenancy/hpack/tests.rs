@@ -6,7 +6,10 @@ type List = Vec<(Vec<u8>, Vec<u8>)>;
 
 fn ours(d: &mut Decoder, block: &[u8]) -> Result<List, HpackError> {
     let mut out = Vec::new();
-    d.decode(block, |n, v| out.push((n.to_vec(), v.to_vec())))?;
+    d.decode(block, |n, v, _| {
+        out.push((n.to_vec(), v.to_vec()));
+        true
+    })?;
     Ok(out)
 }
 
@@ -234,9 +237,9 @@ fn malformed_blocks_are_errors_not_panics() {
 fn literals_we_write_read_back_without_touching_the_table() {
     let mut block = Vec::new();
     let big = vec![b'q'; 100_000];
-    encode_literal(&mut block, b":authority", b"localhost");
-    encode_literal(&mut block, b"x-big", &big);
-    encode_literal(&mut block, b"", b"");
+    encode_literal(&mut block, b":authority", b"localhost", false);
+    encode_literal(&mut block, b"x-big", &big, true);
+    encode_literal(&mut block, b"", b"", false);
     let want =
         vec![(b":authority".to_vec(), b"localhost".to_vec()), (b"x-big".to_vec(), big), (Vec::new(), Vec::new())];
     let mut reference = loona_hpack::Decoder::new();
