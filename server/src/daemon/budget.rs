@@ -40,6 +40,8 @@ pub struct NativeSession {
     daemon: Arc<Daemon>,
     caller: Caller,
     id: u64,
+    /// The process (pid, start time), when known: what its declarations are checked against.
+    process: Option<(u32, u64)>,
     /// The creation batch this session has open per device (see `pacing`).
     batches: Mutex<HashMap<u32, Batch>>,
 }
@@ -47,6 +49,8 @@ pub struct NativeSession {
 impl NativeSession {
     /// Registers a session for `caller`; refused when the tenant has the most open.
     pub fn open(daemon: Arc<Daemon>, caller: Caller, origin: Origin) -> Result<Self, NpudError> {
+        let start = crate::tenancy::identity::process_start(&daemon.config().proc_root, origin.pid);
+        let process = start.map(|s| (origin.pid, s));
         let holder = Holder {
             pid: origin.pid,
             tenant: caller.tenant.clone(),
@@ -55,6 +59,7 @@ impl NativeSession {
             held: BTreeMap::new(),
             events: BTreeMap::new(),
             created: BTreeMap::new(),
+            start,
             reports_created: false,
         };
         let Some(id) = daemon.natives.open(holder) else {
@@ -64,7 +69,7 @@ impl NativeSession {
             ));
         };
         tracing::debug!(id, tenant = %caller.tenant, pid = origin.pid, "budget session opened");
-        Ok(Self { daemon, caller, id, batches: Mutex::new(HashMap::new()) })
+        Ok(Self { daemon, caller, id, process, batches: Mutex::new(HashMap::new()) })
     }
 
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
@@ -249,9 +254,16 @@ impl NativeSession {
             daemon.apply_untracked(d.device, untracked, changes).await;
         }
         let _mutation = daemon.health.mutation();
+        // What the last run recorded for this very process (pid and start time).
+        let (recorded, recorded_events) = match self.process {
+            Some((pid, start)) => {
+                daemon.natives.take_recorded(pid, start, &self.caller.tenant, d.device, (d.count > 0, d.events > 0))
+            }
+            None => (0, 0),
+        };
         // The ledger and the holder change together, before anything can cancel this call: a
         // declaration cut short must not leave streams booked to nobody.
-        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, measured);
+        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, recorded, measured);
         daemon.natives.add(self.id, d.device, accepted);
         // Declared streams exist: they are created, not a grant still to be filled.
         let held = daemon.natives.held(self.id, d.device);
@@ -260,9 +272,19 @@ impl NativeSession {
         if accepted < d.count {
             tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
         }
-        // Declared events exist too: counted over the tenant's quota, never past the table.
+        // Events: up to what was recorded for the process, beyond that only within what the
+        // tenant's max_events leaves (no vendor counts events); never past the device's table.
         let table = daemon.device(d.device)?.event_limit;
-        let events_accepted = daemon.natives.declare_events(self.id, d.device, d.events, |on_device| {
+        let (quota, _) = daemon.quotas.get(&self.caller.tenant);
+        let tenant_events = daemon
+            .registry
+            .events_held(&self.caller.tenant)
+            .saturating_add(daemon.natives.tenant_events(&self.caller.tenant));
+        // Recorded events exist, so they count even over the quota; unrecorded ones only fill
+        // what the quota leaves after them.
+        let unrecorded_room = quota.max_events.saturating_sub(tenant_events.saturating_add(recorded_events));
+        let allowed = recorded_events.saturating_add(unrecorded_room);
+        let events_accepted = daemon.natives.declare_events(self.id, d.device, d.events.min(allowed), |on_device| {
             table.saturating_sub(daemon.registry.device_events(d.device).saturating_add(on_device))
         });
         Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)), events_accepted }))

@@ -5,6 +5,7 @@
 
 pub mod admin;
 mod allocations;
+pub mod books;
 pub mod budget;
 pub mod callbacks;
 mod delivery;
@@ -173,6 +174,7 @@ impl Daemon {
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),
         });
+        daemon.restore_books();
         Ok(daemon)
     }
 

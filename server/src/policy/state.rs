@@ -53,17 +53,24 @@ impl StateStore {
             return Ok(());
         };
         let err = |source| StateError::Write { path: path.clone(), source };
-        let dir = path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(err)?;
-        let tmp = path.with_extension("json.tmp");
         let bytes = serde_json::to_vec_pretty(state).map_err(|e| err(std::io::Error::other(e)))?;
-        let mut file = std::fs::File::create(&tmp).map_err(err)?;
-        file.write_all(&bytes).map_err(err)?;
-        file.sync_all().map_err(err)?;
-        std::fs::rename(&tmp, path).map_err(err)?;
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(err)?;
-        Ok(())
+        write_atomically(path, &bytes).map_err(err)
     }
+}
+
+/// Replaces `path` with `bytes` so that a crash at any point leaves the old file or the
+/// new one, never a torn one: temp file, fsync, rename, fsync of the directory.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all())
 }
 
 #[cfg(test)]

@@ -232,6 +232,18 @@ impl AsyncWrite for PeerStream {
     }
 }
 
+/// When process `pid` started (clock ticks since boot, field 22 of `<proc_root>/<pid>/stat`):
+/// with the pid it names one process, even after the pid is reused. None when unreadable.
+pub fn process_start(proc_root: &std::path::Path, pid: u32) -> Option<u64> {
+    if pid == 0 {
+        return None;
+    }
+    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let rest = stat.get(stat.rfind(')')? + 1..)?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,5 +305,18 @@ mod tests {
         let e = caller.expect_err("never host root");
         assert_eq!(e.reason, crate::error::Reason::NoIdentity);
         assert!(e.message.contains("cgroup could not be read"), "{}", e.message);
+    }
+
+    #[test]
+    fn a_process_start_time_is_read_past_a_command_name_with_spaces_and_parens() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("42");
+        std::fs::create_dir_all(&dir).unwrap();
+        let fields: Vec<String> = (3..=22).map(|f| f.to_string()).collect();
+        std::fs::write(dir.join("stat"), format!("42 (a (b) c) {}", fields.join(" "))).unwrap();
+        assert_eq!(process_start(root.path(), 42), Some(22));
+        assert_eq!(process_start(root.path(), 43), None, "no such process");
+        assert_eq!(process_start(root.path(), 0), None);
+        assert!(process_start(std::path::Path::new("/proc"), std::process::id()).is_some());
     }
 }

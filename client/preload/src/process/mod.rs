@@ -160,6 +160,12 @@ impl Process {
                 pb::DeclareBudgetRequest { device, count: 0, events, identity: self.devices.identity(device) };
             if let Ok(Reply::Declared(d)) = conn.call(Call::Declare(declare), Duration::ZERO) {
                 lock(&self.events).declared(device, d.events_accepted);
+                if d.events_accepted < events {
+                    eprintln!(
+                        "npud-preload: npud counted {} of the {events} events this process holds on device {device}",
+                        d.events_accepted
+                    );
+                }
             }
         }
         self.watcher.call_once(|| {

@@ -53,26 +53,37 @@ impl Admission {
         self.give_back(device, tenant, count, Vec::new());
     }
 
-    /// Counts streams a process already holds (declared after a daemon restart), even over
-    /// its quota, but never more than the device has left after everyone else's holdings:
-    /// returns how many were counted. Where the device reports its own count (`measured`),
-    /// never more than it shows outside the books either: a process cannot declare streams
-    /// that do not exist, and two cannot declare the same ones (they move from untracked
-    /// onto the books under one lock).
+    /// Counts streams a process already holds (declared after a daemon restart): up to
+    /// `recorded` (what the last run's books said this process held here), and beyond that
+    /// only what the device itself shows outside the books where it counts them
+    /// (`measured`): a claim of streams that do not exist books nothing, and two processes
+    /// cannot claim the same ones (they move from untracked onto the books under one lock).
+    /// Never more than the device has left after everyone else's holdings and unused
+    /// reservations. What exists but puts the tenant over its quota is booked (its debt:
+    /// it is refused more until back under), never taken from another tenant.
     ///
     /// Synchronous, so the caller records the holder before anything can cancel it; then
-    /// it calls [`Admission::make_room_for`].
-    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32, measured: bool) -> u32 {
+    /// it calls [`Admission::make_room_for`]. Returns how many were booked.
+    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32, recorded: u32, measured: bool) -> u32 {
         let mut st = self.lock(device);
         let l = &st.ledger;
-        let room = l.capacity().saturating_sub(l.in_use()).saturating_sub(l.draining());
-        let exists = if measured { l.untracked() } else { u32::MAX };
-        let accepted = count.min(room).min(exists);
+        let room = l
+            .capacity()
+            .saturating_sub(l.in_use())
+            .saturating_sub(l.draining())
+            .saturating_sub(l.reserved_unused_by_others(tenant));
+        let untracked = l.untracked();
+        let from_record = count.min(recorded).min(room);
+        let from_device = match measured {
+            true => (count - from_record).min(untracked.saturating_sub(from_record)).min(room - from_record),
+            false => 0,
+        };
         if measured {
-            st.ledger.claim_untracked(accepted);
+            // Recorded streams that exist show as untracked until they are booked again.
+            st.ledger.claim_untracked((from_record + from_device).min(untracked));
         }
-        st.ledger.force_take(tenant, accepted);
-        accepted
+        st.ledger.force_take(tenant, from_record + from_device);
+        from_record + from_device
     }
 
     /// Books `count` streams a graph capture took beyond a process's grant. They exist, so

@@ -169,6 +169,15 @@ impl<W> Ledger<W> {
         self.reservations = reservations;
     }
 
+    /// Reserved streams other tenants have not taken yet: room a claim may never use.
+    pub fn reserved_unused_by_others(&self, tenant: &str) -> u32 {
+        self.reservations
+            .iter()
+            .filter(|(t, _)| t.as_ref() != tenant)
+            .map(|(t, &r)| r.saturating_sub(self.used_by(t)))
+            .fold(0u32, u32::saturating_add)
+    }
+
     fn claim(&self, tenant: &str, used: u32) -> u32 {
         used.max(self.reservations.get(tenant).copied().unwrap_or(0))
     }

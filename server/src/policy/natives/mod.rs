@@ -6,6 +6,7 @@
 //!
 //! [`Admission`]: crate::policy::admission::Admission
 
+pub mod books;
 pub mod pacing;
 
 use crate::types::Tenant;
@@ -28,6 +29,9 @@ pub struct Holder {
     pub events: BTreeMap<u32, u32>,
     /// Streams the process said it has created per device (the `created` of its calls).
     pub created: BTreeMap<u32, u32>,
+    /// When its process started (with `pid`, names the process across a restart of npud);
+    /// None when unknown.
+    pub start: Option<u64>,
     /// Whether it said (in its hello) that it reports them: then a device it has not
     /// reported on counts as nothing created; else (a client that never reports) as its
     /// whole holding.
@@ -58,6 +62,10 @@ pub struct Natives {
     declare_grace: Duration,
     /// One native creation batch at a time per device.
     pub pacing: pacing::Pacing,
+    /// The last run's books, by (pid, start), until declared (see `books`).
+    recorded: Mutex<HashMap<(u32, u64), books::Recorded>>,
+    /// Wakes the writer of the books.
+    changed: tokio::sync::Notify,
 }
 
 impl Natives {
@@ -69,6 +77,8 @@ impl Natives {
             max_per_tenant,
             started: Instant::now(),
             declare_grace,
+            recorded: Mutex::new(HashMap::new()),
+            changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -108,6 +118,7 @@ impl Natives {
             let held = h.held.entry(device).or_insert(0);
             *held = held.saturating_add(n);
         }
+        self.touch();
     }
 
     /// The holder says it has `created` streams on `device`; returns by how much its
@@ -134,7 +145,9 @@ impl Natives {
 
     /// Takes up to `n` streams off the holder's count; returns how many it held of them.
     pub fn remove(&self, id: u64, device: u32, n: u32) -> u32 {
-        self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.held, device, n))
+        let n = self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.held, device, n));
+        self.touch();
+        n
     }
 
     /// Adds `n` events for the holder if `fits(native events on the device, the tenant's
@@ -156,6 +169,7 @@ impl Natives {
             let held = h.events.entry(device).or_insert(0);
             *held = held.saturating_add(n);
         }
+        self.touch();
         Ok(())
     }
 
@@ -169,12 +183,15 @@ impl Natives {
             let held = h.events.entry(device).or_insert(0);
             *held = held.saturating_add(accepted);
         }
+        self.touch();
         accepted
     }
 
     /// Takes up to `n` events off the holder's count; returns how many it held of them.
     pub fn remove_events(&self, id: u64, device: u32, n: u32) -> u32 {
-        self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.events, device, n))
+        let n = self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.events, device, n));
+        self.touch();
+        n
     }
 
     pub fn events_held(&self, id: u64, device: u32) -> u32 {
@@ -193,7 +210,9 @@ impl Natives {
 
     /// Forgets a connection, returning what it held so the caller can give it back.
     pub fn close(&self, id: u64) -> Option<Holder> {
-        self.lock().remove(&id)
+        let h = self.lock().remove(&id);
+        self.touch();
+        h
     }
 
     /// Budget sessions open now.
@@ -269,6 +288,7 @@ mod tests {
             held: BTreeMap::new(),
             events: BTreeMap::new(),
             created: BTreeMap::new(),
+            start: None,
             reports_created: false,
         }
     }
