@@ -170,6 +170,20 @@ fn a_declaration_claims_no_more_than_the_device_holds_outside_the_books() {
     let (again, second) = declare(5000);
     assert_eq!(again, 0, "the same streams cannot be declared twice");
     drop((conn, second));
+    // A declaration cut short (a stray byte after it: npud ends the connection wherever the
+    // call is) leaves nothing booked to nobody: the streams are untracked again.
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && d.device0()["untracked"] == 101));
+    let mut w = Wire::hello(&d.socket, pb::BudgetHello { reports_created: true, ..Default::default() });
+    let mut cut = frame(Call::Declare(pb::DeclareBudgetRequest { device: 0, count: 5000, ..Default::default() }));
+    cut.push(b'x');
+    std::io::Write::write_all(&mut w.conn, &cut).unwrap();
+    w.closed_within(Duration::from_secs(5));
+    drop(w);
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && d.device0()["untracked"] == 101),
+        "{}",
+        d.device0()
+    );
     outside.release();
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
 }
