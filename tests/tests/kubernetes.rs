@@ -189,10 +189,8 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     assert_eq!(Path::new(&container.envs["NPUD_SOCKET"]), d.socket.as_path());
     let token_mount = container.mounts.iter().find(|m| m.container_path == container.envs["NPUD_ALLOCATION"]).unwrap();
     assert!(token_mount.read_only);
-    assert!(
-        container.mounts.iter().any(|m| Path::new(&m.host_path) == d.socket.parent().unwrap()),
-        "the socket's directory"
-    );
+    let socket_mount = container.mounts.iter().find(|m| Path::new(&m.host_path) == d.socket.parent().unwrap());
+    assert!(socket_mount.expect("the socket's directory").read_only, "read-only: a pod cannot replace the socket");
     let token = std::fs::read_to_string(&token_mount.host_path).unwrap();
     let bad = dp::AllocateRequest {
         container_requests: vec![dp::ContainerAllocateRequest { devices_ids: vec!["gpu-0".into()] }],
@@ -284,4 +282,30 @@ async fn an_unmodified_program_in_a_pod_gets_its_allocation() {
     // 60 streams and the default one: 61 of the allocation's 64, so 3 are left.
     assert_eq!(verdict, Ok(vec!["60".to_string(), "available".to_string(), "3".to_string()]), "{}", d.log());
     tokio::task::spawn_blocking(move || app.release()).await.unwrap();
+}
+
+/// Allocate mounts the socket's directory read-only: a pod's processes still connect (a
+/// socket on a read-only mount accepts connections), but root in the pod can no longer
+/// replace npud's socket for the next pod. Needs root and unshare(1) to build the mount.
+#[test]
+fn the_socket_serves_through_a_read_only_mount_that_cannot_replace_it() {
+    use std::os::unix::fs::MetadataExt;
+    let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+    let unshare = std::process::Command::new("unshare").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !root || !unshare {
+        eprintln!("skipped: needs root and unshare(1) for a mount namespace");
+        return;
+    }
+    let d = Daemon::start();
+    let view = tempfile::tempdir().unwrap();
+    let (dir, ro) = (d.socket.parent().unwrap().display().to_string(), view.path().display().to_string());
+    let npuctl = npud_tests::bin("npuctl").display().to_string();
+    let name = d.socket.file_name().unwrap().to_string_lossy().to_string();
+    let script = format!(
+        "mount --bind {dir} {ro} && mount -o remount,bind,ro {ro} && {npuctl} --socket {ro}/{name} device list >/dev/null \
+         && ! rm -f {ro}/{name} 2>/dev/null && ! ln -sf /tmp/impostor {ro}/{name} 2>/dev/null"
+    );
+    let out = std::process::Command::new("unshare").args(["--mount", "sh", "-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(d.socket.exists() && d.npuctl(&["device", "list"]).status.success(), "npud's socket is untouched");
 }

@@ -76,10 +76,12 @@ impl Plugin {
             ("NPUD_ALLOCATION".to_string(), CONTAINER_TOKEN_PATH.to_string()),
         ]);
         let mut mounts = vec![
+            // Read-only: clients only connect (a socket on a read-only mount still accepts
+            // connections), and a pod's root must not replace npud's socket for the next pod.
             dp::Mount {
                 container_path: socket_dir.display().to_string(),
                 host_path: socket_dir.display().to_string(),
-                read_only: false,
+                read_only: true,
             },
             dp::Mount {
                 container_path: CONTAINER_TOKEN_PATH.into(),
