@@ -309,3 +309,35 @@ fn the_socket_serves_through_a_read_only_mount_that_cannot_replace_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(d.socket.exists() && d.npuctl(&["device", "list"]).status.success(), "npud's socket is untouched");
 }
+
+/// In Kubernetes mode identity fails closed: a pod's container (its cgroup says so) that
+/// presents no allocation gets `[kubernetes] unallocated_quota` (no streams by default),
+/// refused with a reason its owner can act on, instead of the default quota (256 streams
+/// in the shipped configmap against the 32 it was allocated). Host processes keep theirs.
+#[test]
+fn a_pods_container_without_an_allocation_gets_no_streams() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dp_dir, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
+    std::fs::create_dir_all(&dp_dir).unwrap();
+    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
+    let d = Daemon::builder().args(&["--device-plugin-dir", dp_dir.to_str().unwrap()]).config(&config).start();
+    let plant = |pid: u32, cgroup: &str| {
+        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+    };
+    let socket = d.socket.to_str().unwrap().to_string();
+    let id = "c".repeat(64);
+    let mut pod = npud_tests::Peer::spawn(&socket, None);
+    plant(
+        pod.pid,
+        &format!(
+            "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{id}.scope\n"
+        ),
+    );
+    let refused = pod.ask("create 1");
+    assert_eq!(refused["reason"], "QUOTA_EXCEEDED", "{refused}");
+    assert!(refused["message"].as_str().unwrap_or("").contains("no npud.io/streams allocation"), "{refused}");
+    let mut host = npud_tests::Peer::spawn(&socket, None);
+    plant(host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
+    assert!(host.ask("create 1")["handles"].as_array().is_some_and(|h| h.len() == 1), "a host process keeps its quota");
+}

@@ -25,7 +25,12 @@ pub struct FileKubernetes {
     /// The interposer on the host, mounted read-only into allocated containers and set
     /// in their LD_PRELOAD when it exists.
     preload_library: Option<PathBuf>,
+    /// Streams a pod's container may hold without an `npud.io/streams` allocation.
+    unallocated_quota: Option<u32>,
 }
+
+/// A pod's container without an allocation gets no streams: identity fails closed.
+pub const DEFAULT_UNALLOCATED_QUOTA: u32 = 0;
 
 #[derive(Debug, Clone)]
 pub struct KubernetesConfig {
@@ -34,6 +39,8 @@ pub struct KubernetesConfig {
     pub device_plugin_dir: PathBuf,
     pub pod_resources_socket: Option<PathBuf>,
     pub preload_library: PathBuf,
+    /// Streams a pod's container may hold without a bound allocation.
+    pub unallocated_quota: u32,
 }
 
 impl FileKubernetes {
@@ -54,6 +61,7 @@ impl FileKubernetes {
                 .preload_library
                 .clone()
                 .unwrap_or_else(|| "/usr/local/lib/npud/libnpud_preload.so".into()),
+            unallocated_quota: self.unallocated_quota.unwrap_or(DEFAULT_UNALLOCATED_QUOTA),
         };
         c.validate()?;
         Ok(Some(c))
@@ -63,6 +71,9 @@ impl FileKubernetes {
 impl KubernetesConfig {
     fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::new(m));
+        if self.unallocated_quota > 65_536 {
+            return bad(format!("kubernetes.unallocated_quota must be 0..=65536, got {}", self.unallocated_quota));
+        }
         if !(1..=1024).contains(&self.stream_unit) {
             return bad(format!("kubernetes.stream_unit must be 1..=1024, got {}", self.stream_unit));
         }

@@ -30,6 +30,9 @@ impl Daemon {
     /// A Unix-socket peer as a caller, within its tenant's request rate.
     pub fn resolve_peer(&self, peer: &Peer) -> NpudResult<Caller> {
         let caller = self.identities.read().unwrap_or_else(|e| e.into_inner()).resolve(peer)?;
+        if peer.container.as_ref().is_some_and(|c| c.pod_uid.is_some()) {
+            self.quotas.saw_pod(&caller.tenant);
+        }
         self.limiter.check(&caller.tenant)?;
         Ok(caller)
     }

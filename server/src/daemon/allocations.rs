@@ -46,3 +46,24 @@ impl Daemon {
         tracing::info!(%tenant, "a pod's allocation is gone: its quota and holdings with it");
     }
 }
+
+impl Daemon {
+    /// The quota of `tenant`, refusing at once, with the reason a pod's owner needs, an ask
+    /// of `count` streams by a pod's container that has no allocation beyond what
+    /// `[kubernetes] unallocated_quota` allows.
+    pub(crate) fn quota_for_streams(&self, tenant: &Tenant, count: u32) -> NpudResult<crate::types::Quota> {
+        let (quota, source) = self.quotas.get(tenant);
+        if source == crate::policy::quota::Source::Unallocated && count > quota.max_streams {
+            let resource = self.config.kubernetes.as_ref().map_or("npud.io/streams", |k| k.resource_name.as_str());
+            return Err(NpudError::new(
+                Reason::QuotaExceeded,
+                format!(
+                    "this pod has no {resource} allocation: its containers may hold {} streams without one \
+                     ([kubernetes] unallocated_quota); request {resource} in the pod's resources",
+                    quota.max_streams
+                ),
+            ));
+        }
+        Ok(quota)
+    }
+}

@@ -13,6 +13,8 @@ pub enum Source {
     Config,
     Runtime,
     Default,
+    /// A pod's container without a bound `npud.io/streams` allocation (Kubernetes mode).
+    Unallocated,
 }
 
 impl Source {
@@ -21,6 +23,7 @@ impl Source {
             Source::Config => "config",
             Source::Runtime => "runtime",
             Source::Default => "default",
+            Source::Unallocated => "unallocated",
         }
     }
 }
@@ -41,6 +44,21 @@ pub struct Quotas {
     default: RwLock<Quota>,
     store: StateStore,
     persisted: RwLock<PersistedState>,
+    /// Kubernetes mode: the quota of a pod's container that has no allocation bound
+    /// (`[kubernetes] unallocated_quota`), and the tenants seen as pod containers.
+    unallocated: RwLock<Option<Quota>>,
+    pods: RwLock<HashMap<Tenant, u64>>,
+    pods_seen: std::sync::atomic::AtomicU64,
+}
+
+/// Pod tenants remembered at most; the least recently seen goes first (a live one is seen
+/// again at its next call, before its quota is read).
+const MAX_POD_TENANTS: usize = 65_536;
+
+/// The quota of a pod container without an allocation: `streams` streams, no reservation.
+fn unallocated_quota(config: &Config, default: Quota) -> Option<Quota> {
+    let k = config.kubernetes.as_ref()?;
+    Some(Quota { max_streams: k.unallocated_quota, reserved_streams: 0, ..default })
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -72,6 +90,9 @@ impl Quotas {
             default: RwLock::new(default_quota(config, event_table)),
             store,
             persisted: RwLock::new(persisted),
+            unallocated: RwLock::new(unallocated_quota(config, default_quota(config, event_table))),
+            pods: RwLock::new(HashMap::new()),
+            pods_seen: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -80,16 +101,41 @@ impl Quotas {
     pub fn reload(&self, config: &Config, event_table: u32) {
         *self.from_config.write().unwrap_or_else(|e| e.into_inner()) = config_quotas(config);
         *self.default.write().unwrap_or_else(|e| e.into_inner()) = default_quota(config, event_table);
+        *self.unallocated.write().unwrap_or_else(|e| e.into_inner()) =
+            unallocated_quota(config, default_quota(config, event_table));
+    }
+
+    /// `tenant` is a pod's container (its cgroup says so). In Kubernetes mode, until an
+    /// allocation is bound to it (a run-time quota) and unless the config names it, its
+    /// quota is the unallocated one: identity fails closed.
+    pub fn saw_pod(&self, tenant: &Tenant) {
+        if read(&self.unallocated).is_none() {
+            return;
+        }
+        let seen = self.pods_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut pods = self.pods.write().unwrap_or_else(|e| e.into_inner());
+        if pods.len() >= MAX_POD_TENANTS && !pods.contains_key(tenant) {
+            let oldest = pods.iter().min_by_key(|(_, s)| **s).map(|(t, _)| Arc::clone(t));
+            if let Some(t) = oldest {
+                pods.remove(&t);
+            }
+        }
+        pods.insert(Arc::clone(tenant), seen);
     }
 
     pub fn get(&self, tenant: &str) -> (Quota, Source) {
         if let Some(q) = read(&self.runtime).get(tenant) {
             return (*q, Source::Runtime);
         }
-        match read(&self.from_config).get(tenant) {
-            Some(q) => (*q, Source::Config),
-            None => (*read(&self.default), Source::Default),
+        if let Some(q) = read(&self.from_config).get(tenant) {
+            return (*q, Source::Config);
         }
+        if let Some(q) = *read(&self.unallocated)
+            && read(&self.pods).contains_key(tenant)
+        {
+            return (q, Source::Unallocated);
+        }
+        (*read(&self.default), Source::Default)
     }
 
     /// Every tenant with an explicit quota.
