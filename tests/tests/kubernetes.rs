@@ -341,3 +341,62 @@ fn a_pods_container_without_an_allocation_gets_no_streams() {
     plant(host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
     assert!(host.ask("create 1")["handles"].as_array().is_some_and(|h| h.len() == 1), "a host process keeps its quota");
 }
+
+/// A restarted container is a new tenant and the kubelet does not call Allocate again, and
+/// after an npud restart whoever presented a token first was bound to it. The token now
+/// binds to the pod (its uid, from the cgroup), the binding is written beside the token:
+/// another container of the same pod keeps the allocation, another pod is refused, before
+/// and after npud restarts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dp_dir, proc_root, state) = (dir.path().join("dp"), dir.path().join("proc"), dir.path().join("state"));
+    std::fs::create_dir_all(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
+    let start = || {
+        Daemon::builder()
+            .state_dir(&state)
+            .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
+            .config(&config)
+            .start()
+    };
+    let mut d = start();
+    let reg = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
+    assert!(reg.ok().flatten().is_some(), "registered: {}", d.log());
+    let ids: Vec<String> = (0..4).map(|i| format!("npud-0-{i}")).collect();
+    let request = dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+    let answer = plugin(&dp_dir).await.allocate(request).await.unwrap().into_inner();
+    let container = &answer.container_responses[0];
+    let token = container.mounts.iter().find(|m| m.container_path == container.envs["NPUD_ALLOCATION"]).unwrap();
+    let token = token.host_path.clone();
+    // A container of `pod` (its cgroup planted for npud to read) presenting the token.
+    let in_pod = |socket: &Path, pod: &str, container: char| {
+        let wrapper = format!("NPUD_ALLOCATION={token} \"$0\" \"$@\"");
+        let peer = npud_tests::Peer::spawn_under(socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
+        let cgroup = format!(
+            "0::/kubepods.slice/kubepods-pod{pod}.slice/cri-containerd-{}.scope\n",
+            container.to_string().repeat(64)
+        );
+        std::fs::create_dir_all(proc_root.join(peer.pid.to_string())).unwrap();
+        std::fs::write(proc_root.join(peer.pid.to_string()).join("cgroup"), cgroup).unwrap();
+        peer
+    };
+    let (pod_a, pod_b) = ("1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d", "9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0");
+    let refused = |answer: serde_json::Value| answer["reason"] == "TENANT_REFUSED";
+    let mut first = in_pod(&d.socket, pod_a, 'a');
+    assert_eq!(first.ask("create 32")["handles"].as_array().map(Vec::len), Some(32), "its allocation");
+    assert!(first.ask("create 1")["handles"].is_null(), "not a stream more");
+    assert!(refused(in_pod(&d.socket, pod_b, 'b').ask("tenant")), "another pod's container");
+    drop(first);
+    let mut restarted = in_pod(&d.socket, pod_a, 'c');
+    let made = restarted.ask("create 32");
+    assert_eq!(made["handles"].as_array().map(Vec::len), Some(32), "a restarted container keeps it: {made}");
+    drop(restarted);
+    d.kill9();
+    let d = start();
+    assert!(refused(in_pod(&d.socket, pod_b, 'd').ask("tenant")), "still refused after npud restarts");
+    let mut again = in_pod(&d.socket, pod_a, 'e');
+    assert_eq!(again.ask("create 32")["handles"].as_array().map(Vec::len), Some(32), "{}", d.log());
+    drop(kubelet);
+}

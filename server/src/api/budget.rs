@@ -19,7 +19,7 @@ impl BudgetService for Api {
         let caller = self.caller(&req)?;
         let origin = match req.extensions().get::<Arc<crate::tenancy::identity::Peer>>() {
             Some(peer) => Origin::of(peer),
-            None => Origin { pid: 0, container: None },
+            None => Origin { pid: 0, container: None, pod: None },
         };
         let session = NativeSession::open(Arc::clone(&self.daemon), caller, origin)?;
         let mut calls = req.into_inner();

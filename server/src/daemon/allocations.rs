@@ -7,15 +7,24 @@ use crate::policy::allocations::Allocation;
 use crate::types::Tenant;
 
 impl Daemon {
-    /// A caller presents an allocation token: bind it and make the allocation its quota.
-    pub fn bind_allocation(&self, tenant: &Tenant, token: &str) -> NpudResult<()> {
+    /// A caller presents an allocation token from `pod` (its pod uid, if it runs in one):
+    /// bind it and make the allocation its quota. When the binding moved from another
+    /// container of the same pod (it restarted), that tenant's quota goes.
+    pub fn bind_allocation(&self, tenant: &Tenant, token: &str, pod: Option<&str>) -> NpudResult<()> {
         let Some(allocations) = &self.allocations else {
             return Err(NpudError::new(
                 Reason::TenantRefused,
                 "an allocation token was presented but this daemon is not the node's device plugin",
             ));
         };
-        let a = allocations.bind(token, tenant)?;
+        let bound = allocations.bind(token, tenant, pod)?;
+        if let Some(old) = &bound.moved_from {
+            tracing::info!(from = %old, to = %tenant, "an allocation moved to a restarted container of its pod");
+            if let Err(e) = self.remove_quota(old) {
+                tracing::warn!(tenant = %old, error = %e, "removing the quota of a restarted container");
+            }
+        }
+        let a = bound.allocation;
         let streams = a.per_device();
         let change = crate::policy::quota::QuotaChange {
             max_streams: Some(streams),

@@ -24,6 +24,8 @@ pub struct Origin {
     pub pid: u32,
     /// Container id when the process runs in one.
     pub container: Option<String>,
+    /// Its pod's uid when the container is a Kubernetes pod's.
+    pub pod: Option<String>,
 }
 
 impl Origin {
@@ -32,6 +34,7 @@ impl Origin {
         Origin {
             pid: peer.pid.and_then(|p| u32::try_from(p).ok()).unwrap_or(0),
             container: peer.container.as_ref().map(|c| c.id.clone()),
+            pod: peer.container.as_ref().and_then(|c| c.pod_uid.clone()),
         }
     }
 }
@@ -42,6 +45,8 @@ pub struct NativeSession {
     id: u64,
     /// The process (pid, start time), when known: what its declarations are checked against.
     process: Option<(u32, u64)>,
+    /// Its pod's uid, for an allocation token it presents.
+    pod: Option<String>,
     /// The creation batch this session has open per device (see `pacing`).
     batches: Mutex<HashMap<u32, Batch>>,
 }
@@ -69,7 +74,7 @@ impl NativeSession {
             ));
         };
         tracing::debug!(id, tenant = %caller.tenant, pid = origin.pid, "budget session opened");
-        Ok(Self { daemon, caller, id, process, batches: Mutex::new(HashMap::new()) })
+        Ok(Self { daemon, caller, id, process, pod: origin.pod, batches: Mutex::new(HashMap::new()) })
     }
 
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
@@ -146,7 +151,7 @@ impl NativeSession {
 
     fn hello(&self, h: pb::BudgetHello) -> Result<Reply, NpudError> {
         if !h.allocation.is_empty() {
-            self.daemon.bind_allocation(&self.caller.tenant, &h.allocation)?;
+            self.daemon.bind_allocation(&self.caller.tenant, &h.allocation, self.pod.as_deref())?;
         }
         let program: String = h.program.chars().take(256).collect();
         self.daemon.natives.set_program(self.id, program);

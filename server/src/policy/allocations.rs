@@ -23,8 +23,19 @@ pub struct Allocation {
     pub missing: u8,
     /// Streams per device (units × stream_unit), by device id.
     pub streams: Vec<(u32, u32)>,
-    /// The tenant the token was first presented by.
+    /// The tenant the token was last presented by (a restarted container of the same pod
+    /// is a new tenant: the binding moves to it).
     pub bound: Option<Tenant>,
+    /// The pod it is bound to (the first presenter's pod uid, from its cgroup): every
+    /// container of that pod, and no one else, may present it from then on.
+    pub pod: Option<String>,
+}
+
+/// What a presentation did: the allocation, and the tenant it was bound to before when it
+/// moved (a restarted container of the same pod), whose quota must go.
+pub struct Bound {
+    pub allocation: Allocation,
+    pub moved_from: Option<Tenant>,
 }
 
 impl Allocation {
@@ -85,7 +96,8 @@ impl Allocations {
             match streams {
                 Some(streams) if inner.1.len() < MAX_ALLOCATIONS => {
                     let token = token.trim().to_string();
-                    inner.0.insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound: None });
+                    let (bound, pod) = read_binding(&path.with_extension("bound"));
+                    inner.0.insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound, pod });
                     inner.1.push(token);
                 }
                 _ => tracing::warn!(file = %grant.display(), "an allocation grant that does not parse; ignored"),
@@ -121,18 +133,20 @@ impl Allocations {
             let pos = order.iter().position(|t| map.get(t).is_some_and(|a| a.bound.is_none())).unwrap_or(0);
             let old = order.remove(pos);
             if let Some(a) = map.remove(&old) {
-                let _ = std::fs::remove_file(a.file.with_extension("grant"));
-                let _ = std::fs::remove_file(a.file);
+                remove_files(&a.file);
             }
         }
-        map.insert(token.clone(), Allocation { file: file.clone(), ids, missing: 0, streams, bound: None });
+        map.insert(token.clone(), Allocation { file: file.clone(), ids, missing: 0, streams, bound: None, pod: None });
         order.push(token.clone());
         Ok((token, file))
     }
 
-    /// Binds `token` to `tenant` (idempotent for the same tenant); the allocation, for its
-    /// quota. Unknown tokens and tokens bound to another tenant are refused.
-    pub fn bind(&self, token: &str, tenant: &Tenant) -> NpudResult<Allocation> {
+    /// Binds `token` to `tenant`, presenting from `pod` (its pod uid; None off Kubernetes
+    /// pods). The first presentation binds the pod; from then on only containers of that
+    /// pod may present it (a restarted container is a new tenant: the binding moves to it),
+    /// before and after npud restarts, since the binding is written beside the token.
+    /// Unknown tokens, and tokens bound to another pod or tenant, are refused.
+    pub fn bind(&self, token: &str, tenant: &Tenant, pod: Option<&str>) -> NpudResult<Bound> {
         let token = token.trim();
         let mut inner = self.lock();
         let Some(a) = inner.0.get_mut(token) else {
@@ -141,16 +155,24 @@ impl Allocations {
                 "the allocation token is not one this daemon handed out (was the pod's allocation made by another npud?)",
             ));
         };
-        match &a.bound {
-            Some(owner) if owner != tenant => Err(NpudError::new(
+        let same_pod = match (&a.pod, pod) {
+            (Some(bound), Some(p)) => bound == p,
+            (Some(_), None) => false,
+            (None, _) => a.bound.as_ref().is_none_or(|t| t == tenant),
+        };
+        if !same_pod {
+            return Err(NpudError::new(
                 Reason::TenantRefused,
-                "this allocation is bound to another container; a token is good for the container it was mounted into",
-            )),
-            _ => {
-                a.bound = Some(Tenant::clone(tenant));
-                Ok(a.clone())
-            }
+                "this allocation is bound to another pod; a token is good only in the pod it was allocated to",
+            ));
         }
+        let moved_from = a.bound.as_ref().filter(|t| *t != tenant).cloned();
+        if a.bound.as_ref() != Some(tenant) || (a.pod.is_none() && pod.is_some()) {
+            a.bound = Some(Tenant::clone(tenant));
+            a.pod = a.pod.clone().or_else(|| pod.map(str::to_string));
+            write_binding(&a.file.with_extension("bound"), tenant, a.pod.as_deref());
+        }
+        Ok(Bound { allocation: a.clone(), moved_from })
     }
 
     /// Given the unit-id sets pod-resources lists for npud's resource now, removes (with
@@ -169,8 +191,7 @@ impl Allocations {
             if a.missing < 2 {
                 return true;
             }
-            let _ = std::fs::remove_file(a.file.with_extension("grant"));
-            let _ = std::fs::remove_file(&a.file);
+            remove_files(&a.file);
             gone.push(a.clone());
             false
         });
@@ -200,6 +221,31 @@ impl Allocations {
     }
 }
 
+/// Removes an allocation's token, grant and binding files.
+fn remove_files(token_file: &Path) {
+    for ext in ["grant", "bound"] {
+        let _ = std::fs::remove_file(token_file.with_extension(ext));
+    }
+    let _ = std::fs::remove_file(token_file);
+}
+
+/// Writes who an allocation is bound to (`tenant <name>`, `pod <uid>` lines), atomically.
+fn write_binding(path: &Path, tenant: &Tenant, pod: Option<&str>) {
+    let text = format!("tenant {tenant}\n") + &pod.map(|p| format!("pod {p}\n")).unwrap_or_default();
+    if let Err(e) = crate::policy::state::write_atomically(path, text.as_bytes()) {
+        tracing::warn!(file = %path.display(), error = %e, "cannot write an allocation's binding; a restart forgets it");
+    }
+}
+
+/// Reads a binding written by [`write_binding`]; a missing or odd file binds nothing.
+fn read_binding(path: &Path) -> (Option<Tenant>, Option<String>) {
+    let Ok(text) = std::fs::read_to_string(path) else { return (None, None) };
+    let field = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).filter(|v| !v.is_empty());
+    let tenant = field("tenant ").filter(|t| crate::types::check_tenant_name(t).is_ok()).map(Tenant::from);
+    let pod = field("pod ").filter(|p| p.len() <= 64).map(str::to_string);
+    (tenant, pod)
+}
+
 /// `bytes` random bytes from the kernel, as hex.
 fn random_hex(bytes: usize) -> std::io::Result<String> {
     let mut buf = vec![0u8; bytes];
@@ -219,13 +265,19 @@ mod tests {
         let (token, file) = a.allocate(ids, vec![(0, 32)]).unwrap();
         assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
         let (first, second): (Tenant, Tenant) = (Tenant::from("container-aaa"), Tenant::from("container-bbb"));
-        assert_eq!(a.bind(&token, &first).unwrap().per_device(), 32);
-        assert!(a.bind(&format!("{token}\n"), &first).is_ok(), "again, and a trailing newline is fine");
-        assert_eq!(a.bind(&token, &second).unwrap_err().reason, Reason::TenantRefused);
-        assert_eq!(a.bind("feed", &second).unwrap_err().reason, Reason::TenantRefused);
-        // A restarted npud reads its allocations back (the binding is made again).
+        let (pod, other_pod) = (Some("1a2b-pod"), Some("9f8e-pod"));
+        assert_eq!(a.bind(&token, &first, pod).unwrap().allocation.per_device(), 32);
+        assert!(a.bind(&format!("{token}\n"), &first, pod).is_ok(), "again, and a trailing newline is fine");
+        assert_eq!(a.bind(&token, &second, other_pod).err().unwrap().reason, Reason::TenantRefused, "another pod");
+        assert_eq!(a.bind(&token, &second, None).err().unwrap().reason, Reason::TenantRefused, "the host");
+        assert_eq!(a.bind("feed", &second, pod).err().unwrap().reason, Reason::TenantRefused);
+        // A restarted container of the same pod is a new tenant: the binding moves to it.
+        let moved = a.bind(&token, &second, pod).unwrap();
+        assert_eq!(moved.moved_from, Some(first.clone()));
+        // A restarted npud reads its allocations and their bindings back.
         let again = Allocations::new(dir.path().join("allocations"));
-        let back = again.bind(&token, &second).unwrap();
+        assert!(again.bind(&token, &first, other_pod).is_err(), "still bound to its pod after a restart");
+        let back = again.bind(&token, &second, pod).unwrap().allocation;
         assert_eq!(
             (back.streams, back.ids.clone()),
             (vec![(0, 32)], vec!["npud-0-0".to_string(), "npud-0-1".to_string()])
