@@ -150,7 +150,14 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
         "[kubernetes]\nstream_unit = 8\npod_resources_socket = {:?}\n",
         dir.path().join("pod-resources.sock").to_str().unwrap()
     );
-    let d = Daemon::builder().tcp().args(&["--device-plugin-dir", dp_dir.to_str().unwrap()]).config(&config).start();
+    // Its own state directory: allocations are written there (never under /var/lib/npud).
+    let state = dir.path().join("state");
+    let d = Daemon::builder()
+        .tcp()
+        .state_dir(&state)
+        .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .config(&config)
+        .start();
     let reg = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
     let reg = reg.ok().flatten().unwrap_or_else(|| panic!("npud registered within 10 s:\n{}", d.log()));
     assert_eq!(
@@ -207,7 +214,9 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let tenant = d.npuctl_json(&["tenant", "list"]);
     let mine = tenant.as_array().unwrap().iter().find(|t| t["name"] == pod.tenant()).unwrap().clone();
     let quota = &mine["quota"];
-    assert_eq!((quota["max_streams"].as_u64(), quota["reserved_streams"].as_u64()), (Some(32), Some(32)), "{mine}");
+    assert_eq!(quota["max_streams"].as_u64(), Some(32), "{mine}");
+    // Reserved on the device it was booked on (the first it used), not on every device.
+    assert_eq!(d.device0()["reserved"], 32, "{}", d.device0());
     // npuctl status shows the pod its share.
     let status = d.npuctl_json(&["status"]);
     let row = status["tenants"].as_array().unwrap().iter().find(|t| t["tenant"] == pod.tenant()).unwrap().clone();
@@ -263,7 +272,9 @@ async fn an_unmodified_program_in_a_pod_gets_its_allocation() {
     std::fs::create_dir(&dp_dir).unwrap();
     let mut kubelet = Kubelet::start(&dp_dir);
     let shared = dir.path().join("budget");
-    let d = npud_tests::native::acl_daemon(&shared, None, &["--device-plugin-dir", dp_dir.to_str().unwrap()]);
+    let d = npud_tests::native::acl_builder(&shared, &["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .state_dir(&dir.path().join("state"))
+        .start();
     let registered = tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await;
     assert!(registered.ok().flatten().is_some(), "npud registered:\n{}", d.log());
     let mut p = plugin(&dp_dir).await;
@@ -320,7 +331,12 @@ fn a_pods_container_without_an_allocation_gets_no_streams() {
     let (dp_dir, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
     std::fs::create_dir_all(&dp_dir).unwrap();
     let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
-    let d = Daemon::builder().args(&["--device-plugin-dir", dp_dir.to_str().unwrap()]).config(&config).start();
+    let state = dir.path().join("state");
+    let d = Daemon::builder()
+        .state_dir(&state)
+        .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .config(&config)
+        .start();
     let plant = |pid: u32, cgroup: &str| {
         std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
         std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
@@ -399,4 +415,51 @@ async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() 
     let mut again = in_pod(&d.socket, pod_a, 'e');
     assert_eq!(again.ask("create 32")["handles"].as_array().map(Vec::len), Some(32), "{}", d.log());
     drop(kubelet);
+}
+
+/// Units are a node-level credit: the kubelet's unit ids say nothing about the device a
+/// pod opens. An allocation is booked on the first device its processes use, reserved
+/// there only (so one as large as a whole device binds, where reservations copied to every
+/// device were refused as over-committing), and gives nothing on another device.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allocation_is_booked_on_the_device_the_pod_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let dp_dir = dir.path().join("dp");
+    std::fs::create_dir(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let d = Daemon::builder()
+        .tcp()
+        .state_dir(&dir.path().join("state"))
+        .args(&["--sim-devices", "2", "--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .config("[kubernetes]\nenabled = true\n")
+        .start();
+    assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
+    let mut p = plugin(&dp_dir).await;
+    let mut allocate = async |units: u32| {
+        let ids: Vec<String> = (0..units).map(|i| format!("npud-0-{i}")).collect();
+        let request =
+            dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+        let answer = p.allocate(request).await.unwrap().into_inner();
+        let c = &answer.container_responses[0];
+        let mount = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap();
+        std::fs::read_to_string(&mount.host_path).unwrap()
+    };
+    let reserved = || -> Vec<u64> {
+        let list = d.npuctl_json(&["device", "list"]);
+        list.as_array().unwrap().iter().map(|x| x["reserved"].as_u64().unwrap()).collect()
+    };
+    // 4 units the kubelet took from "device 0"; the pod opens device 1.
+    let options = SessionOptions { allocation: Some(allocate(4).await), ..Default::default() };
+    let pod = Client::connect_with(Target::Socket(d.socket.clone()), options).await.unwrap();
+    let _held = pod.device(1).create_streams(32, StreamOptions::default()).await.expect("its 32, on device 1");
+    assert_eq!(reserved(), [0, 32], "reserved where it is booked, only there");
+    let e = pod.device(0).create_stream(StreamOptions::default()).await.unwrap_err();
+    assert_eq!(e.reason(), Some(npud_tests::proto::ErrorReason::QuotaExceeded), "{e}");
+    assert!(e.to_string().contains("booked on device 1"), "{e}");
+    // A whole device's units for another pod: it binds, and is reserved on its device.
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let whole = SessionOptions { allocation: Some(allocate(capacity / 8).await), ..Default::default() };
+    let big = Client::connect_with(Target::Endpoint(d.endpoint.clone().unwrap()), whole).await.expect("it binds");
+    let _mine = big.device(0).create_streams(8, StreamOptions::default()).await.expect("booked on device 0");
+    assert_eq!(reserved(), [u64::from(capacity / 8 * 8), 32]);
 }

@@ -69,14 +69,14 @@ impl Daemon {
     /// Changes a tenant's quota at run time (persisted) and the ledgers' reservations with it.
     pub fn set_quota(&self, tenant: &Tenant, change: QuotaChange) -> NpudResult<Quota> {
         let q = self.quotas.set(tenant, change, self.smallest_capacity())?;
-        self.admission.set_reservations(&self.quotas.reservations());
+        self.apply_reservations();
         Ok(q)
     }
 
     /// Drops a tenant's run-time quota (it returns to its configured or default one).
     pub fn remove_quota(&self, tenant: &Tenant) -> NpudResult<()> {
         let removed = self.quotas.remove(tenant);
-        self.admission.set_reservations(&self.quotas.reservations());
+        self.apply_reservations();
         removed
     }
 

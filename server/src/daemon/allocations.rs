@@ -3,7 +3,7 @@
 
 use super::Daemon;
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::policy::allocations::Allocation;
+use crate::policy::allocations::{Allocation, Booking};
 use crate::types::Tenant;
 
 impl Daemon {
@@ -24,19 +24,38 @@ impl Daemon {
                 tracing::warn!(tenant = %old, error = %e, "removing the quota of a restarted container");
             }
         }
-        let a = bound.allocation;
-        let streams = a.per_device();
+        let streams = bound.allocation.total();
+        // The reservation is not the quota's (that would hold room on every device): it is
+        // made on the device the allocation is booked on (see `apply_reservations`).
         let change = crate::policy::quota::QuotaChange {
             max_streams: Some(streams),
-            reserved_streams: Some(streams),
+            reserved_streams: Some(0),
             ..Default::default()
         };
         let (current, _) = self.quotas.get(tenant);
-        if current.max_streams != streams || current.reserved_streams != streams {
+        if current.max_streams != streams || current.reserved_streams != 0 {
             self.set_quota(tenant, change)?;
             tracing::info!(%tenant, streams, "a container presented its allocation: its quota is the allocation");
         }
+        self.apply_reservations();
         Ok(())
+    }
+
+    /// Every ledger's reservations: the tenants' quotas, and on each device the allocations
+    /// booked there, each within the room other reservations leave on that device (so a
+    /// whole-device allocation binds; its process waits in the queue if the room is taken).
+    pub(crate) fn apply_reservations(&self) {
+        let base = self.quotas.reservations();
+        let booked = self.allocations.as_ref().map(|a| a.booked()).unwrap_or_default();
+        for device in 0..self.devices().len() as u32 {
+            let mut map = base.clone();
+            let capacity = self.admission.view(device).capacity;
+            for (tenant, _, streams) in booked.iter().filter(|(_, d, _)| *d == device) {
+                let others: u32 = map.iter().filter(|(t, _)| *t != tenant).fold(0u32, |n, (_, r)| n.saturating_add(*r));
+                map.insert(Tenant::clone(tenant), (*streams).min(capacity.saturating_sub(others)));
+            }
+            self.admission.set_reservations_on(device, map);
+        }
     }
 }
 
@@ -60,8 +79,33 @@ impl Daemon {
     /// The quota of `tenant`, refusing at once, with the reason a pod's owner needs, an ask
     /// of `count` streams by a pod's container that has no allocation beyond what
     /// `[kubernetes] unallocated_quota` allows.
-    pub(crate) fn quota_for_streams(&self, tenant: &Tenant, count: u32) -> NpudResult<crate::types::Quota> {
+    /// An allocation not yet booked is booked on `device` now; one booked on another device
+    /// gives nothing here.
+    pub(crate) fn quota_for_streams(
+        &self,
+        tenant: &Tenant,
+        device: u32,
+        count: u32,
+    ) -> NpudResult<crate::types::Quota> {
         let (quota, source) = self.quotas.get(tenant);
+        if let Some(allocations) = &self.allocations {
+            match allocations.book(tenant, device) {
+                Booking::Elsewhere(booked, streams) => {
+                    return Err(NpudError::new(
+                        Reason::QuotaExceeded,
+                        format!(
+                            "this pod's allocation of {streams} streams is booked on device {booked}, the first it \
+                             used; it gets none on device {device}"
+                        ),
+                    ));
+                }
+                Booking::Here { new: true } => {
+                    tracing::info!(%tenant, device, streams = quota.max_streams, "a pod's allocation is booked on the device it opened");
+                    self.apply_reservations();
+                }
+                Booking::Here { new: false } | Booking::None => {}
+            }
+        }
         if source == crate::policy::quota::Source::Unallocated && count > quota.max_streams {
             let resource = self.config.kubernetes.as_ref().map_or("npud.io/streams", |k| k.resource_name.as_str());
             return Err(NpudError::new(

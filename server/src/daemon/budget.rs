@@ -179,7 +179,7 @@ impl NativeSession {
                 format!("asked for {} streams; device {} holds 1..={capacity}", a.count, a.device),
             ));
         }
-        let quota = daemon.quota_for_streams(&self.caller.tenant, a.count)?;
+        let quota = daemon.quota_for_streams(&self.caller.tenant, a.device, a.count)?;
         // No hold-and-wait: a process holding streams on another device fits now or is
         // refused, as the device would refuse it; two processes each holding one device
         // and waiting for the other's would otherwise wait each other out.

@@ -175,6 +175,8 @@ impl Daemon {
             report_rx: std::sync::Mutex::new(Some(report_rx)),
         });
         daemon.restore_books();
+        // Allocations read back may be booked on a device: reserve there.
+        daemon.apply_reservations();
         Ok(daemon)
     }
 
@@ -188,7 +190,7 @@ impl Daemon {
         *self.identities.write().unwrap_or_else(|e| e.into_inner()) = Identities::new(config);
         let event_table = self.devices().iter().map(|d| d.event_limit).min().unwrap_or(u32::MAX);
         self.quotas.reload(config, event_table);
-        self.admission.set_reservations(&self.quotas.reservations());
+        self.apply_reservations();
         tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
         Ok(())
     }

@@ -63,7 +63,7 @@ impl Daemon {
                 ),
             ));
         }
-        let quota = self.quota_for_streams(&caller.tenant, req.count)?;
+        let quota = self.quota_for_streams(&caller.tenant, req.device, req.count)?;
         if priority < quota.highest_priority {
             return Err(NpudError::invalid(
                 Reason::InvalidPriority,

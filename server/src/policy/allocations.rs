@@ -29,6 +29,20 @@ pub struct Allocation {
     /// The pod it is bound to (the first presenter's pod uid, from its cgroup): every
     /// container of that pod, and no one else, may present it from then on.
     pub pod: Option<String>,
+    /// The device it is booked on: the first its pod's processes opened (units are a
+    /// node-level credit; the kubelet's unit ids say nothing about the device used).
+    pub device: Option<u32>,
+}
+
+/// Where a tenant's allocation stands on a device it asks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Booking {
+    /// The tenant has no allocation bound.
+    None,
+    /// Booked on this device (`new`: just now, by this ask).
+    Here { new: bool },
+    /// Booked on another device: (that device, the allocation's streams).
+    Elsewhere(u32, u32),
 }
 
 /// What a presentation did: the allocation, and the tenant it was bound to before when it
@@ -39,10 +53,9 @@ pub struct Bound {
 }
 
 impl Allocation {
-    /// The quota the allocation gives: the most it holds on any one device (quotas apply
-    /// per device ledger).
-    pub fn per_device(&self) -> u32 {
-        self.streams.iter().map(|(_, s)| *s).max().unwrap_or(0)
+    /// The streams the allocation gives: all its units, on the one device it is booked on.
+    pub fn total(&self) -> u32 {
+        self.streams.iter().fold(0u32, |n, (_, s)| n.saturating_add(*s))
     }
 }
 
@@ -96,8 +109,10 @@ impl Allocations {
             match streams {
                 Some(streams) if inner.1.len() < MAX_ALLOCATIONS => {
                     let token = token.trim().to_string();
-                    let (bound, pod) = read_binding(&path.with_extension("bound"));
-                    inner.0.insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound, pod });
+                    let (bound, pod, device) = read_binding(&path.with_extension("bound"));
+                    inner
+                        .0
+                        .insert(token.clone(), Allocation { file: path, ids, missing: 0, streams, bound, pod, device });
                     inner.1.push(token);
                 }
                 _ => tracing::warn!(file = %grant.display(), "an allocation grant that does not parse; ignored"),
@@ -136,7 +151,8 @@ impl Allocations {
                 remove_files(&a.file);
             }
         }
-        map.insert(token.clone(), Allocation { file: file.clone(), ids, missing: 0, streams, bound: None, pod: None });
+        let fresh = Allocation { file: file.clone(), ids, missing: 0, streams, bound: None, pod: None, device: None };
+        map.insert(token.clone(), fresh);
         order.push(token.clone());
         Ok((token, file))
     }
@@ -170,7 +186,7 @@ impl Allocations {
         if a.bound.as_ref() != Some(tenant) || (a.pod.is_none() && pod.is_some()) {
             a.bound = Some(Tenant::clone(tenant));
             a.pod = a.pod.clone().or_else(|| pod.map(str::to_string));
-            write_binding(&a.file.with_extension("bound"), tenant, a.pod.as_deref());
+            write_binding(a);
         }
         Ok(Bound { allocation: a.clone(), moved_from })
     }
@@ -199,16 +215,35 @@ impl Allocations {
         gone
     }
 
-    /// The streams on `device` of the allocations bound to `tenant` (its pod's share).
+    /// The streams booked on `device` by the allocations bound to `tenant` (its pod's share).
     pub fn bound_streams(&self, tenant: &str, device: u32) -> u32 {
         self.lock()
             .0
             .values()
-            .filter(|a| a.bound.as_deref() == Some(tenant))
-            .flat_map(|a| &a.streams)
-            .filter(|(d, _)| *d == device)
-            .map(|(_, n)| *n)
-            .sum()
+            .filter(|a| a.bound.as_deref() == Some(tenant) && a.device == Some(device))
+            .fold(0u32, |n, a| n.saturating_add(a.total()))
+    }
+
+    /// `tenant` asks for streams on `device`: its allocation (if any) is booked there if it
+    /// is not booked yet (and the booking written down), else says where it is.
+    pub fn book(&self, tenant: &str, device: u32) -> Booking {
+        let mut inner = self.lock();
+        let Some(a) = inner.0.values_mut().find(|a| a.bound.as_deref() == Some(tenant)) else { return Booking::None };
+        match a.device {
+            Some(d) if d == device => Booking::Here { new: false },
+            Some(d) => Booking::Elsewhere(d, a.total()),
+            None => {
+                a.device = Some(device);
+                write_binding(a);
+                Booking::Here { new: true }
+            }
+        }
+    }
+
+    /// Every booked allocation: (tenant, device, streams), for the device's reservations.
+    pub fn booked(&self) -> Vec<(Tenant, u32, u32)> {
+        let inner = self.lock();
+        inner.0.values().filter_map(|a| Some((Tenant::clone(a.bound.as_ref()?), a.device?, a.total()))).collect()
     }
 
     /// Every allocation (for `status` and tests).
@@ -229,21 +264,27 @@ fn remove_files(token_file: &Path) {
     let _ = std::fs::remove_file(token_file);
 }
 
-/// Writes who an allocation is bound to (`tenant <name>`, `pod <uid>` lines), atomically.
-fn write_binding(path: &Path, tenant: &Tenant, pod: Option<&str>) {
-    let text = format!("tenant {tenant}\n") + &pod.map(|p| format!("pod {p}\n")).unwrap_or_default();
+/// Writes who an allocation is bound to and where it is booked (`tenant <name>`, `pod
+/// <uid>`, `device <id>` lines), atomically, beside its token.
+fn write_binding(a: &Allocation) {
+    let path = a.file.with_extension("bound");
+    let path = path.as_path();
+    let mut text = a.bound.as_ref().map(|t| format!("tenant {t}\n")).unwrap_or_default();
+    text += &a.pod.as_ref().map(|p| format!("pod {p}\n")).unwrap_or_default();
+    text += &a.device.map(|d| format!("device {d}\n")).unwrap_or_default();
     if let Err(e) = crate::policy::state::write_atomically(path, text.as_bytes()) {
         tracing::warn!(file = %path.display(), error = %e, "cannot write an allocation's binding; a restart forgets it");
     }
 }
 
 /// Reads a binding written by [`write_binding`]; a missing or odd file binds nothing.
-fn read_binding(path: &Path) -> (Option<Tenant>, Option<String>) {
-    let Ok(text) = std::fs::read_to_string(path) else { return (None, None) };
+fn read_binding(path: &Path) -> (Option<Tenant>, Option<String>, Option<u32>) {
+    let Ok(text) = std::fs::read_to_string(path) else { return (None, None, None) };
     let field = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).filter(|v| !v.is_empty());
     let tenant = field("tenant ").filter(|t| crate::types::check_tenant_name(t).is_ok()).map(Tenant::from);
     let pod = field("pod ").filter(|p| p.len() <= 64).map(str::to_string);
-    (tenant, pod)
+    let device = field("device ").and_then(|d| d.parse().ok());
+    (tenant, pod, device)
 }
 
 /// `bytes` random bytes from the kernel, as hex.
@@ -266,7 +307,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
         let (first, second): (Tenant, Tenant) = (Tenant::from("container-aaa"), Tenant::from("container-bbb"));
         let (pod, other_pod) = (Some("1a2b-pod"), Some("9f8e-pod"));
-        assert_eq!(a.bind(&token, &first, pod).unwrap().allocation.per_device(), 32);
+        assert_eq!(a.bind(&token, &first, pod).unwrap().allocation.total(), 32);
+        assert_eq!(a.book("container-aaa", 1), Booking::Here { new: true }, "booked where first used");
+        assert_eq!(a.book("container-aaa", 1), Booking::Here { new: false });
+        assert_eq!(a.book("container-aaa", 0), Booking::Elsewhere(1, 32), "nothing more on another device");
         assert!(a.bind(&format!("{token}\n"), &first, pod).is_ok(), "again, and a trailing newline is fine");
         assert_eq!(a.bind(&token, &second, other_pod).err().unwrap().reason, Reason::TenantRefused, "another pod");
         assert_eq!(a.bind(&token, &second, None).err().unwrap().reason, Reason::TenantRefused, "the host");
@@ -277,6 +321,7 @@ mod tests {
         // A restarted npud reads its allocations and their bindings back.
         let again = Allocations::new(dir.path().join("allocations"));
         assert!(again.bind(&token, &first, other_pod).is_err(), "still bound to its pod after a restart");
+        assert_eq!(again.booked(), vec![(second.clone(), 1, 32)], "and still booked on device 1");
         let back = again.bind(&token, &second, pod).unwrap().allocation;
         assert_eq!(
             (back.streams, back.ids.clone()),

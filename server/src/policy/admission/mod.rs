@@ -149,6 +149,14 @@ impl Admission {
         }
     }
 
+    /// Sets one device's reservations (they may differ by device: an allocation is
+    /// reserved only where it is booked).
+    pub fn set_reservations_on(&self, device: u32, reservations: HashMap<Tenant, u32>) {
+        let mut st = self.lock(device);
+        st.ledger.set_reservations(reservations);
+        grant_queued(&mut st.ledger);
+    }
+
     pub fn view(&self, device: u32) -> BudgetView {
         let st = self.lock(device);
         let l = &st.ledger;
