@@ -95,7 +95,11 @@ impl Admission {
         let mut st = self.lock(device);
         let l = &st.ledger;
         let ceiling = quota.max_streams.saturating_mul(2).saturating_sub(l.used_by(tenant));
-        let accepted = count.min(l.grantable()).min(ceiling);
+        // The captured streams exist on the device already: where a measurement counted
+        // them as untracked, they move onto the books (that room is theirs).
+        let claimable = count.min(l.untracked());
+        let accepted = count.min(l.grantable().saturating_add(claimable)).min(ceiling);
+        st.ledger.claim_untracked(accepted.min(claimable));
         st.ledger.force_take(tenant, accepted);
         accepted
     }

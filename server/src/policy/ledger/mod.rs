@@ -372,8 +372,12 @@ impl<W> Ledger<W> {
         self.pooled = pooled;
     }
 
-    /// Accounts streams created outside the managed path (passthrough).
+    /// Accounts streams that already exist or are created outside the managed path
+    /// (declarations, capture debt, passthrough). Counted as a change: a device
+    /// measurement taken before it may have seen these streams as untracked, so it must
+    /// not be applied after it.
     pub fn force_take(&mut self, tenant: &Tenant, count: u32) {
+        self.changes += 1;
         self.take(tenant, count, Tag(f64::NEG_INFINITY));
     }
 
