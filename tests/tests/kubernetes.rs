@@ -463,3 +463,130 @@ async fn an_allocation_is_booked_on_the_device_the_pod_opens() {
     let _mine = big.device(0).create_streams(8, StreamOptions::default()).await.expect("booked on device 0");
     assert_eq!(reserved(), [u64::from(capacity / 8 * 8), 32]);
 }
+
+/// An 8-NPU node, end to end: eight pods, each allocated 200 streams and each seeing only
+/// its own NPU as device 0 (`NPU_SIM_CONTAINER_DEVICES`, as a container runtime shows it),
+/// run unmodified AscendCL programs under the interposer, all at once. Each is booked on
+/// the physical device it really uses, npud's count equals the driver's on every device,
+/// and a ninth pod whose allocation does not fit beside the one on its device waits in
+/// that device's queue until the room is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
+    use npud_tests::native::{App, Shared, acl_apps, acl_builder, acl_command};
+    let dir = tempfile::tempdir().unwrap();
+    let (dp_dir, proc_root, budget) = (dir.path().join("dp"), dir.path().join("proc"), dir.path().join("budget"));
+    std::fs::create_dir_all(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
+    let d = acl_builder(&budget, &["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .env("NPU_SIM_DEVICES", "8")
+        .state_dir(&dir.path().join("state"))
+        .config(&config)
+        .start();
+    assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
+    let shared = Shared::at(&budget);
+    // This test process is on the host (its cgroup planted so): it reads npud's figures.
+    let me = proc_root.join(std::process::id().to_string());
+    std::fs::create_dir_all(&me).unwrap();
+    std::fs::write(me.join("cgroup"), "0::/user.slice/user-0.slice/session-1.scope\n").unwrap();
+    let host = d.client().await;
+    let capacity = host.devices().await.unwrap()[0].capacity;
+    let mut plugin = plugin(&dp_dir).await;
+    let go = dir.path().join("go");
+    let (program, _) = acl_apps();
+    let mut pods = Vec::new();
+    // Pod `i` on physical device `device` with `units` units: its program waits for `go`,
+    // then becomes the program (same pid), so npud reads its pod's cgroup, planted here.
+    let mut start_pod = async |i: u32, device: u32, units: u32| -> App {
+        let ids: Vec<String> = (0..units).map(|u| format!("npud-{device}-{u}")).collect();
+        let request =
+            dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+        let answer = plugin.allocate(request).await.unwrap().into_inner();
+        let c = &answer.container_responses[0];
+        let token = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap().host_path.clone();
+        let streams = units * 8;
+        let inner = acl_command(program, &budget, Some((&d, streams)));
+        let mut cmd = std::process::Command::new("sh");
+        let script = format!("while [ ! -e {} ]; do sleep 0.01; done; exec \"$0\" \"$@\"", go.display());
+        cmd.arg("-c").arg(script).arg(inner.get_program()).args([(streams - 1).to_string(), "-1".into()]);
+        for (k, v) in inner.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd.env("NPUD_ALLOCATION", &token)
+            .env("NPU_SIM_DEVICES", "8")
+            .env("NPU_SIM_CONTAINER_DEVICES", device.to_string());
+        cmd.env("NPUD_WAIT", "120s");
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let app = App::spawn(cmd);
+        let pid = app.child.id();
+        let cgroup = format!(
+            "0::/kubepods.slice/kubepods-pod{i:08x}_0000_0000_0000_000000000000.slice/cri-containerd-{}.scope\n",
+            format!("{i:x}").repeat(64)
+        );
+        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+        app
+    };
+    for i in 0..8 {
+        pods.push(start_pod(i + 1, i, 25).await);
+    }
+    std::fs::write(&go, b"").unwrap(); // all eight start at once
+    let pods = tokio::task::spawn_blocking(move || {
+        for app in &mut pods {
+            assert_eq!(app.started().unwrap()[0], "199", "each pod made its 199 streams and has its default one");
+        }
+        pods
+    })
+    .await
+    .unwrap();
+    let booked =
+        async || -> Vec<(u32, u32)> { host.devices().await.unwrap().iter().map(|x| (x.in_use, x.reserved)).collect() };
+    assert!(
+        eventually_async(Duration::from_secs(20), || async { booked().await == vec![(200, 200); 8] }).await,
+        "each pod on its own device: {:?}",
+        booked().await
+    );
+    for device in 0..8 {
+        assert_eq!(shared.held_on(device, d.pid()), 200, "the driver counts 200 on physical device {device}");
+    }
+    // A host program holds 400 more on device 3; a ninth pod lands there, allocated more
+    // than the device has left beside pod 4 and the host's streams (within what pod 4's
+    // reservation leaves, so it can be granted once the room is back).
+    let hosted = host.device(3).create_streams(400, StreamOptions::default()).await.unwrap();
+    let units = (capacity - 600) / 8 + 1;
+    let mut ninth = start_pod(9, 3, units).await;
+    let queued = async || host.devices().await.unwrap()[3].queued_requests;
+    assert!(
+        eventually_async(Duration::from_secs(20), || async { queued().await == 1 }).await,
+        "the ninth pod waits on device 3"
+    );
+    // `status` says whose allocation waits, for how many streams, on which device; the
+    // device's row says how much room there is.
+    let status = host.status().await.unwrap();
+    let row = status.tenants.iter().find(|t| t.tenant == format!("container-{}", "9".repeat(12)) && t.device == 3);
+    let row = row.expect("the ninth pod's row on device 3");
+    assert_eq!((row.waiting_streams, row.allocated_streams), (units * 8, units * 8), "{row:?}");
+    let room = status.devices[3].capacity - status.devices[3].in_use;
+    assert!(room < units * 8, "less room ({room}) than it waits for");
+    drop(hosted);
+    let started = tokio::task::spawn_blocking(move || (ninth.started(), ninth)).await.unwrap();
+    assert_eq!(started.0.map(|w| w[0].clone()), Ok((units * 8 - 1).to_string()), "it starts once the room is there");
+    tokio::task::spawn_blocking(move || {
+        started.1.release();
+        for app in pods {
+            app.release();
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        eventually_async(Duration::from_secs(20), || async {
+            host.devices().await.unwrap().iter().all(|x| x.in_use == 0)
+        })
+        .await
+    );
+}
