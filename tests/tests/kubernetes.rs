@@ -590,3 +590,72 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
         .await
     );
 }
+
+/// A pod's end is its allocation's end: once the kubelet stops listing the pod (it kills
+/// the pod's processes first; here one holder's connection outlives it anyway), the
+/// allocation, its reservation and binding go, nothing of it stays booked, and the holder
+/// that is left gets nothing more: its container is a pod's without an allocation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dp_dir, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
+    std::fs::create_dir_all(&dp_dir).unwrap();
+    let mut kubelet = Kubelet::start(&dp_dir);
+    let pods = Pods::serve(&dir.path().join("pod-resources.sock"));
+    let config = format!(
+        "[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\npod_resources_socket = {:?}\n",
+        proc_root.to_str().unwrap(),
+        dir.path().join("pod-resources.sock").to_str().unwrap()
+    );
+    let d = Daemon::builder()
+        .state_dir(&dir.path().join("state"))
+        .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
+        .config(&config)
+        .start();
+    assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
+    let me = proc_root.join(std::process::id().to_string());
+    std::fs::create_dir_all(&me).unwrap();
+    std::fs::write(me.join("cgroup"), "0::/user.slice/user-0.slice/session-1.scope\n").unwrap();
+    let host = d.client().await;
+    let ids: Vec<String> = (0..4).map(|i| format!("npud-0-{i}")).collect();
+    pods.set(Some(&ids));
+    let request = dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
+    let answer = plugin(&dp_dir).await.allocate(request).await.unwrap().into_inner();
+    let c = &answer.container_responses[0];
+    let token = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap().host_path.clone();
+    let wrapper = format!("NPUD_ALLOCATION={token} \"$0\" \"$@\"");
+    let mut holder = npud_tests::Peer::spawn_under(d.socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
+    std::fs::create_dir_all(proc_root.join(holder.pid.to_string())).unwrap();
+    std::fs::write(
+        proc_root.join(holder.pid.to_string()).join("cgroup"),
+        format!(
+            "0::/kubepods.slice/kubepods-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{}.scope\n",
+            "d".repeat(64)
+        ),
+    )
+    .unwrap();
+    assert_eq!(holder.ask("create 8")["handles"].as_array().map(Vec::len), Some(8));
+    let on_device = async || host.devices().await.unwrap()[0].clone();
+    assert_eq!((on_device().await.in_use, on_device().await.reserved), (8, 32));
+    // The pod stops being listed; its holder's connection is still open.
+    pods.set(None);
+    assert!(
+        eventually_async(Duration::from_secs(30), || async {
+            let dev = on_device().await;
+            dev.in_use == 0 && dev.reserved == 0 && !Path::new(&token).exists()
+        })
+        .await,
+        "the allocation, its reservation and its streams went: {:?}\n{}",
+        on_device().await,
+        d.log()
+    );
+    // Its session went with the pod; the client opens a new one (presenting the token of
+    // an allocation that is gone) and is refused, or is refused as a pod without one.
+    for _ in 0..3 {
+        let more = holder.ask("create 1");
+        assert!(more["handles"].is_null(), "the lingering holder gets nothing more: {more}");
+        let why = more["reason"].as_str().unwrap_or("");
+        assert!(["UNKNOWN_SESSION", "TENANT_REFUSED", "QUOTA_EXCEEDED"].contains(&why), "{more}");
+    }
+    assert_eq!(on_device().await.in_use, 0);
+}
