@@ -126,6 +126,15 @@ impl Pods {
     }
 }
 
+/// What npud reads (through the proc-root double) as process `pid`'s cgroup.
+fn plant(proc_root: &Path, pid: u32, cgroup: &str) {
+    std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+    std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+}
+
+/// A host session's cgroup.
+const HOST_CGROUP: &str = "0::/user.slice/user-0.slice/session-1.scope\n";
+
 async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel> {
     dp::device_plugin_client::DevicePluginClient::new(npud_tests::npud_channel(&dir.join("npud.sock")).await)
 }
@@ -337,10 +346,7 @@ fn a_pods_container_without_an_allocation_gets_no_streams() {
         .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
         .config(&config)
         .start();
-    let plant = |pid: u32, cgroup: &str| {
-        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
-        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
-    };
+    let plant = |pid: u32, cgroup: &str| plant(&proc_root, pid, cgroup);
     let socket = d.socket.to_str().unwrap().to_string();
     let id = "c".repeat(64);
     let mut pod = npud_tests::Peer::spawn(&socket, None);
@@ -354,7 +360,7 @@ fn a_pods_container_without_an_allocation_gets_no_streams() {
     assert_eq!(refused["reason"], "QUOTA_EXCEEDED", "{refused}");
     assert!(refused["message"].as_str().unwrap_or("").contains("no npud.io/streams allocation"), "{refused}");
     let mut host = npud_tests::Peer::spawn(&socket, None);
-    plant(host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
+    plant(host.pid, HOST_CGROUP);
     assert!(host.ask("create 1")["handles"].as_array().is_some_and(|h| h.len() == 1), "a host process keeps its quota");
 }
 
@@ -394,8 +400,7 @@ async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() 
             "0::/kubepods.slice/kubepods-pod{pod}.slice/cri-containerd-{}.scope\n",
             container.to_string().repeat(64)
         );
-        std::fs::create_dir_all(proc_root.join(peer.pid.to_string())).unwrap();
-        std::fs::write(proc_root.join(peer.pid.to_string()).join("cgroup"), cgroup).unwrap();
+        plant(&proc_root, peer.pid, &cgroup);
         peer
     };
     let (pod_a, pod_b) = ("1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d", "9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0");
@@ -486,9 +491,7 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
     assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
     let shared = Shared::at(&budget);
     // This test process is on the host (its cgroup planted so): it reads npud's figures.
-    let me = proc_root.join(std::process::id().to_string());
-    std::fs::create_dir_all(&me).unwrap();
-    std::fs::write(me.join("cgroup"), "0::/user.slice/user-0.slice/session-1.scope\n").unwrap();
+    plant(&proc_root, std::process::id(), HOST_CGROUP);
     let host = d.client().await;
     let capacity = host.devices().await.unwrap()[0].capacity;
     let mut plugin = plugin(&dp_dir).await;
@@ -527,8 +530,7 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
             "0::/kubepods.slice/kubepods-pod{i:08x}_0000_0000_0000_000000000000.slice/cri-containerd-{}.scope\n",
             format!("{i:x}").repeat(64)
         );
-        std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
-        std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+        plant(&proc_root, pid, &cgroup);
         app
     };
     for i in 0..8 {
@@ -613,9 +615,7 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
         .config(&config)
         .start();
     assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
-    let me = proc_root.join(std::process::id().to_string());
-    std::fs::create_dir_all(&me).unwrap();
-    std::fs::write(me.join("cgroup"), "0::/user.slice/user-0.slice/session-1.scope\n").unwrap();
+    plant(&proc_root, std::process::id(), HOST_CGROUP);
     let host = d.client().await;
     let ids: Vec<String> = (0..4).map(|i| format!("npud-0-{i}")).collect();
     pods.set(Some(&ids));
@@ -625,15 +625,11 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
     let token = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap().host_path.clone();
     let wrapper = format!("NPUD_ALLOCATION={token} \"$0\" \"$@\"");
     let mut holder = npud_tests::Peer::spawn_under(d.socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
-    std::fs::create_dir_all(proc_root.join(holder.pid.to_string())).unwrap();
-    std::fs::write(
-        proc_root.join(holder.pid.to_string()).join("cgroup"),
-        format!(
-            "0::/kubepods.slice/kubepods-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{}.scope\n",
-            "d".repeat(64)
-        ),
-    )
-    .unwrap();
+    let cgroup = format!(
+        "0::/kubepods.slice/kubepods-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{}.scope\n",
+        "d".repeat(64)
+    );
+    plant(&proc_root, holder.pid, &cgroup);
     assert_eq!(holder.ask("create 8")["handles"].as_array().map(Vec::len), Some(8));
     let on_device = async || host.devices().await.unwrap()[0].clone();
     assert_eq!((on_device().await.in_use, on_device().await.reserved), (8, 32));

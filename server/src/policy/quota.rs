@@ -51,7 +51,7 @@ pub struct Quotas {
     pods_seen: std::sync::atomic::AtomicU64,
 }
 
-/// Pod tenants remembered at most; the least recently seen goes first (a live one is seen
+/// Pod tenants remembered at most; the longest known goes first (a live one is marked
 /// again at its next call, before its quota is read).
 const MAX_POD_TENANTS: usize = 65_536;
 
@@ -109,7 +109,8 @@ impl Quotas {
     /// allocation is bound to it (a run-time quota) and unless the config names it, its
     /// quota is the unallocated one: identity fails closed.
     pub fn saw_pod(&self, tenant: &Tenant) {
-        if read(&self.unallocated).is_none() {
+        // Every call of a pod's process passes here: a tenant already known costs a read.
+        if read(&self.unallocated).is_none() || read(&self.pods).contains_key(tenant) {
             return;
         }
         let seen = self.pods_seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
