@@ -2,6 +2,9 @@
 //! calling. They sit at the bottom of the module graph and depend on nothing in the crate.
 
 use serde::{Deserialize, Serialize};
+use std::borrow::Borrow;
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::Arc;
 
 /// A tenant's name, shared cheaply between the books that key on it.
@@ -83,5 +86,38 @@ pub fn check_not_derived(name: &str, maps_peers: bool) -> Result<(), String> {
         ))
     } else {
         Ok(())
+    }
+}
+
+/// Lowers `key`'s count by `by` (never below zero) and forgets the key at zero: npud's
+/// per-tenant and per-key counters keep only live keys, so they stay as small as what is
+/// held now, not as large as every tenant ever seen.
+pub fn count_down<K, Q, V>(map: &mut HashMap<K, V>, key: &Q, by: V)
+where
+    K: Borrow<Q> + Hash + Eq,
+    Q: Hash + Eq + ?Sized,
+    V: Copy + PartialOrd + std::ops::Sub<Output = V> + Default,
+{
+    if let Some(n) = map.get_mut(key) {
+        *n = if *n > by { *n - by } else { V::default() };
+        if *n == V::default() {
+            map.remove(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_count_goes_down_never_below_zero_and_its_key_goes_at_zero() {
+        let mut m: HashMap<Tenant, usize> = HashMap::from([(Arc::from("a"), 5)]);
+        count_down(&mut m, "a", 2);
+        assert_eq!(m["a"], 3);
+        count_down(&mut m, "a", 7);
+        assert!(m.is_empty(), "at zero the key is forgotten");
+        count_down(&mut m, "b", 1);
+        assert!(m.is_empty(), "an absent key stays absent");
     }
 }

@@ -107,8 +107,8 @@ struct Inner {
 }
 
 /// The callback a report is about, if it is a callback's.
-fn callback_of(r: &SessionReport) -> Option<u64> {
-    match r.body {
+fn callback_of(body: &ReportBody) -> Option<u64> {
+    match *body {
         ReportBody::Callback { callback, .. } => Some(callback),
         ReportBody::Exception { .. } => None,
     }
@@ -119,12 +119,7 @@ impl Inner {
     /// again. Idempotent.
     fn discharge(&mut self, id: u64) {
         let Some((tenant, _, bytes)) = self.charges.remove(&id) else { return };
-        if let Some(n) = self.tenant_bytes.get_mut(&tenant) {
-            *n = n.saturating_sub(bytes);
-            if *n == 0 {
-                self.tenant_bytes.remove(&tenant);
-            }
-        }
+        crate::types::count_down(&mut self.tenant_bytes, &tenant, bytes);
     }
 
     fn discharge_all(&mut self, ids: impl IntoIterator<Item = u64>) {
@@ -139,12 +134,7 @@ impl Inner {
             // Its report will never be posted.
             self.discharge(id);
         }
-        if let Some(n) = self.per_tenant.get_mut(&cb.tenant) {
-            *n -= 1;
-            if *n == 0 {
-                self.per_tenant.remove(&cb.tenant);
-            }
-        }
+        crate::types::count_down(&mut self.per_tenant, &cb.tenant, 1);
         Some(cb)
     }
 }
@@ -297,10 +287,7 @@ impl ReportHub {
     }
 
     fn post_locked(&self, inner: &mut Inner, session: u64, body: ReportBody, is_exception: bool) {
-        let about = match &body {
-            ReportBody::Callback { callback, .. } => Some(*callback),
-            ReportBody::Exception { .. } => None,
-        };
+        let about = callback_of(&body);
         let Some(m) = inner.mailboxes.get_mut(&session) else {
             inner.discharge_all(about);
             self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -315,7 +302,7 @@ impl ReportHub {
         let mut gone = Vec::new();
         while !m.reports.is_empty() && (m.reports.len() >= self.max_pending || m.bytes + size > self.max_bytes) {
             let Some(r) = m.pop_front() else { break };
-            gone.extend(callback_of(&r));
+            gone.extend(callback_of(&r.body));
             if r.sequence > m.sent_upto {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(
@@ -342,7 +329,7 @@ impl ReportHub {
         };
         let mut had = Vec::new();
         while m.reports.front().is_some_and(|r| r.sequence <= after) {
-            had.extend(m.pop_front().as_ref().and_then(callback_of));
+            had.extend(m.pop_front().and_then(|r| callback_of(&r.body)));
         }
         m.sent_upto = m.sent_upto.max(after);
         inner.discharge_all(had);
@@ -363,7 +350,7 @@ impl ReportHub {
         }
         // Sent: what their callbacks cost the tenant is free again (the replay copies are
         // the session's, bounded by its own limits).
-        inner.discharge_all(batch.iter().filter_map(callback_of));
+        inner.discharge_all(batch.iter().filter_map(|r| callback_of(&r.body)));
         Some(batch)
     }
 
@@ -390,7 +377,7 @@ impl ReportHub {
             }
         });
         self.delivered.fetch_add(taken.len() as u64, Ordering::Relaxed);
-        inner.discharge_all(taken.iter().filter_map(callback_of));
+        inner.discharge_all(taken.iter().filter_map(|r| callback_of(&r.body)));
         Some(taken)
     }
 

@@ -270,7 +270,7 @@ impl Registry {
         if let Some(name) = &s.name {
             inner.names.remove(&(Arc::clone(&s.tenant), name.clone()));
         }
-        dec(&mut inner.per_tenant, &s.tenant, 1);
+        crate::types::count_down(&mut inner.per_tenant, &s.tenant, 1);
         let streams: Vec<StreamEntry> = s.streams.iter().filter_map(|h| inner.detach_stream(*h)).collect();
         let events: Vec<EventEntry> = s.events.iter().filter_map(|h| inner.detach_event(*h)).collect();
         Some(Reclaim { tenant: Some(s.tenant), streams, events })
@@ -395,14 +395,5 @@ impl Registry {
     pub fn totals(&self) -> (usize, usize, usize) {
         let inner = self.lock();
         (inner.sessions.len(), inner.streams.len(), inner.events.len())
-    }
-}
-
-fn dec(map: &mut HashMap<Tenant, u32>, tenant: &Tenant, by: u32) {
-    if let Some(n) = map.get_mut(tenant) {
-        *n = n.saturating_sub(by);
-        if *n == 0 {
-            map.remove(tenant);
-        }
     }
 }

@@ -130,10 +130,5 @@ impl Inner {
 }
 
 pub(super) fn unsubscribe_count(subs: &mut HashMap<(u64, u64), u32>, key: (u64, u64)) {
-    if let Some(n) = subs.get_mut(&key) {
-        *n -= 1;
-        if *n == 0 {
-            subs.remove(&key);
-        }
-    }
+    crate::types::count_down(subs, &key, 1);
 }

@@ -84,12 +84,7 @@ impl Drop for ConnectionSlot {
             return;
         };
         open.total = open.total.saturating_sub(1);
-        if let Some(n) = open.by_tenant.get_mut(tenant) {
-            *n -= 1;
-            if *n == 0 {
-                open.by_tenant.remove(tenant);
-            }
-        }
+        crate::types::count_down(&mut open.by_tenant, tenant, 1);
     }
 }
 

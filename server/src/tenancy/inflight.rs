@@ -42,12 +42,7 @@ impl InFlight {
 impl Drop for Place {
     fn drop(&mut self) {
         let mut counts = self.of.counts.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = counts.get_mut(&self.tenant) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.tenant);
-            }
-        }
+        crate::types::count_down(&mut counts, &self.tenant, 1);
     }
 }
 

@@ -338,12 +338,7 @@ impl<W> Ledger<W> {
     }
 
     fn unqueue(&mut self, tenant: &Tenant) {
-        if let Some(n) = self.pending.get_mut(tenant) {
-            *n -= 1;
-            if *n == 0 {
-                self.pending.remove(tenant);
-            }
-        }
+        crate::types::count_down(&mut self.pending, tenant, 1);
     }
 
     /// A tenant gives streams back to the device; they start draining.
