@@ -49,7 +49,7 @@ impl Daemon {
         let booked = self.allocations.as_ref().map(|a| a.booked()).unwrap_or_default();
         for device in 0..self.devices().len() as u32 {
             let mut map = base.clone();
-            let capacity = self.admission.view(device).capacity;
+            let capacity = self.admission.capacity(device);
             for (tenant, _, streams) in booked.iter().filter(|(_, d, _)| *d == device) {
                 let others: u32 = map.iter().filter(|(t, _)| *t != tenant).fold(0u32, |n, (_, r)| n.saturating_add(*r));
                 map.insert(Tenant::clone(tenant), (*streams).min(capacity.saturating_sub(others)));

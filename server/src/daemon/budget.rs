@@ -171,7 +171,7 @@ impl NativeSession {
         let daemon = &self.daemon;
         self.check_device(a.device)?;
         daemon.refuse_if_draining()?;
-        let capacity = daemon.admission.view(a.device).capacity;
+        let capacity = daemon.admission.capacity(a.device);
         if a.count == 0 || a.count > capacity {
             // Under every policy: no device holds more, and the books stay in range.
             return Err(NpudError::new(
@@ -281,10 +281,7 @@ impl NativeSession {
         // tenant's max_events leaves (no vendor counts events); never past the device's table.
         let table = daemon.device(d.device)?.event_limit;
         let (quota, _) = daemon.quotas.get(&self.caller.tenant);
-        let tenant_events = daemon
-            .registry
-            .events_held(&self.caller.tenant)
-            .saturating_add(daemon.natives.tenant_events(&self.caller.tenant));
+        let tenant_events = daemon.tenant_events(&self.caller.tenant);
         // Recorded events exist, so they count even over the quota; unrecorded ones only fill
         // what the quota leaves after them.
         let unrecorded_room = quota.max_events.saturating_sub(tenant_events.saturating_add(recorded_events));
@@ -322,8 +319,7 @@ impl NativeSession {
         let d = &self.daemon;
         let event_capacity = d.device(device).map_or(0, |desc| desc.event_limit);
         let device_events = d.registry.device_events(device).saturating_add(d.natives.device_events(device));
-        let tenant_events =
-            d.registry.events_held(&self.caller.tenant).saturating_add(d.natives.tenant_events(&self.caller.tenant));
+        let tenant_events = d.tenant_events(&self.caller.tenant);
         pb::BudgetShare {
             event_capacity,
             events_available: event_capacity
@@ -337,7 +333,7 @@ impl NativeSession {
             tenant_holds: s.tenant_holds,
             holds: self.daemon.natives.held(self.id, device),
             max_streams: quota.max_streams,
-            untracked: self.daemon.admission.view(device).untracked,
+            untracked: s.untracked,
         }
     }
 

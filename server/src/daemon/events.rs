@@ -47,6 +47,11 @@ impl Daemon {
         }
     }
 
+    /// Events `tenant` holds, through npud and natively (interposed processes).
+    pub fn tenant_events(&self, tenant: &str) -> u32 {
+        self.registry.events_held(tenant).saturating_add(self.natives.tenant_events(tenant))
+    }
+
     /// Whether `count` more events fit the device's event table (daemon and native events
     /// together: the table is the hardware's) and the tenant's `max_events`.
     pub fn event_room(

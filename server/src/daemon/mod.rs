@@ -289,7 +289,7 @@ impl Daemon {
     }
 
     pub fn smallest_capacity(&self) -> u32 {
-        (0..self.devices().len() as u32).map(|d| self.admission.view(d).capacity).min().unwrap_or(0)
+        (0..self.devices().len() as u32).map(|d| self.admission.capacity(d)).min().unwrap_or(0)
     }
 
     pub fn take_report_receiver(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<crate::backend::Report>> {

@@ -80,9 +80,9 @@ impl Daemon {
 
     /// Books what was measured for `device`, logging when drift appears and goes.
     pub async fn apply_untracked(&self, device: u32, measured: i64, changes: u64) {
-        let before = self.admission.view(device).untracked;
+        let before = self.admission.untracked(device);
         self.admission.set_untracked(device, measured, changes).await;
-        let after = self.admission.view(device).untracked;
+        let after = self.admission.untracked(device);
         match (before, after) {
             (b, a) if b == a => {}
             (0, n) => tracing::warn!(

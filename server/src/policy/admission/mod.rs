@@ -157,6 +157,17 @@ impl Admission {
         grant_queued(&mut st.ledger);
     }
 
+    /// The streams `device`'s ledger may hand out in all: for checks on a hot path, where
+    /// [`Admission::view`]'s per-tenant figures would be built for nothing.
+    pub fn capacity(&self, device: u32) -> u32 {
+        self.lock(device).ledger.capacity()
+    }
+
+    /// What `device` holds outside the books now (see [`Admission::capacity`]).
+    pub fn untracked(&self, device: u32) -> u32 {
+        self.lock(device).ledger.untracked()
+    }
+
     pub fn view(&self, device: u32) -> BudgetView {
         let st = self.lock(device);
         let l = &st.ledger;

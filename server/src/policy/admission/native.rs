@@ -21,6 +21,8 @@ pub struct NativeShare {
     /// min(what the tenant's quota leaves, device free).
     pub available: u32,
     pub tenant_holds: u32,
+    /// What the device holds outside the books (see `Ledger::untracked`).
+    pub untracked: u32,
 }
 
 impl Admission {
@@ -119,7 +121,7 @@ impl Admission {
         // Pooled streams are the daemon's to evict, so they count as free for a grant.
         let grantable = l.grantable();
         let available = quota.max_streams.saturating_sub(tenant_holds).min(grantable);
-        NativeShare { capacity: l.capacity(), device_free, available, tenant_holds }
+        NativeShare { capacity: l.capacity(), device_free, available, tenant_holds, untracked: l.untracked() }
     }
 
     /// Sets what reconciliation measured on `device` while the ledger's change counter was
