@@ -21,6 +21,7 @@ const CLIENT_PREFACE_LEN: usize = 24;
 const FRAME_HEADER_LEN: usize = 9;
 const HEADERS: u8 = 0x1;
 const CONTINUATION: u8 = 0x9;
+const PING: u8 = 0x6;
 const END_HEADERS: u8 = 0x4;
 const PADDED: u8 = 0x8;
 const PRIORITY: u8 = 0x20;
@@ -71,39 +72,41 @@ impl AuthorityError {
     /// GOAWAY (error code, last stream id) it sends for the same fault on TCP: the
     /// rewriter never forwards the offending frames, so it hands on ones h2 rejects alike.
     fn poison(&self, stream: u32) -> Vec<u8> {
-        let stream = stream.max(1).to_be_bytes();
-        let header = |len: usize, kind: u8, flags: u8| {
-            let mut f = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-            f.extend_from_slice(&stream);
-            f
-        };
+        let stream = stream.max(1);
         match self {
             // FRAME_SIZE_ERROR: h2 reads the length first and stops there.
-            AuthorityError::FrameTooLarge(_) => header(MAX_FRAME + 1, HEADERS, 0),
-            // COMPRESSION_ERROR: a block whose only field is index 0, which HPACK forbids.
+            AuthorityError::FrameTooLarge(_) => frame_header(MAX_FRAME + 1, HEADERS, 0, stream).to_vec(),
+            // What h2 answers a block it cannot decode: one whose only field is index 0,
+            // which HPACK forbids.
             AuthorityError::Hpack(_) => {
-                let mut f = header(1, HEADERS, END_HEADERS);
+                let mut f = frame_header(1, HEADERS, END_HEADERS, stream).to_vec();
                 f.push(0x80);
                 f
             }
             // PROTOCOL_ERROR: an open header block interrupted by another frame (a PING).
             AuthorityError::Interrupted(_) => {
-                let mut f = header(0, HEADERS, 0);
-                f.extend_from_slice(&[0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
+                let mut f = frame_header(0, HEADERS, 0, stream).to_vec();
+                f.extend_from_slice(&frame_header(8, PING, 0, 0));
                 f.extend_from_slice(&[0; 8]);
                 f
             }
             // ENHANCE_YOUR_CALM: a block in more CONTINUATIONs than h2's own flood guard takes
             // (a decoded block past the limit is what such a flood carries on TCP).
             AuthorityError::TooLarge | AuthorityError::TooManyFrames => {
-                let mut f = header(0, HEADERS, 0);
+                let mut f = frame_header(0, HEADERS, 0, stream).to_vec();
                 for _ in 0..FLOOD_FRAMES {
-                    f.extend(header(0, CONTINUATION, 0));
+                    f.extend_from_slice(&frame_header(0, CONTINUATION, 0, stream));
                 }
                 f
             }
         }
     }
+}
+
+/// A frame's 9-byte header (RFC 9113 §4.1): length, type, flags, stream.
+fn frame_header(len: usize, kind: u8, flags: u8, stream: u32) -> [u8; FRAME_HEADER_LEN] {
+    let s = stream.to_be_bytes();
+    [(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags, s[0], s[1], s[2], s[3]]
 }
 
 enum State {
@@ -414,8 +417,7 @@ impl AuthorityRewriter {
                 frame_flags |= END_HEADERS;
             }
             let len = prefix.len() + body.len();
-            self.output.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, frame_flags]);
-            self.output.extend_from_slice(&stream.to_be_bytes());
+            self.output.extend_from_slice(&frame_header(len, kind, frame_flags, stream));
             self.output.extend_from_slice(prefix);
             self.output.extend_from_slice(body);
             if rest.is_empty() {
