@@ -495,12 +495,12 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
     let host = d.client().await;
     let capacity = host.devices().await.unwrap()[0].capacity;
     let mut plugin = plugin(&dp_dir).await;
-    let go = dir.path().join("go");
     let (program, _) = acl_apps();
     let mut pods = Vec::new();
     // Pod `i` on physical device `device` with `units` units: its program waits for `go`,
-    // then becomes the program (same pid), so npud reads its pod's cgroup, planted here.
-    let mut start_pod = async |i: u32, device: u32, units: u32| -> App {
+    // then becomes the program (same pid), so npud reads its pod's cgroup, planted here
+    // before `go` exists (a pod npud met before its cgroup would be a host process).
+    let mut start_pod = async |i: u32, device: u32, units: u32, go: &std::path::Path| -> App {
         let ids: Vec<String> = (0..units).map(|u| format!("npud-{device}-{u}")).collect();
         let request =
             dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
@@ -533,8 +533,9 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
         plant(&proc_root, pid, &cgroup);
         app
     };
+    let go = dir.path().join("go");
     for i in 0..8 {
-        pods.push(start_pod(i + 1, i, 25).await);
+        pods.push(start_pod(i + 1, i, 25, &go).await);
     }
     std::fs::write(&go, b"").unwrap(); // all eight start at once
     let pods = tokio::task::spawn_blocking(move || {
@@ -560,7 +561,9 @@ async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
     // reservation leaves, so it can be granted once the room is back).
     let hosted = host.device(3).create_streams(400, StreamOptions::default()).await.unwrap();
     let units = (capacity - 600) / 8 + 1;
-    let mut ninth = start_pod(9, 3, units).await;
+    let go = dir.path().join("go-ninth");
+    let mut ninth = start_pod(9, 3, units, &go).await;
+    std::fs::write(&go, b"").unwrap();
     let queued = async || host.devices().await.unwrap()[3].queued_requests;
     assert!(
         eventually_async(Duration::from_secs(20), || async { queued().await == 1 }).await,
