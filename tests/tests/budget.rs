@@ -146,3 +146,43 @@ async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
     assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 10 }).await, "{}", d.log());
     assert_eq!(held(&d).await, 10);
 }
+
+/// Issue 33: a client may send calls ahead of their answers on the budget wire (the
+/// interposer sends its hello and first acquire in one write): they are answered in
+/// order, and a process that dies while one of them waits for budget still leaves the
+/// queue at once.
+#[test]
+fn calls_sent_ahead_are_answered_in_order_and_a_close_still_withdraws_a_wait() {
+    use npud_tests::wire::{Wire, frame};
+    use std::io::Write;
+    let d = Daemon::builder().start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let mut w = Wire::connect(&d.socket);
+    let acquire = |count, wait_ms| Call::Acquire(pb::AcquireBudgetRequest { count, wait_ms, ..Default::default() });
+    let mut bytes = frame(Call::Hello(pb::BudgetHello { program: "ahead".into(), ..Default::default() }));
+    bytes.extend(frame(acquire(10, 0)));
+    bytes.extend(frame(Call::Share(pb::BudgetShareRequest::default())));
+    w.conn.write_all(&bytes).unwrap();
+    assert!(matches!(w.reply(), Ok(Reply::Welcome(_))), "the hello first");
+    assert!(matches!(w.reply(), Ok(Reply::Acquired(_))), "then the grant");
+    match w.reply() {
+        Ok(Reply::Share(s)) => assert_eq!(s.tenant_holds, 10, "then the share, which counts the grant: {s:?}"),
+        other => panic!("expected the share, got {other:?}"),
+    }
+    assert_eq!(d.device0()["in_use"], 10);
+    // The rest of the device is held; an ask that must wait, with a call sent behind it,
+    // and then the process is gone.
+    assert!(matches!(w.acquire(0, capacity - 10, 0), Ok(Reply::Acquired(_))));
+    let mut waiter = Wire::hello(&d.socket, Default::default());
+    let mut bytes = frame(acquire(5, 600_000));
+    bytes.extend(frame(Call::Share(pb::BudgetShareRequest::default())));
+    waiter.conn.write_all(&bytes).unwrap();
+    assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["queued_requests"] == 1), "it waits");
+    drop(waiter);
+    assert!(
+        npud_tests::eventually(Duration::from_secs(20), || d.device0()["queued_requests"] == 0),
+        "a closed connection leaves the queue though a call was sent behind its wait"
+    );
+    drop(w);
+    assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["in_use"] == 0), "and nothing stays booked");
+}

@@ -79,6 +79,21 @@ fn share_of(reply: &Reply) -> Option<&pb::BudgetShare> {
 }
 
 /// npud did not answer within `limit`: a refusal, so the hook fails as the device would.
+/// The grant an acquire asks for (given back should its answer come too late).
+fn asked_of(call: &Call) -> Option<pb::AcquireBudgetRequest> {
+    match call {
+        Call::Acquire(a) => Some(a.clone()),
+        _ => None,
+    }
+}
+
+/// Appends `call` to `bytes` as one frame: its length, big-endian, then the message.
+fn frame(bytes: &mut Vec<u8>, call: Call) {
+    let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
+    bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(&body);
+}
+
 fn slow(limit: Duration) -> WireError {
     WireError::Refused { message: format!("npud did not answer within {} ms", limit.as_millis()), reason: 0 }
 }
@@ -89,11 +104,17 @@ fn broken(e: impl std::fmt::Display) -> WireError {
 
 impl Connection {
     /// Connects, sends the preface and the hello (with the container's allocation token,
-    /// if any).
-    pub fn open(socket: &Path, program: &str, allocation: &str) -> Result<Connection, WireError> {
-        let mut stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
+    /// if any) and, in the same write, `ahead`: a call that does not depend on the welcome
+    /// (the first acquire, when the process's ask is fixed), with its wait. Its answer
+    /// comes back with the connection, one round trip for both.
+    pub fn open(
+        socket: &Path,
+        program: &str,
+        allocation: &str,
+        ahead: Option<(Call, Duration)>,
+    ) -> Result<(Connection, Option<Result<Reply, WireError>>), WireError> {
+        let stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
-        stream.write_all(npud_proto::BUDGET_PREFACE).map_err(broken)?;
         let mut conn = Connection {
             stream,
             tenant: String::new(),
@@ -104,34 +125,49 @@ impl Connection {
             owed: VecDeque::new(),
             patience: ANSWER_TIMEOUT,
         };
-        match conn.call(
-            Call::Hello(pb::BudgetHello {
-                program: program.chars().take(256).collect(),
-                allocation: allocation.to_string(),
-                // Every created, release and captured call says what the process created.
-                reports_created: true,
-            }),
-            Duration::ZERO,
-        )? {
-            Reply::Welcome(w) => {
+        let hello = Call::Hello(pb::BudgetHello {
+            program: program.chars().take(256).collect(),
+            allocation: allocation.to_string(),
+            // Every created, release and captured call says what the process created.
+            reports_created: true,
+        });
+        let mut bytes = npud_proto::BUDGET_PREFACE.to_vec();
+        frame(&mut bytes, hello);
+        let ahead = ahead.map(|(call, wait)| {
+            let asked = asked_of(&call);
+            let device = device_of(&call);
+            frame(&mut bytes, call);
+            (asked, device, wait)
+        });
+        conn.stream.write_all(&bytes).map_err(broken)?;
+        match conn.answer(conn.patience)? {
+            Some(Ok(Reply::Welcome(w))) => {
                 conn.tenant = w.tenant;
                 conn.epoch = w.epoch;
                 conn.process_streams = w.process_streams;
                 conn.max_streams = w.max_streams;
-                Ok(conn)
             }
-            other => Err(broken(format!("unexpected answer to hello: {other:?}"))),
+            Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),
+            Some(Err(e)) => return Err(e),
+            None => return Err(slow(conn.patience)),
         }
+        let answered = match ahead {
+            // A refusal of that call is its answer; a broken connection is the open's.
+            Some((asked, device, wait)) => match conn.receive(asked, device, wait) {
+                Err(e @ WireError::Unreachable(_)) => return Err(e),
+                answer => Some(answer),
+            },
+            None => None,
+        };
+        Ok((conn, answered))
     }
 
     /// One call, one answer; `wait` extends the answer timeout for a wait for budget.
     pub fn call(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
-        let device = device_of(&call);
-        let reply = self.exchange(call, wait)?;
-        if let (Some(device), Some(share)) = (device, share_of(&reply)) {
-            self.shares.insert(device, (Instant::now(), *share));
-        }
-        Ok(reply)
+        self.settle_owed()?;
+        let (asked, device) = (asked_of(&call), device_of(&call));
+        self.send(call)?;
+        self.receive(asked, device, wait)
     }
 
     /// The share npud last sent for `device`, if it is younger than `max_age`.
@@ -139,33 +175,33 @@ impl Connection {
         self.shares.get(&device).filter(|(at, _)| at.elapsed() <= max_age).map(|(_, s)| *s)
     }
 
-    /// Sends `call` and reads its answer. An answer that does not come within
-    /// its patience ([`ANSWER_TIMEOUT`]) + `wait` is a refusal (the hook fails as the device would:
+    /// Reads the answer to a call sent (`asked`: the grant it asked for, if any; `device`:
+    /// the device it was about). An answer that does not come within its patience
+    /// ([`ANSWER_TIMEOUT`]) + `wait` is a refusal (the hook fails as the device would:
     /// 207008), never "npud is unreachable", which would create without admission: only
     /// a failed connect and a broken connection are that. The late answer is read (and a
     /// late grant given back) before the next call.
-    fn exchange(&mut self, call: Call, wait: Duration) -> Result<Reply, WireError> {
-        self.settle_owed()?;
-        let asked = match &call {
-            Call::Acquire(a) => Some(a.clone()),
-            _ => None,
+    fn receive(
+        &mut self,
+        asked: Option<pb::AcquireBudgetRequest>,
+        device: Option<u32>,
+        wait: Duration,
+    ) -> Result<Reply, WireError> {
+        let Some(reply) = self.answer(self.patience + wait)? else {
+            self.owed.push_back(asked);
+            return Err(slow(self.patience + wait));
         };
-        self.send(call)?;
-        match self.answer(self.patience + wait)? {
-            Some(reply) => reply,
-            None => {
-                self.owed.push_back(asked);
-                Err(slow(self.patience + wait))
-            }
+        let reply = reply?;
+        if let (Some(device), Some(share)) = (device, share_of(&reply)) {
+            self.shares.insert(device, (Instant::now(), *share));
         }
+        Ok(reply)
     }
 
     fn send(&mut self, call: Call) -> Result<(), WireError> {
-        let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
-        let mut frame = Vec::with_capacity(body.len() + 4);
-        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        frame.extend_from_slice(&body);
-        self.stream.write_all(&frame).map_err(broken)
+        let mut bytes = Vec::new();
+        frame(&mut bytes, call);
+        self.stream.write_all(&bytes).map_err(broken)
     }
 
     /// Reads answers owed for calls that timed out; a grant among them goes back at once
@@ -283,7 +319,7 @@ mod tests {
             assert!(matches!(read_call(&mut s), Call::Share(_)));
             write_reply(&mut s, Reply::Share(pb::BudgetShare { device: 1, ..Default::default() }));
         });
-        let mut conn = Connection::open(&path, "test", "").expect("open");
+        let (mut conn, _) = Connection::open(&path, "test", "", None).expect("open");
         conn.patience = Duration::from_millis(100);
         let ask = pb::AcquireBudgetRequest { device: 1, count: 70, ..Default::default() };
         match conn.call(Call::Acquire(ask), Duration::ZERO) {

@@ -13,6 +13,11 @@ use prost::Message;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// The most bytes of later calls read while a call is answered (a client may send its
+/// next calls before their answers: the interposer sends its hello and first acquire in
+/// one write). Past it, nothing more is read until the answer is written.
+const MAX_AHEAD: usize = npud_proto::BUDGET_MAX_FRAME + 4;
+
 /// Serves one budget-wire connection whose preface has been read.
 pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     let peer = Arc::clone(conn.info());
@@ -25,8 +30,10 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             return;
         }
     };
+    // Bytes of calls that came while an earlier one was answered, in order.
+    let mut ahead = Vec::new();
     loop {
-        let call = match read_frame(&mut conn).await {
+        let call = match read_frame(&mut conn, &mut ahead).await {
             Ok(Some(call)) => call,
             Ok(None) => break,
             Err(e) => {
@@ -34,13 +41,22 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
                 break;
             }
         };
-        // A client sends its next call only after the reply, so anything readable while a
-        // call is pending means the connection closed: a process that dies while it waits
-        // for budget leaves the queue at once.
-        let mut probe = [0u8; 1];
-        let reply = tokio::select! {
-            reply = session.answer(call) => reply,
-            _ = conn.read(&mut probe) => break,
+        // While a call is answered the connection is watched: its end (the process died
+        // while it waited for budget) ends the wait at once, and calls sent ahead are kept.
+        let answer = session.answer(call);
+        tokio::pin!(answer);
+        let reply = loop {
+            if ahead.len() >= MAX_AHEAD {
+                break answer.await;
+            }
+            let mut chunk = [0u8; 1024];
+            tokio::select! {
+                reply = &mut answer => break reply,
+                read = conn.read(&mut chunk) => match read {
+                    Ok(n) if n > 0 => ahead.extend_from_slice(&chunk[..n]),
+                    _ => return,
+                },
+            }
         };
         if write_frame(&mut conn, &reply).await.is_err() {
             break;
@@ -48,13 +64,19 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     }
 }
 
+/// Fills `buf` from the bytes read ahead first, then from the connection.
+async fn read_exact(conn: &mut PeerStream, ahead: &mut Vec<u8>, buf: &mut [u8]) -> std::io::Result<()> {
+    let from_ahead = buf.len().min(ahead.len());
+    buf[..from_ahead].copy_from_slice(&ahead[..from_ahead]);
+    ahead.drain(..from_ahead);
+    conn.read_exact(&mut buf[from_ahead..]).await.map(|_| ())
+}
+
 /// Reads one frame; Ok(None) at a clean end of the connection.
-async fn read_frame(conn: &mut PeerStream) -> Result<Option<pb::BudgetCall>, NpudError> {
+async fn read_frame(conn: &mut PeerStream, ahead: &mut Vec<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
     let mut len = [0u8; 4];
-    match conn.read_exact(&mut len).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(_) => return Ok(None),
+    if read_exact(conn, ahead, &mut len).await.is_err() {
+        return Ok(None);
     }
     let len = u32::from_be_bytes(len) as usize;
     if len > npud_proto::BUDGET_MAX_FRAME {
@@ -64,7 +86,7 @@ async fn read_frame(conn: &mut PeerStream) -> Result<Option<pb::BudgetCall>, Npu
         ));
     }
     let mut body = vec![0u8; len];
-    if conn.read_exact(&mut body).await.is_err() {
+    if read_exact(conn, ahead, &mut body).await.is_err() {
         return Ok(None);
     }
     pb::BudgetCall::decode(body.as_slice()).map(Some).map_err(|e| {

@@ -69,6 +69,9 @@ pub struct Process {
     watcher_thread: OnceLock<std::thread::Thread>,
 }
 
+/// A connection just opened, and the answer to the call sent with it, if one was.
+type Opened = Result<(Connection, Option<Result<Reply, WireError>>), WireError>;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -124,14 +127,44 @@ impl Process {
         result
     }
 
-    /// Opens a connection and declares whatever the process already holds (it can only
-    /// hold something here if npud went away and came back).
+    /// Runs `call` on the connection; when it is still to be opened, `call` goes in the
+    /// same write as the hello (one round trip for both). A broken connection is dropped.
+    fn call_opening(&'static self, call: Call, wait: Duration) -> Result<Reply, WireError> {
+        let mut guard = lock(&self.conn);
+        let result = match guard.as_mut() {
+            Some(conn) => conn.call(call, wait),
+            None => self.connect_with(Some((call, wait))).and_then(|(conn, answered)| {
+                *guard = Some(conn);
+                answered.unwrap_or_else(|| {
+                    Err(WireError::Unreachable("the call sent with the hello went unanswered".into()))
+                })
+            }),
+        };
+        if matches!(result, Err(WireError::Unreachable(_))) {
+            *guard = None;
+        }
+        result
+    }
+
     fn connect(&'static self) -> Result<Connection, WireError> {
-        let mut conn = Connection::open(&self.settings.socket, &program(), &self.settings.allocation)?;
-        self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
-        self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
+        self.connect_with(None).map(|(conn, _)| conn)
+    }
+
+    /// Opens a connection and declares whatever the process already holds (it can only
+    /// hold something here if npud went away and came back); then `ahead`, with the hello
+    /// when there is nothing to declare first.
+    fn connect_with(&'static self, ahead: Option<(Call, Duration)>) -> Opened {
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
+        let holds_events = !lock(&self.events).holding().is_empty();
+        let (with_hello, after) = match holding.is_empty() && !holds_events {
+            true => (ahead, None),
+            false => (None, ahead),
+        };
+        let (mut conn, mut answered) =
+            Connection::open(&self.settings.socket, &program(), &self.settings.allocation, with_hello)?;
+        self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
+        self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         for (device, used) in holding.into_iter().filter(|(d, _)| !self.devices.is_unowned(*d)) {
             let identity = self.devices.identity(device);
             let declare = pb::DeclareBudgetRequest { device, count: used, events: 0, identity };
@@ -168,12 +201,15 @@ impl Process {
                 }
             }
         }
+        if let Some((call, wait)) = after {
+            answered = Some(conn.call(call, wait));
+        }
         self.watcher.call_once(|| {
             if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
                 let _ = self.watcher_thread.set(handle.thread().clone());
             }
         });
-        Ok(conn)
+        Ok((conn, answered))
     }
 
     /// Notices npud going away while the process sits on its streams, and reconnects (and
@@ -295,9 +331,12 @@ impl Process {
 
     /// Admits `n` new streams on `device` (a context's default stream is one).
     pub fn admit(&'static self, device: u32, n: u32) -> Result<(), Refused> {
-        if !self.asked_tenant.swap(true, Ordering::Relaxed) {
-            // The welcome carries the tenant's start-up ask and quota; an unreachable npud
-            // is dealt with by the acquire below.
+        // The first ask goes with the hello when the process's ask is fixed (NPUD_STREAMS);
+        // otherwise the welcome, which carries the tenant's start-up ask and quota, comes
+        // first. An unreachable npud is dealt with by the acquire below.
+        let first = !self.asked_tenant.swap(true, Ordering::Relaxed);
+        let with_hello = first && self.settings.streams.is_some();
+        if first && !with_hello {
             let _ = self.with_conn(|_| Ok(()));
         }
         if self.devices.is_unowned(device) {
@@ -312,7 +351,31 @@ impl Process {
         let wait = if wait { self.settings.wait } else { Duration::ZERO };
         let wait_ms = wait.as_millis().min(u128::from(u32::MAX)) as u32;
         let ask = pb::AcquireBudgetRequest { device, count, wait_ms, identity: self.devices.identity(device) };
-        match self.with_conn(|c| c.call(Call::Acquire(ask), wait)) {
+        let answer = match with_hello {
+            true => self.call_opening(Call::Acquire(ask), wait),
+            false => self.with_conn(|c| c.call(Call::Acquire(ask), wait)),
+        };
+        // Sent before the welcome said the tenant's quota: an ask above it is asked again
+        // within it, as it would have been had the welcome come first.
+        let answer = match answer {
+            Err(WireError::Refused { reason, .. })
+                if with_hello && reason == pb::ErrorReason::QuotaExceeded as i32 && count > self.startup() =>
+            {
+                let Plan::Ask { count: again, .. } = lock(&self.books).plan(device, n, self.startup()) else {
+                    return Ok(());
+                };
+                let ask =
+                    pb::AcquireBudgetRequest { device, count: again, wait_ms, identity: self.devices.identity(device) };
+                return self.acquired(device, again, n, self.with_conn(|c| c.call(Call::Acquire(ask), wait)));
+            }
+            other => other,
+        };
+        self.acquired(device, count, n, answer)
+    }
+
+    /// Books the answer to an ask of `count` streams for `n` new ones on `device`.
+    fn acquired(&self, device: u32, count: u32, n: u32, answer: Result<Reply, WireError>) -> Result<(), Refused> {
+        match answer {
             Ok(_) => {
                 lock(&self.books).granted(device, count, n);
                 self.creating(device, true);
