@@ -43,5 +43,13 @@ fn npud_bench_quick_runs_and_writes_json() {
     assert_eq!(doc["contention"][0]["failed"], 0, "the managed policy never fails a job");
     assert_eq!(doc["contention"][0]["leaked_streams"], 0);
     assert_eq!(doc["interposer"]["acquires_per_process"], 1.0, "one round trip admits a whole start-up");
-    assert_eq!(doc["interposer"]["crowd"][1]["failed"], 0, "no process fails under the interposer");
+    let crowd = |i: usize| doc["interposer"]["crowd"][i].clone();
+    assert!(crowd(2)["run"].as_str().unwrap().contains("under the interposer"), "{}", crowd(2));
+    assert_eq!(crowd(2)["failed"], 0, "no process fails under the interposer");
+    assert_eq!(
+        (crowd(3)["processes"].as_u64(), crowd(3)["failed"].as_u64()),
+        (Some(300), Some(0)),
+        "nor in a crowd of 300"
+    );
+    assert!(text.contains("the library's own load cost"), "the load cost on its own row:\n{text}");
 }

@@ -2,6 +2,7 @@
 
 pub mod calls;
 pub mod cpu;
+pub mod interposer;
 pub mod native;
 pub mod peer;
 pub mod scale;

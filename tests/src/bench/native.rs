@@ -2,9 +2,9 @@
 //! the interposer, the round trips it makes, and the 40×60 scenario with real processes.
 
 use super::Samples;
-use crate::native::{acl_apps, acl_command, acl_daemon};
+use crate::native::{acl_apps, acl_command, acl_daemon, preload_library};
 use crate::{free_port, metric};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -12,13 +12,17 @@ pub struct Startup {
     pub streams: u32,
     pub native: Samples,
     pub interposed: Samples,
+    /// `true` (a program that makes no vendor call) natively and with the interposer
+    /// loaded: what loading the library alone costs a process.
+    pub load: (Samples, Samples),
     /// Budget calls per interposed process, and the acquires among them.
     pub calls_per_process: f64,
     pub acquires_per_process: f64,
 }
 
 /// `runs` processes that each create `streams` (default stream included), hold nothing
-/// and exit, natively and then with the interposer.
+/// and exit, natively and with the interposer, interleaved (each round runs one of each,
+/// so a noisy neighbour slows both alike).
 pub fn startup(streams: u32, runs: usize) -> Startup {
     let (program, _) = acl_apps();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -26,13 +30,24 @@ pub fn startup(streams: u32, runs: usize) -> Startup {
     let port = free_port();
     let d = acl_daemon(&shared, None, &["--metrics", &format!("127.0.0.1:{port}")]);
     let created = (streams - 1).to_string();
-    let time = |interposed: bool| {
-        let mut cmd = acl_command(program, &shared, interposed.then_some((&d, streams)));
-        cmd.args([created.as_str(), "0"]).stdout(Stdio::null());
+    let timed = |mut cmd: Command| {
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let t = Instant::now();
         let status = cmd.status().expect("run the program");
         assert!(status.success(), "the program failed ({status})");
         t.elapsed()
+    };
+    let time = |interposed: bool| {
+        let mut cmd = acl_command(program, &shared, interposed.then_some((&d, streams)));
+        cmd.args([created.as_str(), "0"]);
+        timed(cmd)
+    };
+    let load = |preloaded: bool| {
+        let mut cmd = Command::new("true");
+        if preloaded {
+            cmd.env("LD_PRELOAD", preload_library());
+        }
+        timed(cmd)
     };
     let calls = || {
         ["hello", "acquire", "release", "created", "share", "declare"]
@@ -40,28 +55,34 @@ pub fn startup(streams: u32, runs: usize) -> Startup {
             .map(|c| metric(port, &format!("npud_budget_calls_total{{call=\"{c}\"}}")).unwrap_or(0.0))
             .sum::<f64>()
     };
+    let acquires = || metric(port, "npud_budget_calls_total{call=\"acquire\"}").unwrap_or(0.0);
     // One of each first, so both sides run with warm page caches.
     time(false);
     time(true);
-    let native = Samples((0..runs).map(|_| time(false)).collect());
-    let (calls_before, acquires_before) = (calls(), metric(port, "npud_budget_calls_total{call=\"acquire\"}"));
-    let interposed = Samples((0..runs).map(|_| time(true)).collect());
+    let (calls_before, acquires_before) = (calls(), acquires());
+    let (mut native, mut interposed, mut bare, mut loaded) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..runs {
+        native.push(time(false));
+        interposed.push(time(true));
+        bare.push(load(false));
+        loaded.push(load(true));
+    }
     // The quiet-batch report comes from a watcher thread; let the last one land.
     std::thread::sleep(Duration::from_millis(200));
-    let acquires =
-        metric(port, "npud_budget_calls_total{call=\"acquire\"}").unwrap_or(0.0) - acquires_before.unwrap_or(0.0);
     Startup {
         streams,
-        native,
-        interposed,
+        native: Samples(native),
+        interposed: Samples(interposed),
+        load: (Samples(bare), Samples(loaded)),
         calls_per_process: (calls() - calls_before) / runs as f64,
-        acquires_per_process: acquires / runs as f64,
+        acquires_per_process: (acquires() - acquires_before) / runs as f64,
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct Crowd {
     pub processes: usize,
+    /// Processes that failed (for `Run::Restarted`, start-ups that failed and were run again).
     pub failed: usize,
     pub makespan: Duration,
     /// Waves of processes the device holds at once, times the hold: the best any schedule
@@ -69,9 +90,24 @@ pub struct Crowd {
     pub ideal: Duration,
 }
 
+/// How a crowd runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// Natively; a process that fails stays failed.
+    Native,
+    /// Natively; a process that fails is run again after a short back-off until it starts,
+    /// as a supervisor (or a restarted pod) would: the native way to get every one started.
+    Restarted,
+    /// Under the interposer.
+    Interposed,
+}
+
+/// How long a restarted process waits before it is run again.
+const RESTART_BACKOFF: Duration = Duration::from_millis(50);
+
 /// `processes` programs of `streams` streams each (default included) started at once on
-/// one device, holding `hold`; under npud when `managed`.
-pub fn crowd(processes: usize, streams: u32, hold: Duration, managed: bool) -> Crowd {
+/// one device, holding `hold`.
+pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd {
     let (program, _) = acl_apps();
     let dir = tempfile::tempdir().expect("temp dir");
     let shared = dir.path().join("budget");
@@ -80,17 +116,38 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, managed: bool) -> C
     let per_wave = (capacity / streams as usize).max(1);
     let waves = processes.div_ceil(per_wave) as u32;
     let (created, hold_ms) = ((streams - 1).to_string(), hold.as_millis().to_string());
+    let command = || {
+        let managed = run == Run::Interposed;
+        let mut cmd = acl_command(program, &shared, managed.then_some((&d, streams)));
+        cmd.args([created.as_str(), hold_ms.as_str()]).stdout(Stdio::null());
+        if managed {
+            cmd.env("NPUD_WAIT", "10m");
+        }
+        cmd
+    };
     let t = Instant::now();
-    let children: Vec<_> = (0..processes)
-        .map(|_| {
-            let mut cmd = acl_command(program, &shared, managed.then_some((&d, streams)));
-            cmd.args([created.as_str(), hold_ms.as_str()]).stdout(Stdio::null());
-            if managed {
-                cmd.env("NPUD_WAIT", "10m");
-            }
-            cmd.spawn().expect("spawn the program")
-        })
-        .collect();
-    let failed = children.into_iter().filter_map(|mut c| c.wait().ok()).filter(|s| !s.success()).count();
+    let children: Vec<_> = (0..processes).map(|_| command().spawn().expect("spawn the program")).collect();
+    let mut failed = 0;
+    std::thread::scope(|scope| {
+        let waiting: Vec<_> = children
+            .into_iter()
+            .map(|mut child| {
+                let command = &command;
+                scope.spawn(move || {
+                    let mut failures = 0;
+                    while !child.wait().is_ok_and(|s| s.success()) {
+                        failures += 1;
+                        if run != Run::Restarted {
+                            break;
+                        }
+                        std::thread::sleep(RESTART_BACKOFF);
+                        child = command().spawn().expect("spawn the program again");
+                    }
+                    failures
+                })
+            })
+            .collect();
+        failed = waiting.into_iter().map(|w| w.join().unwrap_or(1)).sum();
+    });
     Crowd { processes, failed, makespan: t.elapsed(), ideal: hold * waves }
 }

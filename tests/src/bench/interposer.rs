@@ -1,0 +1,130 @@
+//! The interposer's rows of npud-bench (issue 33): an unmodified program's start-up
+//! natively and interposed, what loading the library alone costs, and crowds of real
+//! processes on one device, each with its target.
+
+use super::native::{self, Run};
+use serde_json::json;
+use std::time::Duration;
+
+/// The interposer's rows: start-up, the library's load, and crowds of processes.
+pub struct Interposer {
+    pub json: serde_json::Value,
+    /// (target, what this run measured, met).
+    pub targets: Vec<(String, String, bool)>,
+}
+
+pub fn rows(quick: bool) -> Interposer {
+    let startup = native::startup(70, if quick { 20 } else { 60 });
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let native_p50 = startup.native.p50().as_secs_f64();
+    let startup_ratio = startup.interposed.p50().as_secs_f64() / native_p50;
+    let load_ms = ms(startup.load.1.p50()) - ms(startup.load.0.p50());
+    println!("\n{:<52} {:>10} {:>10} {:>12}", "process start-up, 70 streams", "p50 ms", "p99 ms", "× native");
+    let rows = [
+        ("native (no npud)", &startup.native),
+        ("under the interposer", &startup.interposed),
+        ("`true`, no vendor call, natively", &startup.load.0),
+        ("`true` with the interposer loaded", &startup.load.1),
+    ];
+    for (name, s) in rows {
+        let r = s.p50().as_secs_f64() / native_p50;
+        println!("{:<52} {:>10.3} {:>10.3} {:>12.2}", name, ms(s.p50()), ms(s.p99()), r);
+    }
+    println!(
+        "the library's own load cost: {load_ms:.3} ms of the interposed start-up's {:.3} ms above native",
+        ms(startup.interposed.p50()) - ms(startup.native.p50())
+    );
+    println!(
+        "budget calls per interposed process, start-up and exit: {:.1} ({:.1} acquire; the first goes in the hello's write, \
+         the batch's `created` comes from the watcher off the program's path, the exit's close is no call)",
+        startup.calls_per_process, startup.acquires_per_process
+    );
+    let crowd_hold = Duration::from_secs(1);
+    let crowds = [
+        native::crowd(40, 61, crowd_hold, Run::Native),
+        native::crowd(40, 61, crowd_hold, Run::Restarted),
+        native::crowd(40, 61, crowd_hold, Run::Interposed),
+    ];
+    let many_hold = Duration::from_millis(1500);
+    let many = native::crowd(300, 10, many_hold, Run::Interposed);
+    println!(
+        "\n{:<44} {:>6} {:>7} {:>10} {:>10} {:>8}",
+        "crowds on one device (2,048 streams)", "ok", "failed", "makespan", "ideal", "÷ ideal"
+    );
+    let names = [
+        "40 x 61, native",
+        "40 x 61, native, failed ones restarted",
+        "40 x 61, under the interposer",
+        "300 x 10, under the interposer (1.5 s holds)",
+    ];
+    let all = crowds.iter().chain(std::iter::once(&many));
+    for (name, c) in names.iter().zip(all.clone()) {
+        let ok = if name.contains("restarted") { c.processes } else { c.processes - c.failed };
+        println!(
+            "{:<44} {:>6} {:>7} {:>9.2}s {:>9.2}s {:>8.2}",
+            name,
+            ok,
+            c.failed,
+            c.makespan.as_secs_f64(),
+            c.ideal.as_secs_f64(),
+            c.makespan.as_secs_f64() / c.ideal.as_secs_f64()
+        );
+    }
+    let [native_crowd, restarted, interposed] = &crowds;
+    let vs_native = interposed.makespan.as_secs_f64() / native_crowd.makespan.as_secs_f64();
+    let vs_restarted = interposed.makespan.as_secs_f64() / restarted.makespan.as_secs_f64();
+    let targets = vec![
+        (
+            "interposed 70-stream start-up <= 1.10x native".into(),
+            format!("{startup_ratio:.2}x ({:.2} vs {:.2} ms)", ms(startup.interposed.p50()), ms(startup.native.p50())),
+            startup_ratio <= 1.10,
+        ),
+        (
+            "<= 3 budget round trips per interposed start-up and exit".into(),
+            format!("{:.1}", startup.calls_per_process),
+            startup.calls_per_process <= 3.0,
+        ),
+        (
+            "interposer: one acquire per process start-up".into(),
+            format!("{:.1}", startup.acquires_per_process),
+            startup.acquires_per_process <= 1.0,
+        ),
+        (
+            "40x61 processes under the interposer, 0 failed".into(),
+            format!("{} failed", interposed.failed),
+            interposed.failed == 0,
+        ),
+        (
+            "40x61 interposed makespan <= 1.15x native's".into(),
+            format!("{vs_native:.2}x ({} native failed)", native_crowd.failed),
+            vs_native <= 1.15,
+        ),
+        (
+            "40x61 interposed makespan <= 1.15x native's with restarts".into(),
+            format!("{vs_restarted:.2}x"),
+            vs_restarted <= 1.15,
+        ),
+        (
+            "300x10 under the interposer: 0 failed, <= 2x hold x waves".into(),
+            format!(
+                "{} failed, {:.2}s vs {:.2}s",
+                many.failed,
+                many.makespan.as_secs_f64(),
+                2.0 * many.ideal.as_secs_f64()
+            ),
+            many.failed == 0 && many.makespan <= many.ideal * 2,
+        ),
+    ];
+    let json = json!({
+        "startup_streams": startup.streams,
+        "native_p50_ms": ms(startup.native.p50()), "interposed_p50_ms": ms(startup.interposed.p50()),
+        "startup_ratio": startup_ratio,
+        "true_p50_ms": ms(startup.load.0.p50()), "true_preloaded_p50_ms": ms(startup.load.1.p50()), "load_ms": load_ms,
+        "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
+        "crowd": names.iter().zip(all).map(|(name, c)| json!({
+            "run": name, "processes": c.processes, "failed": c.failed,
+            "makespan_s": c.makespan.as_secs_f64(), "ideal_s": c.ideal.as_secs_f64(),
+        })).collect::<Vec<_>>(),
+    });
+    Interposer { json, targets }
+}
