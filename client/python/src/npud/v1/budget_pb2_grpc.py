@@ -34,7 +34,10 @@ class BudgetServiceStub:
     The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
     foreign process needs no async runtime and its connection is its session: the client
     writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
-    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    one BudgetCall; the daemon answers each with one BudgetReply frame, in order. A client
+    may send calls before the answers to earlier ones (the interposer sends its hello and
+    its first acquire in one write); the daemon reads up to one frame's worth ahead while
+    it answers, and keeps it for the calls that follow. When the connection
     closes (the process exited or was killed), everything it held goes back at once.
 
     Programs that already speak gRPC use BudgetService instead: one Budget stream is one
@@ -64,7 +67,10 @@ class BudgetServiceServicer:
     The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
     foreign process needs no async runtime and its connection is its session: the client
     writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
-    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    one BudgetCall; the daemon answers each with one BudgetReply frame, in order. A client
+    may send calls before the answers to earlier ones (the interposer sends its hello and
+    its first acquire in one write); the daemon reads up to one frame's worth ahead while
+    it answers, and keeps it for the calls that follow. When the connection
     closes (the process exited or was killed), everything it held goes back at once.
 
     Programs that already speak gRPC use BudgetService instead: one Budget stream is one
@@ -105,7 +111,10 @@ class BudgetService:
     The interposer speaks these messages over the daemon's Unix socket without HTTP/2, so a
     foreign process needs no async runtime and its connection is its session: the client
     writes the 8-byte preface "NPUDBUD1", then each frame is a 4-byte big-endian length and
-    one BudgetCall; the daemon answers each with one BudgetReply frame. When the connection
+    one BudgetCall; the daemon answers each with one BudgetReply frame, in order. A client
+    may send calls before the answers to earlier ones (the interposer sends its hello and
+    its first acquire in one write); the daemon reads up to one frame's worth ahead while
+    it answers, and keeps it for the calls that follow. When the connection
     closes (the process exited or was killed), everything it held goes back at once.
 
     Programs that already speak gRPC use BudgetService instead: one Budget stream is one
