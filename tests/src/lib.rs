@@ -179,6 +179,16 @@ pub struct DaemonBuilder {
     in_process: bool,
 }
 
+/// Whether daemons started from now on log at npud's default level (info) instead of the
+/// tests' debug level: npud-bench measures npud as it is deployed, and a debug line per
+/// grant written to the log file is a cost no user pays.
+static QUIET_DAEMONS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Daemons started after this call log at the default level (see [`QUIET_DAEMONS`]).
+pub fn quiet_daemons() {
+    QUIET_DAEMONS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub struct Daemon {
     child: Option<Reaped>,
     /// Set when the daemon serves in this process (`DaemonBuilder::in_process`).
@@ -342,10 +352,13 @@ impl DaemonBuilder {
             }
         }
         let log_file = std::fs::File::create(&log).expect("log file");
-        cmd.env("RUST_LOG", "npud=debug,info")
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdout(Stdio::null())
-            .stderr(log_file);
+        cmd.env(
+            "RUST_LOG",
+            if QUIET_DAEMONS.load(std::sync::atomic::Ordering::Relaxed) { "info" } else { "npud=debug,info" },
+        )
+        .envs(self.env.iter().map(|(k, v)| (k, v)))
+        .stdout(Stdio::null())
+        .stderr(log_file);
         // The daemon says READY=1 once every listener it was configured with is bound,
         // however it was configured; a test that watches NOTIFY_SOCKET itself keeps it.
         let notify = (!self.env.iter().any(|(k, _)| k == "NOTIFY_SOCKET")).then(|| {

@@ -5,6 +5,7 @@ pub mod cpu;
 pub mod interposer;
 pub mod native;
 pub mod peer;
+pub mod profile;
 pub mod scale;
 
 use std::time::{Duration, Instant};

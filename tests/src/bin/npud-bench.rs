@@ -2,11 +2,12 @@
 //!
 //!     cargo build --release --workspace --bins
 //!     target/release/npud-bench [--quick] [--json bench.json]
+//!     target/release/npud-bench --loop create-destroy 10    # for perf record -p <pid>
 //!
 //! Starts its own daemons on temp sockets. Prints a table (with each cost as a ratio to
 //! the empty gRPC call of the same run) and writes the figures as JSON.
 
-use npud_tests::bench::{calls, interposer, jain, micros, peer, scale, unix_echo};
+use npud_tests::bench::{calls, interposer, jain, micros, peer, profile, scale, unix_echo};
 use npud_tests::contention::{Scenario, run};
 use npud_tests::{Client, Daemon, Target};
 use serde_json::json;
@@ -52,13 +53,26 @@ async fn main() -> anyhow::Result<()> {
                 let socket = args.next().ok_or_else(|| anyhow::anyhow!("--peer-server needs a socket path"))?;
                 return peer::serve(std::path::Path::new(&socket)).await;
             }
+            // One kind of call back to back, for a profiler (see bench/profile.rs).
+            "--loop" => {
+                npud_tests::quiet_daemons();
+                let call = args.next().ok_or_else(|| anyhow::anyhow!("--loop needs a call"))?;
+                let seconds: u64 = args.next().ok_or_else(|| anyhow::anyhow!("--loop needs seconds"))?.parse()?;
+                let d = Daemon::builder().config("[limits]\nrequests_per_second = 0").start();
+                println!("daemon pid {}", d.pid());
+                let n = profile::run(&d, &call, Duration::from_secs(seconds)).await?;
+                println!("{n} {call} calls in {seconds} s: {:.1} µs each", seconds as f64 * 1e6 / n.max(1) as f64);
+                return Ok(());
+            }
             "--help" | "-h" => {
-                println!("npud-bench [--quick] [--json FILE]");
+                println!("npud-bench [--quick] [--json FILE] | --loop {{{}}} SECONDS", profile::CALLS.join("|"));
                 return Ok(());
             }
             other => anyhow::bail!("unknown argument {other}"),
         }
     }
+    // npud as a user runs it: the tests' debug log would put a write on every grant.
+    npud_tests::quiet_daemons();
     let started = Instant::now();
     let (warmup, n) = if quick { (200, 1000) } else { (1000, 5000) };
     let run_for = Duration::from_millis(if quick { 500 } else { 3000 });
