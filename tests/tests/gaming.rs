@@ -518,3 +518,37 @@ fn the_ledger_equals_its_holders_through_random_calls_cuts_and_restarts() {
     }
     assert!(!d.log().contains("invariant violated"), "{}", d.log());
 }
+
+/// Issue 33's pipelining, from a hostile client: thousands of calls in one burst are all
+/// answered, in order, while the daemon stays responsive to everyone else; what it reads
+/// ahead is bounded, and taking frames off it costs each frame's own length.
+#[test]
+fn a_burst_of_pipelined_calls_is_answered_in_order_and_starves_nobody() {
+    use npud_proto::v1::budget_call::Call;
+    use npud_tests::wire::frame;
+    use std::io::Write;
+    use std::time::Duration;
+    const CALLS: usize = 20_000;
+    let d = Daemon::builder().start();
+    let mut w = Wire::hello(&d.socket, Default::default());
+    let mut burst = Vec::new();
+    for i in 0..CALLS {
+        burst.extend(match i % 2 {
+            0 => frame(Call::Share(pb::BudgetShareRequest::default())),
+            _ => frame(Call::Created(pb::CreatedBudgetRequest::default())),
+        });
+    }
+    let mut writer = w.conn.try_clone().unwrap();
+    let sent = std::thread::spawn(move || writer.write_all(&burst).is_ok());
+    let mut other = Wire::hello(&d.socket, Default::default());
+    assert!(matches!(other.acquire(0, 1, 0), Ok(Reply::Acquired(_))), "another process is served meanwhile");
+    for i in 0..CALLS {
+        match (i % 2, w.reply()) {
+            (0, Ok(Reply::Share(_))) | (1, Ok(Reply::Created(_))) => {}
+            (_, other) => panic!("answer {i} out of order: {other:?}"),
+        }
+    }
+    assert!(sent.join().unwrap(), "the whole burst was taken");
+    drop(other);
+    assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["in_use"] == 0));
+}

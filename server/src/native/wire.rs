@@ -10,6 +10,7 @@ use crate::error::{NpudError, Reason};
 use crate::tenancy::identity::PeerStream;
 use npud_proto::v1 as pb;
 use prost::Message;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -30,8 +31,9 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             return;
         }
     };
-    // Bytes of calls that came while an earlier one was answered, in order.
-    let mut ahead = Vec::new();
+    // Bytes of calls that came while an earlier one was answered, in order (a deque: each
+    // frame taken off the front costs its own length, not the whole buffer's).
+    let mut ahead = VecDeque::new();
     loop {
         let call = match read_frame(&mut conn, &mut ahead).await {
             Ok(Some(call)) => call,
@@ -53,7 +55,7 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             tokio::select! {
                 reply = &mut answer => break reply,
                 read = conn.read(&mut chunk) => match read {
-                    Ok(n) if n > 0 => ahead.extend_from_slice(&chunk[..n]),
+                    Ok(n) if n > 0 => ahead.extend(&chunk[..n]),
                     _ => return,
                 },
             }
@@ -65,15 +67,16 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
 }
 
 /// Fills `buf` from the bytes read ahead first, then from the connection.
-async fn read_exact(conn: &mut PeerStream, ahead: &mut Vec<u8>, buf: &mut [u8]) -> std::io::Result<()> {
+async fn read_exact(conn: &mut PeerStream, ahead: &mut VecDeque<u8>, buf: &mut [u8]) -> std::io::Result<()> {
     let from_ahead = buf.len().min(ahead.len());
-    buf[..from_ahead].copy_from_slice(&ahead[..from_ahead]);
-    ahead.drain(..from_ahead);
+    for (to, from) in buf.iter_mut().zip(ahead.drain(..from_ahead)) {
+        *to = from;
+    }
     conn.read_exact(&mut buf[from_ahead..]).await.map(|_| ())
 }
 
 /// Reads one frame; Ok(None) at a clean end of the connection.
-async fn read_frame(conn: &mut PeerStream, ahead: &mut Vec<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
+async fn read_frame(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
     let mut len = [0u8; 4];
     if read_exact(conn, ahead, &mut len).await.is_err() {
         return Ok(None);
