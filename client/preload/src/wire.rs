@@ -78,7 +78,6 @@ fn share_of(reply: &Reply) -> Option<&pb::BudgetShare> {
     }
 }
 
-/// npud did not answer within `limit`: a refusal, so the hook fails as the device would.
 /// The grant an acquire asks for (given back should its answer come too late).
 fn asked_of(call: &Call) -> Option<pb::AcquireBudgetRequest> {
     match call {
@@ -94,6 +93,7 @@ fn frame(bytes: &mut Vec<u8>, call: Call) {
     bytes.extend_from_slice(&body);
 }
 
+/// npud did not answer within `limit`: a refusal, so the hook fails as the device would.
 fn slow(limit: Duration) -> WireError {
     WireError::Refused { message: format!("npud did not answer within {} ms", limit.as_millis()), reason: 0 }
 }

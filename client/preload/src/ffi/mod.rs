@@ -90,7 +90,7 @@ impl Vendor {
     /// not found before and only when the process has loaded something since.
     fn loaded(&self) -> impl Iterator<Item = Handle> + '_ {
         let adds = loader_adds();
-        if adds.is_none() || self.searched_at.load(Ordering::Acquire) != adds.unwrap_or(u64::MAX) {
+        if adds.is_none_or(|adds| self.searched_at.load(Ordering::Acquire) != adds) {
             for (soname, found) in self.sonames.iter().zip(&self.found) {
                 if found.load(Ordering::Acquire).is_null() && loaded_by_name(soname) {
                     // SAFETY: RTLD_NOLOAD only finds an object that is already loaded; a
