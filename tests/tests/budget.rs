@@ -186,3 +186,50 @@ fn calls_sent_ahead_are_answered_in_order_and_a_close_still_withdraws_a_wait() {
     drop(w);
     assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["in_use"] == 0), "and nothing stays booked");
 }
+
+/// Issue 33: answers that are ready together go out in one write, so a process that sent
+/// its hello and first ask at once wakes once for both; an answer that has to wait holds
+/// back none of the answers before it.
+#[test]
+fn answers_ready_together_come_in_one_read_and_a_wait_holds_back_none_before_it() {
+    use npud_tests::wire::{Wire, frame};
+    use prost::Message;
+    use std::io::{Read, Write};
+    let d = Daemon::builder().start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let acquire = |count, wait_ms| Call::Acquire(pb::AcquireBudgetRequest { count, wait_ms, ..Default::default() });
+    let hello = || frame(Call::Hello(pb::BudgetHello { program: "together".into(), ..Default::default() }));
+    let mut w = Wire::connect(&d.socket);
+    let mut bytes = hello();
+    bytes.extend(frame(acquire(10, 0)));
+    bytes.extend(frame(Call::Share(pb::BudgetShareRequest::default())));
+    w.conn.write_all(&bytes).unwrap();
+    // One read: whatever the first write of the daemon holds.
+    let mut buf = vec![0u8; 4096];
+    let n = w.conn.read(&mut buf).unwrap();
+    let mut replies = Vec::new();
+    let mut rest = &buf[..n];
+    while rest.len() >= 4 {
+        let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+        let body = rest.get(4..4 + len).expect("whole answers only");
+        replies.push(pb::BudgetReply::decode(body).unwrap().reply.unwrap());
+        rest = &rest[4 + len..];
+    }
+    assert!(rest.is_empty(), "whole answers only");
+    assert!(
+        matches!(replies.as_slice(), [Reply::Welcome(_), Reply::Acquired(_), Reply::Share(_)]),
+        "the welcome, the grant and the share in one read: {replies:?}"
+    );
+    // The rest of the device held, a second process's ask has to wait: its welcome comes
+    // while it waits, not after.
+    assert!(matches!(w.acquire(0, capacity - 10, 0), Ok(Reply::Acquired(_))));
+    let mut waiter = Wire::connect(&d.socket);
+    let mut bytes = hello();
+    bytes.extend(frame(acquire(5, 600_000)));
+    waiter.conn.write_all(&bytes).unwrap();
+    assert!(matches!(waiter.reply(), Ok(Reply::Welcome(_))), "welcomed while its ask waits");
+    assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["queued_requests"] == 1), "it waits");
+    drop(w);
+    assert!(matches!(waiter.reply(), Ok(Reply::Acquired(_))), "granted once the holder is gone");
+    assert_eq!(d.device0()["in_use"], 5);
+}

@@ -11,7 +11,10 @@ use crate::tenancy::identity::PeerStream;
 use npud_proto::v1 as pb;
 use prost::Message;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The most bytes of later calls read while a call is answered (a client may send its
@@ -19,7 +22,17 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// one write). Past it, nothing more is read until the answer is written.
 const MAX_AHEAD: usize = npud_proto::BUDGET_MAX_FRAME + 4;
 
+/// Bytes asked of the socket per read: whatever the client has sent, up to this.
+const READ_CHUNK: usize = 1024;
+
+/// Answers held back to go out in one write, at most (bytes): past it they are written.
+const MAX_HELD: usize = 64 * 1024;
+
 /// Serves one budget-wire connection whose preface has been read.
+///
+/// Answers that are ready at once while more calls are already read (the welcome and the
+/// first grant of an interposed process) go out in one write, so the process wakes once
+/// for both; an answer that has to wait never holds back the ones before it.
 pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     let peer = Arc::clone(conn.info());
     let resolved = daemon.resolve_peer(&peer);
@@ -27,59 +40,95 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     let session = match resolved.and_then(|caller| NativeSession::open(daemon, caller, origin)) {
         Ok(s) => s,
         Err(e) => {
-            let _ = write_frame(&mut conn, &error_reply(e)).await;
+            let _ = write_frames(&mut conn, &mut frame(&error_reply(e))).await;
             return;
         }
     };
-    // Bytes of calls that came while an earlier one was answered, in order (a deque: each
-    // frame taken off the front costs its own length, not the whole buffer's).
+    // Bytes of calls read and not yet answered, in order (a deque: each frame taken off the
+    // front costs its own length, not the whole buffer's), and answers not yet written.
     let mut ahead = VecDeque::new();
+    let mut held = Vec::new();
     loop {
-        let call = match read_frame(&mut conn, &mut ahead).await {
+        let call = match take_frame(&mut ahead) {
             Ok(Some(call)) => call,
-            Ok(None) => break,
+            Ok(None) => {
+                // Nothing whole to answer: what is answered goes out before more is awaited.
+                if write_frames(&mut conn, &mut held).await.is_err() || !read_more(&mut conn, &mut ahead).await {
+                    break;
+                }
+                continue;
+            }
             Err(e) => {
-                let _ = write_frame(&mut conn, &error_reply(e)).await;
+                held.extend(frame(&error_reply(e)));
                 break;
             }
         };
-        // While a call is answered the connection is watched: its end (the process died
-        // while it waited for budget) ends the wait at once, and calls sent ahead are kept.
         let answer = session.answer(call);
         tokio::pin!(answer);
-        let reply = loop {
-            if ahead.len() >= MAX_AHEAD {
-                break answer.await;
-            }
-            let mut chunk = [0u8; 1024];
-            tokio::select! {
-                reply = &mut answer => break reply,
-                read = conn.read(&mut chunk) => match read {
-                    Ok(n) if n > 0 => ahead.extend(&chunk[..n]),
-                    _ => return,
-                },
+        let reply = match ready_now(answer.as_mut()).await {
+            Some(reply) => reply,
+            None => {
+                if write_frames(&mut conn, &mut held).await.is_err() {
+                    return;
+                }
+                // While a call waits the connection is watched: its end (the process died
+                // while it waited for budget) ends the wait at once, and calls sent ahead
+                // are kept.
+                loop {
+                    if ahead.len() >= MAX_AHEAD {
+                        break answer.await;
+                    }
+                    let mut chunk = [0u8; READ_CHUNK];
+                    tokio::select! {
+                        reply = &mut answer => break reply,
+                        read = conn.read(&mut chunk) => match read {
+                            Ok(n) if n > 0 => ahead.extend(&chunk[..n]),
+                            _ => return,
+                        },
+                    }
+                }
             }
         };
-        if write_frame(&mut conn, &reply).await.is_err() {
-            break;
+        held.extend(frame(&reply));
+        if held.len() >= MAX_HELD && write_frames(&mut conn, &mut held).await.is_err() {
+            return;
         }
     }
+    let _ = write_frames(&mut conn, &mut held).await;
 }
 
-/// Fills `buf` from the bytes read ahead first, then from the connection.
-async fn read_exact(conn: &mut PeerStream, ahead: &mut VecDeque<u8>, buf: &mut [u8]) -> std::io::Result<()> {
-    let from_ahead = buf.len().min(ahead.len());
-    for (to, from) in buf.iter_mut().zip(ahead.drain(..from_ahead)) {
-        *to = from;
+/// `answer`'s output if it is ready without waiting.
+async fn ready_now<F: Future>(mut answer: Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match answer.as_mut().poll(cx) {
+            Poll::Ready(out) => Some(out),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+/// Reads what the client has sent (up to [`READ_CHUNK`]) into `ahead`; false at the end
+/// of the connection or on an error.
+async fn read_more(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> bool {
+    let mut chunk = [0u8; READ_CHUNK];
+    match conn.read(&mut chunk).await {
+        Ok(n) if n > 0 => {
+            ahead.extend(&chunk[..n]);
+            true
+        }
+        _ => false,
     }
-    conn.read_exact(&mut buf[from_ahead..]).await.map(|_| ())
 }
 
-/// Reads one frame; Ok(None) at a clean end of the connection.
-async fn read_frame(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
-    let mut len = [0u8; 4];
-    if read_exact(conn, ahead, &mut len).await.is_err() {
+/// Takes the first whole call off `ahead`; Ok(None) while it is not all there.
+fn take_frame(ahead: &mut VecDeque<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
+    if ahead.len() < 4 {
         return Ok(None);
+    }
+    let mut len = [0u8; 4];
+    for (to, from) in len.iter_mut().zip(ahead.iter()) {
+        *to = *from;
     }
     let len = u32::from_be_bytes(len) as usize;
     if len > npud_proto::BUDGET_MAX_FRAME {
@@ -88,20 +137,30 @@ async fn read_frame(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> Result<O
             format!("a budget frame of {len} bytes; the most is {}", npud_proto::BUDGET_MAX_FRAME),
         ));
     }
-    let mut body = vec![0u8; len];
-    if read_exact(conn, ahead, &mut body).await.is_err() {
+    if ahead.len() < 4 + len {
         return Ok(None);
     }
+    let body: Vec<u8> = ahead.drain(..4 + len).skip(4).collect();
     pb::BudgetCall::decode(body.as_slice()).map(Some).map_err(|e| {
         NpudError::new(Reason::InvalidArgumentOther, format!("a budget frame that is not a BudgetCall: {e}"))
     })
 }
 
-async fn write_frame(conn: &mut PeerStream, reply: &pb::BudgetReply) -> std::io::Result<()> {
+/// `reply` as one frame: its length, big-endian, then the message.
+fn frame(reply: &pb::BudgetReply) -> Vec<u8> {
     let body = reply.encode_to_vec();
     let mut frame = Vec::with_capacity(body.len() + 4);
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
-    conn.write_all(&frame).await?;
+    frame
+}
+
+/// Writes the answers held back, if any, in one write.
+async fn write_frames(conn: &mut PeerStream, held: &mut Vec<u8>) -> std::io::Result<()> {
+    if held.is_empty() {
+        return Ok(());
+    }
+    conn.write_all(held).await?;
+    held.clear();
     conn.flush().await
 }
