@@ -228,3 +228,39 @@ fn streams_held_outside_npud_are_untracked_and_never_handed_out() {
     );
     assert!(d.log().contains("npud's books match the device again"));
 }
+
+/// An ordinary start-up and exit is no drift: what a process that went away held counts as
+/// untracked only until npud has measured the device, and nothing is logged for it (drift
+/// is logged once when a measurement finds it, and its end once after that).
+#[test]
+fn an_ordinary_start_and_exit_logs_no_drift() {
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let (program, _) = acl_apps();
+    for _ in 0..3 {
+        let mut app = App::spawn({
+            let mut c = acl_command(program, &shared.path, Some((&d, HELD)));
+            c.args([STREAMS.to_string().as_str(), "-1"]);
+            c
+        });
+        assert!(app.started().is_ok());
+        assert!(
+            eventually(Duration::from_secs(20), || native_held(&d) == u64::from(HELD)
+                && shared.held_by_others(npud) == HELD),
+            "npud and the driver agree on what the program holds: {}",
+            d.device0()
+        );
+        app.release();
+        assert!(
+            eventually(Duration::from_secs(20), || native_held(&d) == 0
+                && shared.held_by_others(npud) == 0
+                && d.device0()["untracked"] == 0),
+            "all back, and measured: {}",
+            d.device0()
+        );
+    }
+    let log = d.log();
+    assert!(!log.contains("the device holds streams npud's books do not"), "{log}");
+    assert!(!log.contains("npud's books match the device again"), "{log}");
+}

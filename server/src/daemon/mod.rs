@@ -50,6 +50,8 @@ pub struct Daemon {
     natives: crate::policy::natives::Natives,
     /// Streams sessions destroyed that are still draining (for device sync).
     released: crate::daemon::released::Released,
+    /// Devices whose drift (streams outside the books) was logged and has not gone yet.
+    drift_logged: std::sync::Mutex<std::collections::BTreeSet<u32>>,
     /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
     allocations: Option<Arc<crate::policy::allocations::Allocations>>,
     draining: AtomicBool,
@@ -169,6 +171,7 @@ impl Daemon {
             metrics,
             natives,
             released: crate::daemon::released::Released::default(),
+            drift_logged: std::sync::Mutex::default(),
             allocations,
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,

@@ -78,20 +78,34 @@ impl Daemon {
         None
     }
 
-    /// Books what was measured for `device`, logging when drift appears and goes.
+    /// Books what was measured for `device`, logging when drift appears and goes. What a
+    /// holder's going away withholds until this measurement is not drift: only a measured
+    /// difference is logged, so an ordinary process exit logs nothing.
     pub async fn apply_untracked(&self, device: u32, measured: i64, changes: u64) {
         let before = self.admission.untracked(device);
-        self.admission.set_untracked(device, measured, changes).await;
+        if !self.admission.set_untracked(device, measured, changes).await {
+            return;
+        }
         let after = self.admission.untracked(device);
-        match (before, after) {
-            (b, a) if b == a => {}
-            (0, n) => tracing::warn!(
+        let logged = {
+            let mut logged = self.drift_logged.lock().unwrap_or_else(|e| e.into_inner());
+            match after > 0 {
+                true => !logged.insert(device),
+                false => logged.remove(&device),
+            }
+        };
+        match (after, logged) {
+            (0, true) => tracing::info!(device, "npud's books match the device again"),
+            (0, false) => {}
+            (n, false) => tracing::warn!(
                 device,
                 untracked = n,
                 "the device holds streams npud's books do not: they are not handed out"
             ),
-            (_, 0) => tracing::info!(device, "npud's books match the device again"),
-            (b, n) => tracing::debug!(device, before = b, untracked = n, "streams outside npud's books changed"),
+            (n, true) if n != before => {
+                tracing::debug!(device, before, untracked = n, "streams outside npud's books changed")
+            }
+            (_, true) => {}
         }
     }
 }

@@ -127,18 +127,19 @@ impl Admission {
     /// Sets what reconciliation measured on `device` while the ledger's change counter was
     /// `changes`: grants waiting for room that is now there are served, and pooled streams
     /// the device no longer has room for are destroyed. A measurement older than a change
-    /// to the books is dropped (the next one will see it).
-    pub async fn set_untracked(&self, device: u32, measured: i64, changes: u64) {
+    /// to the books is dropped (the next one will see it): false then.
+    pub async fn set_untracked(&self, device: u32, measured: i64, changes: u64) -> bool {
         let evicted = {
             let mut st = self.lock(device);
             if st.ledger.changes() != changes {
-                return;
+                return false;
             }
             st.ledger.set_untracked(measured);
             super::grant_queued(&mut st.ledger);
             st.evict_overflow()
         };
         self.destroy_all(device, evicted).await;
+        true
     }
 
     /// `n` streams left the books (a holder reported fewer, or went away) that may still
