@@ -7,11 +7,12 @@
 //! It interposes AscendCL (`aclrt*`) and the CUDA driver (`cuStreamCreate*`,
 //! `cuStreamDestroy*`, `cuCtxDestroy_v2`, `cuGetProcAddress(_v2)`).
 //!
-//! Layers: [`ffi`] (the only unsafe code: exported hooks per vendor, `dlsym`, finding the
-//! real vendor functions) → [`process`] (per-process state, fork-aware) → [`books`] (what the process
-//! holds, pure; [`events`] likewise) and [`wire`] (a blocking client of npud's budget wire; no async runtime in
-//! a foreign process). Nothing runs in a library constructor: the first hooked call
-//! connects.
+//! Layers: [`ffi`] (unsafe code: exported hooks per vendor, `dlsym`, finding the real
+//! vendor functions; the only other unsafe line is [`sys`]'s non-blocking receive) →
+//! [`process`] (per-process state, fork-aware) → [`books`] (what the process holds, pure;
+//! [`events`] likewise) and [`wire`] (a blocking client of npud's budget wire; no async
+//! runtime in a foreign process). Nothing runs in a library constructor: the first
+//! hooked call connects.
 
 pub mod books;
 pub mod capture;
@@ -21,4 +22,6 @@ pub mod events;
 mod ffi;
 pub mod process;
 pub mod settings;
+#[allow(unsafe_code)]
+mod sys;
 pub mod wire;

@@ -12,6 +12,15 @@ use std::time::{Duration, Instant};
 /// How long npud may take to answer anything but a wait for budget.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a caller polls for an answer before it sleeps in the kernel. npud answers most
+/// calls in tens of microseconds; a thread that slept meanwhile pays its own wake-up on
+/// top (tens more on a busy or virtual machine), on the program's start-up path. Polling
+/// yields the CPU between tries, so a daemon that needs this core gets it.
+const ANSWER_SPIN: Duration = Duration::from_micros(200);
+
+/// Bytes read from the socket at once: every answer npud sends is far smaller.
+const READ_CHUNK: usize = 4096;
+
 #[derive(Debug)]
 pub enum WireError {
     /// npud cannot be reached, or the connection broke.
@@ -31,6 +40,11 @@ impl std::fmt::Display for WireError {
 
 pub struct Connection {
     stream: UnixStream,
+    /// Bytes read and not yet taken as answers: the next answers, whole or begun (npud's
+    /// welcome and the grant sent with the hello usually come in one read).
+    input: VecDeque<u8>,
+    /// The read timeout last set on the socket (setting one is a system call).
+    read_timeout: Option<Duration>,
     pub tenant: String,
     pub epoch: u32,
     /// The tenant's configured start-up ask (0: not configured).
@@ -117,6 +131,8 @@ impl Connection {
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
         let mut conn = Connection {
             stream,
+            input: VecDeque::new(),
+            read_timeout: None,
             tenant: String::new(),
             epoch: 0,
             process_streams: 0,
@@ -168,6 +184,43 @@ impl Connection {
         let (asked, device) = (asked_of(&call), device_of(&call));
         self.send(call)?;
         self.receive(asked, device, wait)
+    }
+
+    /// Sends `call` without waiting for its answer, which is read (and dropped) before the
+    /// next call's, or by [`Connection::settle_arrived`]: for a report nothing waits on.
+    pub fn send_unanswered(&mut self, call: Call) -> Result<(), WireError> {
+        self.send(call)?;
+        self.owed.push_back(None);
+        Ok(())
+    }
+
+    /// Reads the answers owed that have arrived, without waiting for any (a grant among
+    /// them goes back, as in `settle_owed`). An error when the connection has ended.
+    pub fn settle_arrived(&mut self) -> Result<(), WireError> {
+        while !self.owed.is_empty() {
+            if self.take_frame_ready()?.is_none() {
+                return Ok(());
+            }
+            self.settle_owed()?;
+        }
+        Ok(())
+    }
+
+    /// True once a whole answer is in `input`, reading what has arrived first.
+    fn take_frame_ready(&mut self) -> Result<Option<()>, WireError> {
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            if self.frame_whole()? {
+                return Ok(Some(()));
+            }
+            match crate::sys::recv_now(&self.stream, &mut chunk) {
+                Ok(0) => return Err(broken("npud closed the connection")),
+                Ok(n) => self.input.extend(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) => return Err(broken(e)),
+            }
+        }
     }
 
     /// The share npud last sent for `device`, if it is younger than `max_age`.
@@ -224,29 +277,27 @@ impl Connection {
         Ok(())
     }
 
-    /// The next answer, or None when none starts within `limit`. The first byte alone is
-    /// awaited up to `limit` (a one-byte read takes all or nothing, so a timeout leaves
-    /// the stream in step); the rest of a started frame must follow within the
-    /// connection's patience, or the connection is broken.
+    /// The next answer, or None when none starts within `limit`. An answer that has
+    /// begun must end within the connection's patience, or the connection is broken. What
+    /// is read past it stays in `input` for the next call, so a timeout never leaves the
+    /// stream out of step.
     fn answer(&mut self, limit: Duration) -> Result<Option<Result<Reply, WireError>>, WireError> {
-        self.stream.set_read_timeout(Some(limit)).map_err(broken)?;
-        let mut len = [0u8; 4];
-        match self.stream.read(&mut len[..1]) {
-            Ok(0) => return Err(broken("npud closed the connection")),
-            Ok(_) => {}
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
-                return Ok(None);
+        if self.input.is_empty() && !self.spin()? {
+            self.set_read_timeout(limit)?;
+            match self.fill() {
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                    return Ok(None);
+                }
+                read => read.map_err(broken)?,
             }
-            Err(e) => return Err(broken(e)),
         }
-        self.stream.set_read_timeout(Some(self.patience)).map_err(broken)?;
-        self.stream.read_exact(&mut len[1..]).map_err(broken)?;
-        let len = u32::from_be_bytes(len) as usize;
-        if len > npud_proto::BUDGET_MAX_FRAME {
-            return Err(broken(format!("a {len}-byte answer")));
-        }
-        let mut body = vec![0u8; len];
-        self.stream.read_exact(&mut body).map_err(broken)?;
+        let body = loop {
+            if let Some(body) = self.take_frame()? {
+                break body;
+            }
+            self.set_read_timeout(self.patience)?;
+            self.fill().map_err(broken)?;
+        };
         Ok(Some(match pb::BudgetReply::decode(body.as_slice()).map_err(broken)?.reply {
             Some(Reply::Error(e)) => {
                 Err(WireError::Refused { message: e.message, reason: e.detail.map_or(0, |d| d.reason) })
@@ -254,6 +305,82 @@ impl Connection {
             Some(reply) => Ok(reply),
             None => return Err(broken("an empty answer")),
         }))
+    }
+
+    /// Polls for up to [`ANSWER_SPIN`] for bytes to come; true once some are in `input`.
+    fn spin(&mut self) -> Result<bool, WireError> {
+        let start = Instant::now();
+        let mut chunk = [0u8; READ_CHUNK];
+        loop {
+            match crate::sys::recv_now(&self.stream, &mut chunk) {
+                Ok(0) => return Err(broken("npud closed the connection")),
+                Ok(n) => {
+                    self.input.extend(&chunk[..n]);
+                    return Ok(true);
+                }
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
+                Err(e) => return Err(broken(e)),
+            }
+            if start.elapsed() >= ANSWER_SPIN {
+                return Ok(false);
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// One blocking read into `input` (under the read timeout set); the end of the stream
+    /// is an error.
+    fn fill(&mut self) -> std::io::Result<()> {
+        let mut chunk = [0u8; READ_CHUNK];
+        match self.stream.read(&mut chunk)? {
+            0 => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "npud closed the connection")),
+            n => {
+                self.input.extend(&chunk[..n]);
+                Ok(())
+            }
+        }
+    }
+
+    /// The body of the first whole frame in `input`, taken off; None while it is not all
+    /// there.
+    fn take_frame(&mut self) -> Result<Option<Vec<u8>>, WireError> {
+        if !self.frame_whole()? {
+            return Ok(None);
+        }
+        let len = self.frame_len().unwrap_or(0);
+        Ok(Some(self.input.drain(..4 + len).skip(4).collect()))
+    }
+
+    /// Whether `input` begins with a whole frame. A length over the protocol's bound
+    /// breaks the connection.
+    fn frame_whole(&self) -> Result<bool, WireError> {
+        match self.frame_len() {
+            Some(len) if len > npud_proto::BUDGET_MAX_FRAME => Err(broken(format!("a {len}-byte answer"))),
+            Some(len) => Ok(self.input.len() >= 4 + len),
+            None => Ok(false),
+        }
+    }
+
+    /// The length the first frame in `input` announces, once its 4 bytes are there.
+    fn frame_len(&self) -> Option<usize> {
+        let mut len = [0u8; 4];
+        if self.input.len() < len.len() {
+            return None;
+        }
+        for (to, from) in len.iter_mut().zip(&self.input) {
+            *to = *from;
+        }
+        Some(u32::from_be_bytes(len) as usize)
+    }
+
+    fn set_read_timeout(&mut self, limit: Duration) -> Result<(), WireError> {
+        // A zero timeout means "none" to the socket; the shortest real one stands in.
+        let limit = limit.max(Duration::from_micros(1));
+        if self.read_timeout != Some(limit) {
+            self.stream.set_read_timeout(Some(limit)).map_err(broken)?;
+            self.read_timeout = Some(limit);
+        }
+        Ok(())
     }
 
     /// True when npud has closed the connection (it exited or restarted), or sent bytes
@@ -264,15 +391,14 @@ impl Connection {
             // Bytes may be a late answer: the next call reads them (and finds a close).
             return false;
         }
-        if self.stream.set_nonblocking(true).is_err() {
+        if !self.input.is_empty() {
             return true;
         }
         let mut probe = [0u8; 1];
-        let closed = match self.stream.read(&mut probe) {
-            Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+        match crate::sys::recv_now(&self.stream, &mut probe) {
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted),
             Ok(_) => true,
-        };
-        closed || self.stream.set_nonblocking(false).is_err()
+        }
     }
 }
 
@@ -331,6 +457,61 @@ mod tests {
         conn.patience = ANSWER_TIMEOUT;
         let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
         assert!(matches!(share, Ok(Reply::Share(_))), "{share:?}");
+        npud.join().expect("npud's side saw every call it expected");
+    }
+
+    /// Issue 33: the welcome and the grant npud sends in one write are both taken from one
+    /// read, and the answer to a report sent without waiting is read (and dropped) before
+    /// the next call's answer, by that call or by the watcher's settling.
+    #[test]
+    fn answers_in_one_read_and_a_reports_answer_are_kept_in_step() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("npud.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        let npud = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
+            s.read_exact(&mut preface).expect("preface");
+            assert!(matches!(read_call(&mut s), Call::Hello(_)));
+            assert!(matches!(read_call(&mut s), Call::Acquire(a) if a.count == 70));
+            // Both answers in one write.
+            let mut both = Vec::new();
+            for reply in [
+                Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }),
+                Reply::Acquired(pb::AcquireBudgetResponse::default()),
+            ] {
+                let body = pb::BudgetReply { reply: Some(reply) }.encode_to_vec();
+                both.extend_from_slice(&(body.len() as u32).to_be_bytes());
+                both.extend_from_slice(&body);
+            }
+            s.write_all(&both).expect("answers");
+            for _ in 0..2 {
+                assert!(matches!(read_call(&mut s), Call::Created(c) if c.created == Some(70)));
+                write_reply(&mut s, Reply::Created(pb::CreatedBudgetResponse::default()));
+            }
+            assert!(matches!(read_call(&mut s), Call::Share(_)));
+            write_reply(&mut s, Reply::Share(pb::BudgetShare { device: 1, available: 7, ..Default::default() }));
+        });
+        let ask = pb::AcquireBudgetRequest { device: 1, count: 70, ..Default::default() };
+        let (mut conn, answered) =
+            Connection::open(&path, "test", "", Some((Call::Acquire(ask), Duration::ZERO))).expect("open");
+        assert_eq!(conn.tenant, "t");
+        assert!(matches!(answered, Some(Ok(Reply::Acquired(_)))), "{answered:?}");
+        assert!(conn.input.is_empty(), "nothing left over");
+        let report = || Call::Created(pb::CreatedBudgetRequest { device: 1, created: Some(70), ..Default::default() });
+        conn.send_unanswered(report()).expect("sent");
+        // Settled by the watcher once it has come…
+        let settled = Instant::now();
+        while !conn.owed.is_empty() {
+            conn.settle_arrived().expect("still connected");
+            assert!(settled.elapsed() < Duration::from_secs(20), "the report's answer came");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(!conn.closed_by_peer(), "in step");
+        // …or by the next call, before its own answer.
+        conn.send_unanswered(report()).expect("sent");
+        let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
+        assert!(matches!(share, Ok(Reply::Share(s)) if s.available == 7), "{share:?}");
         npud.join().expect("npud's side saw every call it expected");
     }
 }

@@ -154,6 +154,14 @@ impl Process {
     /// hold something here if npud went away and came back); then `ahead`, with the hello
     /// when there is nothing to declare first.
     fn connect_with(&'static self, ahead: Option<(Call, Duration)>) -> Opened {
+        // The watcher starts first: its thread's start-up then overlaps the round trip
+        // below instead of delaying the program once the answer is in. It sleeps before
+        // it looks at anything, and it takes the connection's lock, which is held here.
+        self.watcher.call_once(|| {
+            if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
+                let _ = self.watcher_thread.set(handle.thread().clone());
+            }
+        });
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
         let holds_events = !lock(&self.events).holding().is_empty();
@@ -204,11 +212,6 @@ impl Process {
         if let Some((call, wait)) = after {
             answered = Some(conn.call(call, wait));
         }
-        self.watcher.call_once(|| {
-            if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
-                let _ = self.watcher_thread.set(handle.thread().clone());
-            }
-        });
         Ok((conn, answered))
     }
 
@@ -227,6 +230,11 @@ impl Process {
             }
             let holding = lock(&self.books).devices().iter().any(|(_, d)| d.used > 0);
             let Ok(mut guard) = self.conn.try_lock() else { continue };
+            if let Some(conn) = guard.as_mut()
+                && conn.settle_arrived().is_err()
+            {
+                *guard = None;
+            }
             if let Some(conn) = guard.as_mut() {
                 self.end_quiet_batches(conn);
                 self.release_quiet_surplus(conn);
@@ -443,16 +451,34 @@ impl Process {
         }
     }
 
-    /// The batch on `device` used its whole grant: the watcher ends it now, not after a
-    /// quiet period, so the next process's batch need not wait.
+    /// The batch on `device` used its whole grant: it ends now, not after a quiet period,
+    /// so the next process's batch need not wait. The report goes out from here without
+    /// waiting for its answer (one write; no thread woken, no round trip on the program's
+    /// path); when the connection is busy the watcher sends it instead.
     fn batch_complete(&self, device: u32) {
         let mut batches = lock(&self.batches);
+        if !batches.contains_key(&device) {
+            return;
+        }
+        if let Ok(mut guard) = self.conn.try_lock()
+            && let Some(conn) = guard.as_mut()
+        {
+            batches.remove(&device);
+            drop(batches);
+            let created = Some(lock(&self.books).device(device).used);
+            let identity = self.devices.identity(device);
+            let report = Call::Created(pb::CreatedBudgetRequest { device, identity, created });
+            if matches!(conn.send_unanswered(report), Err(WireError::Unreachable(_))) {
+                *guard = None;
+            }
+            return;
+        }
         if let Some(last) = batches.get_mut(&device) {
             *last = Instant::now().checked_sub(BATCH_QUIET).unwrap_or(*last);
-            drop(batches);
-            if let Some(t) = self.watcher_thread.get() {
-                t.unpark();
-            }
+        }
+        drop(batches);
+        if let Some(t) = self.watcher_thread.get() {
+            t.unpark();
         }
     }
 
