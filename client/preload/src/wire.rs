@@ -197,27 +197,26 @@ impl Connection {
     /// Reads the answers owed that have arrived, without waiting for any (a grant among
     /// them goes back, as in `settle_owed`). An error when the connection has ended.
     pub fn settle_arrived(&mut self) -> Result<(), WireError> {
-        while !self.owed.is_empty() {
-            if self.take_frame_ready()?.is_none() {
-                return Ok(());
-            }
-            self.settle_owed()?;
+        while !self.owed.is_empty() && self.frame_arrived()? {
+            // A whole answer is in `input`: taking it never waits.
+            let Some(reply) = self.answer(self.patience)? else { return Ok(()) };
+            self.settle_front(reply)?;
         }
         Ok(())
     }
 
-    /// True once a whole answer is in `input`, reading what has arrived first.
-    fn take_frame_ready(&mut self) -> Result<Option<()>, WireError> {
+    /// Whether a whole answer is in `input`, reading what has arrived first.
+    fn frame_arrived(&mut self) -> Result<bool, WireError> {
         let mut chunk = [0u8; READ_CHUNK];
         loop {
             if self.frame_whole()? {
-                return Ok(Some(()));
+                return Ok(true);
             }
             match crate::sys::recv_now(&self.stream, &mut chunk) {
                 Ok(0) => return Err(broken("npud closed the connection")),
                 Ok(n) => self.input.extend(&chunk[..n]),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(broken(e)),
             }
         }
@@ -260,19 +259,25 @@ impl Connection {
     /// Reads answers owed for calls that timed out; a grant among them goes back at once
     /// (its own answer is owed in turn). Refused, as slow, while they still do not come.
     fn settle_owed(&mut self) -> Result<(), WireError> {
-        while let Some(asked) = self.owed.front().cloned() {
+        while !self.owed.is_empty() {
             let Some(reply) = self.answer(self.patience)? else { return Err(slow(self.patience)) };
-            self.owed.pop_front();
-            if let (Ok(Reply::Acquired(_)), Some(a)) = (reply, asked) {
-                let back = pb::ReleaseBudgetRequest {
-                    device: a.device,
-                    count: a.count,
-                    identity: a.identity,
-                    ..Default::default()
-                };
-                self.send(Call::Release(back))?;
-                self.owed.push_back(None);
-            }
+            self.settle_front(reply)?;
+        }
+        Ok(())
+    }
+
+    /// Takes `reply` as the answer to the oldest call owed one; a grant no one waits for
+    /// any more goes back at once (its own answer is owed in turn).
+    fn settle_front(&mut self, reply: Result<Reply, WireError>) -> Result<(), WireError> {
+        if let (Ok(Reply::Acquired(_)), Some(Some(a))) = (reply, self.owed.pop_front()) {
+            let back = pb::ReleaseBudgetRequest {
+                device: a.device,
+                count: a.count,
+                identity: a.identity,
+                ..Default::default()
+            };
+            self.send(Call::Release(back))?;
+            self.owed.push_back(None);
         }
         Ok(())
     }
