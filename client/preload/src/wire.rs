@@ -207,14 +207,24 @@ impl Connection {
 
     /// Whether a whole answer is in `input`, reading what has arrived first.
     fn frame_arrived(&mut self) -> Result<bool, WireError> {
+        while !self.frame_whole()? {
+            if !self.read_now()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Reads what has arrived into `input` without waiting; false when nothing had.
+    fn read_now(&mut self) -> Result<bool, WireError> {
         let mut chunk = [0u8; READ_CHUNK];
         loop {
-            if self.frame_whole()? {
-                return Ok(true);
-            }
             match crate::sys::recv_now(&self.stream, &mut chunk) {
                 Ok(0) => return Err(broken("npud closed the connection")),
-                Ok(n) => self.input.extend(&chunk[..n]),
+                Ok(n) => {
+                    self.input.extend(&chunk[..n]);
+                    return Ok(true);
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(broken(e)),
@@ -315,22 +325,13 @@ impl Connection {
     /// Polls for up to [`ANSWER_SPIN`] for bytes to come; true once some are in `input`.
     fn spin(&mut self) -> Result<bool, WireError> {
         let start = Instant::now();
-        let mut chunk = [0u8; READ_CHUNK];
-        loop {
-            match crate::sys::recv_now(&self.stream, &mut chunk) {
-                Ok(0) => return Err(broken("npud closed the connection")),
-                Ok(n) => {
-                    self.input.extend(&chunk[..n]);
-                    return Ok(true);
-                }
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
-                Err(e) => return Err(broken(e)),
-            }
+        while !self.read_now()? {
             if start.elapsed() >= ANSWER_SPIN {
                 return Ok(false);
             }
             std::thread::yield_now();
         }
+        Ok(true)
     }
 
     /// One blocking read into `input` (under the read timeout set); the end of the stream

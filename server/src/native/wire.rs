@@ -78,12 +78,10 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
                     if ahead.len() >= MAX_AHEAD {
                         break answer.await;
                     }
-                    let mut chunk = [0u8; READ_CHUNK];
                     tokio::select! {
                         reply = &mut answer => break reply,
-                        read = conn.read(&mut chunk) => match read {
-                            Ok(n) if n > 0 => ahead.extend(&chunk[..n]),
-                            _ => return,
+                        more = read_more(&mut conn, &mut ahead) => if !more {
+                            return;
                         },
                     }
                 }
@@ -109,7 +107,8 @@ async fn ready_now<F: Future>(mut answer: Pin<&mut F>) -> Option<F::Output> {
 }
 
 /// Reads what the client has sent (up to [`READ_CHUNK`]) into `ahead`; false at the end
-/// of the connection or on an error.
+/// of the connection or on an error. Cancellation-safe: bytes read are in `ahead` in the
+/// same poll that read them.
 async fn read_more(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> bool {
     let mut chunk = [0u8; READ_CHUNK];
     match conn.read(&mut chunk).await {
