@@ -251,10 +251,14 @@ impl Process {
     fn end_quiet_batches(&self, conn: &mut Connection) {
         for device in take_quiet(&self.batches) {
             // Best effort: npud ends the batch anyway when its pacing window passes.
-            let created = Some(lock(&self.books).device(device).used);
-            let identity = self.devices.identity(device);
-            let _ = conn.call(Call::Created(pb::CreatedBudgetRequest { device, identity, created }), Duration::ZERO);
+            let _ = conn.call(self.batch_done(device), Duration::ZERO);
         }
+    }
+
+    /// The report that the batch on `device` is over: what the process has created there.
+    fn batch_done(&self, device: u32) -> Call {
+        let created = Some(lock(&self.books).device(device).used);
+        Call::Created(pb::CreatedBudgetRequest { device, identity: self.devices.identity(device), created })
     }
 
     fn release_quiet_surplus(&self, conn: &mut Connection) {
@@ -358,10 +362,12 @@ impl Process {
         };
         let wait = if wait { self.settings.wait } else { Duration::ZERO };
         let wait_ms = wait.as_millis().min(u128::from(u32::MAX)) as u32;
-        let ask = pb::AcquireBudgetRequest { device, count, wait_ms, identity: self.devices.identity(device) };
+        let ask = |count| {
+            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity: self.devices.identity(device) })
+        };
         let answer = match with_hello {
-            true => self.call_opening(Call::Acquire(ask), wait),
-            false => self.with_conn(|c| c.call(Call::Acquire(ask), wait)),
+            true => self.call_opening(ask(count), wait),
+            false => self.with_conn(|c| c.call(ask(count), wait)),
         };
         // Sent before the welcome said the tenant's quota: an ask above it is asked again
         // within it, as it would have been had the welcome come first.
@@ -372,9 +378,7 @@ impl Process {
                 let Plan::Ask { count: again, .. } = lock(&self.books).plan(device, n, self.startup()) else {
                     return Ok(());
                 };
-                let ask =
-                    pb::AcquireBudgetRequest { device, count: again, wait_ms, identity: self.devices.identity(device) };
-                return self.acquired(device, again, n, self.with_conn(|c| c.call(Call::Acquire(ask), wait)));
+                return self.acquired(device, again, n, self.with_conn(|c| c.call(ask(again), wait)));
             }
             other => other,
         };
@@ -465,10 +469,7 @@ impl Process {
         {
             batches.remove(&device);
             drop(batches);
-            let created = Some(lock(&self.books).device(device).used);
-            let identity = self.devices.identity(device);
-            let report = Call::Created(pb::CreatedBudgetRequest { device, identity, created });
-            if matches!(conn.send_unanswered(report), Err(WireError::Unreachable(_))) {
+            if matches!(conn.send_unanswered(self.batch_done(device)), Err(WireError::Unreachable(_))) {
                 *guard = None;
             }
             return;
