@@ -70,7 +70,7 @@ pub(crate) struct Vendor {
     /// The loader's count of objects ever loaded (`dlpi_adds`) when the sonames still
     /// missing were last looked for; until it moves, they are not looked for again.
     /// glibc's `RTLD_NOLOAD` search walks the whole library path for a name that is not
-    /// loaded (about 25 failed opens each); once per hooked name, that was most of what
+    /// loaded (about 80 failed `openat`/`stat` each); once per hooked name, that was most of what
     /// the interposer added to a process's start-up.
     searched_at: AtomicU64,
 }
