@@ -248,11 +248,30 @@ impl Process {
         }
     }
 
+    /// Ends the batches that went quiet. What a batch's grant was not used for goes back
+    /// with it, so npud books what the process created rather than what it asked for (a
+    /// later creation asks again).
     fn end_quiet_batches(&self, conn: &mut Connection) {
         for device in take_quiet(&self.batches) {
             // Best effort: npud ends the batch anyway when its pacing window passes.
             let _ = conn.call(self.batch_done(device), Duration::ZERO);
+            if self.devices.is_unowned(device) {
+                continue;
+            }
+            let (count, created) = {
+                let mut books = lock(&self.books);
+                (books.release_unused(device), books.device(device).used)
+            };
+            if count > 0 {
+                let _ = conn.call(self.release_of(device, count, created), Duration::ZERO);
+            }
         }
+    }
+
+    /// Giving back `count` streams' budget on `device`, saying the process has `created`.
+    fn release_of(&self, device: u32, count: u32, created: u32) -> Call {
+        let identity = self.devices.identity(device);
+        Call::Release(pb::ReleaseBudgetRequest { device, count, identity, created: Some(created) })
     }
 
     /// The report that the batch on `device` is over: what the process has created there.
@@ -272,9 +291,7 @@ impl Process {
                 (books.surplus(device, self.startup()).saturating_add(reset_streams), books.device(device).used)
             };
             if count > 0 {
-                let identity = self.devices.identity(device);
-                let release = pb::ReleaseBudgetRequest { device, count, identity, created: Some(created) };
-                let _ = conn.call(Call::Release(release), Duration::ZERO);
+                let _ = conn.call(self.release_of(device, count, created), Duration::ZERO);
             }
             let count = lock(&self.events).surplus(device).saturating_add(reset_events);
             self.release_events(conn, device, count);
@@ -439,9 +456,8 @@ impl Process {
         if count == 0 || self.devices.is_unowned(device) {
             return;
         }
-        let created = Some(lock(&self.books).device(device).used);
-        let release = pb::ReleaseBudgetRequest { device, count, identity: self.devices.identity(device), created };
-        let _ = self.with_conn(|c| c.call(Call::Release(release), Duration::ZERO));
+        let release = self.release_of(device, count, lock(&self.books).device(device).used);
+        let _ = self.with_conn(|c| c.call(release, Duration::ZERO));
     }
 
     pub fn stream_created(&self, stream: usize, device: u32, ctx: usize) {
