@@ -264,34 +264,3 @@ fn an_ordinary_start_and_exit_logs_no_drift() {
     assert!(!log.contains("the device holds streams npud's books do not"), "{log}");
     assert!(!log.contains("npud's books match the device again"), "{log}");
 }
-
-/// npud books what a process created, not what it asked for: once its start-up batch has
-/// been quiet a moment, the part of the grant it did not use goes back (a later creation
-/// asks again), and npud's count is the driver's.
-#[test]
-fn a_process_that_creates_less_than_it_asked_for_is_booked_for_what_it_created() {
-    let shared = Shared::new();
-    let d = acl_builder(&shared.path, &[]).start();
-    let npud = d.pid();
-    let (program, _) = acl_apps();
-    let mut app = App::spawn({
-        let mut c = acl_command(program, &shared.path, Some((&d, HELD + 19)));
-        c.args([STREAMS.to_string().as_str(), "-1"]);
-        c
-    });
-    assert!(app.started().is_ok());
-    assert!(
-        eventually(Duration::from_secs(20), || native_held(&d) == u64::from(HELD)
-            && d.device0()["in_use"] == u64::from(HELD)
-            && shared.held_by_others(npud) == HELD),
-        "npud books the {HELD} streams the driver counts, not the {} asked for: {}",
-        HELD + 19,
-        d.device0()
-    );
-    app.release();
-    assert!(
-        eventually(Duration::from_secs(20), || native_held(&d) == 0 && shared.held_by_others(npud) == 0),
-        "all back: {}",
-        d.device0()
-    );
-}

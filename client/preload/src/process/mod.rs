@@ -248,23 +248,13 @@ impl Process {
         }
     }
 
-    /// Ends the batches that went quiet. What a batch's grant was not used for goes back
-    /// with it, so npud books what the process created rather than what it asked for (a
-    /// later creation asks again).
     fn end_quiet_batches(&self, conn: &mut Connection) {
         for device in take_quiet(&self.batches) {
-            // Best effort: npud ends the batch anyway when its pacing window passes.
+            // Best effort: npud ends the batch anyway when its pacing window passes. The
+            // grant stays the process's: a quiet spell is no proof the batch is over (a slow
+            // start-up, lazy creation), and a later ask does not wait, so giving the unused
+            // part back here made processes in a crowd fail with 207008.
             let _ = conn.call(self.batch_done(device), Duration::ZERO);
-            if self.devices.is_unowned(device) {
-                continue;
-            }
-            let (count, created) = {
-                let mut books = lock(&self.books);
-                (books.release_unused(device), books.device(device).used)
-            };
-            if count > 0 {
-                let _ = conn.call(self.release_of(device, count, created), Duration::ZERO);
-            }
         }
     }
 
