@@ -45,6 +45,11 @@ pub struct Connection {
     input: VecDeque<u8>,
     /// The read timeout last set on the socket (setting one is a system call).
     read_timeout: Option<Duration>,
+    /// Framed and not yet written: the preface and hello of a connection started without
+    /// sending them, until its first call goes with them.
+    unsent: Vec<u8>,
+    /// Whether npud's welcome has been read.
+    welcomed: bool,
     pub tenant: String,
     pub epoch: u32,
     /// The tenant's configured start-up ask (0: not configured).
@@ -127,12 +132,30 @@ impl Connection {
         allocation: &str,
         ahead: Option<(Call, Duration)>,
     ) -> Result<(Connection, Option<Result<Reply, WireError>>), WireError> {
+        Connection::start(socket, program, allocation, false)?.finish(ahead)
+    }
+
+    /// Connects and frames the preface and the hello, writing them at once when `send_now`
+    /// (so npud wakes up and opens the session while the program goes on: the `aclInit`
+    /// hook), else with the first call of [`Connection::finish`]. The welcome is read by
+    /// `finish`.
+    pub fn start(socket: &Path, program: &str, allocation: &str, send_now: bool) -> Result<Connection, WireError> {
         let stream = UnixStream::connect(socket).map_err(|e| broken(format!("{}: {e}", socket.display())))?;
         stream.set_write_timeout(Some(ANSWER_TIMEOUT)).map_err(broken)?;
+        let hello = Call::Hello(pb::BudgetHello {
+            program: program.chars().take(256).collect(),
+            allocation: allocation.to_string(),
+            // Every created, release and captured call says what the process created.
+            reports_created: true,
+        });
+        let mut unsent = npud_proto::BUDGET_PREFACE.to_vec();
+        frame(&mut unsent, hello);
         let mut conn = Connection {
             stream,
             input: VecDeque::new(),
             read_timeout: None,
+            unsent,
+            welcomed: false,
             tenant: String::new(),
             epoch: 0,
             process_streams: 0,
@@ -141,41 +164,62 @@ impl Connection {
             owed: VecDeque::new(),
             patience: ANSWER_TIMEOUT,
         };
-        let hello = Call::Hello(pb::BudgetHello {
-            program: program.chars().take(256).collect(),
-            allocation: allocation.to_string(),
-            // Every created, release and captured call says what the process created.
-            reports_created: true,
-        });
-        let mut bytes = npud_proto::BUDGET_PREFACE.to_vec();
-        frame(&mut bytes, hello);
+        if send_now {
+            conn.write_unsent()?;
+        }
+        Ok(conn)
+    }
+
+    /// Whether npud's welcome has been read ([`Connection::finish`] reads it).
+    pub fn welcomed(&self) -> bool {
+        self.welcomed
+    }
+
+    /// Sends `ahead` (with the hello when that is not sent yet: one write), reads the
+    /// welcome, then `ahead`'s answer: a refusal of that call is its answer, a broken
+    /// connection the open's.
+    pub fn finish(
+        mut self,
+        ahead: Option<(Call, Duration)>,
+    ) -> Result<(Connection, Option<Result<Reply, WireError>>), WireError> {
         let ahead = ahead.map(|(call, wait)| {
             let asked = asked_of(&call);
             let device = device_of(&call);
-            frame(&mut bytes, call);
+            frame(&mut self.unsent, call);
             (asked, device, wait)
         });
-        conn.stream.write_all(&bytes).map_err(broken)?;
-        match conn.answer(conn.patience)? {
-            Some(Ok(Reply::Welcome(w))) => {
-                conn.tenant = w.tenant;
-                conn.epoch = w.epoch;
-                conn.process_streams = w.process_streams;
-                conn.max_streams = w.max_streams;
+        self.write_unsent()?;
+        if !self.welcomed {
+            match self.answer(self.patience)? {
+                Some(Ok(Reply::Welcome(w))) => {
+                    self.tenant = w.tenant;
+                    self.epoch = w.epoch;
+                    self.process_streams = w.process_streams;
+                    self.max_streams = w.max_streams;
+                    self.welcomed = true;
+                }
+                Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),
+                Some(Err(e)) => return Err(e),
+                None => return Err(slow(self.patience)),
             }
-            Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),
-            Some(Err(e)) => return Err(e),
-            None => return Err(slow(conn.patience)),
         }
         let answered = match ahead {
-            // A refusal of that call is its answer; a broken connection is the open's.
-            Some((asked, device, wait)) => match conn.receive(asked, device, wait) {
+            Some((asked, device, wait)) => match self.receive(asked, device, wait) {
                 Err(e @ WireError::Unreachable(_)) => return Err(e),
                 answer => Some(answer),
             },
             None => None,
         };
-        Ok((conn, answered))
+        Ok((self, answered))
+    }
+
+    /// Writes what is framed and not yet sent, in one write.
+    fn write_unsent(&mut self) -> Result<(), WireError> {
+        if !self.unsent.is_empty() {
+            self.stream.write_all(&self.unsent).map_err(broken)?;
+            self.unsent.clear();
+        }
+        Ok(())
     }
 
     /// One call, one answer; `wait` extends the answer timeout for a wait for budget.
@@ -261,9 +305,8 @@ impl Connection {
     }
 
     fn send(&mut self, call: Call) -> Result<(), WireError> {
-        let mut bytes = Vec::new();
-        frame(&mut bytes, call);
-        self.stream.write_all(&bytes).map_err(broken)
+        frame(&mut self.unsent, call);
+        self.write_unsent()
     }
 
     /// Reads answers owed for calls that timed out; a grant among them goes back at once
@@ -393,8 +436,9 @@ impl Connection {
     /// nobody asked for (the connection is then out of step and no use either). Only
     /// called while no call is in flight.
     pub fn closed_by_peer(&mut self) -> bool {
-        if !self.owed.is_empty() {
-            // Bytes may be a late answer: the next call reads them (and finds a close).
+        if !self.owed.is_empty() || !self.welcomed {
+            // Bytes may be a late answer or the welcome: the next call reads them (and
+            // finds a close).
             return false;
         }
         if !self.input.is_empty() {
@@ -518,6 +562,39 @@ mod tests {
         conn.send_unanswered(report()).expect("sent");
         let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
         assert!(matches!(share, Ok(Reply::Share(s)) if s.available == 7), "{share:?}");
+        npud.join().expect("npud's side saw every call it expected");
+    }
+
+    /// Issue 33: a connection started at aclInit sends its hello at once (npud opens the
+    /// session while the program goes on); the first ask, later, goes with nothing else,
+    /// and the welcome waiting for it is read first.
+    #[test]
+    fn a_connection_started_early_sends_its_hello_at_once_and_is_welcomed_at_the_first_ask() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("npud.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        let (hello_seen, seen) = std::sync::mpsc::channel::<()>();
+        let npud = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
+            s.read_exact(&mut preface).expect("preface");
+            assert!(matches!(read_call(&mut s), Call::Hello(h) if h.reports_created));
+            write_reply(
+                &mut s,
+                Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), max_streams: 90, ..Default::default() }),
+            );
+            hello_seen.send(()).expect("the test waits");
+            assert!(matches!(read_call(&mut s), Call::Acquire(a) if a.count == 70));
+            write_reply(&mut s, Reply::Acquired(pb::AcquireBudgetResponse::default()));
+        });
+        let started = Connection::start(&path, "test", "", true).expect("started");
+        assert!(!started.welcomed());
+        seen.recv_timeout(Duration::from_secs(20)).expect("the hello went out before any call");
+        let ask = pb::AcquireBudgetRequest { device: 1, count: 70, ..Default::default() };
+        let (conn, answered) = started.finish(Some((Call::Acquire(ask), Duration::ZERO))).expect("finished");
+        assert!(conn.welcomed());
+        assert_eq!((conn.tenant.as_str(), conn.max_streams), ("t", 90));
+        assert!(matches!(answered, Some(Ok(Reply::Acquired(_)))), "{answered:?}");
         npud.join().expect("npud's side saw every call it expected");
     }
 }

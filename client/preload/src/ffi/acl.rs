@@ -3,7 +3,7 @@
 
 use super::{Handle, INTERNAL, Vendor, hook, real};
 use crate::process::Process;
-use std::ffi::{CStr, c_void};
+use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
 
 /// What a refused or expired admission returns: no stream (or event) resource, as the
@@ -13,6 +13,7 @@ use npud_proto::codes::acl::{RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_ST
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 
 type IntFn = unsafe extern "C" fn(i32) -> i32;
+type InitFn = unsafe extern "C" fn(*const c_char) -> i32;
 type PtrFn = unsafe extern "C" fn(Handle) -> i32;
 type OutFn = unsafe extern "C" fn(*mut Handle) -> i32;
 type OutIntFn = unsafe extern "C" fn(*mut Handle, i32) -> i32;
@@ -89,6 +90,24 @@ fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i3
         p.not_created(device, 1);
     }
     rc
+}
+
+/// aclInit: a process that initialises AscendCL is about to use a device, so the
+/// connection to npud opens now, off the path of its first ask (see `Process::prepare`).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclInit(config: *const c_char) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclInit: InitFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's argument.
+    hook(
+        |p| {
+            let rc = unsafe { real(config) };
+            if rc == 0 {
+                p.prepare();
+            }
+            rc
+        },
+        || unsafe { real(config) },
+    )
 }
 
 #[unsafe(no_mangle)]
@@ -410,6 +429,7 @@ pub extern "C" fn aclmdlRIDestroy(model: Handle) -> i32 {
 /// Our hook for an exact AscendCL name, if we interpose it.
 pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
+        b"aclInit" => aclInit as *mut c_void,
         b"aclrtSetDevice" => aclrtSetDevice as *mut c_void,
         b"aclrtResetDevice" => aclrtResetDevice as *mut c_void,
         b"aclrtResetDeviceForce" => aclrtResetDeviceForce as *mut c_void,

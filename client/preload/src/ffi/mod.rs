@@ -244,7 +244,7 @@ pub unsafe extern "C" fn dlsym(handle: Handle, name: *const c_char) -> Handle {
     }
     // SAFETY: dlsym's contract: name is a NUL-terminated string.
     let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let (library, hook) = if bytes.starts_with(b"aclrt") || bytes.starts_with(b"aclmdl") {
+    let (library, hook) = if bytes.starts_with(b"aclrt") || bytes.starts_with(b"aclmdl") || bytes == b"aclInit" {
         (&acl::LIBRARY, acl::ours(bytes))
     } else if bytes.starts_with(b"cu") {
         (&cuda::LIBRARY, cuda::ours(bytes))

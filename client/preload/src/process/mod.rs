@@ -116,8 +116,9 @@ impl Process {
     /// after npud restarted). A broken connection is dropped so the next call reconnects.
     fn with_conn<T>(&'static self, f: impl FnOnce(&mut Connection) -> Result<T, WireError>) -> Result<T, WireError> {
         let mut guard = lock(&self.conn);
-        if guard.is_none() {
-            *guard = Some(self.connect()?);
+        if guard.as_ref().is_none_or(|c| !c.welcomed()) {
+            let started = guard.take();
+            *guard = Some(self.connect_with(started, None)?.0);
         }
         let conn = guard.as_mut().ok_or_else(|| WireError::Unreachable("not connected".into()))?;
         let result = f(conn);
@@ -132,13 +133,16 @@ impl Process {
     fn call_opening(&'static self, call: Call, wait: Duration) -> Result<Reply, WireError> {
         let mut guard = lock(&self.conn);
         let result = match guard.as_mut() {
-            Some(conn) => conn.call(call, wait),
-            None => self.connect_with(Some((call, wait))).and_then(|(conn, answered)| {
-                *guard = Some(conn);
-                answered.unwrap_or_else(|| {
-                    Err(WireError::Unreachable("the call sent with the hello went unanswered".into()))
+            Some(conn) if conn.welcomed() => conn.call(call, wait),
+            _ => {
+                let started = guard.take();
+                self.connect_with(started, Some((call, wait))).and_then(|(conn, answered)| {
+                    *guard = Some(conn);
+                    answered.unwrap_or_else(|| {
+                        Err(WireError::Unreachable("the call sent with the hello went unanswered".into()))
+                    })
                 })
-            }),
+            }
         };
         if matches!(result, Err(WireError::Unreachable(_))) {
             *guard = None;
@@ -147,21 +151,40 @@ impl Process {
     }
 
     fn connect(&'static self) -> Result<Connection, WireError> {
-        self.connect_with(None).map(|(conn, _)| conn)
+        self.connect_with(None, None).map(|(conn, _)| conn)
     }
 
-    /// Opens a connection and declares whatever the process already holds (it can only
-    /// hold something here if npud went away and came back); then `ahead`, with the hello
-    /// when there is nothing to declare first.
-    fn connect_with(&'static self, ahead: Option<(Call, Duration)>) -> Opened {
-        // The watcher starts first: its thread's start-up then overlaps the round trip
-        // below instead of delaying the program once the answer is in. It sleeps before
-        // it looks at anything, and it takes the connection's lock, which is held here.
+    /// The program has initialised AscendCL: it is about to use a device. The watcher
+    /// starts, and the connection opens with its hello sent but no answer awaited, so npud
+    /// wakes, identifies the process and opens its session while the program goes on;
+    /// its first ask then finds npud awake and the welcome already there. Nothing happens
+    /// when the connection is busy or open, and a failed connect is left to that first ask.
+    pub fn prepare(&'static self) {
+        if let Ok(mut guard) = self.conn.try_lock()
+            && guard.is_none()
+        {
+            *guard = Connection::start(&self.settings.socket, &program(), &self.settings.allocation, true).ok();
+        }
+        // After the hello: the thread's start overlaps npud's work on it.
+        self.start_watcher();
+    }
+
+    fn start_watcher(&'static self) {
         self.watcher.call_once(|| {
             if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
                 let _ = self.watcher_thread.set(handle.thread().clone());
             }
         });
+    }
+
+    /// Opens a connection and declares whatever the process already holds (it can only
+    /// hold something here if npud went away and came back); then `ahead`, with the hello
+    /// when there is nothing to declare first.
+    fn connect_with(&'static self, started: Option<Connection>, ahead: Option<(Call, Duration)>) -> Opened {
+        // The watcher starts first: its thread's start-up then overlaps the round trip
+        // below instead of delaying the program once the answer is in. It sleeps before
+        // it looks at anything, and it takes the connection's lock, which is held here.
+        self.start_watcher();
         let holding: Vec<(u32, u32)> =
             lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
         let holds_events = !lock(&self.events).holding().is_empty();
@@ -169,8 +192,15 @@ impl Process {
             true => (ahead, None),
             false => (None, ahead),
         };
-        let (mut conn, mut answered) =
-            Connection::open(&self.settings.socket, &program(), &self.settings.allocation, with_hello)?;
+        let open = |ahead| Connection::open(&self.settings.socket, &program(), &self.settings.allocation, ahead);
+        let (mut conn, mut answered) = match started {
+            // A connection started at aclInit that broke meanwhile is opened again, once.
+            Some(started) => match started.finish(with_hello.clone()) {
+                Err(WireError::Unreachable(_)) => open(with_hello)?,
+                finished => finished?,
+            },
+            None => open(with_hello)?,
+        };
         self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         for (device, used) in holding.into_iter().filter(|(d, _)| !self.devices.is_unowned(*d)) {
