@@ -22,8 +22,12 @@ impl Daemon {
     }
 }
 
-/// Writes the books after each change until the daemon goes.
+/// Writes the books after each change until the daemon goes. Without a state directory
+/// there is nowhere to write, and nothing is woken per change.
 pub async fn keep(daemon: Arc<Daemon>) {
+    if daemon.config.state_dir.is_none() {
+        return;
+    }
     let books = Books::new(daemon.config.state_dir.as_deref());
     let mut failing = false;
     loop {
