@@ -5,6 +5,7 @@
 
 pub mod codes;
 pub mod flags;
+pub mod frame;
 pub mod identity;
 
 /// Generated messages and services of package `npud.v1`.

@@ -105,16 +105,18 @@ fn asked_of(call: &Call) -> Option<pb::AcquireBudgetRequest> {
     }
 }
 
-/// Appends `call` to `bytes` as one frame: its length, big-endian, then the message.
+/// Appends `call` to `bytes` as one frame.
 fn frame(bytes: &mut Vec<u8>, call: Call) {
-    let body = pb::BudgetCall { call: Some(call) }.encode_to_vec();
-    bytes.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    bytes.extend_from_slice(&body);
+    npud_proto::frame::put(bytes, &pb::BudgetCall { call: Some(call) });
 }
 
 /// npud did not answer within `limit`: a refusal, so the hook fails as the device would.
 fn slow(limit: Duration) -> WireError {
     WireError::Refused { message: format!("npud did not answer within {} ms", limit.as_millis()), reason: 0 }
+}
+
+fn too_long(npud_proto::frame::TooLong(len): npud_proto::frame::TooLong) -> WireError {
+    broken(format!("a {len}-byte answer"))
 }
 
 fn broken(e: impl std::fmt::Display) -> WireError {
@@ -393,33 +395,13 @@ impl Connection {
     /// The body of the first whole frame in `input`, taken off; None while it is not all
     /// there.
     fn take_frame(&mut self) -> Result<Option<Vec<u8>>, WireError> {
-        if !self.frame_whole()? {
-            return Ok(None);
-        }
-        let len = self.frame_len().unwrap_or(0);
-        Ok(Some(self.input.drain(..4 + len).skip(4).collect()))
+        npud_proto::frame::take(&mut self.input).map_err(too_long)
     }
 
     /// Whether `input` begins with a whole frame. A length over the protocol's bound
     /// breaks the connection.
     fn frame_whole(&self) -> Result<bool, WireError> {
-        match self.frame_len() {
-            Some(len) if len > npud_proto::BUDGET_MAX_FRAME => Err(broken(format!("a {len}-byte answer"))),
-            Some(len) => Ok(self.input.len() >= 4 + len),
-            None => Ok(false),
-        }
-    }
-
-    /// The length the first frame in `input` announces, once its 4 bytes are there.
-    fn frame_len(&self) -> Option<usize> {
-        let mut len = [0u8; 4];
-        if self.input.len() < len.len() {
-            return None;
-        }
-        for (to, from) in len.iter_mut().zip(&self.input) {
-            *to = *from;
-        }
-        Some(u32::from_be_bytes(len) as usize)
+        npud_proto::frame::whole(&self.input).map_err(too_long)
     }
 
     fn set_read_timeout(&mut self, limit: Duration) -> Result<(), WireError> {

@@ -8,7 +8,7 @@ use crate::daemon::Daemon;
 use crate::daemon::budget::{NativeSession, Origin, error_reply};
 use crate::error::{NpudError, Reason};
 use crate::tenancy::identity::PeerStream;
-use npud_proto::v1 as pb;
+use npud_proto::{frame, v1 as pb};
 use prost::Message;
 use std::collections::VecDeque;
 use std::future::Future;
@@ -40,7 +40,9 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
     let session = match resolved.and_then(|caller| NativeSession::open(daemon, caller, origin)) {
         Ok(s) => s,
         Err(e) => {
-            let _ = write_frames(&mut conn, &mut frame(&error_reply(e))).await;
+            let mut answer = Vec::new();
+            frame::put(&mut answer, &error_reply(e));
+            let _ = write_frames(&mut conn, &mut answer).await;
             return;
         }
     };
@@ -59,7 +61,7 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
                 continue;
             }
             Err(e) => {
-                held.extend(frame(&error_reply(e)));
+                frame::put(&mut held, &error_reply(e));
                 break;
             }
         };
@@ -87,7 +89,7 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
                 }
             }
         };
-        held.extend(frame(&reply));
+        frame::put(&mut held, &reply);
         if held.len() >= MAX_HELD && write_frames(&mut conn, &mut held).await.is_err() {
             return;
         }
@@ -122,36 +124,19 @@ async fn read_more(conn: &mut PeerStream, ahead: &mut VecDeque<u8>) -> bool {
 
 /// Takes the first whole call off `ahead`; Ok(None) while it is not all there.
 fn take_frame(ahead: &mut VecDeque<u8>) -> Result<Option<pb::BudgetCall>, NpudError> {
-    if ahead.len() < 4 {
-        return Ok(None);
-    }
-    let mut len = [0u8; 4];
-    for (to, from) in len.iter_mut().zip(ahead.iter()) {
-        *to = *from;
-    }
-    let len = u32::from_be_bytes(len) as usize;
-    if len > npud_proto::BUDGET_MAX_FRAME {
-        return Err(NpudError::new(
-            Reason::PayloadTooLarge,
-            format!("a budget frame of {len} bytes; the most is {}", npud_proto::BUDGET_MAX_FRAME),
-        ));
-    }
-    if ahead.len() < 4 + len {
-        return Ok(None);
-    }
-    let body: Vec<u8> = ahead.drain(..4 + len).skip(4).collect();
+    let body = match frame::take(ahead) {
+        Ok(Some(body)) => body,
+        Ok(None) => return Ok(None),
+        Err(frame::TooLong(len)) => {
+            return Err(NpudError::new(
+                Reason::PayloadTooLarge,
+                format!("a budget frame of {len} bytes; the most is {}", npud_proto::BUDGET_MAX_FRAME),
+            ));
+        }
+    };
     pb::BudgetCall::decode(body.as_slice()).map(Some).map_err(|e| {
         NpudError::new(Reason::InvalidArgumentOther, format!("a budget frame that is not a BudgetCall: {e}"))
     })
-}
-
-/// `reply` as one frame: its length, big-endian, then the message.
-fn frame(reply: &pb::BudgetReply) -> Vec<u8> {
-    let body = reply.encode_to_vec();
-    let mut frame = Vec::with_capacity(body.len() + 4);
-    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
-    frame.extend_from_slice(&body);
-    frame
 }
 
 /// Writes the answers held back, if any, in one write.
