@@ -54,7 +54,12 @@ pub struct NativeSession {
 impl NativeSession {
     /// Registers a session for `caller`; refused when the tenant has the most open.
     pub fn open(daemon: Arc<Daemon>, caller: Caller, origin: Origin) -> Result<Self, NpudError> {
-        let start = crate::tenancy::identity::process_start(&daemon.config().proc_root, origin.pid);
+        // The start time names the process in the books a restarted npud reads back; with no
+        // state directory there are no books, and no read of /proc on the way to the welcome.
+        let start = match daemon.config().state_dir {
+            Some(_) => crate::tenancy::identity::process_start(&daemon.config().proc_root, origin.pid),
+            None => None,
+        };
         let process = start.map(|s| (origin.pid, s));
         let holder = Holder {
             pid: origin.pid,
