@@ -4,8 +4,9 @@
 //! near the limit and fail (207008 from fake-acl, CUDA_ERROR_OUT_OF_MEMORY from fake-cuda),
 //! as they do on a real device.
 //!
-//! The budget is a small text file, one `pid device streams` line per holder (and blank
-//! padding where the table shrank), read and rewritten in place under an exclusive `flock`. Like the driver, it frees what a dead process held:
+//! The budget is a small text file, one `pid device streams` line per holder, read and
+//! rewritten in place under an exclusive `flock` (readers that want a consistent table
+//! take it shared). Like the driver, it frees what a dead process held:
 //! a line whose pid no longer exists (SIGKILL included) is dropped by the next process that
 //! takes the lock. A pid reused by a new process within one test would inherit the dead
 //! one's line; tests run far too briefly for the kernel to wrap its pid space.
@@ -120,15 +121,14 @@ impl SharedBudget {
             for ((pid, device), streams) in &holders {
                 text.push_str(&format!("{pid} {device} {streams}\n"));
             }
-            // Rewritten in place, a shorter table padded with a blank line: truncating the
-            // file first cost ext4 20 µs to several ms per update, in every vendor call
-            // that takes or gives a stream, and made timings of the fake noisy.
-            if text.len() < text_len {
-                text.push_str(&" ".repeat(text_len - text.len() - 1));
-                text.push('\n');
-            }
+            // Rewritten in place, and cut to its new length only when it shrank: truncating
+            // the file to nothing first cost ext4 20 µs to several ms per update, in every
+            // vendor call that takes or gives a stream, and made timings of the fake noisy.
             file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
             file.write_all(text.as_bytes()).map_err(|_| SharedError::Io)?;
+            if text.len() < text_len {
+                self.file.set_len(text.len() as u64).map_err(|_| SharedError::Io)?;
+            }
             Ok(out)
         })();
         let _ = self.file.unlock();
@@ -177,7 +177,7 @@ mod tests {
     }
 
     /// The table is rewritten in place: when it shrinks (a holder gave everything back, a
-    /// dead process's line went), what is left is still read right, and it grows again.
+    /// dead process's line went), no old line is left behind, and it grows again.
     #[test]
     fn a_table_that_shrinks_and_grows_in_place_keeps_every_count() {
         let path = std::env::temp_dir().join(format!("npu-sim-shrink-{}", std::process::id()));
@@ -185,6 +185,7 @@ mod tests {
         std::fs::write(&path, "1 0 1000\n4294967295 0 700\n1 1 5\n").expect("write");
         let budget = SharedBudget::open(&path, 2048).expect("open");
         assert_eq!(budget.available(0), 1048, "the dead holder's 700 are free");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "1 0 1000\n1 1 5\n");
         assert!(budget.take(0, 40).is_ok());
         budget.give(0, 40);
         assert_eq!(budget.available(0), 1048);

@@ -143,7 +143,15 @@ impl Shared {
 
     /// The driver's holder lines of live processes: (pid, physical device, streams).
     fn lines(&self) -> impl Iterator<Item = (u32, u32, u32)> {
-        let text = std::fs::read_to_string(&self.path).unwrap_or_default();
+        // Under the driver's lock, shared: a table being rewritten is never read half done.
+        let text = std::fs::File::open(&self.path)
+            .and_then(|mut f| {
+                f.lock_shared()?;
+                let mut text = String::new();
+                std::io::Read::read_to_string(&mut f, &mut text)?;
+                Ok(text)
+            })
+            .unwrap_or_default();
         let rows: Vec<(u32, u32, u32)> = text
             .lines()
             .filter_map(|l| {
