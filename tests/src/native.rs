@@ -76,6 +76,17 @@ pub fn acl_apps() -> (&'static PathBuf, &'static PathBuf) {
     (build("acl_app.c", "ascendcl", "acl_app", &[]), build("acl_app.c", "ascendcl", "acl_app_dl", &["-DUSE_DLOPEN"]))
 }
 
+/// `native/init_wait.c` built once per process: (AscendCL, the CUDA driver linked, the
+/// CUDA driver through cuGetProcAddress_v2). No arguments; it prints `ready RC` once its
+/// runtime is initialised and exits when its input closes, never using a device.
+pub fn init_wait_apps() -> [&'static PathBuf; 3] {
+    [
+        build("init_wait.c", "ascendcl", "init_wait_acl", &[]),
+        build("init_wait.c", "cuda", "init_wait_cuda", &["-DUSE_CUDA"]),
+        build("init_wait.c", "cuda", "init_wait_cuda_pa", &["-DUSE_CUDA", "-DUSE_PROC_ADDRESS"]),
+    ]
+}
+
 /// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
 /// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
 /// <k>`, holds its events until stdin closes, and exits.
@@ -317,4 +328,25 @@ pub fn release_as_granted_checking(
         assert!(app.started().is_ok(), "no program fails under npud");
         app.release();
     }
+}
+
+/// Runs an `init_wait` program (`cmd`, under the interposer) and checks that its hello
+/// reached npud (`metrics_port`) once its runtime was initialised and before it asked for
+/// anything, with nothing booked and nothing on the device (`shared`); then lets it exit.
+pub fn says_hello_at_init(d: &Daemon, metrics_port: u16, shared: &Shared, cmd: Command) {
+    let calls = |call: &str| crate::metric(metrics_port, &format!("npud_budget_calls_total{{call=\"{call}\"}}"));
+    let hellos = calls("hello").unwrap_or(0.0);
+    let mut app = App::spawn(cmd);
+    assert_eq!(app.line(), "ready 0", "the runtime initialised");
+    assert!(
+        crate::eventually(Duration::from_secs(10), || calls("hello").unwrap_or(0.0) == hellos + 1.0),
+        "no hello reached npud while the program had only initialised its runtime\n{}",
+        d.log()
+    );
+    assert_eq!(calls("acquire").unwrap_or(0.0), 0.0, "nothing was asked for");
+    assert_eq!(d.in_use(), 0);
+    assert_eq!(shared.held_by_others(d.pid()), 0, "the driver counts nothing either");
+    drop(app.child.stdin.take());
+    assert_eq!(app.line(), "done");
+    assert!(app.child.wait().expect("wait").success());
 }

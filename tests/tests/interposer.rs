@@ -283,6 +283,18 @@ fn a_sample_style_program_with_memory_runs_on_the_fake_library_and_under_npud() 
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
 }
 
+/// The program says hello to npud at aclInit, before it uses a device, so npud identifies
+/// it and opens its session while the program goes on (a framework imports and builds its
+/// model in between); a program that then never uses a device exits cleanly.
+#[test]
+fn an_interposed_program_says_hello_at_acl_init() {
+    let [program, ..] = npud_tests::native::init_wait_apps();
+    let shared = Shared::new();
+    let port = free_port();
+    let d = shared.daemon(&["--metrics", &format!("127.0.0.1:{port}")]);
+    npud_tests::native::says_hello_at_init(&d, port, &shared, acl_command(program, &shared.path, Some((&d, 61))));
+}
+
 /// Under a quota smaller than the default start-up ask (71), an unmodified program started
 /// without --streams asks for what the quota allows instead of failing at aclrtSetDevice.
 #[test]

@@ -55,6 +55,20 @@ fn forty_cuda_programs_collide_without_npud_and_all_start_under_it() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && native_held(&d) == 0), "{}", d.log());
 }
 
+/// The hello goes out at cuInit, linked or fetched through cuGetProcAddress_v2 as the
+/// CUDA runtime does, before the program uses a device.
+#[test]
+fn an_interposed_program_says_hello_at_cu_init() {
+    let [_, linked, fetched] = npud_tests::native::init_wait_apps();
+    let shared = Shared::new();
+    let port = npud_tests::free_port();
+    let d = cuda_daemon(&shared.path, &["--metrics", &format!("127.0.0.1:{port}")]);
+    for program in [linked, fetched] {
+        let cmd = cuda_command(program, &shared.path, Some((&d, STREAMS)));
+        npud_tests::native::says_hello_at_init(&d, port, &shared, cmd);
+    }
+}
+
 #[test]
 fn a_program_that_fetches_the_driver_through_cu_get_proc_address_is_admitted() {
     let (_, program) = cuda_apps();

@@ -1,7 +1,8 @@
-//! The CUDA driver hooks: stream creation and destruction, context destruction (which
-//! destroys the context's streams), and `cuGetProcAddress(_v2)`, through which the CUDA
-//! runtime (since 11.3) fetches every driver entry point, so symbol interposition alone
-//! would catch nothing a cudart program does. A CUDA context's NULL stream is not a created
+//! The CUDA driver hooks: `cuInit` (the hello to npud goes out there), stream creation
+//! and destruction, context destruction (which destroys the context's streams), and
+//! `cuGetProcAddress(_v2)`, through which the CUDA runtime (since 11.3) fetches every
+//! driver entry point, so symbol interposition alone would catch nothing a cudart
+//! program does. A CUDA context's NULL stream is not a created
 //! stream and costs no budget.
 
 use super::{Handle, Vendor, hook_or, real};
@@ -28,6 +29,7 @@ type OutHandleFn = unsafe extern "C" fn(*mut Handle) -> CuResult;
 type OutIntFn = unsafe extern "C" fn(*mut i32) -> CuResult;
 type RetainFn = unsafe extern "C" fn(*mut Handle, i32) -> CuResult;
 type DeviceFn = unsafe extern "C" fn(i32) -> CuResult;
+type InitFn = unsafe extern "C" fn(u32) -> CuResult;
 type UuidFn = unsafe extern "C" fn(*mut u8, i32) -> CuResult;
 type ProcFn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64) -> CuResult;
 type ProcV2Fn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, *mut i32) -> CuResult;
@@ -55,6 +57,26 @@ fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
     // SAFETY: the driver function with a 16-byte out-buffer (CUuuid) on our stack.
     let rc = unsafe { get(raw.as_mut_ptr(), dev) };
     (rc == 0).then(|| crate::devices::uuid(npud_proto::identity::gpu_uuid(&raw)))
+}
+
+/// cuInit: a process that initialises the driver is about to use a device, so the
+/// connection to npud opens now, off the path of its first ask (see `Process::prepare`),
+/// as at AscendCL's aclInit.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuInit(flags: u32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuInit: InitFn) else { return UNKNOWN };
+    // SAFETY (both closures): the driver function with the caller's argument.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(flags) };
+            if rc == 0 {
+                p.prepare();
+            }
+            rc
+        },
+        || unsafe { real(flags) },
+        UNKNOWN,
+    )
 }
 
 /// Admits one stream on the current context's device, runs `create`, books the outcome.
@@ -211,6 +233,7 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: i32)
     // SAFETY: per this function's contract.
     let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
     let hook = match name {
+        b"cuInit" => cuInit as *mut c_void,
         b"cuStreamCreate" => cuStreamCreate as *mut c_void,
         b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
         b"cuStreamDestroy" if version >= V2_FROM => cuStreamDestroy_v2 as *mut c_void,
@@ -272,6 +295,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
 /// Our hook for an exact CUDA driver name, if we interpose it.
 pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
+        b"cuInit" => cuInit as *mut c_void,
         b"cuStreamCreate" => cuStreamCreate as *mut c_void,
         b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
         b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,

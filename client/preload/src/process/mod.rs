@@ -154,11 +154,12 @@ impl Process {
         self.connect_with(None, None).map(|(conn, _)| conn)
     }
 
-    /// The program has initialised AscendCL: it is about to use a device. The watcher
-    /// starts, and the connection opens with its hello sent but no answer awaited, so npud
-    /// wakes, identifies the process and opens its session while the program goes on;
-    /// its first ask then finds npud awake and the welcome already there. Nothing happens
-    /// when the connection is busy or open, and a failed connect is left to that first ask.
+    /// The program has initialised AscendCL (or the CUDA driver): it is about to use a
+    /// device. The watcher starts, and the connection opens with its hello sent but no
+    /// answer awaited, so npud wakes, identifies the process and opens its session while
+    /// the program goes on; its first ask then finds npud awake and the welcome already
+    /// there. Nothing happens when the connection is busy or open, and a failed connect is
+    /// left to that first ask.
     pub fn prepare(&'static self) {
         if let Ok(mut guard) = self.conn.try_lock()
             && guard.is_none()
