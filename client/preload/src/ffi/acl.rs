@@ -97,17 +97,8 @@ fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i3
 #[unsafe(no_mangle)]
 pub extern "C" fn aclInit(config: *const c_char) -> i32 {
     let Some(real) = real!(&LIBRARY, aclInit: InitFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's argument.
-    hook(
-        |p| {
-            let rc = unsafe { real(config) };
-            if rc == 0 {
-                p.prepare();
-            }
-            rc
-        },
-        || unsafe { real(config) },
-    )
+    // SAFETY: the vendor function with the caller's argument.
+    super::init(|| unsafe { real(config) }, INTERNAL)
 }
 
 #[unsafe(no_mangle)]

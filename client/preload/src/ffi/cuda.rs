@@ -65,18 +65,8 @@ fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuInit(flags: u32) -> CuResult {
     let Some(real) = real!(&LIBRARY, cuInit: InitFn) else { return UNKNOWN };
-    // SAFETY (both closures): the driver function with the caller's argument.
-    hook_or(
-        |p: &'static Process| {
-            let rc = unsafe { real(flags) };
-            if rc == 0 {
-                p.prepare();
-            }
-            rc
-        },
-        || unsafe { real(flags) },
-        UNKNOWN,
-    )
+    // SAFETY: the driver function with the caller's argument.
+    super::init(|| unsafe { real(flags) }, UNKNOWN)
 }
 
 /// Admits one stream on the current context's device, runs `create`, books the outcome.

@@ -222,6 +222,22 @@ pub(crate) fn hook_or<T>(interposed: impl FnOnce(&'static Process) -> T, plain: 
     })
 }
 
+/// A runtime's initialisation (`aclInit`, `cuInit`): the real call, then, when it
+/// succeeded (0 in both APIs), the hello to npud (see `Process::prepare`).
+pub(crate) fn init<T: Copy + PartialEq + From<u8>>(real: impl Fn() -> T, failed: T) -> T {
+    hook_or(
+        |p| {
+            let rc = real();
+            if rc == T::from(0) {
+                p.prepare();
+            }
+            rc
+        },
+        &real,
+        failed,
+    )
+}
+
 /// [`hook_or`] for AscendCL, whose internal error is 507000.
 pub(crate) fn hook(interposed: impl FnOnce(&'static Process) -> i32, plain: impl FnOnce() -> i32) -> i32 {
     hook_or(interposed, plain, INTERNAL)
