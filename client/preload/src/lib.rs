@@ -2,10 +2,12 @@
 //! npud the admission authority for the streams the program creates natively. Before the
 //! vendor creates a stream or a context (each context holds a default stream) the hook asks
 //! npud for budget; destruction, device reset and process death give it back. Kernels,
-//! events and synchronisation never touch npud: the data path stays native.
+//! event records and waits, and synchronisation never touch npud: the data path stays
+//! native.
 //!
-//! It interposes AscendCL (`aclrt*`) and the CUDA driver (`cuStreamCreate*`,
-//! `cuStreamDestroy*`, `cuCtxDestroy_v2`, `cuGetProcAddress(_v2)`).
+//! It interposes AscendCL (`aclInit`, `aclrt*`, the `aclmdlRI*` capture calls) and the
+//! CUDA driver (`cuInit`, `cuStreamCreate*`, `cuStreamDestroy*`, `cuCtxDestroy_v2`, the
+//! primary-context calls, `cuGetProcAddress(_v2)`).
 //!
 //! Layers: [`ffi`] (unsafe code: exported hooks per vendor, `dlsym`, finding the real
 //! vendor functions; the only other unsafe line is [`sys`]'s non-blocking receive) →

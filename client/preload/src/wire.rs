@@ -448,23 +448,41 @@ mod tests {
         pb::BudgetCall::decode(body.as_slice()).expect("a call").call.expect("a call body")
     }
 
-    fn write_reply(s: &mut UnixStream, reply: Reply) {
+    /// `reply` framed by hand: its length, big-endian, then the message.
+    fn reply_frame(reply: Reply) -> Vec<u8> {
         let body = pb::BudgetReply { reply: Some(reply) }.encode_to_vec();
-        s.write_all(&(body.len() as u32).to_be_bytes()).and_then(|()| s.write_all(&body)).expect("a reply");
+        let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&body);
+        frame
+    }
+
+    fn write_reply(s: &mut UnixStream, reply: Reply) {
+        s.write_all(&reply_frame(reply)).expect("a reply");
+    }
+
+    /// npud played by `script` on a fresh socket, once the connection's preface is read:
+    /// the socket's path, the directory that holds it, and the thread to join.
+    fn fake_npud(
+        script: impl FnOnce(UnixStream) + Send + 'static,
+    ) -> (std::path::PathBuf, tempfile::TempDir, std::thread::JoinHandle<()>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("npud.sock");
+        let listener = UnixListener::bind(&path).expect("bind");
+        let npud = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().expect("accept");
+            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
+            s.read_exact(&mut preface).expect("preface");
+            script(s);
+        });
+        (path, dir, npud)
     }
 
     /// Issue 31: a slow npud is a refusal (207008), never "unreachable" (which creates
     /// without admission), and the grant it sends after the process gave up goes back.
     #[test]
     fn a_late_answer_is_a_refusal_and_a_late_grant_goes_back() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("npud.sock");
-        let listener = UnixListener::bind(&path).expect("bind");
         let (gave_up, told) = std::sync::mpsc::channel::<()>();
-        let npud = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
-            s.read_exact(&mut preface).expect("preface");
+        let (path, _dir, npud) = fake_npud(move |mut s| {
             assert!(matches!(read_call(&mut s), Call::Hello(_)));
             write_reply(&mut s, Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }));
             assert!(matches!(read_call(&mut s), Call::Acquire(a) if a.count == 70));
@@ -497,25 +515,12 @@ mod tests {
     /// the next call's answer, by that call or by the watcher's settling.
     #[test]
     fn answers_in_one_read_and_a_reports_answer_are_kept_in_step() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("npud.sock");
-        let listener = UnixListener::bind(&path).expect("bind");
-        let npud = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
-            s.read_exact(&mut preface).expect("preface");
+        let (path, _dir, npud) = fake_npud(|mut s| {
             assert!(matches!(read_call(&mut s), Call::Hello(_)));
             assert!(matches!(read_call(&mut s), Call::Acquire(a) if a.count == 70));
             // Both answers in one write.
-            let mut both = Vec::new();
-            for reply in [
-                Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }),
-                Reply::Acquired(pb::AcquireBudgetResponse::default()),
-            ] {
-                let body = pb::BudgetReply { reply: Some(reply) }.encode_to_vec();
-                both.extend_from_slice(&(body.len() as u32).to_be_bytes());
-                both.extend_from_slice(&body);
-            }
+            let mut both = reply_frame(Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }));
+            both.extend(reply_frame(Reply::Acquired(pb::AcquireBudgetResponse::default())));
             s.write_all(&both).expect("answers");
             for _ in 0..2 {
                 assert!(matches!(read_call(&mut s), Call::Created(c) if c.created == Some(70)));
@@ -552,14 +557,8 @@ mod tests {
     /// and the welcome waiting for it is read first.
     #[test]
     fn a_connection_started_early_sends_its_hello_at_once_and_is_welcomed_at_the_first_ask() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("npud.sock");
-        let listener = UnixListener::bind(&path).expect("bind");
         let (hello_seen, seen) = std::sync::mpsc::channel::<()>();
-        let npud = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().expect("accept");
-            let mut preface = vec![0u8; npud_proto::BUDGET_PREFACE.len()];
-            s.read_exact(&mut preface).expect("preface");
+        let (path, _dir, npud) = fake_npud(move |mut s| {
             assert!(matches!(read_call(&mut s), Call::Hello(h) if h.reports_created));
             write_reply(
                 &mut s,

@@ -2,8 +2,8 @@
 //! and destruction, context destruction (which destroys the context's streams), and
 //! `cuGetProcAddress(_v2)`, through which the CUDA runtime (since 11.3) fetches every
 //! driver entry point, so symbol interposition alone would catch nothing a cudart
-//! program does. A CUDA context's NULL stream is not a created
-//! stream and costs no budget.
+//! program does. A CUDA context's NULL stream is not a created stream and costs no
+//! budget.
 
 use super::{Handle, Vendor, hook_or, real};
 use crate::process::Process;
