@@ -87,6 +87,14 @@ pub fn init_wait_apps() -> [&'static PathBuf; 3] {
     ]
 }
 
+/// `native/acl_fork.c` built once per process against libascendcl. Argument: N; the
+/// program initialises AscendCL and forks, both create N streams on device 0; the child
+/// prints `ready child PID` and holds until stdin closes (then `done`), the parent prints
+/// `ready parent PID` after it and exits at once.
+pub fn acl_fork_app() -> &'static PathBuf {
+    build("acl_fork.c", "ascendcl", "acl_fork", &[])
+}
+
 /// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
 /// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
 /// <k>`, holds its events until stdin closes, and exits.

@@ -336,3 +336,45 @@ fn a_process_that_resets_and_sets_its_device_again_never_waits_on_itself() {
     assert!(app.child.wait().unwrap().success());
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
 }
+
+/// A program that forks a worker after aclInit (multiprocessing's "fork" start): the child
+/// is a process of its own to npud, with its own session and grant, and the parent's
+/// session ends when the parent exits even though the child lives on (the child does not
+/// keep its parent's connection open).
+#[test]
+fn a_forked_child_is_admitted_as_a_process_of_its_own() {
+    let program = npud_tests::native::acl_fork_app();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let mut cmd = acl_command(program, &shared.path, Some((&d, HELD)));
+    cmd.arg(STREAMS.to_string());
+    let mut app = App::spawn(cmd);
+    let mut ready = HashMap::new();
+    for _ in 0..2 {
+        let line = app.line();
+        match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+            ["ready", role, pid] => ready.insert(role.to_string(), pid.parse::<u32>().expect("a pid")),
+            _ => panic!("unexpected line: {line}"),
+        };
+    }
+    let (parent, child) = (ready["parent"], ready["child"]);
+    assert_ne!(parent, child);
+    assert_eq!(app.child.id(), parent);
+    // The parent leaves first; its streams go back, the child's stay. (`wait` would close
+    // the child's input first: it is kept open here.)
+    let input = app.child.stdin.take();
+    assert!(app.child.wait().expect("wait").success(), "the parent ran cleanly");
+    assert!(
+        eventually(Duration::from_secs(10), || holder_pids(&d) == vec![child]),
+        "npud lists {:?}, not the child {child} alone\n{}",
+        holder_pids(&d),
+        d.log()
+    );
+    assert_eq!(native_held(&d), u64::from(HELD), "the child's own grant");
+    assert_eq!(shared.held_by_others(d.pid()), HELD, "the driver counts the child's streams alone");
+    drop(input);
+    assert_eq!(app.line(), "done");
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
+    assert!(eventually(Duration::from_secs(10), || shared.held_by_others(d.pid()) == 0), "the child's streams went");
+    assert!(holder_pids(&d).is_empty());
+}

@@ -5,6 +5,7 @@ use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
 use std::collections::{HashMap, VecDeque};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -170,6 +171,11 @@ impl Connection {
             conn.write_unsent()?;
         }
         Ok(conn)
+    }
+
+    /// The socket's descriptor.
+    pub fn raw_fd(&self) -> i32 {
+        self.stream.as_raw_fd()
     }
 
     /// Whether npud's welcome has been read ([`Connection::finish`] reads it).

@@ -182,23 +182,52 @@ use real;
 
 /// The calling process's state; a forked child gets a fresh one. The parent's is leaked in
 /// the child on purpose: its locks may be held by threads that do not exist there.
+///
+/// A fork is noticed by a `pthread_atfork` child handler, not by asking the pid on every
+/// hook: `getpid` is a system call, and it was a third of the hooks' cost around each
+/// stream creation. `fork(3)` runs the handler; a child made by a raw `clone` or `_Fork`
+/// that goes on calling the vendor library keeps the parent's state, and neither vendor
+/// supports using a device in such a child.
 pub(crate) fn process() -> &'static Process {
-    let pid = std::process::id();
     loop {
         let p = PROCESS.load(Ordering::Acquire);
         // SAFETY: PROCESS only ever holds a leaked Box, never freed.
-        if let Some(existing) = unsafe { p.as_ref() }
-            && existing.pid == pid
-        {
+        if let Some(existing) = unsafe { p.as_ref() } {
             return existing;
         }
-        let fresh = Box::into_raw(Box::new(Process::new(pid)));
+        watch_forks();
+        let fresh = Box::into_raw(Box::new(Process::new(std::process::id())));
         match PROCESS.compare_exchange(p, fresh, Ordering::AcqRel, Ordering::Acquire) {
             // SAFETY: just leaked above and published; never freed.
             Ok(_) => return unsafe { &*fresh },
             // SAFETY: `fresh` was never published, so this is its only owner.
             Err(_) => drop(unsafe { Box::from_raw(fresh) }),
         }
+    }
+}
+
+/// Registers [`forked`] once per process image (a child inherits the registration).
+fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that only stores to an atomic; pthread_atfork keeps
+        // the function pointer, which is 'static.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    });
+}
+
+/// In a child just forked: the next hook makes the child's own state, and the parent's
+/// connection to npud is closed here. A child that kept it open would keep the parent's
+/// session, and everything booked to it, alive after the parent exits. (When another
+/// thread of the parent held the connection at the fork, the child cannot tell its state
+/// and leaves it.)
+extern "C" fn forked() {
+    let parent = PROCESS.swap(null_mut(), Ordering::AcqRel);
+    // SAFETY: PROCESS only ever holds a leaked Box, never freed.
+    if let Some(fd) = unsafe { parent.as_ref() }.and_then(Process::connection_fd) {
+        // SAFETY: the parent's socket, inherited; its owner is leaked with the parent's
+        // state and never touches it again in this process, so nothing closes it twice.
+        unsafe { libc::close(fd) };
     }
 }
 

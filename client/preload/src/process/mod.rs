@@ -170,6 +170,12 @@ impl Process {
         self.start_watcher();
     }
 
+    /// The descriptor of the connection to npud, when one is open and no thread is using
+    /// it (a forked child closes its parent's).
+    pub fn connection_fd(&self) -> Option<i32> {
+        self.conn.try_lock().ok()?.as_ref().map(Connection::raw_fd)
+    }
+
     fn start_watcher(&'static self) {
         self.watcher.call_once(|| {
             if let Ok(handle) = std::thread::Builder::new().name("npud-preload".into()).spawn(move || self.watch()) {
