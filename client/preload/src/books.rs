@@ -7,7 +7,7 @@
 //! it would without npud. No process ever waits while holding, so processes that each
 //! hold part of what they need cannot wait on each other.
 
-use std::collections::HashMap;
+use crate::Map;
 
 /// One device's figures in this process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,13 +33,13 @@ pub enum Plan {
 
 #[derive(Debug, Default)]
 pub struct Books {
-    devices: HashMap<u32, Device>,
+    devices: Map<u32, Device>,
     /// Live streams: handle → (device, context it was created in).
-    streams: HashMap<usize, (u32, usize)>,
+    streams: Map<usize, (u32, usize)>,
     /// Contexts made with aclrtCreateContext: handle → device.
-    contexts: HashMap<usize, u32>,
+    contexts: Map<usize, u32>,
     /// CUDA primary contexts this process retained: device → (context, retains).
-    primary: HashMap<u32, (usize, u32)>,
+    primary: Map<u32, (usize, u32)>,
 }
 
 impl Books {

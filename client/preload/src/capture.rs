@@ -6,7 +6,7 @@
 //! difference: a smaller capture leaves unused grant, a larger one needs the rest booked
 //! (npud books it even over quota, as the tenant's debt).
 
-use std::collections::HashMap;
+use crate::Map;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Active {
@@ -20,11 +20,11 @@ pub struct Active {
 #[derive(Debug, Default)]
 pub struct Captures {
     /// Captures under way, by the stream they began on.
-    active: HashMap<usize, Active>,
+    active: Map<usize, Active>,
     /// Models: handle → (device, streams it holds).
-    models: HashMap<usize, (u32, u32)>,
+    models: Map<usize, (u32, u32)>,
     /// Per device, the streams its last capture took.
-    last: HashMap<u32, u32>,
+    last: Map<u32, u32>,
 }
 
 impl Captures {

@@ -7,17 +7,17 @@
 //! environment, and every message about that device carries the name. A device npud does
 //! not own is left alone: its streams are created without admission (one stderr line).
 
+use crate::{Map, Set};
 use npud_proto::v1 as pb;
-use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 #[derive(Default)]
 pub struct Devices {
     /// Device number → its name; None where the library cannot say (old CANN): npud is
     /// then told the number, the form requests had before identities.
-    names: Mutex<HashMap<u32, Option<pb::DeviceIdentity>>>,
+    names: Mutex<Map<u32, Option<pb::DeviceIdentity>>>,
     /// Device numbers npud said it does not own.
-    unowned: Mutex<HashSet<u32>>,
+    unowned: Mutex<Set<u32>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

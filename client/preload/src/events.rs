@@ -8,7 +8,7 @@
 //! the table or the tenant's `max_events` is spent, as the vendor would), so events cannot
 //! deadlock processes either.
 
-use std::collections::HashMap;
+use crate::Map;
 
 /// Events asked for at once, and the unused grant a process keeps.
 pub const EVENT_CHUNK: u32 = 32;
@@ -21,9 +21,9 @@ pub struct EventDevice {
 
 #[derive(Debug, Default)]
 pub struct EventBooks {
-    devices: HashMap<u32, EventDevice>,
+    devices: Map<u32, EventDevice>,
     /// Live events: handle → device.
-    live: HashMap<usize, u32>,
+    live: Map<usize, u32>,
 }
 
 impl EventBooks {

@@ -10,7 +10,8 @@
 //! primary-context calls, `cuGetProcAddress(_v2)`).
 //!
 //! Layers: [`ffi`] (unsafe code: exported hooks per vendor, `dlsym`, finding the real
-//! vendor functions; the only other unsafe line is [`sys`]'s non-blocking receive) →
+//! vendor functions; the only other unsafe code is [`sys`]: a non-blocking receive and a
+//! coarse clock) →
 //! [`process`] (per-process state, fork-aware) → [`books`] (what the process holds, pure;
 //! [`events`] likewise) and [`wire`] (a blocking client of npud's budget wire; no async
 //! runtime in a foreign process). Nothing runs in a library constructor: the first
@@ -27,3 +28,11 @@ pub mod settings;
 #[allow(unsafe_code)]
 mod sys;
 pub mod wire;
+
+/// The interposer's maps: keyed by the process's own handles and device numbers, hashed
+/// with foldhash instead of SipHash, which was a fifth of the hooks' cost around each
+/// stream creation. Nothing outside the process chooses these keys, so SipHash's
+/// resistance to chosen keys buys nothing here.
+pub type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::FixedState>;
+/// A set hashed as [`Map`] is.
+pub type Set<T> = std::collections::HashSet<T, foldhash::fast::FixedState>;

@@ -1,9 +1,10 @@
 //! A blocking client of npud's budget wire (`budget.proto`): a plain Unix stream with
 //! timeouts, used on the caller's own thread. No async runtime, no hidden threads.
 
+use crate::Map;
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -60,7 +61,7 @@ pub struct Connection {
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
-    shares: HashMap<u32, (Instant, pb::BudgetShare)>,
+    shares: Map<u32, (Instant, pb::BudgetShare)>,
     /// Answers npud still owes for calls it did not answer in time, oldest first: the
     /// grant each asked for, if any, so one that arrives after the process gave up on it
     /// is given back instead of staying booked to a process that never made the streams.
@@ -163,7 +164,7 @@ impl Connection {
             epoch: 0,
             process_streams: 0,
             max_streams: 0,
-            shares: HashMap::new(),
+            shares: Map::default(),
             owed: VecDeque::new(),
             patience: ANSWER_TIMEOUT,
         };

@@ -8,17 +8,18 @@
 
 mod graphs;
 
+use crate::Map;
 use crate::books::{Books, Plan};
 use crate::capture::Captures;
 use crate::devices::Devices;
 use crate::events::EventBooks;
 use crate::settings::{DEFAULT_STREAMS, Settings};
+use crate::sys::coarse_now;
 use crate::wire::{Connection, WireError};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// npud refused (or the wait expired, or npud is required and unreachable): the hook
 /// returns its vendor's "no stream resource" code instead of creating.
@@ -44,14 +45,14 @@ pub struct Process {
     books: Mutex<Books>,
     events: Mutex<EventBooks>,
     /// Devices with a creation batch open, and when a stream was last created on each.
-    batches: Mutex<HashMap<u32, Instant>>,
+    batches: Mutex<Map<u32, Duration>>,
     /// Devices where streams were destroyed, and when last: their surplus grant goes back
     /// to npud in one release once they are quiet, not one round trip per destroy.
-    releases: Mutex<HashMap<u32, Instant>>,
+    releases: Mutex<Map<u32, Duration>>,
     /// What a device reset gave up, per device: (streams, events) the watcher gives back
     /// with the device's next quiet release, off the program's path (a process that exits
     /// right after its reset gives everything back by closing its connection anyway).
-    resets: Mutex<HashMap<u32, (u32, u32)>>,
+    resets: Mutex<Map<u32, (u32, u32)>>,
     conn: Mutex<Option<Connection>>,
     /// The vendor's name for each device number the process uses.
     pub devices: Devices,
@@ -76,10 +77,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Takes the devices that have been quiet for `BATCH_QUIET` out of `last_seen`.
-fn take_quiet(last_seen: &Mutex<HashMap<u32, Instant>>) -> Vec<u32> {
+/// Takes the devices that have been quiet for `BATCH_QUIET` out of `last_seen` (times on
+/// the coarse clock).
+fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>) -> Vec<u32> {
     let mut map = lock(last_seen);
-    let quiet: Vec<u32> = map.iter().filter(|(_, last)| last.elapsed() >= BATCH_QUIET).map(|(&d, _)| d).collect();
+    let now = coarse_now();
+    let quiet: Vec<u32> =
+        map.iter().filter(|(_, last)| now.saturating_sub(**last) >= BATCH_QUIET).map(|(&d, _)| d).collect();
     for d in &quiet {
         map.remove(d);
     }
@@ -97,9 +101,9 @@ impl Process {
             settings: Settings::from_env(),
             books: Mutex::new(Books::default()),
             events: Mutex::new(EventBooks::default()),
-            batches: Mutex::new(HashMap::new()),
-            releases: Mutex::new(HashMap::new()),
-            resets: Mutex::new(HashMap::new()),
+            batches: Mutex::new(Map::default()),
+            releases: Mutex::new(Map::default()),
+            resets: Mutex::new(Map::default()),
             conn: Mutex::new(None),
             devices: Devices::default(),
             captures: Mutex::new(Captures::default()),
@@ -348,16 +352,16 @@ impl Process {
 
     /// Streams went away on `device`; the surplus goes back once it is quiet.
     fn destroying(&self, device: u32) {
-        lock(&self.releases).insert(device, Instant::now());
+        lock(&self.releases).insert(device, coarse_now());
     }
 
     /// A stream is being created on `device`: an open batch stays open.
     fn creating(&self, device: u32, new_batch: bool) {
         let mut batches = lock(&self.batches);
         if new_batch {
-            batches.insert(device, Instant::now());
+            batches.insert(device, coarse_now());
         } else if let Some(last) = batches.get_mut(&device) {
-            *last = Instant::now();
+            *last = coarse_now();
         }
     }
 
@@ -518,7 +522,7 @@ impl Process {
             return;
         }
         if let Some(last) = batches.get_mut(&device) {
-            *last = Instant::now().checked_sub(BATCH_QUIET).unwrap_or(*last);
+            *last = coarse_now().saturating_sub(BATCH_QUIET);
         }
         drop(batches);
         if let Some(t) = self.watcher_thread.get() {
