@@ -33,14 +33,24 @@ pub struct ProcFs {
 
 impl PeerInspector for ProcFs {
     fn cgroup(&self, pid: i32) -> std::io::Result<String> {
-        let path = self.root.join(pid.to_string()).join("cgroup");
-        let text = std::fs::read_to_string(path)?;
         // A cgroup file is a few lines; refuse anything absurd rather than parse it.
-        if text.len() > 64 * 1024 {
-            return Err(std::io::Error::other("cgroup file larger than 64 KiB"));
-        }
-        Ok(text)
+        read_proc(&self.root.join(pid.to_string()).join("cgroup"), 64 * 1024)
     }
+}
+
+/// A small `/proc` file, refused past `limit` bytes. Read into a page-sized buffer from the
+/// start: `/proc` files say they are empty, so `fs::read_to_string` stats the file and
+/// then grows its buffer from 32 bytes, five reads for a cgroup file where this takes two.
+/// It runs on every connection, between the accept and the first answer.
+fn read_proc(path: &std::path::Path, limit: usize) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::with_capacity(4096);
+    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(std::io::Error::other(format!("{} is larger than {limit} bytes", path.display())));
+    }
+    String::from_utf8(bytes).map_err(|_| std::io::Error::other(format!("{} is not UTF-8", path.display())))
 }
 
 fn is_container_id(s: &str) -> bool {
@@ -98,12 +108,18 @@ pub struct Peer {
     pub unverified: bool,
 }
 
+/// The most bytes [`PeerStream::read_preface`] reads: a budget-wire start (preface, hello
+/// and first ask) fits many times over.
+const PREFACE_READ: usize = 1024;
+
 /// A Unix connection carrying its peer's identity, resolved at accept time.
 pub struct PeerStream {
     inner: UnixStream,
     info: Arc<Peer>,
     /// Bytes already read off the connection to tell its protocol, handed back first.
     replay: Vec<u8>,
+    /// How many of them are the preface (see [`PeerStream::read_preface`]).
+    preface: usize,
     /// Set on HTTP/2 connections from the Unix socket: see [`crate::tenancy::authority`].
     rewriter: Option<Box<AuthorityRewriter>>,
     /// The connection's place in its uid's limit, freed when the connection is dropped.
@@ -124,20 +140,37 @@ impl PeerStream {
             None => (None, true),
         };
         let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
-        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
+        Ok(PeerStream {
+            inner: stream,
+            info: Arc::new(info),
+            replay: Vec::new(),
+            preface: 0,
+            rewriter: None,
+            slot: None,
+        })
     }
 
     pub fn info(&self) -> &Arc<Peer> {
         &self.info
     }
 
-    /// Reads the connection's first `N` bytes (its protocol preface). Unless the caller
-    /// then calls [`PeerStream::consume_preface`], later reads see them again.
+    /// Reads the connection's first `N` bytes (its protocol preface), and whatever else
+    /// has already arrived (up to [`PREFACE_READ`] bytes in all): an interposed process
+    /// sends its preface, hello and first ask in one write, and they are then taken in one
+    /// read instead of two. Later reads see every byte read here again, unless the caller
+    /// calls [`PeerStream::consume_preface`], which drops the preface alone.
     pub async fn read_preface<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
         use tokio::io::AsyncReadExt;
+        let mut chunk = [0u8; PREFACE_READ];
+        while self.replay.len() < N {
+            match self.inner.read(&mut chunk).await? {
+                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+                n => self.replay.extend_from_slice(&chunk[..n]),
+            }
+        }
         let mut preface = [0u8; N];
-        self.inner.read_exact(&mut preface).await?;
-        self.replay = preface.to_vec();
+        preface.copy_from_slice(&self.replay[..N]);
+        self.preface = N;
         Ok(preface)
     }
 
@@ -146,9 +179,11 @@ impl PeerStream {
         self.slot = Some(slot);
     }
 
-    /// Drops the bytes [`PeerStream::read_preface`] kept for replay.
+    /// Drops the preface [`PeerStream::read_preface`] read; later reads begin with what
+    /// followed it.
     pub fn consume_preface(&mut self) {
-        self.replay.clear();
+        let n = std::mem::take(&mut self.preface).min(self.replay.len());
+        self.replay.drain(..n);
     }
 
     /// From now on, requests read off this connection reach the server with an
@@ -238,7 +273,7 @@ pub fn process_start(proc_root: &std::path::Path, pid: u32) -> Option<u64> {
     if pid == 0 {
         return None;
     }
-    let stat = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    let stat = read_proc(&proc_root.join(pid.to_string()).join("stat"), 4096).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
     let rest = stat.get(stat.rfind(')')? + 1..)?;
     rest.split_whitespace().nth(19)?.parse().ok()
@@ -290,6 +325,50 @@ mod tests {
         fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
             Err(std::io::Error::from(std::io::ErrorKind::NotFound))
         }
+    }
+
+    /// The preface and what came with it in one write are read together; consuming the
+    /// preface leaves the rest to read, and not consuming it replays everything.
+    #[tokio::test]
+    async fn bytes_read_with_the_preface_are_read_again_in_order() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        for consume in [true, false] {
+            let (ours, mut theirs) = UnixStream::pair().expect("socketpair");
+            let mut peer = PeerStream::accept(ours, &Vanished).expect("credentials");
+            theirs.write_all(b"PREFACE!hello").await.expect("write");
+            assert_eq!(&peer.read_preface::<8>().await.expect("preface"), b"PREFACE!");
+            if consume {
+                peer.consume_preface();
+            }
+            theirs.write_all(b", more").await.expect("write");
+            drop(theirs);
+            let mut rest = Vec::new();
+            peer.read_to_end(&mut rest).await.expect("read");
+            let expected: &[u8] = if consume { b"hello, more" } else { b"PREFACE!hello, more" };
+            assert_eq!(rest, expected, "consumed: {consume}");
+        }
+    }
+
+    #[test]
+    fn a_proc_file_past_its_limit_is_refused_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cgroup");
+        std::fs::write(&path, "0::/\n".repeat(20)).expect("write");
+        assert_eq!(read_proc(&path, 100).expect("100 bytes"), "0::/\n".repeat(20));
+        let e = read_proc(&path, 99).expect_err("one byte over");
+        assert!(e.to_string().contains("larger than 99 bytes"), "{e}");
+    }
+
+    /// A connection that ends before its preface is whole is an error, not a short preface.
+    #[tokio::test]
+    async fn a_connection_that_ends_inside_the_preface_is_refused() {
+        use tokio::io::AsyncWriteExt;
+        let (ours, mut theirs) = UnixStream::pair().expect("socketpair");
+        let mut peer = PeerStream::accept(ours, &Vanished).expect("credentials");
+        theirs.write_all(b"PRE").await.expect("write");
+        drop(theirs);
+        let e = peer.read_preface::<8>().await.expect_err("three bytes of eight");
+        assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 
     #[tokio::test]
