@@ -188,13 +188,26 @@ impl PeerStream {
 
     /// From now on, requests read off this connection reach the server with an
     /// `:authority` it accepts (see [`crate::tenancy::authority`]); the bytes kept for replay go
-    /// through the rewriter too.
+    /// through the rewriter too. A preface the rewriter refuses is an error (the connection
+    /// is dropped); a fault in the frames read with it is met as one read later would be:
+    /// the server ends the connection with a GOAWAY.
     pub fn normalise_authority(&mut self) -> std::io::Result<()> {
         let mut rewriter = Box::<AuthorityRewriter>::default();
-        rewriter.feed(&std::mem::take(&mut self.replay)).map_err(invalid)?;
+        let replay = std::mem::take(&mut self.replay);
+        let (preface, rest) = replay.split_at(std::mem::take(&mut self.preface).min(replay.len()));
+        rewriter.feed(preface).map_err(invalid)?;
+        if let Err(e) = rewriter.feed(rest) {
+            http2_fault(&e);
+        }
         self.rewriter = Some(rewriter);
         Ok(())
     }
+}
+
+/// The rewriter handed the server frames that make it end the connection with the GOAWAY
+/// it sends on TCP for the same fault.
+fn http2_fault(e: &crate::tenancy::authority::AuthorityError) {
+    tracing::debug!(error = %e, "an HTTP/2 protocol error on the socket; the server ends the connection");
 }
 
 fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
@@ -229,9 +242,7 @@ impl AsyncRead for PeerStream {
                     return Poll::Ready(Ok(()));
                 }
                 if let Err(e) = rewriter.feed(read.filled()) {
-                    // The rewriter handed the server frames that make it end the connection
-                    // with the GOAWAY it sends on TCP for the same fault.
-                    tracing::debug!(error = %e, "an HTTP/2 protocol error on the socket; the server ends the connection");
+                    http2_fault(&e);
                 }
             }
         }
