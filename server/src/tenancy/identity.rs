@@ -108,18 +108,12 @@ pub struct Peer {
     pub unverified: bool,
 }
 
-/// The most bytes [`PeerStream::read_preface`] reads: a budget-wire start (preface, hello
-/// and first ask) fits many times over.
-const PREFACE_READ: usize = 1024;
-
 /// A Unix connection carrying its peer's identity, resolved at accept time.
 pub struct PeerStream {
     inner: UnixStream,
     info: Arc<Peer>,
     /// Bytes already read off the connection to tell its protocol, handed back first.
     replay: Vec<u8>,
-    /// How many of them are the preface (see [`PeerStream::read_preface`]).
-    preface: usize,
     /// Set on HTTP/2 connections from the Unix socket: see [`crate::tenancy::authority`].
     rewriter: Option<Box<AuthorityRewriter>>,
     /// The connection's place in its uid's limit, freed when the connection is dropped.
@@ -140,37 +134,20 @@ impl PeerStream {
             None => (None, true),
         };
         let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
-        Ok(PeerStream {
-            inner: stream,
-            info: Arc::new(info),
-            replay: Vec::new(),
-            preface: 0,
-            rewriter: None,
-            slot: None,
-        })
+        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
     }
 
     pub fn info(&self) -> &Arc<Peer> {
         &self.info
     }
 
-    /// Reads the connection's first `N` bytes (its protocol preface), and whatever else
-    /// has already arrived (up to [`PREFACE_READ`] bytes in all): an interposed process
-    /// sends its preface, hello and first ask in one write, and they are then taken in one
-    /// read instead of two. Later reads see every byte read here again, unless the caller
-    /// calls [`PeerStream::consume_preface`], which drops the preface alone.
+    /// Reads the connection's first `N` bytes (its protocol preface). Unless the caller
+    /// then calls [`PeerStream::consume_preface`], later reads see them again.
     pub async fn read_preface<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
         use tokio::io::AsyncReadExt;
-        let mut chunk = [0u8; PREFACE_READ];
-        while self.replay.len() < N {
-            match self.inner.read(&mut chunk).await? {
-                0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-                n => self.replay.extend_from_slice(&chunk[..n]),
-            }
-        }
         let mut preface = [0u8; N];
-        preface.copy_from_slice(&self.replay[..N]);
-        self.preface = N;
+        self.inner.read_exact(&mut preface).await?;
+        self.replay = preface.to_vec();
         Ok(preface)
     }
 
@@ -179,35 +156,20 @@ impl PeerStream {
         self.slot = Some(slot);
     }
 
-    /// Drops the preface [`PeerStream::read_preface`] read; later reads begin with what
-    /// followed it.
+    /// Drops the bytes [`PeerStream::read_preface`] kept for replay.
     pub fn consume_preface(&mut self) {
-        let n = std::mem::take(&mut self.preface).min(self.replay.len());
-        self.replay.drain(..n);
+        self.replay.clear();
     }
 
     /// From now on, requests read off this connection reach the server with an
     /// `:authority` it accepts (see [`crate::tenancy::authority`]); the bytes kept for replay go
-    /// through the rewriter too. A preface the rewriter refuses is an error (the connection
-    /// is dropped); a fault in the frames read with it is met as one read later would be:
-    /// the server ends the connection with a GOAWAY.
+    /// through the rewriter too.
     pub fn normalise_authority(&mut self) -> std::io::Result<()> {
         let mut rewriter = Box::<AuthorityRewriter>::default();
-        let replay = std::mem::take(&mut self.replay);
-        let (preface, rest) = replay.split_at(std::mem::take(&mut self.preface).min(replay.len()));
-        rewriter.feed(preface).map_err(invalid)?;
-        if let Err(e) = rewriter.feed(rest) {
-            http2_fault(&e);
-        }
+        rewriter.feed(&std::mem::take(&mut self.replay)).map_err(invalid)?;
         self.rewriter = Some(rewriter);
         Ok(())
     }
-}
-
-/// The rewriter handed the server frames that make it end the connection with the GOAWAY
-/// it sends on TCP for the same fault.
-fn http2_fault(e: &crate::tenancy::authority::AuthorityError) {
-    tracing::debug!(error = %e, "an HTTP/2 protocol error on the socket; the server ends the connection");
 }
 
 fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
@@ -242,7 +204,9 @@ impl AsyncRead for PeerStream {
                     return Poll::Ready(Ok(()));
                 }
                 if let Err(e) = rewriter.feed(read.filled()) {
-                    http2_fault(&e);
+                    // The rewriter handed the server frames that make it end the connection
+                    // with the GOAWAY it sends on TCP for the same fault.
+                    tracing::debug!(error = %e, "an HTTP/2 protocol error on the socket; the server ends the connection");
                 }
             }
         }
@@ -338,8 +302,8 @@ mod tests {
         }
     }
 
-    /// The preface and what came with it in one write are read together; consuming the
-    /// preface leaves the rest to read, and not consuming it replays everything.
+    /// Bytes sent in the same write as the preface reach later reads, in order; consuming
+    /// the preface drops it alone, and not consuming it replays it first.
     #[tokio::test]
     async fn bytes_read_with_the_preface_are_read_again_in_order() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
