@@ -11,11 +11,10 @@
 //!
 //! Layers: [`ffi`] (unsafe code: exported hooks per vendor, `dlsym`, finding the real
 //! vendor functions; the only other unsafe code is [`sys`]: a non-blocking receive and a
-//! coarse clock) →
-//! [`process`] (per-process state, fork-aware) → [`books`] (what the process holds, pure;
-//! [`events`] likewise) and [`wire`] (a blocking client of npud's budget wire; no async
-//! runtime in a foreign process). Nothing runs in a library constructor: the first
-//! hooked call connects.
+//! coarse clock) → [`process`] (per-process state, fork-aware) → [`books`] (what the
+//! process holds, pure; [`events`] likewise) and [`wire`] (a blocking client of npud's
+//! budget wire; no async runtime in a foreign process). Nothing runs in a library
+//! constructor: the first hooked call connects.
 
 pub mod books;
 pub mod capture;

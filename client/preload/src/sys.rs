@@ -1,5 +1,4 @@
-//! The two system calls std does not offer, the interposer's only unsafe code outside
-//! `ffi`:
+//! Two calls std does not offer, the interposer's only unsafe code outside `ffi`:
 //! - a receive that never blocks, whatever the socket's mode. Toggling the socket's mode
 //!   around a read would cost two more system calls on every poll of the answer spin
 //!   (`wire`), and would race the watcher's probe;

@@ -210,8 +210,8 @@ pub(crate) fn process() -> &'static Process {
 fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        // SAFETY: registers a handler that only stores to an atomic; pthread_atfork keeps
-        // the function pointer, which is 'static.
+        // SAFETY: registers a handler that stores to an atomic and closes one descriptor,
+        // both async-signal-safe; pthread_atfork keeps the function pointer, which is 'static.
         unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     });
 }
