@@ -55,6 +55,11 @@ pub struct Rt {
     /// The device event table shared the same way.
     shared_events: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
+    /// Held across aclrtSetDevice and aclrtResetDevice, so threads that set one device at
+    /// once share one default context: the runtime's `rtSetDevice` makes one per device
+    /// and counts references per process (the reference notes' interposition.md, 1.1,
+    /// from the CANN docs). Taken before `inner` and `captures`, never after.
+    sets: Mutex<()>,
     /// Graph captures and their models (`capture`). Taken before `inner`, never after.
     captures: Mutex<crate::capture::Captures>,
     due: Condvar,
@@ -93,6 +98,7 @@ pub fn init() -> bool {
             shared,
             shared_events,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
+            sets: Mutex::new(()),
             captures: Mutex::new(crate::capture::Captures::default()),
             due: Condvar::new(),
         }
@@ -210,6 +216,7 @@ impl Rt {
     /// which holds one default stream, and makes it the thread's current context.
     pub fn set_device(&self, device: i32) -> Result<(), AclError> {
         let id = self.device(device)?.id();
+        let _sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
         let existing = self.lock().defaults.get_mut(&id).map(|(ctx, uses)| {
             *uses += 1;
             *ctx
@@ -230,6 +237,7 @@ impl Rt {
     /// the default context, its default stream and every stream created in it.
     pub fn reset_device(&self, device: i32, force: bool) -> Result<(), AclError> {
         let id = self.device(device)?.id();
+        let _sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
         let last = {
             let mut inner = self.lock();
             match inner.defaults.get_mut(&id) {
