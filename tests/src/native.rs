@@ -95,6 +95,13 @@ pub fn acl_fork_app() -> &'static PathBuf {
     build("acl_fork.c", "ascendcl", "acl_fork", &[])
 }
 
+/// `native/acl_threads.c` built once per process against libascendcl. Arguments: THREADS
+/// STREAMS; the threads set device 0 and create their streams all at once; it prints
+/// `ok THREADS STREAMS`, holds them until stdin closes, then `done`.
+pub fn acl_threads_app() -> &'static PathBuf {
+    build("acl_threads.c", "ascendcl", "acl_threads", &["-pthread"])
+}
+
 /// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
 /// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
 /// <k>`, holds its events until stdin closes, and exits.

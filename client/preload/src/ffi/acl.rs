@@ -120,7 +120,7 @@ pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
                 }
                 return rc;
             }
-            p.device_set(id, first.then(current_context));
+            p.device_set(id, first, first.then(current_context));
             0
         },
         || unsafe { real(device) },

@@ -54,6 +54,9 @@ pub struct Process {
     /// right after its reset gives everything back by closing its connection anyway).
     resets: Mutex<Map<u32, (u32, u32)>>,
     conn: Mutex<Option<Connection>>,
+    /// Held by the thread asking npud for streams, from its plan to the booking of the
+    /// answer (see [`Process::admit`]).
+    asking: Mutex<()>,
     /// The vendor's name for each device number the process uses.
     pub devices: Devices,
     /// Graph captures under way and the models holding their streams (`graphs`).
@@ -105,6 +108,7 @@ impl Process {
             releases: Mutex::new(Map::default()),
             resets: Mutex::new(Map::default()),
             conn: Mutex::new(None),
+            asking: Mutex::new(()),
             devices: Devices::default(),
             captures: Mutex::new(Captures::default()),
             tenant_streams: AtomicU32::new(0),
@@ -403,6 +407,15 @@ impl Process {
             return self.unadmitted(device, n);
         }
         self.flush_reset(device);
+        if let Plan::Covered = lock(&self.books).plan(device, n, self.startup()) {
+            self.creating(device, false);
+            return Ok(());
+        }
+        // One ask at a time, planned again once it is this thread's turn: threads that
+        // start together (every thread of a framework sets its device) would otherwise
+        // each ask for a whole start-up before the first grant is booked, and hold several
+        // times what the process uses.
+        let _asking = lock(&self.asking);
         let plan = lock(&self.books).plan(device, n, self.startup());
         let Plan::Ask { count, wait } = plan else {
             self.creating(device, false);
@@ -612,12 +625,18 @@ impl Process {
         lock(&self.books).device(device).set_count > 0
     }
 
-    pub fn device_set(&self, device: u32, default_ctx: Option<usize>) {
+    /// aclrtSetDevice succeeded; `admitted` when this thread asked for the default stream
+    /// a first set makes. Threads that set the device at once may each have asked: only
+    /// the first set made the context, so the others' stream is not on the device, and its
+    /// budget stays unused grant.
+    pub fn device_set(&self, device: u32, admitted: bool, default_ctx: Option<usize>) {
         let mut books = lock(&self.books);
-        if books.set_device(device)
-            && let Some(ctx) = default_ctx
-        {
-            books.set_default_context(device, ctx);
+        if books.set_device(device) {
+            if let Some(ctx) = default_ctx {
+                books.set_default_context(device, ctx);
+            }
+        } else if admitted {
+            books.not_created(device, 1);
         }
     }
 

@@ -1,0 +1,74 @@
+/* An ordinary AscendCL program with no npud code in it whose threads start together, as a
+ * framework's do: THREADS threads each set device 0 (they share its default context and
+ * its one default stream) and create STREAMS streams, all at once.
+ *
+ *   acl_threads THREADS STREAMS
+ *
+ * Prints "ok THREADS STREAMS" once every thread has its streams, or "fail WHAT" (a thread
+ * that fails says what, then the program exits at once); holds them until standard input
+ * closes; then every thread destroys its own, the device is reset, and it prints "done". */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "check.h"
+
+typedef void *aclrtStream;
+int aclInit(const char *);
+int aclrtSetDevice(int32_t);
+int aclrtResetDevice(int32_t);
+int aclrtCreateStream(aclrtStream *);
+int aclrtDestroyStream(aclrtStream);
+
+#define MAX_THREADS 64
+#define MAX_STREAMS 256
+
+static int streams_each;
+static pthread_barrier_t go, made, release;
+
+static void fail(const char *what) {
+    printf("fail %s\n", what);
+    fflush(stdout);
+    _exit(1);
+}
+
+static void *thread_main(void *arg) {
+    (void)arg;
+    aclrtStream s[MAX_STREAMS];
+    pthread_barrier_wait(&go);
+    if (aclrtSetDevice(0) != 0) fail("aclrtSetDevice");
+    for (int i = 0; i < streams_each; i++)
+        if (aclrtCreateStream(&s[i]) != 0) fail("aclrtCreateStream");
+    pthread_barrier_wait(&made);
+    pthread_barrier_wait(&release);
+    for (int i = 0; i < streams_each; i++)
+        if (aclrtDestroyStream(s[i]) != 0) fail("aclrtDestroyStream");
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int threads = argc > 2 ? atoi(argv[1]) : 0;
+    streams_each = argc > 2 ? atoi(argv[2]) : 0;
+    CHECK(threads > 0 && threads <= MAX_THREADS && streams_each > 0 && streams_each <= MAX_STREAMS,
+          "usage: acl_threads THREADS STREAMS (1..64, 1..256)");
+    CHECK(aclInit(NULL) == 0, "aclInit");
+    unsigned n = (unsigned)threads + 1;
+    CHECK(pthread_barrier_init(&go, NULL, n) == 0 && pthread_barrier_init(&made, NULL, n) == 0 &&
+              pthread_barrier_init(&release, NULL, n) == 0,
+          "pthread_barrier_init");
+    pthread_t t[MAX_THREADS];
+    for (int i = 0; i < threads; i++) CHECK(pthread_create(&t[i], NULL, thread_main, NULL) == 0, "pthread_create");
+    pthread_barrier_wait(&go);
+    pthread_barrier_wait(&made);
+    printf("ok %d %d\n", threads, streams_each);
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+    pthread_barrier_wait(&release);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
+    printf("done\n");
+    return 0;
+}
