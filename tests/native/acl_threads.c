@@ -1,11 +1,12 @@
 /* An ordinary AscendCL program with no npud code in it whose threads start together, as a
  * framework's do: THREADS threads each set device 0 (they share its default context and
- * its one default stream) and create STREAMS streams, all at once.
+ * its one default stream) and create STREAMS streams and EVENTS events (none if not
+ * given), all at once.
  *
- *   acl_threads THREADS STREAMS
+ *   acl_threads THREADS STREAMS [EVENTS]
  *
- * Prints "ok THREADS STREAMS" once every thread has its streams, or "fail WHAT" (a thread
- * that fails says what, then the program exits at once); holds them until standard input
+ * Prints "ok THREADS STREAMS" once every thread has them, or "fail WHAT" (a thread that
+ * fails says what, then the program exits at once); holds them until standard input
  * closes; then every thread destroys its own, the device is reset, and it prints "done". */
 #include <pthread.h>
 #include <stdint.h>
@@ -16,16 +17,19 @@
 #include "check.h"
 
 typedef void *aclrtStream;
+typedef void *aclrtEvent;
 int aclInit(const char *);
 int aclrtSetDevice(int32_t);
 int aclrtResetDevice(int32_t);
 int aclrtCreateStream(aclrtStream *);
 int aclrtDestroyStream(aclrtStream);
+int aclrtCreateEvent(aclrtEvent *);
+int aclrtDestroyEvent(aclrtEvent);
 
 #define MAX_THREADS 64
 #define MAX_STREAMS 256
 
-static int streams_each;
+static int streams_each, events_each;
 static pthread_barrier_t go, made, release;
 
 static void fail(const char *what) {
@@ -37,12 +41,17 @@ static void fail(const char *what) {
 static void *thread_main(void *arg) {
     (void)arg;
     aclrtStream s[MAX_STREAMS];
+    aclrtEvent e[MAX_STREAMS];
     pthread_barrier_wait(&go);
     if (aclrtSetDevice(0) != 0) fail("aclrtSetDevice");
     for (int i = 0; i < streams_each; i++)
         if (aclrtCreateStream(&s[i]) != 0) fail("aclrtCreateStream");
+    for (int i = 0; i < events_each; i++)
+        if (aclrtCreateEvent(&e[i]) != 0) fail("aclrtCreateEvent");
     pthread_barrier_wait(&made);
     pthread_barrier_wait(&release);
+    for (int i = 0; i < events_each; i++)
+        if (aclrtDestroyEvent(e[i]) != 0) fail("aclrtDestroyEvent");
     for (int i = 0; i < streams_each; i++)
         if (aclrtDestroyStream(s[i]) != 0) fail("aclrtDestroyStream");
     return NULL;
@@ -51,8 +60,10 @@ static void *thread_main(void *arg) {
 int main(int argc, char **argv) {
     int threads = argc > 2 ? atoi(argv[1]) : 0;
     streams_each = argc > 2 ? atoi(argv[2]) : 0;
-    CHECK(threads > 0 && threads <= MAX_THREADS && streams_each > 0 && streams_each <= MAX_STREAMS,
-          "usage: acl_threads THREADS STREAMS (1..64, 1..256)");
+    events_each = argc > 3 ? atoi(argv[3]) : 0;
+    CHECK(threads > 0 && threads <= MAX_THREADS && streams_each > 0 && streams_each <= MAX_STREAMS &&
+              events_each >= 0 && events_each <= MAX_STREAMS,
+          "usage: acl_threads THREADS STREAMS [EVENTS] (1..64, 1..256, 0..256)");
     CHECK(aclInit(NULL) == 0, "aclInit");
     unsigned n = (unsigned)threads + 1;
     CHECK(pthread_barrier_init(&go, NULL, n) == 0 && pthread_barrier_init(&made, NULL, n) == 0 &&

@@ -379,14 +379,15 @@ fn a_forked_child_is_admitted_as_a_process_of_its_own() {
     assert!(holder_pids(&d).is_empty());
 }
 
-/// Threads that set the device and create their streams all at once, as a framework's do:
-/// they share the device's one default stream, and npud books what they create, not a
-/// whole start-up ask per thread (each thread asked for one before the first grant was
-/// booked: 8 threads held 568 for 161 streams).
+/// Threads that set the device and create their streams and events all at once, as a
+/// framework's do: they share the device's one default stream, and npud books what they
+/// create, not a whole start-up ask per thread (each thread asked for one before the first
+/// grant was booked: 8 threads held 568 for 161 streams), nor a chunk of events each.
 #[test]
 fn threads_that_start_together_are_booked_as_the_device_holds_them() {
     const THREADS: u32 = 8;
     const EACH: u32 = 20;
+    const EVENTS: u32 = 3;
     let program = npud_tests::native::acl_threads_app();
     let shared = Shared::new();
     let d = shared.daemon(&[]);
@@ -403,11 +404,14 @@ fn threads_that_start_together_are_booked_as_the_device_holds_them() {
     native.release();
     let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program);
-    cmd.args([THREADS.to_string(), EACH.to_string()]);
+    cmd.args([THREADS.to_string(), EACH.to_string(), EVENTS.to_string()]);
     let mut app = App::spawn(cmd);
     assert_eq!(app.line(), format!("ok {THREADS} {EACH}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
     assert_eq!(native_held(&d), u64::from(streams), "npud books what the device holds\n{}", d.log());
+    let events = u64::from(THREADS * EVENTS);
+    let counted = native_events(&d);
+    assert!((events..=events + 32).contains(&counted), "{events} events booked as {counted}: more than a chunk spare");
     drop(app.child.stdin.take());
     assert_eq!(app.line(), "done");
     assert!(app.child.wait().expect("wait").success());

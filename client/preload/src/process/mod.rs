@@ -671,6 +671,11 @@ impl Process {
             lock(&self.events).granted(device, 1);
             return Ok(());
         }
+        if lock(&self.events).plan(device).is_none() {
+            return Ok(());
+        }
+        // One ask at a time, planned again once it is this thread's turn (see `admit`).
+        let _asking = lock(&self.asking);
         let Some(chunk) = lock(&self.events).plan(device) else { return Ok(()) };
         self.flush_reset(device);
         let mut last = None;
