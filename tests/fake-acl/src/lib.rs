@@ -128,9 +128,17 @@ pub extern "C" fn aclrtResetDeviceForce(device: i32) -> AclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
+    if ctx.is_null() {
+        return INVALID_PARAM;
+    }
     match r.create_context(device) {
-        // SAFETY: out-pointer from the caller.
-        Ok(h) => unsafe { put(ctx, h) },
+        Ok(h) => {
+            // The vendor's aclrtSetCurrentContext notes: a context a thread creates is that
+            // thread's context without a call to aclrtSetCurrentContext.
+            let _ = r.set_current(h);
+            // SAFETY: out-pointer from the caller.
+            unsafe { put(ctx, h) }
+        }
         Err(e) => e,
     }
 }
