@@ -1,9 +1,12 @@
 /* An ordinary AscendCL program with no npud code in it whose threads start together, as a
  * framework's do: THREADS threads each set device 0 (they share its default context and
  * its one default stream) and create STREAMS streams and EVENTS events (none if not
- * given), all at once.
+ * given), all at once. With "context", each thread instead creates a context of its own
+ * on device 0 (with its own default stream), which is then that thread's context without
+ * aclrtSetCurrentContext, as the vendor documents; it destroys it at the end, and with it
+ * the streams made in it.
  *
- *   acl_threads THREADS STREAMS [EVENTS]
+ *   acl_threads THREADS STREAMS [EVENTS [context]]
  *
  * Prints "ok THREADS STREAMS" once every thread has them, or "fail WHAT" (a thread that
  * fails says what, then the program exits at once); holds them until standard input
@@ -12,24 +15,28 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "check.h"
 
 typedef void *aclrtStream;
 typedef void *aclrtEvent;
+typedef void *aclrtContext;
 int aclInit(const char *);
 int aclrtSetDevice(int32_t);
 int aclrtResetDevice(int32_t);
 int aclrtCreateStream(aclrtStream *);
 int aclrtDestroyStream(aclrtStream);
 int aclrtCreateEvent(aclrtEvent *);
+int aclrtCreateContext(aclrtContext *, int32_t);
+int aclrtDestroyContext(aclrtContext);
 int aclrtDestroyEvent(aclrtEvent);
 
 #define MAX_THREADS 64
 #define MAX_STREAMS 256
 
-static int streams_each, events_each;
+static int streams_each, events_each, own_context;
 static pthread_barrier_t go, made, release;
 
 static void fail(const char *what) {
@@ -42,8 +49,13 @@ static void *thread_main(void *arg) {
     (void)arg;
     aclrtStream s[MAX_STREAMS];
     aclrtEvent e[MAX_STREAMS];
+    aclrtContext ctx = NULL;
     pthread_barrier_wait(&go);
-    if (aclrtSetDevice(0) != 0) fail("aclrtSetDevice");
+    if (own_context) {
+        if (aclrtCreateContext(&ctx, 0) != 0) fail("aclrtCreateContext");
+    } else if (aclrtSetDevice(0) != 0) {
+        fail("aclrtSetDevice");
+    }
     for (int i = 0; i < streams_each; i++)
         if (aclrtCreateStream(&s[i]) != 0) fail("aclrtCreateStream");
     for (int i = 0; i < events_each; i++)
@@ -52,6 +64,10 @@ static void *thread_main(void *arg) {
     pthread_barrier_wait(&release);
     for (int i = 0; i < events_each; i++)
         if (aclrtDestroyEvent(e[i]) != 0) fail("aclrtDestroyEvent");
+    if (own_context) {
+        if (aclrtDestroyContext(ctx) != 0) fail("aclrtDestroyContext");
+        return NULL;
+    }
     for (int i = 0; i < streams_each; i++)
         if (aclrtDestroyStream(s[i]) != 0) fail("aclrtDestroyStream");
     return NULL;
@@ -61,9 +77,10 @@ int main(int argc, char **argv) {
     int threads = argc > 2 ? atoi(argv[1]) : 0;
     streams_each = argc > 2 ? atoi(argv[2]) : 0;
     events_each = argc > 3 ? atoi(argv[3]) : 0;
+    own_context = argc > 4 && strcmp(argv[4], "context") == 0;
     CHECK(threads > 0 && threads <= MAX_THREADS && streams_each > 0 && streams_each <= MAX_STREAMS &&
               events_each >= 0 && events_each <= MAX_STREAMS,
-          "usage: acl_threads THREADS STREAMS [EVENTS] (1..64, 1..256, 0..256)");
+          "usage: acl_threads THREADS STREAMS [EVENTS [context]] (1..64, 1..256, 0..256)");
     CHECK(aclInit(NULL) == 0, "aclInit");
     unsigned n = (unsigned)threads + 1;
     CHECK(pthread_barrier_init(&go, NULL, n) == 0 && pthread_barrier_init(&made, NULL, n) == 0 &&
@@ -79,7 +96,7 @@ int main(int argc, char **argv) {
     }
     pthread_barrier_wait(&release);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
-    CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
+    if (!own_context) CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
     printf("done\n");
     return 0;
 }

@@ -418,3 +418,37 @@ fn threads_that_start_together_are_booked_as_the_device_holds_them() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
     assert_eq!(shared.held_by_others(d.pid()), 0);
 }
+
+/// Threads that each create a context of their own (as HCCL and vLLM-Ascend's allocator
+/// do) and streams in it, without aclrtSetCurrentContext: the vendor makes a created
+/// context the thread's. Each context holds its default stream; destroying it gives back
+/// that stream and every stream made in it.
+#[test]
+fn threads_with_contexts_of_their_own_are_booked_as_the_device_holds_them() {
+    const THREADS: u32 = 8;
+    const EACH: u32 = 10;
+    let program = npud_tests::native::acl_threads_app();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let streams = THREADS * (EACH + 1);
+    let args = [THREADS.to_string(), EACH.to_string(), "0".into(), "context".into()];
+    let mut native = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.args(&args);
+        c
+    });
+    assert_eq!(native.line(), format!("ok {THREADS} {EACH}"));
+    assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, without npud");
+    native.release();
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).args(&args);
+    let mut app = App::spawn(cmd);
+    assert_eq!(app.line(), format!("ok {THREADS} {EACH}"));
+    assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
+    assert_eq!(native_held(&d), u64::from(streams), "npud books what the device holds\n{}", d.log());
+    drop(app.child.stdin.take());
+    assert_eq!(app.line(), "done");
+    assert!(app.child.wait().expect("wait").success());
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
+    assert_eq!(shared.held_by_others(d.pid()), 0);
+}
