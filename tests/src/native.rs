@@ -296,6 +296,13 @@ impl App {
         self.out.next().expect("a line").expect("readable output")
     }
 
+    /// Writes `line` (and a newline) to the program's stdin.
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("stdin is piped and open");
+        writeln!(stdin, "{line}").and_then(|()| stdin.flush()).expect("write to the program");
+    }
+
     /// Closes stdin: the program destroys its streams and exits.
     pub fn release(mut self) {
         drop(self.child.stdin.take());

@@ -425,25 +425,56 @@ fn threads_that_start_together_are_booked_as_the_device_holds_them() {
 /// that stream and every stream made in it.
 #[test]
 fn threads_with_contexts_of_their_own_are_booked_as_the_device_holds_them() {
-    const THREADS: u32 = 8;
-    const EACH: u32 = 10;
+    // Each context's default stream, and the device's own: the program never sets the
+    // device, so its first aclrtCreateContext also makes the device's default stream
+    // (the vendor's aclrtCreateContext page), which the last aclrtDestroyContext frees.
+    contexts_of_their_own("context", CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1);
+}
+
+/// The same, then the main thread sets the device and creates one stream in its default
+/// context: the default context uses the device's default stream, which the threads'
+/// contexts already made, so the set itself takes none.
+#[test]
+fn a_device_set_after_contexts_were_made_there_takes_no_stream_of_its_own() {
+    contexts_of_their_own("context+set", CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1 + 1);
+}
+
+const CONTEXT_THREADS: u32 = 8;
+const CONTEXT_STREAMS: u32 = 10;
+
+/// `acl_threads` in `mode` natively, then under `npuctl run`: the driver holds `streams`
+/// both times, and npud books them.
+fn contexts_of_their_own(mode: &str, streams: u32) {
+    let (threads, each) = (CONTEXT_THREADS, CONTEXT_STREAMS);
     let program = npud_tests::native::acl_threads_app();
     let shared = Shared::new();
     let d = shared.daemon(&[]);
-    let streams = THREADS * (EACH + 1);
-    let args = [THREADS.to_string(), EACH.to_string(), "0".into(), "context".into()];
+    let args = [threads.to_string(), each.to_string(), "0".into(), mode.into()];
+    // With "context+set", before the set: the contexts' streams and the device's own.
+    let before_set = threads * (each + 1) + 1;
     let mut native = App::spawn({
         let mut c = acl_command(program, &shared.path, None);
         c.args(&args);
         c
     });
-    assert_eq!(native.line(), format!("ok {THREADS} {EACH}"));
+    if mode == "context+set" {
+        assert_eq!(native.line(), format!("contexts {threads}"));
+        assert_eq!(shared.held_by_others(d.pid()), before_set, "the driver, without npud, before the set");
+        native.send("go");
+    }
+    assert_eq!(native.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, without npud");
     native.release();
     let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).args(&args);
     let mut app = App::spawn(cmd);
-    assert_eq!(app.line(), format!("ok {THREADS} {EACH}"));
+    if mode == "context+set" {
+        assert_eq!(app.line(), format!("contexts {threads}"));
+        assert_eq!(shared.held_by_others(d.pid()), before_set, "the driver, under npud, before the set");
+        assert_eq!(native_held(&d), u64::from(before_set), "npud books the device's stream too\n{}", d.log());
+        app.send("go");
+    }
+    assert_eq!(app.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
     assert_eq!(native_held(&d), u64::from(streams), "npud books what the device holds\n{}", d.log());
     drop(app.child.stdin.take());

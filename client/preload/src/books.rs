@@ -113,15 +113,43 @@ impl Books {
         self.streams.remove(&stream).map(|(d, _)| d)
     }
 
-    pub fn context_created(&mut self, ctx: usize, device: u32) {
+    /// Contexts of the process on `device`, its default one included: the runtime's
+    /// retains of the device. The device's own default stream exists while there is one.
+    fn retains(&self, device: u32) -> u32 {
+        let made = self.contexts.values().filter(|d| **d == device).count() as u32;
+        made + u32::from(self.device(device).set_count > 0)
+    }
+
+    /// Streams an aclrtCreateContext on `device` makes: the context's default stream, and
+    /// the device's own when no context of the process holds the device yet (the vendor's
+    /// aclrtCreateContext page: a first aclrtCreateContext without aclrtSetDevice takes
+    /// the device's bound default stream and the context's).
+    pub fn context_adds(&self, device: u32) -> u32 {
+        1 + u32::from(self.retains(device) == 0)
+    }
+
+    /// Streams a first aclrtSetDevice on `device` makes: the device's default stream,
+    /// which its default context uses, unless a context made with aclrtCreateContext
+    /// already holds the device (and made it).
+    pub fn set_adds(&self, device: u32) -> u32 {
+        u32::from(self.retains(device) == 0)
+    }
+
+    /// A context was made with aclrtCreateContext: the streams that made, as
+    /// [`Books::context_adds`] says now (a thread that made a context at the same time may
+    /// have made the device's default stream instead).
+    pub fn context_created(&mut self, ctx: usize, device: u32) -> u32 {
+        let made = self.context_adds(device);
         self.contexts.insert(ctx, device);
+        made
     }
 
     /// Forgets a destroyed context and the streams left in it: (device, streams freed,
-    /// default stream included).
+    /// its default stream included, and the device's when it was the last context there).
     pub fn context_destroyed(&mut self, ctx: usize) -> Option<(u32, u32)> {
         let device = self.contexts.remove(&ctx)?;
-        Some((device, 1 + self.drop_streams_of(ctx)))
+        let last = u32::from(self.retains(device) == 0);
+        Some((device, 1 + last + self.drop_streams_of(ctx)))
     }
 
     /// A context that holds no budget of its own went away (CUDA): forgets the streams
@@ -138,11 +166,13 @@ impl Books {
             .or_else(|| self.devices.iter().find(|(_, d)| d.default_ctx == ctx && ctx != 0).map(|(&id, _)| id))
     }
 
-    /// aclrtSetDevice succeeded; true when it was the first (the default context is new).
-    pub fn set_device(&mut self, device: u32) -> bool {
+    /// aclrtSetDevice succeeded: whether it was the first (the default context is new),
+    /// and the streams it made ([`Books::set_adds`] before it).
+    pub fn set_device(&mut self, device: u32) -> (bool, u32) {
+        let made = self.set_adds(device);
         let d = self.devices.entry(device).or_default();
         d.set_count += 1;
-        d.set_count == 1
+        (d.set_count == 1, made)
     }
 
     pub fn set_default_context(&mut self, device: u32, ctx: usize) {
@@ -163,7 +193,8 @@ impl Books {
         }
         let ctx = d.default_ctx;
         d.default_ctx = 0;
-        let freed = 1 + self.drop_streams_of(ctx);
+        // The default context's stream is the device's own: it goes with the last context.
+        let freed = u32::from(self.retains(device) == 0) + self.drop_streams_of(ctx);
         let d = self.devices.entry(device).or_default();
         d.used = d.used.saturating_sub(freed);
         // What is left in use belongs to contexts made with aclrtCreateContext.
@@ -237,7 +268,7 @@ mod tests {
     #[test]
     fn the_first_ask_is_the_whole_start_up_need_and_waits() {
         let mut b = Books::default();
-        assert!(b.set_device(0));
+        assert_eq!(b.set_device(0), (true, 1));
         assert_eq!(b.plan(0, 1, 71), Plan::Ask { count: 71, wait: true });
         b.granted(0, 71, 1);
         for _ in 0..70 {
@@ -294,14 +325,32 @@ mod tests {
             assert_eq!(b.plan(0, 1, 71), Plan::Covered);
             b.stream_created(0x100 + s, 0, 7);
         }
-        b.context_created(9, 0);
+        assert_eq!(b.context_adds(0), 1, "the device is held already");
+        assert_eq!(b.context_created(9, 0), 1);
         assert_eq!(b.plan(0, 1, 71), Plan::Covered); // context 9's default stream
         assert_eq!(b.reset_device(0, false), 0, "one use is left");
-        // 4 freed with the default context (its stream + 3); context 9's stream stays.
-        assert_eq!(b.reset_device(0, false), 70);
-        assert_eq!(b.device(0).used, 1);
-        assert_eq!(b.device(0).granted, 1);
-        assert_eq!(b.context_destroyed(9), Some((0, 1)));
+        // The default context's 3 streams go; its default stream is the device's own, which
+        // context 9 still holds, with its own default stream.
+        assert_eq!(b.reset_device(0, false), 69);
+        assert_eq!(b.device(0).used, 2);
+        assert_eq!(b.device(0).granted, 2);
+        assert_eq!(b.context_destroyed(9), Some((0, 2)), "the last context takes the device's stream");
         assert_eq!(b.reset_device(0, true), 0, "nothing left to reset");
+    }
+
+    #[test]
+    fn a_first_context_without_a_set_device_makes_the_devices_default_stream_too() {
+        let mut b = Books::default();
+        assert_eq!(b.context_adds(0), 2);
+        assert_eq!(b.context_created(5, 0), 2);
+        assert_eq!(b.context_adds(0), 1);
+        assert_eq!(b.context_created(6, 0), 1);
+        assert_eq!(b.set_adds(0), 0, "the default context uses the device's stream");
+        assert_eq!(b.set_device(0), (true, 0));
+        assert_eq!(b.reset_device(0, false), 0);
+        assert_eq!(b.context_destroyed(5), Some((0, 1)));
+        assert_eq!(b.context_destroyed(6), Some((0, 2)));
+        assert_eq!(b.set_adds(0), 1, "nothing holds the device any more");
+        assert_eq!(b.context_adds(1), 2, "each device on its own");
     }
 }

@@ -32,6 +32,9 @@ struct Inner {
     contexts: HashMap<usize, u32>,
     /// Each device's default context (made by aclrtSetDevice) and its reference count.
     defaults: HashMap<u32, (usize, u32)>,
+    /// Live contexts per device, the default one included: the runtime's device retains.
+    /// The device's own default stream exists while there is one (see `Rt::new_context`).
+    retains: HashMap<u32, u32>,
     streams: HashMap<usize, (u32, StreamId)>,
     /// The context each stream was created in (a reset frees the default context's).
     stream_ctx: HashMap<usize, usize>,
@@ -55,10 +58,12 @@ pub struct Rt {
     /// The device event table shared the same way.
     shared_events: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
-    /// Held across aclrtSetDevice and aclrtResetDevice, so threads that set one device at
-    /// once share one default context: the runtime's `rtSetDevice` makes one per device
-    /// and counts references per process (the reference notes' interposition.md, 1.1,
-    /// from the CANN docs). Taken before `inner` and `captures`, never after.
+    /// Held across every context's creation and destruction (aclrtSetDevice and
+    /// aclrtResetDevice included), so threads that set one device at once share one
+    /// default context (the runtime's `rtSetDevice` makes one per device and counts
+    /// references per process: the reference notes' interposition.md, 1.1, from the CANN
+    /// docs) and the device's own default stream is made and freed once. Taken before
+    /// `inner` and `captures`, never after.
     sets: Mutex<()>,
     /// Graph captures and their models (`capture`). Taken before `inner`, never after.
     captures: Mutex<crate::capture::Captures>,
@@ -183,29 +188,77 @@ impl Rt {
         }
     }
 
+    fn lock_sets(&self) -> MutexGuard<'_, ()> {
+        self.sets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// aclrtCreateContext: a context with a default stream of its own.
     pub fn create_context(&self, device: i32) -> Result<Handle, AclError> {
+        let _sets = self.lock_sets();
+        self.new_context(device, false)
+    }
+
+    /// Makes a context on `device` (`sets` held). A device holds a default stream of its
+    /// own while any context of the process is on it, made with the first: the default
+    /// context aclrtSetDevice makes uses it as its default stream, and every context made
+    /// with aclrtCreateContext has one more. So a process that never set the device pays
+    /// two streams for its first aclrtCreateContext (the vendor's aclrtCreateContext page:
+    /// "the Device's bound default Stream + the Context's streams"; in the open runtime,
+    /// `ContextCreate` retains the device, whose first retain makes its primary stream),
+    /// and an aclrtSetDevice after it pays none.
+    fn new_context(&self, device: i32, default: bool) -> Result<Handle, AclError> {
         let dev = self.device(device)?;
-        self.take_shared(dev.id(), 1)?;
-        if let Err(e) = dev.create_context() {
-            self.give_shared(dev.id(), 1);
-            return Err(e.code);
+        let retained = self.lock().retains.get(&dev.id()).copied().unwrap_or(0);
+        let streams = u32::from(retained == 0) + u32::from(!default);
+        self.take_shared(dev.id(), streams)?;
+        for made in 0..streams {
+            if let Err(e) = dev.create_context() {
+                (0..made).for_each(|_| dev.destroy_context());
+                self.give_shared(dev.id(), streams);
+                return Err(e.code);
+            }
         }
         let mut inner = self.lock();
         let h = Self::mint(&mut inner);
         inner.contexts.insert(h, dev.id());
+        *inner.retains.entry(dev.id()).or_default() += 1;
         Ok(h as Handle)
     }
 
-    /// Destroys a context with its default stream and whatever streams are left in it.
+    /// aclrtDestroyContext: only a context made with aclrtCreateContext (the runtime
+    /// refuses the default one: "Primary context cannot be destroyed explicitly").
     pub fn destroy_context(&self, ctx: Handle) -> Result<(), AclError> {
+        let _sets = self.lock_sets();
+        let is_default = self.lock().defaults.values().any(|(c, _)| *c == ctx as usize);
+        if is_default {
+            return Err(CONTEXT_NULL);
+        }
+        self.drop_context(ctx, false)
+    }
+
+    /// Destroys a context (`sets` held) with the streams left in it, its own default
+    /// stream unless it is the device's default context, and the device's default stream
+    /// when it was the last context on the device.
+    fn drop_context(&self, ctx: Handle, default: bool) -> Result<(), AclError> {
         let device = self.lock().contexts.remove(&(ctx as usize)).ok_or(INVALID_PARAM)?;
         let left: Vec<usize> =
             self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx as usize).map(|(s, _)| *s).collect();
         for s in left {
             let _ = self.destroy_stream(s as Handle, false);
         }
-        self.devices[device as usize].destroy_context();
-        self.give_shared(device, 1);
+        let last = {
+            let mut inner = self.lock();
+            let retains = inner.retains.entry(device).or_default();
+            *retains = retains.saturating_sub(1);
+            let last = *retains == 0;
+            if last {
+                inner.retains.remove(&device);
+            }
+            last
+        };
+        let streams = u32::from(last) + u32::from(!default);
+        (0..streams).for_each(|_| self.devices[device as usize].destroy_context());
+        self.give_shared(device, streams);
         if CURRENT.with(Cell::get) == ctx as usize {
             CURRENT.with(|c| c.set(0));
         }
@@ -213,10 +266,12 @@ impl Rt {
     }
 
     /// aclrtSetDevice: makes (or counts one more use of) the device's default context,
-    /// which holds one default stream, and makes it the thread's current context.
+    /// whose default stream is the device's own (one stream, none if a context made with
+    /// aclrtCreateContext already holds the device), and makes it the thread's current
+    /// context.
     pub fn set_device(&self, device: i32) -> Result<(), AclError> {
         let id = self.device(device)?.id();
-        let _sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        let _sets = self.lock_sets();
         let existing = self.lock().defaults.get_mut(&id).map(|(ctx, uses)| {
             *uses += 1;
             *ctx
@@ -224,7 +279,7 @@ impl Rt {
         let ctx = match existing {
             Some(ctx) => ctx,
             None => {
-                let ctx = self.create_context(device)? as usize;
+                let ctx = self.new_context(device, true)? as usize;
                 self.lock().defaults.insert(id, (ctx, 1));
                 ctx
             }
@@ -234,10 +289,11 @@ impl Rt {
     }
 
     /// aclrtResetDevice(+Force): when the last use goes (or at once with `force`), frees
-    /// the default context, its default stream and every stream created in it.
+    /// the default context and every stream created in it (and the device's default stream,
+    /// unless a context made with aclrtCreateContext still holds the device).
     pub fn reset_device(&self, device: i32, force: bool) -> Result<(), AclError> {
         let id = self.device(device)?.id();
-        let _sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
+        let _sets = self.lock_sets();
         let last = {
             let mut inner = self.lock();
             match inner.defaults.get_mut(&id) {
@@ -261,7 +317,7 @@ impl Rt {
                     let _ = self.destroy_event(e as Handle);
                 }
                 self.drop_captures_of(id);
-                self.destroy_context(ctx as Handle)
+                self.drop_context(ctx as Handle, true)
             }
             None => Ok(()),
         }

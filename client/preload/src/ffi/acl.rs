@@ -110,17 +110,16 @@ pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
             let Ok(id) = u32::try_from(device) else { return unsafe { real(device) } };
             let id = known(p, id);
             let first = !p.device_is_set(id);
-            if first && p.admit(id, 1).is_err() {
+            let n = if first { p.set_adds(id) } else { 0 };
+            if n > 0 && p.admit(id, n).is_err() {
                 return NO_STREAM_RESOURCE;
             }
             let rc = unsafe { real(device) };
             if rc != 0 {
-                if first {
-                    p.not_created(id, 1);
-                }
+                p.not_created(id, n);
                 return rc;
             }
-            p.device_set(id, first, first.then(current_context));
+            p.device_set(id, n, first.then(current_context));
             0
         },
         || unsafe { real(device) },
@@ -164,15 +163,16 @@ pub extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> i32 {
             if ctx.is_null() {
                 return unsafe { real(ctx, device) };
             }
-            if p.admit(id, 1).is_err() {
+            let n = p.context_adds(id);
+            if p.admit(id, n).is_err() {
                 return NO_STREAM_RESOURCE;
             }
             let rc = unsafe { real(ctx, device) };
             if rc == 0 {
                 // SAFETY: the vendor filled the caller's non-null out-pointer.
-                p.context_created(unsafe { *ctx } as usize, id);
+                p.context_created(unsafe { *ctx } as usize, id, n);
             } else {
-                p.not_created(id, 1);
+                p.not_created(id, n);
             }
             rc
         },

@@ -93,6 +93,18 @@ fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>) -> Vec<u32> {
     quiet
 }
 
+/// Books `made` streams where `admitted` were admitted: threads that made contexts on one
+/// device at once each planned from the same books, and only one of them made the
+/// device's own default stream. What was admitted and not made stays unused grant; what
+/// was made beyond it is used all the same (the next ask covers it).
+fn settle(books: &mut Books, device: u32, admitted: u32, made: u32) {
+    if admitted > made {
+        books.not_created(device, admitted - made);
+    } else if made > admitted {
+        books.granted(device, 0, made - admitted);
+    }
+}
+
 fn program() -> String {
     std::env::args_os().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -547,15 +559,23 @@ impl Process {
         self.streams_gone(|books| books.stream_destroyed(stream).map(|d| (d, 1)));
     }
 
-    pub fn context_created(&self, ctx: usize, device: u32) {
+    /// A context was made on `device` with aclrtCreateContext, `admitted` streams having
+    /// been admitted for it ([`Process::context_adds`]).
+    pub fn context_created(&self, ctx: usize, device: u32, admitted: u32) {
         let complete = {
             let mut books = lock(&self.books);
-            books.context_created(ctx, device);
+            let made = books.context_created(ctx, device);
+            settle(&mut books, device, admitted, made);
             books.grant_used(device)
         };
         if complete {
             self.batch_complete(device);
         }
+    }
+
+    /// Streams an aclrtCreateContext on `device` makes (see [`Books::context_adds`]).
+    pub fn context_adds(&self, device: u32) -> u32 {
+        lock(&self.books).context_adds(device)
     }
 
     pub fn context_destroyed(&self, ctx: usize) {
@@ -625,19 +645,23 @@ impl Process {
         lock(&self.books).device(device).set_count > 0
     }
 
-    /// aclrtSetDevice succeeded; `admitted` when this thread asked for the default stream
-    /// a first set makes. Threads that set the device at once may each have asked: only
-    /// the first set made the context, so the others' stream is not on the device, and its
-    /// budget stays unused grant.
-    pub fn device_set(&self, device: u32, admitted: bool, default_ctx: Option<usize>) {
+    /// Streams the next aclrtSetDevice on `device` makes: none when the device is set
+    /// already, or held by a context made with aclrtCreateContext (see [`Books::set_adds`]).
+    pub fn set_adds(&self, device: u32) -> u32 {
+        lock(&self.books).set_adds(device)
+    }
+
+    /// aclrtSetDevice succeeded, `admitted` streams having been admitted for it
+    /// ([`Process::set_adds`]). Threads that set the device at once may each have asked:
+    /// only the first set made the context, so the others' stream is not on the device,
+    /// and its budget stays unused grant.
+    pub fn device_set(&self, device: u32, admitted: u32, default_ctx: Option<usize>) {
         let mut books = lock(&self.books);
-        if books.set_device(device) {
-            if let Some(ctx) = default_ctx {
-                books.set_default_context(device, ctx);
-            }
-        } else if admitted {
-            books.not_created(device, 1);
+        let (first, made) = books.set_device(device);
+        if first && let Some(ctx) = default_ctx {
+            books.set_default_context(device, ctx);
         }
+        settle(&mut books, device, admitted, if first { made } else { 0 });
     }
 
     pub fn device_reset(&'static self, device: u32, force: bool) {
