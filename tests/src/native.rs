@@ -102,6 +102,13 @@ pub fn acl_threads_app() -> &'static PathBuf {
     build("acl_threads.c", "ascendcl", "acl_threads", &["-pthread"])
 }
 
+/// `native/acl_steps.c` built once per process against libascendcl: it sets device 0,
+/// then `+N` on stdin creates N streams and `-N` destroys the last N, each answered with
+/// `held K`; at the end of stdin it tears down and prints `done`.
+pub fn acl_steps_app() -> &'static PathBuf {
+    build("acl_steps.c", "ascendcl", "acl_steps", &[])
+}
+
 /// `native/acl_events.c` built once per process against libascendcl. Argument: EVENTS;
 /// it prints `ok <events> available <n>` (aclrtGetEventAvailNum) or `fail <code> after
 /// <k>`, holds its events until stdin closes, and exits.

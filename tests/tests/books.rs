@@ -264,3 +264,60 @@ fn an_ordinary_start_and_exit_logs_no_drift() {
     assert!(!log.contains("the device holds streams npud's books do not"), "{log}");
     assert!(!log.contains("npud's books match the device again"), "{log}");
 }
+
+/// What a process creates and destroys after its start-up batch, within its grant, reaches
+/// npud too: the count npud's reconciliation takes as the process's follows the device, so
+/// a program outside npud is counted exactly, neither hidden by streams already destroyed
+/// (npud would hand them out again) nor doubled by streams made since the batch ended.
+#[test]
+fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
+    const OUTSIDE: u32 = 100 + 1;
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let (program, _) = acl_apps();
+    let mut outside = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.args(["100", "-1"]);
+        c
+    });
+    assert!(outside.started().is_ok());
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", "80", "--"]);
+    cmd.arg(npud_tests::native::acl_steps_app());
+    let mut app = App::spawn(cmd);
+    let created = |d: &Daemon| -> u64 {
+        let status = d.npuctl_json(&["status"]);
+        status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["created"].as_u64()).sum())
+    };
+    for (step, held, what) in [
+        ("+40", 40, "the start-up batch"),
+        ("+10", 50, "made after the batch ended, within the grant"),
+        ("-30", 20, "destroyed, with nothing to give back"),
+    ] {
+        app.send(step);
+        assert_eq!(app.line(), format!("held {held}"));
+        // Its streams and its context's default stream.
+        let on_device = held + 1;
+        assert!(
+            eventually(Duration::from_secs(10), || created(&d) == u64::from(on_device)
+                && shared.held_by_others(npud) == on_device + OUTSIDE
+                && d.device0()["untracked"] == u64::from(OUTSIDE)),
+            "{what}: npud counts {} created and {} untracked; the driver holds {} for the program and {OUTSIDE} outside npud\n{}",
+            created(&d),
+            d.device0()["untracked"],
+            on_device,
+            d.log()
+        );
+        assert_eq!(native_held(&d), 80, "the grant stays the process's");
+    }
+    drop(app.child.stdin.take());
+    assert_eq!(app.line(), "done");
+    assert!(app.child.wait().expect("wait").success());
+    outside.release();
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && d.device0()["untracked"] == 0),
+        "{}",
+        d.device0()
+    );
+}

@@ -61,7 +61,7 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
         })).collect::<Vec<_>>(),
         "native_holders": s.native_holders.iter().map(|h| json!({
             "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,
-            "device": h.device, "streams": h.streams, "events": h.events,
+            "device": h.device, "streams": h.streams, "created": h.created, "events": h.events,
         })).collect::<Vec<_>>(),
     });
     emit(ctx.output, json, || {
@@ -121,13 +121,17 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
                         container,
                         h.device.to_string(),
                         h.streams.to_string(),
+                        h.created.to_string(),
                         h.events.to_string(),
                         h.program.clone(),
                     ]
                 })
                 .collect();
             out.push_str("\nnative streams and events (interposed processes)\n");
-            out.push_str(&table(&["PID", "TENANT", "CONTAINER", "DEVICE", "STREAMS", "EVENTS", "PROGRAM"], &rows));
+            out.push_str(&table(
+                &["PID", "TENANT", "CONTAINER", "DEVICE", "STREAMS", "CREATED", "EVENTS", "PROGRAM"],
+                &rows,
+            ));
         }
         out
     });

@@ -337,9 +337,14 @@ impl Process {
                 let mut books = lock(&self.books);
                 (books.surplus(device, self.startup()).saturating_add(reset_streams), books.device(device).used)
             };
-            if count > 0 {
-                let _ = conn.call(self.release_of(device, count, created), Duration::ZERO);
-            }
+            // Nothing to give back still says what the process now has created: npud's
+            // reconciliation would otherwise count destroyed streams as still held, and
+            // take a program outside npud for that many fewer.
+            let report = match count {
+                0 => self.batch_done(device),
+                _ => self.release_of(device, count, created),
+            };
+            let _ = conn.call(report, Duration::ZERO);
             let count = lock(&self.events).surplus(device).saturating_add(reset_events);
             self.release_events(conn, device, count);
         }
@@ -371,13 +376,18 @@ impl Process {
         lock(&self.releases).insert(device, coarse_now());
     }
 
-    /// A stream is being created on `device`: an open batch stays open.
+    /// A stream is being created on `device`: an open batch stays open. A creation the
+    /// grant covers after the batch ended opens a report of its own: npud hears what the
+    /// process has created once the device is quiet again (what its reconciliation counts
+    /// against the device), not only at the process's next ask or release.
     fn creating(&self, device: u32, new_batch: bool) {
+        let now = coarse_now();
         let mut batches = lock(&self.batches);
-        if new_batch {
-            batches.insert(device, coarse_now());
-        } else if let Some(last) = batches.get_mut(&device) {
-            *last = coarse_now();
+        match batches.get_mut(&device) {
+            Some(last) if !new_batch => *last = now,
+            _ => {
+                batches.insert(device, now);
+            }
         }
     }
 

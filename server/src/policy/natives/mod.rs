@@ -256,6 +256,7 @@ impl Natives {
                     device,
                     streams: h.held.get(&device).copied().unwrap_or(0),
                     events: h.events.get(&device).copied().unwrap_or(0),
+                    created: h.created_on(device),
                 })
             })
             .collect();

@@ -255,7 +255,7 @@ class BudgetError(_message.Message):
     def __init__(self, message: _Optional[str] = ..., detail: _Optional[_Union[_errors_pb2.ErrorDetail, _Mapping]] = ..., code: _Optional[int] = ...) -> None: ...
 
 class NativeHolder(_message.Message):
-    __slots__ = ("pid", "tenant", "program", "container", "device", "streams", "events")
+    __slots__ = ("pid", "tenant", "program", "container", "device", "streams", "events", "created")
     PID_FIELD_NUMBER: _ClassVar[int]
     TENANT_FIELD_NUMBER: _ClassVar[int]
     PROGRAM_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +263,7 @@ class NativeHolder(_message.Message):
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
     EVENTS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     pid: int
     tenant: str
     program: str
@@ -270,4 +271,5 @@ class NativeHolder(_message.Message):
     device: int
     streams: int
     events: int
-    def __init__(self, pid: _Optional[int] = ..., tenant: _Optional[str] = ..., program: _Optional[str] = ..., container: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ...) -> None: ...
+    created: int
+    def __init__(self, pid: _Optional[int] = ..., tenant: _Optional[str] = ..., program: _Optional[str] = ..., container: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., created: _Optional[int] = ...) -> None: ...
