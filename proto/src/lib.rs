@@ -7,6 +7,7 @@ pub mod codes;
 pub mod flags;
 pub mod frame;
 pub mod identity;
+pub mod soc;
 
 /// Generated messages and services of package `npud.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -331,6 +331,13 @@ pub fn native_held(d: &Daemon) -> u64 {
     status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["streams"].as_u64()).sum())
 }
 
+/// Streams npud's native holders say they have created, all devices together (what its
+/// reconciliation counts; `native_held` is what they were granted).
+pub fn native_created(d: &Daemon) -> u64 {
+    let status = d.npuctl_json(&["status"]);
+    status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["created"].as_u64()).sum())
+}
+
 /// Releases programs one at a time in the order npud granted them (each release lets a
 /// waiting one in), asserting every one started; `apps` is keyed by the pid npud lists.
 pub fn release_as_granted(d: &Daemon, apps: HashMap<u32, App>, timeout: Duration) {

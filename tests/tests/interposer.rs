@@ -6,7 +6,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, acl_command, holder_pids, native_held, release_as_granted};
+use npud_tests::native::{App, Shared, acl_command, holder_pids, native_created, native_held, release_as_granted};
 use npud_tests::{Daemon, bin, eventually, free_port, metric};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -428,7 +428,8 @@ fn threads_with_contexts_of_their_own_are_booked_as_the_device_holds_them() {
     // Each context's default stream, and the device's own: the program never sets the
     // device, so its first aclrtCreateContext also makes the device's default stream
     // (the vendor's aclrtCreateContext page), which the last aclrtDestroyContext frees.
-    contexts_of_their_own("context", CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1);
+    let streams = CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1;
+    contexts_of_their_own("context", None, CONTEXT_THREADS, (streams, streams));
 }
 
 /// The same, then the main thread sets the device and creates one stream in its default
@@ -436,24 +437,48 @@ fn threads_with_contexts_of_their_own_are_booked_as_the_device_holds_them() {
 /// contexts already made, so the set itself takes none.
 #[test]
 fn a_device_set_after_contexts_were_made_there_takes_no_stream_of_its_own() {
-    contexts_of_their_own("context+set", CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1 + 1);
+    let before_set = CONTEXT_THREADS * (CONTEXT_STREAMS + 1) + 1;
+    contexts_of_their_own("context+set", None, CONTEXT_THREADS, (before_set, before_set + 1));
+}
+
+/// On an inference part every context, the default one included, also holds a stream for
+/// internal synchronisation (the vendor's aclrtSetDevice and aclrtCreateContext pages):
+/// npud books those as the device holds them too.
+#[test]
+fn on_an_inference_part_every_context_holds_an_internal_sync_stream_too() {
+    const THREADS: u32 = 4;
+    // The device's stream, then each context's default and sync streams and its own.
+    let before_set = 1 + THREADS * (2 + CONTEXT_STREAMS);
+    // The set: the default context's sync stream (the device's stream exists); then one.
+    contexts_of_their_own("context+set", Some("atlas-inference"), THREADS, (before_set, before_set + 2));
 }
 
 const CONTEXT_THREADS: u32 = 8;
 const CONTEXT_STREAMS: u32 = 10;
 
-/// `acl_threads` in `mode` natively, then under `npuctl run`: the driver holds `streams`
-/// both times, and npud books them.
-fn contexts_of_their_own(mode: &str, streams: u32) {
-    let (threads, each) = (CONTEXT_THREADS, CONTEXT_STREAMS);
+/// `acl_threads` in `mode` natively, then under `npuctl run`, on the fake's `profile`:
+/// the driver holds `streams.1` both times (`streams.0` before the set, with
+/// "context+set"), and npud books them.
+fn contexts_of_their_own(mode: &str, profile: Option<&str>, threads: u32, streams: (u32, u32)) {
+    let each = CONTEXT_STREAMS;
+    let (before_set, streams) = streams;
     let program = npud_tests::native::acl_threads_app();
     let shared = Shared::new();
-    let d = shared.daemon(&[]);
+    let mut daemon = npud_tests::native::acl_builder(&shared.path, &[]);
+    if let Some(profile) = profile {
+        daemon = daemon.env("NPU_SIM_PROFILE", profile);
+    }
+    let d = daemon.start();
     let args = [threads.to_string(), each.to_string(), "0".into(), mode.into()];
-    // With "context+set", before the set: the contexts' streams and the device's own.
-    let before_set = threads * (each + 1) + 1;
-    let mut native = App::spawn({
+    let command = |program: &Path| {
         let mut c = acl_command(program, &shared.path, None);
+        if let Some(profile) = profile {
+            c.env("NPU_SIM_PROFILE", profile);
+        }
+        c
+    };
+    let mut native = App::spawn({
+        let mut c = command(program);
         c.args(&args);
         c
     });
@@ -465,18 +490,29 @@ fn contexts_of_their_own(mode: &str, streams: u32) {
     assert_eq!(native.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, without npud");
     native.release();
-    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    let mut cmd = command(&bin("npuctl"));
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).args(&args);
     let mut app = App::spawn(cmd);
     if mode == "context+set" {
         assert_eq!(app.line(), format!("contexts {threads}"));
         assert_eq!(shared.held_by_others(d.pid()), before_set, "the driver, under npud, before the set");
-        assert_eq!(native_held(&d), u64::from(before_set), "npud books the device's stream too\n{}", d.log());
+        assert!(
+            eventually(Duration::from_secs(10), || native_created(&d) == u64::from(before_set)),
+            "npud counts the device's stream too: {} created\n{}",
+            native_created(&d),
+            d.log()
+        );
         app.send("go");
     }
     assert_eq!(app.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
-    assert_eq!(native_held(&d), u64::from(streams), "npud books what the device holds\n{}", d.log());
+    assert!(
+        eventually(Duration::from_secs(10), || native_created(&d) == u64::from(streams)),
+        "npud counts what the device holds: {} created\n{}",
+        native_created(&d),
+        d.log()
+    );
+    assert!(native_held(&d) >= u64::from(streams), "and its grant covers them");
     drop(app.child.stdin.take());
     assert_eq!(app.line(), "done");
     assert!(app.child.wait().expect("wait").success());

@@ -40,6 +40,9 @@ pub struct Books {
     contexts: Map<usize, u32>,
     /// CUDA primary contexts this process retained: device → (context, retains).
     primary: Map<u32, (usize, u32)>,
+    /// Streams for internal synchronisation each AscendCL context holds beside its default
+    /// stream: 1 on the inference parts, else 0 (`npud_proto::soc`).
+    context_sync: u32,
 }
 
 impl Books {
@@ -113,6 +116,11 @@ impl Books {
         self.streams.remove(&stream).map(|(d, _)| d)
     }
 
+    /// How many internal-sync streams each context holds on this machine's SoC.
+    pub fn set_context_sync(&mut self, streams: u32) {
+        self.context_sync = streams;
+    }
+
     /// Contexts of the process on `device`, its default one included: the runtime's
     /// retains of the device. The device's own default stream exists while there is one.
     fn retains(&self, device: u32) -> u32 {
@@ -120,19 +128,21 @@ impl Books {
         made + u32::from(self.device(device).set_count > 0)
     }
 
-    /// Streams an aclrtCreateContext on `device` makes: the context's default stream, and
-    /// the device's own when no context of the process holds the device yet (the vendor's
-    /// aclrtCreateContext page: a first aclrtCreateContext without aclrtSetDevice takes
-    /// the device's bound default stream and the context's).
+    /// Streams an aclrtCreateContext on `device` makes: the context's default stream (and
+    /// its internal-sync stream on the inference parts), and the device's own when no
+    /// context of the process holds the device yet (the vendor's aclrtCreateContext page:
+    /// a first aclrtCreateContext without aclrtSetDevice takes the device's bound default
+    /// stream and the context's streams).
     pub fn context_adds(&self, device: u32) -> u32 {
-        1 + u32::from(self.retains(device) == 0)
+        1 + self.context_sync + u32::from(self.retains(device) == 0)
     }
 
     /// Streams a first aclrtSetDevice on `device` makes: the device's default stream,
     /// which its default context uses, unless a context made with aclrtCreateContext
-    /// already holds the device (and made it).
+    /// already holds the device (and made it); and the default context's internal-sync
+    /// stream on the inference parts.
     pub fn set_adds(&self, device: u32) -> u32 {
-        u32::from(self.retains(device) == 0)
+        u32::from(self.retains(device) == 0) + self.context_sync
     }
 
     /// A context was made with aclrtCreateContext: the streams that made, as
@@ -149,7 +159,7 @@ impl Books {
     pub fn context_destroyed(&mut self, ctx: usize) -> Option<(u32, u32)> {
         let device = self.contexts.remove(&ctx)?;
         let last = u32::from(self.retains(device) == 0);
-        Some((device, 1 + last + self.drop_streams_of(ctx)))
+        Some((device, 1 + self.context_sync + last + self.drop_streams_of(ctx)))
     }
 
     /// A context that holds no budget of its own went away (CUDA): forgets the streams
@@ -194,7 +204,7 @@ impl Books {
         let ctx = d.default_ctx;
         d.default_ctx = 0;
         // The default context's stream is the device's own: it goes with the last context.
-        let freed = u32::from(self.retains(device) == 0) + self.drop_streams_of(ctx);
+        let freed = u32::from(self.retains(device) == 0) + self.context_sync + self.drop_streams_of(ctx);
         let d = self.devices.entry(device).or_default();
         d.used = d.used.saturating_sub(freed);
         // What is left in use belongs to contexts made with aclrtCreateContext.
@@ -352,5 +362,23 @@ mod tests {
         assert_eq!(b.context_destroyed(6), Some((0, 2)));
         assert_eq!(b.set_adds(0), 1, "nothing holds the device any more");
         assert_eq!(b.context_adds(1), 2, "each device on its own");
+    }
+
+    #[test]
+    fn on_an_inference_part_every_context_holds_an_internal_sync_stream_too() {
+        let mut b = Books::default();
+        b.set_context_sync(1);
+        assert_eq!(b.set_adds(0), 2, "the device's stream and the default context's sync stream");
+        assert_eq!(b.set_device(0), (true, 2));
+        b.set_default_context(0, 7);
+        assert_eq!(b.context_created(9, 0), 2, "its default stream and its sync stream");
+        b.granted(0, 4, 4);
+        assert_eq!(b.context_destroyed(9), Some((0, 2)));
+        b.freed(0, 2);
+        // The last context takes the device's stream and its sync stream: nothing is left,
+        // and the whole grant goes back.
+        assert_eq!(b.reset_device(0, false), 4);
+        assert_eq!(b.device(0).used, 0);
+        assert_eq!(b.context_adds(0), 3, "a first context without a set: the device's stream and two of its own");
     }
 }

@@ -562,15 +562,7 @@ pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
 /// theirs. The string lives for the whole process, as the vendor's does.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtGetSocName() -> *const std::ffi::c_char {
-    let profile = std::env::var("NPU_SIM_PROFILE").unwrap_or_default();
-    let name: &'static std::ffi::CStr = match profile.as_str() {
-        "atlas-a2" => c"Ascend910B3",
-        "atlas-a3" => c"Ascend910_9391",
-        "atlas-inference" => c"Ascend310P3",
-        "atlas-200i-a2" => c"Ascend310B1",
-        _ => c"Ascend910A",
-    };
-    name.as_ptr()
+    state::soc_name().as_ptr()
 }
 
 // ---- device numbering (the aclrtGet*DevId* pages; see `numbering`) -----------------------

@@ -55,6 +55,8 @@ pub struct Rt {
     pub numbering: Numbering,
     /// The budget shared with other processes (`NPU_SIM_SHARED`), when set.
     shared: Option<npu_sim::shared::SharedBudget>,
+    /// Streams for internal synchronisation each context holds (`npud_proto::soc`).
+    context_sync: u32,
     /// The device event table shared the same way.
     shared_events: Option<npu_sim::shared::SharedBudget>,
     inner: Mutex<Inner>,
@@ -76,6 +78,17 @@ thread_local! {
     static CURRENT: Cell<usize> = const { Cell::new(0) };
 }
 
+/// The SoC of the simulated product (NPU_SIM_PROFILE), as real parts name theirs.
+pub fn soc_name() -> &'static std::ffi::CStr {
+    match std::env::var("NPU_SIM_PROFILE").unwrap_or_default().as_str() {
+        "atlas-a2" => c"Ascend910B3",
+        "atlas-a3" => c"Ascend910_9391",
+        "atlas-inference" => c"Ascend310P3",
+        "atlas-200i-a2" => c"Ascend310B1",
+        _ => c"Ascend910A",
+    }
+}
+
 /// aclInit: true the first time.
 pub fn init() -> bool {
     let mut first = false;
@@ -91,17 +104,21 @@ pub fn init() -> bool {
         })
         .ok();
         let numbering = Numbering::from_env(devices.len() as u32);
-        // A device's internal-sync streams exist once per device, whoever runs on it (the
-        // aclrtCreateStream page: N = limit - default streams - internal-sync streams): the
-        // budget shared across processes never has them to give.
-        let shared =
-            npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(profile.internal_sync_streams));
+        // Where contexts hold no internal-sync stream of their own (the training parts), the
+        // device's exist once, whoever runs on it (the aclrtCreateStream page: N = limit -
+        // default streams - internal-sync streams): the budget shared across processes
+        // never has them to give. On the inference parts every context holds one (see
+        // `Rt::new_context`), taken from the shared budget like any stream.
+        let context_sync = npud_proto::soc::context_sync_streams(&soc_name().to_string_lossy());
+        let device_sync = if context_sync > 0 { 0 } else { profile.internal_sync_streams };
+        let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(device_sync));
         let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);
         Rt {
             devices,
             numbering,
             shared,
             shared_events,
+            context_sync,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
             sets: Mutex::new(()),
             captures: Mutex::new(crate::capture::Captures::default()),
@@ -205,11 +222,12 @@ impl Rt {
     /// two streams for its first aclrtCreateContext (the vendor's aclrtCreateContext page:
     /// "the Device's bound default Stream + the Context's streams"; in the open runtime,
     /// `ContextCreate` retains the device, whose first retain makes its primary stream),
-    /// and an aclrtSetDevice after it pays none.
+    /// and an aclrtSetDevice after it pays none. On the inference parts every context,
+    /// the default one included, holds one more stream, for internal synchronisation.
     fn new_context(&self, device: i32, default: bool) -> Result<Handle, AclError> {
         let dev = self.device(device)?;
         let retained = self.lock().retains.get(&dev.id()).copied().unwrap_or(0);
-        let streams = u32::from(retained == 0) + u32::from(!default);
+        let streams = u32::from(retained == 0) + u32::from(!default) + self.context_sync;
         self.take_shared(dev.id(), streams)?;
         for made in 0..streams {
             if let Err(e) = dev.create_context() {
@@ -256,7 +274,7 @@ impl Rt {
             }
             last
         };
-        let streams = u32::from(last) + u32::from(!default);
+        let streams = u32::from(last) + u32::from(!default) + self.context_sync;
         (0..streams).for_each(|_| self.devices[device as usize].destroy_context());
         self.give_shared(device, streams);
         if CURRENT.with(Cell::get) == ctx as usize {

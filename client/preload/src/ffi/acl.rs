@@ -13,6 +13,7 @@ use npud_proto::codes::acl::{RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_ST
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 
 type IntFn = unsafe extern "C" fn(i32) -> i32;
+type SocFn = unsafe extern "C" fn() -> *const c_char;
 type InitFn = unsafe extern "C" fn(*const c_char) -> i32;
 type PtrFn = unsafe extern "C" fn(Handle) -> i32;
 type OutFn = unsafe extern "C" fn(*mut Handle) -> i32;
@@ -40,10 +41,26 @@ fn physical_of(user: u32) -> Option<npud_proto::v1::DeviceIdentity> {
     Some(crate::devices::physical(phy))
 }
 
-/// `device` (the process's own number), its physical identity looked up once.
+/// `device` (the process's own number), its physical identity looked up once; and, once
+/// per process, how many streams a context holds on this SoC.
 fn known(p: &Process, device: u32) -> u32 {
     p.devices.learn(device, || physical_of(device));
+    p.learn_context_sync(context_sync);
     device
+}
+
+/// Internal-sync streams per context on this machine's SoC, by aclrtGetSocName (0 where
+/// the library has no such call or names no SoC).
+fn context_sync() -> u32 {
+    let Some(name) = real!(&LIBRARY, aclrtGetSocName: SocFn, null_mut()) else { return 0 };
+    // SAFETY: the vendor function takes nothing and returns a NUL-terminated string that
+    // lives as long as the process, or null.
+    let soc = unsafe { name() };
+    if soc.is_null() {
+        return 0;
+    }
+    // SAFETY: checked non-null above; the vendor's string is NUL-terminated.
+    npud_proto::soc::context_sync_streams(&unsafe { CStr::from_ptr(soc) }.to_string_lossy())
 }
 
 /// The device of the calling thread's current context.

@@ -69,6 +69,8 @@ pub struct Process {
     asked_tenant: AtomicBool,
     warned: AtomicBool,
     watcher: Once,
+    /// The SoC's streams per context, learned (`learn_context_sync`).
+    soc: Once,
     /// The watcher thread, woken early when a batch is complete.
     watcher_thread: OnceLock<std::thread::Thread>,
 }
@@ -128,6 +130,7 @@ impl Process {
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
+            soc: Once::new(),
             watcher_thread: OnceLock::new(),
         }
     }
@@ -581,6 +584,15 @@ impl Process {
         if complete {
             self.batch_complete(device);
         }
+    }
+
+    /// Learns once, with `sync_streams` (a vendor call), how many internal-sync streams each
+    /// AscendCL context holds here (see [`Books::set_context_sync`]).
+    pub fn learn_context_sync(&self, sync_streams: impl FnOnce() -> u32) {
+        self.soc.call_once(|| {
+            let n = sync_streams();
+            lock(&self.books).set_context_sync(n);
+        });
     }
 
     /// Streams an aclrtCreateContext on `device` makes (see [`Books::context_adds`]).

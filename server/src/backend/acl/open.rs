@@ -48,7 +48,10 @@ impl AclBackend {
             let mut available = 0u32;
             check(lib.get_stream_available_num(&mut available))
                 .map_err(|e| format!("aclrtGetStreamAvailableNum: {}", e.message))?;
-            let mut held = 2u32;
+            // npud's own: the default context aclrtSetDevice made and the one made here, each
+            // with its default stream and, on the inference parts, an internal-sync stream.
+            let sync = soc.as_deref().map_or(0, npud_proto::soc::context_sync_streams);
+            let mut held = 2 * (1 + sync);
             if lib.has("npudFakeStreamsInUse") {
                 let _ = lib.fake_streams_in_use(id as i32, &mut held);
             }
