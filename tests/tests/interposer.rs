@@ -489,6 +489,13 @@ fn contexts_of_their_own(mode: &str, profile: Option<&str>, threads: u32, stream
     }
     assert_eq!(native.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, without npud");
+    // Not under npud, it is what npud cannot see: counted exactly, npud's own contexts apart.
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["untracked"] == u64::from(streams)),
+        "npud counts {} untracked\n{}",
+        d.device0()["untracked"],
+        d.log()
+    );
     native.release();
     let mut cmd = command(&bin("npuctl"));
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).args(&args);

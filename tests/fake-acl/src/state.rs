@@ -94,8 +94,19 @@ pub fn init() -> bool {
     let mut first = false;
     RT.get_or_init(|| {
         first = true;
-        let profile = Profile::by_name(&std::env::var("NPU_SIM_PROFILE").unwrap_or_else(|_| "atlas-training".into()))
-            .unwrap_or_default();
+        let mut profile =
+            Profile::by_name(&std::env::var("NPU_SIM_PROFILE").unwrap_or_else(|_| "atlas-training".into()))
+                .unwrap_or_default();
+        // Where contexts hold no internal-sync stream of their own (the training parts), the
+        // device's exist once, whoever runs on it (the aclrtCreateStream page: N = limit -
+        // default streams - internal-sync streams): the budget shared across processes
+        // never has them to give. On the inference parts every context holds one instead
+        // (see `Rt::new_context`), taken from the shared budget like any stream, and the
+        // device has none of its own.
+        let context_sync = npud_proto::soc::context_sync_streams(&soc_name().to_string_lossy());
+        if context_sync > 0 {
+            profile.internal_sync_streams = 0;
+        }
         let devices = npu_sim::fleet::devices_from_env(&profile);
         npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-acl-reports", |device, report| {
             if let Some(rt) = RT.get() {
@@ -104,14 +115,8 @@ pub fn init() -> bool {
         })
         .ok();
         let numbering = Numbering::from_env(devices.len() as u32);
-        // Where contexts hold no internal-sync stream of their own (the training parts), the
-        // device's exist once, whoever runs on it (the aclrtCreateStream page: N = limit -
-        // default streams - internal-sync streams): the budget shared across processes
-        // never has them to give. On the inference parts every context holds one (see
-        // `Rt::new_context`), taken from the shared budget like any stream.
-        let context_sync = npud_proto::soc::context_sync_streams(&soc_name().to_string_lossy());
-        let device_sync = if context_sync > 0 { 0 } else { profile.internal_sync_streams };
-        let shared = npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(device_sync));
+        let shared =
+            npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(profile.internal_sync_streams));
         let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);
         Rt {
             devices,
