@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::native::{
-    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_held, release_as_granted,
-    release_as_granted_checking,
+    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_created, native_held,
+    release_as_granted, release_as_granted_checking,
 };
 use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
 use std::collections::HashMap;
@@ -286,10 +286,6 @@ fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
     cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", "80", "--"]);
     cmd.arg(npud_tests::native::acl_steps_app());
     let mut app = App::spawn(cmd);
-    let created = |d: &Daemon| -> u64 {
-        let status = d.npuctl_json(&["status"]);
-        status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["created"].as_u64()).sum())
-    };
     for (step, held, what) in [
         ("+40", 40, "the start-up batch"),
         ("+10", 50, "made after the batch ended, within the grant"),
@@ -300,11 +296,11 @@ fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
         // Its streams and its context's default stream.
         let on_device = held + 1;
         assert!(
-            eventually(Duration::from_secs(10), || created(&d) == u64::from(on_device)
+            eventually(Duration::from_secs(10), || native_created(&d) == u64::from(on_device)
                 && shared.held_by_others(npud) == on_device + OUTSIDE
                 && d.device0()["untracked"] == u64::from(OUTSIDE)),
             "{what}: npud counts {} created and {} untracked; the driver holds {} for the program and {OUTSIDE} outside npud\n{}",
-            created(&d),
+            native_created(&d),
             d.device0()["untracked"],
             on_device,
             d.log()

@@ -667,8 +667,9 @@ impl Process {
         lock(&self.books).device(device).set_count > 0
     }
 
-    /// Streams the next aclrtSetDevice on `device` makes: none when the device is set
-    /// already, or held by a context made with aclrtCreateContext (see [`Books::set_adds`]).
+    /// Streams a first aclrtSetDevice on `device` makes (see [`Books::set_adds`]): its
+    /// default context's internal-sync stream on the inference parts, and the device's
+    /// own default stream unless a context made with aclrtCreateContext holds the device.
     pub fn set_adds(&self, device: u32) -> u32 {
         lock(&self.books).set_adds(device)
     }
