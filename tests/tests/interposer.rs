@@ -497,28 +497,27 @@ fn contexts_of_their_own(mode: &str, profile: Option<&str>, threads: u32, stream
         d.log()
     );
     native.release();
+    // npud's count of what the program created reaches `n`.
+    let counts = |n: u32, what: &str| {
+        assert!(
+            eventually(Duration::from_secs(10), || native_created(&d) == u64::from(n)),
+            "npud counts {what}: {} created, the driver {n}\n{}",
+            native_created(&d),
+            d.log()
+        );
+    };
     let mut cmd = command(&bin("npuctl"));
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).args(&args);
     let mut app = App::spawn(cmd);
     if mode == "context+set" {
         assert_eq!(app.line(), format!("contexts {threads}"));
         assert_eq!(shared.held_by_others(d.pid()), before_set, "the driver, under npud, before the set");
-        assert!(
-            eventually(Duration::from_secs(10), || native_created(&d) == u64::from(before_set)),
-            "npud counts the device's stream too: {} created\n{}",
-            native_created(&d),
-            d.log()
-        );
+        counts(before_set, "the device's stream too");
         app.send("go");
     }
     assert_eq!(app.line(), format!("ok {threads} {each}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
-    assert!(
-        eventually(Duration::from_secs(10), || native_created(&d) == u64::from(streams)),
-        "npud counts what the device holds: {} created\n{}",
-        native_created(&d),
-        d.log()
-    );
+    counts(streams, "what the device holds");
     assert!(native_held(&d) >= u64::from(streams), "and its grant covers them");
     drop(app.child.stdin.take());
     assert_eq!(app.line(), "done");

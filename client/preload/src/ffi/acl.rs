@@ -126,8 +126,8 @@ pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
         |p| {
             let Ok(id) = u32::try_from(device) else { return unsafe { real(device) } };
             let id = known(p, id);
-            let first = !p.device_is_set(id);
-            let n = if first { p.set_adds(id) } else { 0 };
+            let first = p.first_set(id);
+            let n = first.unwrap_or(0);
             if n > 0 && p.admit(id, n).is_err() {
                 return NO_STREAM_RESOURCE;
             }
@@ -136,7 +136,7 @@ pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
                 p.not_created(id, n);
                 return rc;
             }
-            p.device_set(id, n, first.then(current_context));
+            p.device_set(id, n, first.is_some().then(current_context));
             0
         },
         || unsafe { real(device) },

@@ -662,20 +662,17 @@ impl Process {
         lock(&self.books).context_device(ctx)
     }
 
-    /// Whether the next aclrtSetDevice on `device` makes its default context.
-    pub fn device_is_set(&self, device: u32) -> bool {
-        lock(&self.books).device(device).set_count > 0
-    }
-
-    /// Streams a first aclrtSetDevice on `device` makes (see [`Books::set_adds`]): its
-    /// default context's internal-sync stream on the inference parts, and the device's
-    /// own default stream unless a context made with aclrtCreateContext holds the device.
-    pub fn set_adds(&self, device: u32) -> u32 {
-        lock(&self.books).set_adds(device)
+    /// When the next aclrtSetDevice on `device` makes its default context (the device is
+    /// not set yet), the streams it makes (see [`Books::set_adds`]): the default context's
+    /// internal-sync stream on the inference parts, and the device's own default stream
+    /// unless a context made with aclrtCreateContext holds the device. None when it is set.
+    pub fn first_set(&self, device: u32) -> Option<u32> {
+        let books = lock(&self.books);
+        (books.device(device).set_count == 0).then(|| books.set_adds(device))
     }
 
     /// aclrtSetDevice succeeded, `admitted` streams having been admitted for it
-    /// ([`Process::set_adds`]). Threads that set the device at once may each have asked:
+    /// ([`Process::first_set`]). Threads that set the device at once may each have asked:
     /// only the first set made the context, so the others' stream is not on the device,
     /// and its budget stays unused grant.
     pub fn device_set(&self, device: u32, admitted: u32, default_ctx: Option<usize>) {
