@@ -4,12 +4,14 @@
  *
  *   +N   create N more streams
  *   -N   destroy the N made last
+ *   stop stop itself (SIGSTOP) until continued, as a debugger or a starved machine would
  *
  * and prints "held K" (the streams it made and holds, the default stream not counted)
  * after each. At the end of its input it destroys the rest, resets the device and prints
  * "done". A creation or destruction that fails prints "fail WHAT CODE" and exits. */
 #include <stdint.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "check.h"
@@ -31,6 +33,14 @@ int main(void) {
     int held = 0;
     char line[64];
     while (fgets(line, sizeof line, stdin)) {
+        if (line[0] == 's') {
+            /* Every thread stops, the interposer's too: nothing it has not said yet is said
+             * until the program is continued. */
+            raise(SIGSTOP);
+            printf("continued\n");
+            fflush(stdout);
+            continue;
+        }
         char op = line[0];
         int n = atoi(line + 1);
         if ((op != '+' && op != '-') || n <= 0 || (op == '+' && n > MAX_STREAMS - held) || (op == '-' && n > held)) {

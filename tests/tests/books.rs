@@ -265,16 +265,9 @@ fn an_ordinary_start_and_exit_logs_no_drift() {
     assert!(!log.contains("npud's books match the device again"), "{log}");
 }
 
-/// What a process creates and destroys after its start-up batch, within its grant, reaches
-/// npud too: the count npud's reconciliation takes as the process's follows the device, so
-/// a program outside npud is counted exactly, neither hidden by streams already destroyed
-/// (npud would hand them out again) nor doubled by streams made since the batch ended.
-#[test]
-fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
-    const OUTSIDE: u32 = 100 + 1;
-    let shared = Shared::new();
-    let d = acl_builder(&shared.path, &[]).start();
-    let npud = d.pid();
+/// A program outside npud holding 100 streams (and its default one), and `acl_steps` under
+/// `npuctl run` with a grant of 80, waiting for its first step.
+fn steps_beside_an_outside_program(shared: &Shared, d: &Daemon) -> (App, App) {
     let (program, _) = acl_apps();
     let mut outside = App::spawn({
         let mut c = acl_command(program, &shared.path, None);
@@ -285,7 +278,20 @@ fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
     let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
     cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", "80", "--"]);
     cmd.arg(npud_tests::native::acl_steps_app());
-    let mut app = App::spawn(cmd);
+    (outside, App::spawn(cmd))
+}
+
+/// What a process creates and destroys after its start-up batch, within its grant, reaches
+/// npud too: the count npud's reconciliation takes as the process's follows the device, so
+/// a program outside npud is counted exactly, neither hidden by streams already destroyed
+/// (npud would hand them out again) nor doubled by streams made since the batch ended.
+#[test]
+fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
+    const OUTSIDE: u32 = 100 + 1;
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let (outside, mut app) = steps_beside_an_outside_program(&shared, &d);
     for (step, held, what) in [
         ("+40", 40, "the start-up batch"),
         ("+10", 50, "made after the batch ended, within the grant"),
@@ -316,4 +322,50 @@ fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
         "{}",
         d.device0()
     );
+}
+
+/// A process that destroyed streams says so only once its device has been quiet a moment
+/// (the interposer's watcher, off the program's path). A measurement of the device taken
+/// before that sees a program outside npud holding fewer: npud must not believe it, or it
+/// hands out the destroyed streams again while the process may make them again within its
+/// grant. Here the process stops itself right after destroying (every thread of it, the
+/// interposer's too), for longer than npud measures; npud keeps counting the outside
+/// program whole, and once the process goes on and reports, its count and the driver's
+/// agree again.
+#[test]
+fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
+    const OUTSIDE: u32 = 100 + 1;
+    let shared = Shared::new();
+    // A hold far longer than the test: the fall is never believed by lapse here.
+    let d = acl_builder(&shared.path, &[]).config("[budget]\nuntracked_hold = \"10m\"\n").start();
+    let npud = d.pid();
+    let (outside, mut app) = steps_beside_an_outside_program(&shared, &d);
+    let settled = |on_device: u32| {
+        native_created(&d) == u64::from(on_device)
+            && shared.held_by_others(npud) == on_device + OUTSIDE
+            && d.device0()["untracked"] == u64::from(OUTSIDE)
+    };
+    app.send("+40");
+    assert_eq!(app.line(), "held 40");
+    assert!(eventually(Duration::from_secs(10), || settled(41)), "{}", d.log());
+    app.send("-30");
+    app.send("stop");
+    assert_eq!(app.line(), "held 10");
+    // The driver has freed the 30; npud has not been told.
+    assert!(eventually(Duration::from_secs(10), || shared.held_by_others(npud) == 11 + OUTSIDE));
+    // npud measures every half second: several measurements fall in this wait.
+    let fell = eventually(Duration::from_secs(3), || d.device0()["untracked"].as_u64() < Some(u64::from(OUTSIDE)));
+    assert!(!fell, "npud took a destroy it had not heard of for streams the outside program let go: {}", d.device0());
+    assert_eq!(native_created(&d), 41, "the process has not reported its destroys");
+    let pid = app.child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert_eq!(app.line(), "continued");
+    assert!(
+        eventually(Duration::from_secs(10), || settled(11)),
+        "once it reports: npud counts {} created and {} untracked; the driver holds 11 for it and {OUTSIDE} outside npud",
+        native_created(&d),
+        d.device0()["untracked"]
+    );
+    app.release();
+    outside.release();
 }

@@ -19,6 +19,11 @@ pub const BATCH_PAUSE: Duration = Duration::ZERO;
 /// process's ~70 streams takes, so it only matters for a process that never says it is done.
 pub const NATIVE_PACING: Duration = Duration::from_secs(2);
 pub const MAX_NATIVE_PACING: Duration = Duration::from_secs(24 * 3600);
+/// How long a fall of the untracked count that npud's books do not explain is held before
+/// it is believed: well above the quarter second an interposed process may take to report
+/// streams it destroyed, so a measurement in between never frees them twice.
+pub const UNTRACKED_HOLD: Duration = Duration::from_secs(2);
+pub const MAX_UNTRACKED_HOLD: Duration = Duration::from_secs(3600);
 pub const CREATE_RETRIES: u32 = 5;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(5);
 pub const POOL_MAX: u32 = 256;

@@ -75,6 +75,7 @@ pub(super) struct FileBudget {
     pub(super) batch_size: Option<u32>,
     pub(super) batch_pause: Option<String>,
     pub(super) native_pacing: Option<String>,
+    pub(super) untracked_hold: Option<String>,
     pub(super) create_retries: Option<u32>,
     pub(super) retry_backoff: Option<String>,
     pub(super) pool_max: Option<u32>,

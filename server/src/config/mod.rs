@@ -135,6 +135,9 @@ pub struct BudgetConfig {
     /// next process's grant is answered (it usually ends sooner, when the process reports
     /// it created its streams); zero turns pacing of native creation off.
     pub native_pacing: Duration,
+    /// How long a fall of a device's untracked count that the books do not explain is held
+    /// before it is believed (zero: at once). See `daemon::reconcile`.
+    pub untracked_hold: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -278,6 +281,7 @@ impl Config {
         };
         let b = &f.budget;
         let native_pacing = dur("budget.native_pacing", &b.native_pacing, d::NATIVE_PACING);
+        let untracked_hold = dur("budget.untracked_hold", &b.untracked_hold, d::UNTRACKED_HOLD);
         let (batch_pause, retry_backoff) = (
             dur("budget.batch_pause", &b.batch_pause, d::BATCH_PAUSE),
             dur("budget.retry_backoff", &b.retry_backoff, d::RETRY_BACKOFF),
@@ -323,6 +327,8 @@ impl Config {
             batch_pause,
             native_pacing: p
                 .take(bounded("budget.native_pacing", native_pacing, d::MAX_NATIVE_PACING), d::NATIVE_PACING),
+            untracked_hold: p
+                .take(bounded("budget.untracked_hold", untracked_hold, d::MAX_UNTRACKED_HOLD), d::UNTRACKED_HOLD),
             create_retries: b.create_retries.unwrap_or(d::CREATE_RETRIES),
             retry_backoff,
             pool_max: b.pool_max.unwrap_or(d::POOL_MAX),

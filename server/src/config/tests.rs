@@ -22,6 +22,7 @@ fn without_a_file_every_value_is_its_named_default() {
     assert_eq!((c.lease, c.named_lease, c.max_lease), (defaults::LEASE, defaults::NAMED_LEASE, defaults::MAX_LEASE));
     assert_eq!((c.budget.batch_size, c.budget.pool_max), (defaults::BATCH_SIZE, defaults::POOL_MAX));
     assert_eq!(c.budget.native_pacing, defaults::NATIVE_PACING);
+    assert_eq!(c.budget.untracked_hold, defaults::UNTRACKED_HOLD);
     let most = super::descriptors::most_connections(super::descriptors::soft_limit());
     assert_eq!(c.limits.max_connections, most);
     assert_eq!(c.limits.max_connections_per_tenant, super::descriptors::per_tenant_default(most));
@@ -77,6 +78,14 @@ weight = 0
         assert!(e.contains(expected), "missing {expected:?} in:\n{e}");
     }
     assert!(e.starts_with("8 problems in the configuration:"), "{e}");
+}
+
+#[test]
+fn the_untracked_hold_is_a_bounded_duration() {
+    let c = load("[budget]\nuntracked_hold = \"0s\"\n", Args::default()).expect("valid");
+    assert_eq!(c.budget.untracked_hold, Duration::ZERO, "zero believes every fall at once");
+    let e = load("[budget]\nuntracked_hold = \"2h\"\n", Args::default()).unwrap_err().0;
+    assert!(e.contains("budget.untracked_hold: 2h is longer than the most, 1h"), "{e}");
 }
 
 #[test]

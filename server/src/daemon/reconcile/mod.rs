@@ -17,7 +17,13 @@
 //! moment), a measurement that raced a change to the books is thrown away, and when a
 //! holder's reported count falls (it destroyed streams, reset the device or went away)
 //! the difference counts as untracked at once, and a measurement follows at once to say
-//! whether the device still holds them.
+//! whether the device still holds them. A fall of the measured figure that the books do
+//! not explain (a process destroyed streams and has not said so yet) is held for
+//! `budget.untracked_hold` before it is believed (`hold`).
+
+mod hold;
+
+pub use hold::{FallHold, Sample};
 
 use super::Daemon;
 use std::sync::Arc;
@@ -54,9 +60,9 @@ pub async fn run(daemon: Arc<Daemon>) {
 
 impl Daemon {
     /// What the device holds beyond npud's books right now (below zero when the books
-    /// hold more); None where the vendor gives no device-wide count, the call failed, or
-    /// the books kept changing while it was read.
-    pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<(i64, u64)> {
+    /// hold more), with the books it was measured against; None where the vendor gives no
+    /// device-wide count, the call failed, or the books kept changing while it was read.
+    pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<(Sample, u64)> {
         let desc = self.device(device).ok()?.clone();
         for _ in 0..ATTEMPTS {
             let view = self.admission.view(device);
@@ -72,20 +78,37 @@ impl Daemon {
             let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;
             if self.admission.view(device).changes == view.changes {
                 let on_device = i64::from(desc.hardware_limit) - i64::from(free);
-                return Some((on_device - booked, view.changes));
+                return Some((Sample { untracked: on_device - booked, booked }, view.changes));
             }
         }
         None
     }
 
-    /// Books what was measured for `device`, logging when drift appears and goes. What a
-    /// holder's going away withholds until this measurement is not drift: only a measured
-    /// difference is logged, so an ordinary process exit logs nothing.
-    pub async fn apply_untracked(&self, device: u32, measured: i64, changes: u64) {
+    /// Books what was measured for `device` (with the falls still held), logging when
+    /// drift appears and goes. What a holder's going away withholds until this measurement
+    /// is not drift: only a measured difference is logged, so an ordinary process exit logs
+    /// nothing.
+    pub async fn apply_untracked(&self, device: u32, measured: Sample, changes: u64) {
         let before = self.admission.untracked(device);
-        if !self.admission.set_untracked(device, measured, changes).await {
+        // Worked out on a copy, kept only if the measurement is booked: one that raced a
+        // change to the books is dropped, and must not become the next one's baseline.
+        let mut hold = {
+            let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
+            holds.get(&device).cloned().unwrap_or_else(|| FallHold::new(self.config.budget.untracked_hold))
+        };
+        let counted = hold.apply(measured, std::time::Instant::now());
+        if !self.admission.set_untracked(device, counted, changes).await {
             return;
         }
+        if hold.held() > 0 {
+            tracing::debug!(
+                device,
+                measured = measured.untracked,
+                held = hold.held(),
+                "a fall of untracked streams the books do not explain is held"
+            );
+        }
+        self.held_falls.lock().unwrap_or_else(|e| e.into_inner()).insert(device, hold);
         let after = self.admission.untracked(device);
         let logged = {
             let mut logged = self.drift_logged.lock().unwrap_or_else(|e| e.into_inner());
