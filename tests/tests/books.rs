@@ -337,7 +337,10 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
     const OUTSIDE: u32 = 100 + 1;
     let shared = Shared::new();
     // A hold far longer than the test: the fall is never believed by lapse here.
-    let d = acl_builder(&shared.path, &[]).config("[budget]\nuntracked_hold = \"10m\"\n").start();
+    let port = free_port();
+    let metrics = format!("127.0.0.1:{port}");
+    let d = acl_builder(&shared.path, &["--metrics", &metrics]).config("[budget]\nuntracked_hold = \"10m\"\n").start();
+    let held = || metric(port, "npud_untracked_held_streams{device=\"0\"}");
     let npud = d.pid();
     let (outside, mut app) = steps_beside_an_outside_program(&shared, &d);
     let settled = |on_device: u32| {
@@ -353,7 +356,9 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
     assert_eq!(app.line(), "held 10");
     // The driver has freed the 30; npud has not been told.
     assert!(eventually(Duration::from_secs(10), || shared.held_by_others(npud) == 11 + OUTSIDE));
-    // npud measures every half second: several measurements fall in this wait.
+    // A measurement has seen the fall, and holds it.
+    assert!(eventually(Duration::from_secs(10), || held() == Some(30.0)), "held: {:?}", held());
+    // npud measures every half second: several more measurements fall in this wait.
     let fell = eventually(Duration::from_secs(3), || d.device0()["untracked"].as_u64() < Some(u64::from(OUTSIDE)));
     assert!(!fell, "npud took a destroy it had not heard of for streams the outside program let go: {}", d.device0());
     assert_eq!(native_created(&d), 41, "the process has not reported its destroys");
@@ -366,6 +371,7 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
         native_created(&d),
         d.device0()["untracked"]
     );
+    assert_eq!(held(), Some(0.0), "the report ended the hold");
     app.release();
     outside.release();
 }

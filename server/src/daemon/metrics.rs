@@ -42,6 +42,12 @@ pub fn render(daemon: &Daemon) -> String {
         "Streams the device holds that npud's books do not (programs outside npud)",
         per_device(&|v| v.untracked),
     );
+    gauge_family(
+        &mut r,
+        "untracked_held_streams",
+        "Of the untracked streams, those still counted because a fall of the device's count that npud's books do not explain is held (budget.untracked_hold)",
+        devices.iter().map(|(id, _)| (dev(*id), i64::from(daemon.untracked_held(*id)))).collect(),
+    );
     gauge_family(&mut r, "device_reserved_streams", "Streams reserved by tenants", per_device(&|v| v.reserved));
     gauge_family(&mut r, "device_queued_requests", "Create requests waiting for budget", per_device(&|v| v.queued));
     let counts = daemon.registry.tenant_counts();

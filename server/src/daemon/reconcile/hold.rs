@@ -42,6 +42,11 @@ impl Waiting {
         self.0.retain(|(since, _)| now.saturating_duration_since(*since) < hold);
     }
 
+    /// When the oldest amount's hold is over.
+    fn first_end(&self, hold: Duration) -> Option<Instant> {
+        self.0.front().map(|(since, _)| *since + hold)
+    }
+
     fn total(&self) -> i64 {
         self.0.iter().map(|(_, n)| *n).fold(0, i64::saturating_add)
     }
@@ -122,6 +127,11 @@ impl FallHold {
     pub fn held(&self) -> i64 {
         self.held.total()
     }
+
+    /// When the oldest held fall is believed, if any is held: a measurement then lets it go.
+    pub fn next_end(&self) -> Option<Instant> {
+        self.held.first_end(self.hold)
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +160,7 @@ mod tests {
         let (mut h, t) = (FallHold::new(HOLD), Instant::now());
         h.apply(s(100, 60), t);
         assert_eq!(h.apply(s(60, 60), t + Duration::from_millis(500)), 100);
+        assert_eq!(h.next_end(), Some(t + Duration::from_millis(2500)));
         assert_eq!(h.apply(s(60, 60), t + Duration::from_millis(2400)), 100, "still within the hold");
         assert_eq!(h.apply(s(60, 60), t + Duration::from_millis(2600)), 60, "a program outside npud let go");
     }

@@ -46,9 +46,14 @@ pub async fn run(daemon: Arc<Daemon>) {
     let mut tick = tokio::time::interval(RECONCILE_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        // Only an end still ahead: one a failed measurement left behind waits for the tick.
+        let now = std::time::Instant::now();
+        let hold_ends = daemon.held_falls_end().filter(|end| *end > now).map(tokio::time::Instant::from_std);
         tokio::select! {
             _ = tick.tick() => {}
             () = daemon.admission.remeasure.notified() => {}
+            // A held fall is believed when its hold is over, not at the next tick after.
+            () = tokio::time::sleep_until(hold_ends.unwrap_or_else(tokio::time::Instant::now)), if hold_ends.is_some() => {}
         }
         for &device in &devices {
             if let Some((measured, changes)) = daemon.untracked_now(device).await {
@@ -82,6 +87,19 @@ impl Daemon {
             }
         }
         None
+    }
+
+    /// Of `device`'s untracked streams, those counted only because a fall of the device's
+    /// count is held (as of the last measurement).
+    pub fn untracked_held(&self, device: u32) -> u32 {
+        let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
+        holds.get(&device).map_or(0, |h| u32::try_from(h.held().max(0)).unwrap_or(u32::MAX))
+    }
+
+    /// When the first held fall on any device is to be believed.
+    fn held_falls_end(&self) -> Option<std::time::Instant> {
+        let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
+        holds.values().filter_map(FallHold::next_end).min()
     }
 
     /// Books what was measured for `device` (with the falls still held), logging when
