@@ -208,6 +208,13 @@ impl Shared {
     }
 }
 
+/// `native/acl_graph.c` built once per process: `ROUNDS`; captures one copy, replays it
+/// with new inputs, prints `ok ROUNDS streams S` (or `fail WHAT`), then holds until stdin
+/// closes.
+pub fn acl_graph_app() -> &'static PathBuf {
+    build("acl_graph.c", "ascendcl", "acl_graph", &[])
+}
+
 /// `native/acl_capture.c` built once per process: `GRAPHS JOINED destroy|reset|exit`;
 /// prints `ok GRAPHS streams S` or `fail CODE after G`, then holds until stdin closes.
 pub fn acl_capture_app() -> &'static PathBuf {

@@ -6,7 +6,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, acl_capture_app, acl_command};
+use npud_tests::native::{App, Shared, acl_capture_app, acl_command, acl_graph_app, native_created};
 use npud_tests::wire::{Wire, frame};
 use npud_tests::{Daemon, bin, eventually};
 use std::time::Duration;
@@ -186,4 +186,44 @@ fn a_declaration_claims_no_more_than_the_device_holds_outside_the_books() {
     );
     outside.release();
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
+}
+
+/// Captured work runs when the model is executed, not when it is issued
+/// (aclmdlRICaptureBegin): a program that captures a copy once and replays it with new
+/// inputs (`native/acl_graph.c`, which checks every result itself) gets each replay's
+/// result, natively on the fake and under npud, and npud counts the model's stream as the
+/// driver does until the program lets it go.
+#[test]
+fn a_captured_graph_replays_with_new_inputs_natively_and_under_npud() {
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    // The program's own checks: "fail captured-work-ran-before-execute" or "fail
+    // replay-result" otherwise.
+    let ok = "ok 6 streams 1";
+    let mut native = App::spawn({
+        let mut c = acl_command(acl_graph_app(), &shared.path, None);
+        c.arg("6");
+        c
+    });
+    assert_eq!(native.line(), ok);
+    native.release();
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(acl_graph_app()).arg("6");
+    let mut app = App::spawn(cmd);
+    assert_eq!(app.line(), ok);
+    // The default stream, the program's stream and the model's: what npud counts the
+    // process created (its grant is a start-up's, larger), and the driver.
+    assert!(
+        eventually(Duration::from_secs(10), || native_created(&d) == 3 && shared.held_on(0, d.pid()) == 3),
+        "npud counts {} created, the driver {}",
+        native_created(&d),
+        shared.held_on(0, d.pid())
+    );
+    assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books");
+    app.release();
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
+        "everything returns: {}",
+        d.device0()
+    );
 }

@@ -14,9 +14,16 @@
 //!
 //! The streams a model holds are real streams of the simulated device and of the shared
 //! budget, so every count (aclrtGetStreamAvailableNum, other processes' creations) sees
-//! them. The fake still runs the tasks issued while capturing; nothing here depends on
-//! their being deferred. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, not
-//! enforced across threads.
+//! them.
+//!
+//! Captured work runs when the model is executed, not when it is issued (aclmdlRICaptureBegin:
+//! tasks issued to a stream in capture are kept in the model instead of running): the fake
+//! keeps the copies issued to a capturing stream (`aclrtMemcpyAsync`, its only task that
+//! moves data) and makes them, in order, at each `aclmdlRIExecuteAsync` and
+//! `aclmdlRIExecute`. So a program that captures once and replays with new inputs sees each
+//! replay's result, as on the device. Event records, waits and callbacks still run when
+//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, not enforced across
+//! threads.
 
 use crate::Handle;
 use crate::state::{NO_STREAM_RESOURCE, Rt};
@@ -31,11 +38,22 @@ pub const STATUS_ACTIVE: u32 = 1;
 /// The highest aclmdlRICaptureMode (RELAXED).
 const MAX_MODE: u32 = 2;
 
+/// A copy issued to a stream in capture (`dst`, `src` and `count` as aclrtMemcpyAsync took
+/// them, already checked), made each time the model is executed.
+#[derive(Debug, Clone, Copy)]
+pub struct Copy {
+    pub dst: usize,
+    pub src: usize,
+    pub count: usize,
+}
+
 struct Capture {
     device: u32,
     model: usize,
     /// The device streams the capture holds so far.
     held: Vec<StreamId>,
+    /// The copies captured so far, in the order they were issued.
+    copies: Vec<Copy>,
 }
 
 struct Model {
@@ -43,6 +61,7 @@ struct Model {
     held: Vec<StreamId>,
     /// What aclmdlRIGetStreams hands out for them.
     handles: Vec<usize>,
+    copies: Vec<Copy>,
 }
 
 #[derive(Default)]
@@ -86,7 +105,7 @@ impl Rt {
         let model = self.mint_handle();
         let mut c = self.captures();
         c.member_of.insert(stream as usize, stream as usize);
-        c.active.insert(stream as usize, Capture { device, model, held: vec![first] });
+        c.active.insert(stream as usize, Capture { device, model, held: vec![first], copies: Vec::new() });
         Ok(())
     }
 
@@ -138,7 +157,7 @@ impl Rt {
         c.recorded_in.retain(|_, origin| *origin != stream as usize);
         drop(c);
         let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
-        let model = Model { device: capture.device, held: capture.held, handles };
+        let model = Model { device: capture.device, held: capture.held, handles, copies: capture.copies };
         self.captures().models.insert(capture.model, model);
         Ok(capture.model as Handle)
     }
@@ -151,6 +170,25 @@ impl Rt {
             Some(capture) => (STATUS_ACTIVE, capture.model as Handle),
             None => (STATUS_NONE, std::ptr::null_mut()),
         })
+    }
+
+    /// Keeps `copy` in the capture `stream` is part of (it began there, or joined it);
+    /// false when the stream captures nothing, and the copy is to be made now.
+    pub fn capture_copy(&self, stream: Handle, copy: Copy) -> bool {
+        let mut c = self.captures();
+        let Some(&origin) = c.member_of.get(&(stream as usize)) else { return false };
+        match c.active.get_mut(&origin) {
+            Some(capture) => {
+                capture.copies.push(copy);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// What executing `model` does: its captured copies, in order.
+    pub fn model_copies(&self, model: Handle) -> Result<Vec<Copy>, AclError> {
+        self.captures().models.get(&(model as usize)).map(|m| m.copies.clone()).ok_or(INVALID_PARAM)
     }
 
     /// The streams a model holds.

@@ -677,12 +677,27 @@ pub extern "C" fn aclmdlRIDestroy(model: Handle) -> AclError {
     with_rt(|r| r.model_destroy(model))
 }
 
-/// aclmdlRIExecuteAsync: the fake checks the model and the stream; it does not replay the
-/// captured tasks (they already ran when they were issued).
+/// aclmdlRIExecuteAsync: the model's captured copies are made on `stream`, in order (at
+/// once, like the fake's other copies; see `capture`).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
-        r.model_streams(model)?;
-        r.stream(stream).map(drop)
+        let copies = r.model_copies(model)?;
+        r.stream(stream)?;
+        memory::replay(&copies);
+        Ok(())
+    })
+}
+
+/// aclmdlRIExecute(modelRI, timeout): the same, returning once done. The timeout is -1
+/// (wait for ever) or milliseconds above zero.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIExecute(model: Handle, timeout_ms: i32) -> AclError {
+    if timeout_ms == 0 || timeout_ms < -1 {
+        return INVALID_PARAM;
+    }
+    with_rt(|r| {
+        memory::replay(&r.model_copies(model)?);
+        Ok(())
     })
 }

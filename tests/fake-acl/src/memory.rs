@@ -2,6 +2,7 @@
 //! is host memory here and copies are immediate; what a program can observe through the
 //! API (argument checks, error codes, the data after a copy and a sync) is the vendor's.
 
+use crate::capture::Copy;
 use crate::state::{current_context, rt};
 use crate::{AclError, Handle, INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 use std::ffi::{c_char, c_void};
@@ -66,14 +67,34 @@ pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> AclError {
     release(host_ptr)
 }
 
-fn copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {
+/// aclrtMemcpy's checks of its arguments.
+fn checked(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {
     if dst.is_null() || src.is_null() || count > dest_max || kind >= MEMCPY_KINDS {
         return INVALID_PARAM;
     }
-    // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds dst);
-    // they may overlap, as memmove allows.
-    unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
     0
+}
+
+fn copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {
+    match checked(dst, dest_max, src, count, kind) {
+        0 => {
+            // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds
+            // dst); they may overlap, as memmove allows.
+            unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
+            0
+        }
+        e => e,
+    }
+}
+
+/// Makes the copies an executed model captured, in order. Their buffers are the program's
+/// to keep alive while it executes the model, as on the device.
+pub(crate) fn replay(copies: &[Copy]) {
+    for c in copies {
+        // SAFETY: each was checked when it was captured; the program keeps the buffers it
+        // captured alive for as long as it executes the model (the vendor's contract).
+        unsafe { std::ptr::copy(c.src as *const u8, c.dst as *mut u8, c.count) };
+    }
 }
 
 /// aclrtMemcpy(dst, destMax, src, count, kind).
@@ -89,7 +110,8 @@ pub unsafe extern "C" fn aclrtMemcpy(
 }
 
 /// aclrtMemcpyAsync: the copy is done at once (there is no device memory to wait for); the
-/// stream must be one of this process's.
+/// stream must be one of this process's. Issued to a stream in capture, it is kept in the
+/// model and made at each execution instead (`capture`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemcpyAsync(
     dst: *mut c_void,
@@ -105,7 +127,12 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     {
         return e;
     }
-    copy(dst, dest_max, src, count, kind)
+    let captured = Copy { dst: dst as usize, src: src as usize, count };
+    match checked(dst, dest_max, src, count, kind) {
+        0 if !stream.is_null() && r.capture_copy(stream, captured) => 0,
+        0 => copy(dst, dest_max, src, count, kind),
+        e => e,
+    }
 }
 
 /// aclrtMemset(devPtr, maxCount, value, count).

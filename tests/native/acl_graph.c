@@ -1,0 +1,106 @@
+/* An ordinary AscendCL program that captures a graph once and replays it with new inputs,
+ * which is what graphs are for (torch_npu's NPUGraph, vLLM-Ascend's graph mode): set device
+ * 0, make a stream, capture one copy (input -> output, aclrtMemcpyAsync) on it, then
+ * ROUNDS times write a new input and execute the model, alternately with
+ * aclmdlRIExecuteAsync + aclrtSynchronizeStream and with aclmdlRIExecute.
+ *
+ *   acl_graph ROUNDS
+ *
+ * The vendor (aclmdlRICaptureBegin): work issued to a stream in capture is kept in the
+ * model, not run. So the output is checked after the capture (untouched) and after each
+ * replay (that round's input). Prints "ok ROUNDS streams S" (S from aclmdlRIGetStreams)
+ * or "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+typedef int aclError;
+typedef void *aclrtStream;
+typedef void *aclmdlRI;
+#define ACL_MODEL_RI_CAPTURE_MODE_GLOBAL 0u
+#define ACL_MEM_MALLOC_HUGE_FIRST 0u
+enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 };
+
+aclError aclInit(const char *);
+aclError aclFinalize(void);
+aclError aclrtSetDevice(int32_t);
+aclError aclrtResetDevice(int32_t);
+aclError aclrtCreateStream(aclrtStream *);
+aclError aclrtDestroyStream(aclrtStream);
+aclError aclrtSynchronizeStream(aclrtStream);
+aclError aclrtMalloc(void **, size_t, uint32_t);
+aclError aclrtFree(void *);
+aclError aclrtMemset(void *, size_t, int32_t, size_t);
+aclError aclrtMemcpy(void *, size_t, const void *, size_t, int);
+aclError aclrtMemcpyAsync(void *, size_t, const void *, size_t, int, aclrtStream);
+aclError aclmdlRICaptureBegin(aclrtStream, uint32_t);
+aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);
+aclError aclmdlRIGetStreams(aclmdlRI, aclrtStream *, uint32_t *);
+aclError aclmdlRIExecuteAsync(aclmdlRI, aclrtStream);
+aclError aclmdlRIExecute(aclmdlRI, int32_t);
+aclError aclmdlRIDestroy(aclmdlRI);
+
+#define N 4096
+
+/* Whether every byte of the device buffer `dev` is `value`. */
+static int holds(const void *dev, unsigned char value) {
+    static unsigned char host[N];
+    if (aclrtMemcpy(host, N, dev, N, ACL_MEMCPY_DEVICE_TO_HOST) != 0) return 0;
+    for (int i = 0; i < N; i++)
+        if (host[i] != value) return 0;
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s ROUNDS\n", argv[0]);
+        return 2;
+    }
+    int rounds = atoi(argv[1]);
+    CHECK(aclInit(NULL) == 0, "aclInit");
+    CHECK(aclrtSetDevice(0) == 0, "aclrtSetDevice");
+    aclrtStream stream = NULL;
+    CHECK(aclrtCreateStream(&stream) == 0, "aclrtCreateStream");
+    void *in = NULL, *out = NULL;
+    CHECK(aclrtMalloc(&in, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
+    CHECK(aclrtMalloc(&out, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
+    CHECK(aclrtMemset(in, N, 0x5a, N) == 0 && aclrtMemset(out, N, 0, N) == 0, "aclrtMemset");
+
+    aclmdlRI model = NULL;
+    CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+    CHECK(aclrtMemcpyAsync(out, N, in, N, ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0, "aclrtMemcpyAsync");
+    CHECK(aclmdlRICaptureEnd(stream, &model) == 0, "aclmdlRICaptureEnd");
+    CHECK(holds(out, 0), "captured-work-ran-before-execute");
+
+    static unsigned char input[N];
+    for (int r = 1; r <= rounds; r++) {
+        unsigned char value = (unsigned char)r;
+        memset(input, value, N);
+        CHECK(aclrtMemcpy(in, N, input, N, ACL_MEMCPY_HOST_TO_DEVICE) == 0, "aclrtMemcpy");
+        if (r % 2) {
+            CHECK(aclmdlRIExecuteAsync(model, stream) == 0, "aclmdlRIExecuteAsync");
+            CHECK(aclrtSynchronizeStream(stream) == 0, "aclrtSynchronizeStream");
+        } else {
+            CHECK(aclmdlRIExecute(model, -1) == 0, "aclmdlRIExecute");
+        }
+        CHECK(holds(out, value), "replay-result");
+    }
+    uint32_t streams = 0;
+    CHECK(aclmdlRIGetStreams(model, NULL, &streams) == 0, "aclmdlRIGetStreams");
+    printf("ok %d streams %u\n", rounds, streams);
+    fflush(stdout);
+
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    CHECK(aclmdlRIDestroy(model) == 0, "aclmdlRIDestroy");
+    CHECK(aclrtFree(in) == 0 && aclrtFree(out) == 0, "aclrtFree");
+    CHECK(aclrtDestroyStream(stream) == 0, "aclrtDestroyStream");
+    CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
+    CHECK(aclFinalize() == 0, "aclFinalize");
+    printf("done\n");
+    return 0;
+}
