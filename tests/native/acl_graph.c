@@ -2,7 +2,8 @@
  * which is what graphs are for (torch_npu's NPUGraph, vLLM-Ascend's graph mode): set device
  * 0, make a stream, capture one copy (input -> output, aclrtMemcpyAsync) on it, then
  * ROUNDS times write a new input and execute the model, alternately with
- * aclmdlRIExecuteAsync + aclrtSynchronizeStream and with aclmdlRIExecute.
+ * aclmdlRIExecuteAsync + aclrtSynchronizeStream and with aclmdlRIExecute. Within the capture
+ * it swaps its thread's capture mode and back (aclmdlRICaptureThreadExchangeMode).
  *
  *   acl_graph ROUNDS
  *
@@ -41,6 +42,8 @@ aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);
 aclError aclmdlRIGetStreams(aclmdlRI, aclrtStream *, uint32_t *);
 aclError aclmdlRIExecuteAsync(aclmdlRI, aclrtStream);
 aclError aclmdlRIExecute(aclmdlRI, int32_t);
+aclError aclmdlRICaptureThreadExchangeMode(uint32_t *);
+#define ACL_MODEL_RI_CAPTURE_MODE_RELAXED 2u
 aclError aclmdlRIDestroy(aclmdlRI);
 
 #define N 4096
@@ -72,6 +75,11 @@ int main(int argc, char **argv) {
     aclmdlRI model = NULL;
     CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
     CHECK(aclrtMemcpyAsync(out, N, in, N, ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0, "aclrtMemcpyAsync");
+    /* The thread's mode is swapped and swapped back, as torch_npu does around calls the
+     * capture must not see. A thread starts in GLOBAL. */
+    uint32_t mode = ACL_MODEL_RI_CAPTURE_MODE_RELAXED;
+    CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 0 && mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, "exchange-mode");
+    CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 0 && mode == ACL_MODEL_RI_CAPTURE_MODE_RELAXED, "exchange-back");
     CHECK(aclmdlRICaptureEnd(stream, &model) == 0, "aclmdlRICaptureEnd");
     CHECK(holds(out, 0), "captured-work-ran-before-execute");
 

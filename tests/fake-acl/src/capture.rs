@@ -38,6 +38,22 @@ pub const STATUS_ACTIVE: u32 = 1;
 /// The highest aclmdlRICaptureMode (RELAXED).
 const MAX_MODE: u32 = 2;
 
+thread_local! {
+    /// The calling thread's capture mode (aclmdlRICaptureThreadExchangeMode); a thread
+    /// starts in GLOBAL, the strictest.
+    static THREAD_MODE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// aclmdlRICaptureThreadExchangeMode: sets the calling thread's mode to `mode` and returns
+/// the one it had. The fake keeps the mode per thread as the vendor describes; like the
+/// modes aclmdlRICaptureBegin takes, it does not restrict the "unsafe" calls by it.
+pub fn exchange_thread_mode(mode: u32) -> Result<u32, AclError> {
+    if mode > MAX_MODE {
+        return Err(INVALID_PARAM);
+    }
+    Ok(THREAD_MODE.with(|m| m.replace(mode)))
+}
+
 /// A copy issued to a stream in capture (`dst`, `src` and `count` as aclrtMemcpyAsync took
 /// them, already checked), made each time the model is executed.
 #[derive(Debug, Clone, Copy)]

@@ -648,6 +648,20 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32
     }
 }
 
+/// aclmdlRICaptureThreadExchangeMode(mode): `*mode` in, the thread's previous mode out.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> AclError {
+    if mode.is_null() {
+        return INVALID_PARAM;
+    }
+    // SAFETY: checked non-null in/out pointer from the caller.
+    match capture::exchange_thread_mode(unsafe { *mode }) {
+        // SAFETY: as above.
+        Ok(previous) => unsafe { put(mode, previous) },
+        Err(e) => e,
+    }
+}
+
 /// aclmdlRIGetStreams: with `streams` NULL, the number of the model's streams in `*num`;
 /// else up to `*num` of them written to `streams`, and `*num` set to how many there are.
 #[unsafe(no_mangle)]
