@@ -50,10 +50,8 @@ pub struct Daemon {
     natives: crate::policy::natives::Natives,
     /// Streams sessions destroyed that are still draining (for device sync).
     released: crate::daemon::released::Released,
-    /// Devices whose drift (streams outside the books) was logged and has not gone yet.
-    drift_logged: std::sync::Mutex<std::collections::BTreeSet<u32>>,
-    /// Per device, falls of the measured untracked count not yet believed (`reconcile`).
-    held_falls: std::sync::Mutex<std::collections::BTreeMap<u32, reconcile::FallHold>>,
+    /// Per device, what reconciliation keeps between measurements (`reconcile`).
+    drift: std::sync::Mutex<std::collections::BTreeMap<u32, reconcile::Drift>>,
     /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
     allocations: Option<Arc<crate::policy::allocations::Allocations>>,
     draining: AtomicBool,
@@ -173,8 +171,7 @@ impl Daemon {
             metrics,
             natives,
             released: crate::daemon::released::Released::default(),
-            drift_logged: std::sync::Mutex::default(),
-            held_falls: std::sync::Mutex::default(),
+            drift: std::sync::Mutex::default(),
             allocations,
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,

@@ -34,6 +34,15 @@ pub const RECONCILE_PERIOD: Duration = Duration::from_millis(500);
 /// Measurements tried per device and tick when changes to the books keep racing them.
 const ATTEMPTS: usize = 4;
 
+/// What reconciliation keeps of one device between measurements.
+#[derive(Debug, Clone)]
+pub struct Drift {
+    /// The falls of its untracked count not yet believed.
+    hold: FallHold,
+    /// Whether drift (streams outside the books) was logged and has not gone yet.
+    logged: bool,
+}
+
 /// Compares books and devices every [`RECONCILE_PERIOD`], and at once when asked
 /// (`Admission::remeasure`: a creation the device refused, streams that left the books),
 /// until the daemon stops. Returns at once where the backend has no
@@ -92,14 +101,14 @@ impl Daemon {
     /// Of `device`'s untracked streams, those counted only because a fall of the device's
     /// count is held (as of the last measurement).
     pub fn untracked_held(&self, device: u32) -> u32 {
-        let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
-        holds.get(&device).map_or(0, |h| u32::try_from(h.held().max(0)).unwrap_or(u32::MAX))
+        let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        drift.get(&device).map_or(0, |d| u32::try_from(d.hold.held().max(0)).unwrap_or(u32::MAX))
     }
 
     /// When the first held fall on any device is to be believed.
     fn held_falls_end(&self) -> Option<std::time::Instant> {
-        let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
-        holds.values().filter_map(FallHold::next_end).min()
+        let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+        drift.values().filter_map(|d| d.hold.next_end()).min()
     }
 
     /// Books what was measured for `device` (with the falls still held), logging when
@@ -110,31 +119,28 @@ impl Daemon {
         let before = self.admission.untracked(device);
         // Worked out on a copy, kept only if the measurement is booked: one that raced a
         // change to the books is dropped, and must not become the next one's baseline.
-        let mut hold = {
-            let holds = self.held_falls.lock().unwrap_or_else(|e| e.into_inner());
-            holds.get(&device).cloned().unwrap_or_else(|| FallHold::new(self.config.budget.untracked_hold))
+        let mut drift = {
+            let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
+            drift
+                .get(&device)
+                .cloned()
+                .unwrap_or_else(|| Drift { hold: FallHold::new(self.config.budget.untracked_hold), logged: false })
         };
-        let counted = hold.apply(measured, std::time::Instant::now());
+        let counted = drift.hold.apply(measured, std::time::Instant::now());
         if !self.admission.set_untracked(device, counted, changes).await {
             return;
         }
-        if hold.held() > 0 {
+        if drift.hold.held() > 0 {
             tracing::debug!(
                 device,
                 measured = measured.untracked,
-                held = hold.held(),
+                held = drift.hold.held(),
                 "a fall of untracked streams the books do not explain is held"
             );
         }
-        self.held_falls.lock().unwrap_or_else(|e| e.into_inner()).insert(device, hold);
         let after = self.admission.untracked(device);
-        let logged = {
-            let mut logged = self.drift_logged.lock().unwrap_or_else(|e| e.into_inner());
-            match after > 0 {
-                true => !logged.insert(device),
-                false => logged.remove(&device),
-            }
-        };
+        let logged = std::mem::replace(&mut drift.logged, after > 0);
+        self.drift.lock().unwrap_or_else(|e| e.into_inner()).insert(device, drift);
         match (after, logged) {
             (0, true) => tracing::info!(device, "npud's books match the device again"),
             (0, false) => {}
