@@ -75,26 +75,27 @@ fn checked(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, 
     0
 }
 
+/// Makes one copy whose arguments were `checked`.
+fn make(c: &Copy) {
+    // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds dst,
+    // checked), and keeps the buffers of a captured copy alive while it executes the model
+    // (the vendor's contract); they may overlap, as memmove allows.
+    unsafe { std::ptr::copy(c.src as *const u8, c.dst as *mut u8, c.count) };
+}
+
 fn copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {
     match checked(dst, dest_max, src, count, kind) {
         0 => {
-            // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds
-            // dst); they may overlap, as memmove allows.
-            unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), count) };
+            make(&Copy { dst: dst as usize, src: src as usize, count });
             0
         }
         e => e,
     }
 }
 
-/// Makes the copies an executed model captured, in order. Their buffers are the program's
-/// to keep alive while it executes the model, as on the device.
+/// Makes the copies an executed model captured, in order.
 pub(crate) fn replay(copies: &[Copy]) {
-    for c in copies {
-        // SAFETY: each was checked when it was captured; the program keeps the buffers it
-        // captured alive for as long as it executes the model (the vendor's contract).
-        unsafe { std::ptr::copy(c.src as *const u8, c.dst as *mut u8, c.count) };
-    }
+    copies.iter().for_each(make);
 }
 
 /// aclrtMemcpy(dst, destMax, src, count, kind).
@@ -127,10 +128,14 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     {
         return e;
     }
-    let captured = Copy { dst: dst as usize, src: src as usize, count };
+    let c = Copy { dst: dst as usize, src: src as usize, count };
     match checked(dst, dest_max, src, count, kind) {
-        0 if !stream.is_null() && r.capture_copy(stream, captured) => 0,
-        0 => copy(dst, dest_max, src, count, kind),
+        0 => {
+            if stream.is_null() || !r.capture_copy(stream, c) {
+                make(&c);
+            }
+            0
+        }
         e => e,
     }
 }
