@@ -23,6 +23,14 @@ const ANSWER_SPIN: Duration = Duration::from_micros(200);
 /// Bytes read from the socket at once: every answer npud sends is far smaller.
 const READ_CHUNK: usize = 4096;
 
+/// The most reports sent without waiting whose answers may be unread at once. Answers
+/// nobody reads fill the socket (a small frame takes about a kilobyte of its buffer), npud
+/// then stops reading to write them, and the program's next report blocks; a program
+/// that makes and destroys streams in a tight loop sent thousands and lost its connection
+/// to the write timeout (seen on an H100 in the hardware check). With this many in flight
+/// the buffers never fill.
+const MAX_REPORTS_IN_FLIGHT: usize = 8;
+
 #[derive(Debug)]
 pub enum WireError {
     /// npud cannot be reached, or the connection broke.
@@ -237,6 +245,21 @@ impl Connection {
         let (asked, device) = (asked_of(&call), device_of(&call));
         self.send(call)?;
         self.receive(asked, device, wait)
+    }
+
+    /// Sends a report nothing waits on, as [`Connection::send_unanswered`], unless
+    /// [`MAX_REPORTS_IN_FLIGHT`] answers are still owed after taking the ones that have
+    /// arrived (which costs no wait): then it sends nothing and says so (false), and the
+    /// caller leaves the report to a thread that may wait.
+    pub fn send_report(&mut self, call: Call) -> Result<bool, WireError> {
+        if self.owed.len() >= MAX_REPORTS_IN_FLIGHT {
+            self.settle_arrived()?;
+            if self.owed.len() >= MAX_REPORTS_IN_FLIGHT {
+                return Ok(false);
+            }
+        }
+        self.send_unanswered(call)?;
+        Ok(true)
     }
 
     /// Sends `call` without waiting for its answer, which is read (and dropped) before the
@@ -556,6 +579,59 @@ mod tests {
         conn.send_unanswered(report()).expect("sent");
         let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
         assert!(matches!(share, Ok(Reply::Share(s)) if s.available == 7), "{share:?}");
+        npud.join().expect("npud's side saw every call it expected");
+    }
+
+    /// A program that creates and destroys streams in a tight loop ends a batch each
+    /// round: thousands of reports whose answers the program's thread never waits for.
+    /// Only a bounded number may be in flight, or the unread answers fill the socket, npud
+    /// stops reading, and the program's next write blocks until the connection is lost
+    /// (found on an H100). The connection stays in step throughout.
+    #[test]
+    fn reports_in_a_tight_loop_never_fill_the_socket() {
+        const ROUNDS: u32 = 20_000;
+        let (path, _dir, npud) = fake_npud(|mut s| {
+            assert!(matches!(read_call(&mut s), Call::Hello(_)));
+            write_reply(&mut s, Reply::Welcome(pb::BudgetWelcome { tenant: "t".into(), ..Default::default() }));
+            let mut reports = 0u32;
+            loop {
+                match read_call(&mut s) {
+                    Call::Created(_) => {
+                        reports += 1;
+                        write_reply(&mut s, Reply::Created(pb::CreatedBudgetResponse::default()));
+                    }
+                    Call::Share(_) => {
+                        let available = reports;
+                        write_reply(
+                            &mut s,
+                            Reply::Share(pb::BudgetShare { device: 1, available, ..Default::default() }),
+                        );
+                        return;
+                    }
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        });
+        let (mut conn, _) = Connection::open(&path, "test", "", None).expect("open");
+        let started = Instant::now();
+        let mut sent = 0u32;
+        for round in 0..ROUNDS {
+            let report =
+                Call::Created(pb::CreatedBudgetRequest { device: 1, created: Some(round), ..Default::default() });
+            match conn.send_report(report) {
+                Ok(true) => sent += 1,
+                Ok(false) => {
+                    assert!(conn.owed.len() >= MAX_REPORTS_IN_FLIGHT, "held back only when that many are owed")
+                }
+                Err(e) => panic!("round {round}: the connection broke: {e}"),
+            }
+            assert!(conn.owed.len() <= MAX_REPORTS_IN_FLIGHT);
+        }
+        assert!(started.elapsed() < ANSWER_TIMEOUT, "no write waited for npud to read");
+        // npud read every report sent, and the next call's answer is its own.
+        let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
+        assert!(matches!(share, Ok(Reply::Share(s)) if s.available == sent), "{share:?} after {sent} reports");
+        assert!(sent >= MAX_REPORTS_IN_FLIGHT as u32);
         npud.join().expect("npud's side saw every call it expected");
     }
 

@@ -543,7 +543,8 @@ impl Process {
     /// The batch on `device` used its whole grant: it ends now, not after a quiet period,
     /// so the next process's batch need not wait. The report goes out from here without
     /// waiting for its answer (one write; no thread woken, no round trip on the program's
-    /// path); when the connection is busy the watcher sends it instead.
+    /// path); when the connection is busy, or too many such reports are unanswered (a
+    /// program that creates and destroys in a loop), the watcher sends it instead.
     fn batch_complete(&self, device: u32) {
         let mut batches = lock(&self.batches);
         if !batches.contains_key(&device) {
@@ -554,10 +555,16 @@ impl Process {
         {
             batches.remove(&device);
             drop(batches);
-            if matches!(conn.send_unanswered(self.batch_done(device)), Err(WireError::Unreachable(_))) {
-                *guard = None;
+            match conn.send_report(self.batch_done(device)) {
+                Ok(false) => {}
+                Err(WireError::Unreachable(_)) => {
+                    *guard = None;
+                    return;
+                }
+                Ok(true) | Err(_) => return,
             }
-            return;
+            batches = lock(&self.batches);
+            batches.entry(device).or_insert(Duration::ZERO);
         }
         if let Some(last) = batches.get_mut(&device) {
             *last = coarse_now().saturating_sub(BATCH_QUIET);
