@@ -81,6 +81,60 @@ after=$(ctl -o json status); echo "$after" | head -c 600; echo
 expect "status shows the holder's 40" '"streams": ?40' "$during"
 kill "$holder" 2>/dev/null
 
+section "device identity: npud's UUID and PCI bus id are the driver's, as nvidia-smi prints them"
+# nvidia-smi numbers GPUs in PCI order and CUDA fastest first: match each by UUID.
+smi=$(nvidia-smi --query-gpu=uuid,pci.bus_id --format=csv,noheader); echo "$smi"
+list=$(ctl -o json device list)
+out=$(python3 - "$list" "$smi" <<'PY'
+import json, sys
+npud = {d.get("uuid"): d for d in json.loads(sys.argv[1])}
+for line in sys.argv[2].strip().splitlines():
+    uuid, bus = (f.strip() for f in line.split(","))
+    d = npud.get(uuid)
+    if d is None:
+        print(f"missing {uuid}"); continue
+    # nvidia-smi writes an 8-digit PCI domain, cuDeviceGetPCIBusId a 4-digit one.
+    same = bus.lower().split(":", 1)[1] == (d.get("pci_bus_id") or "").lower().split(":", 1)[-1]
+    print(("same" if same else "differs"), uuid, bus, "npud device", d["id"], d.get("pci_bus_id"))
+PY
+); echo "$out"
+expect "every GPU's UUID and PCI bus id in device list" '^same' "$out"
+[[ $out == *missing* || $out == *differs* ]] && verdicts+=("FAIL  identity: $out")
+uuid=$(head -1 <<<"$smi" | cut -d, -f1)
+out=$(ctl status); echo "$out" | head -8
+expect "status names the GPU by UUID" "$uuid" "$out"
+
+section "programs renumbered by CUDA_VISIBLE_DEVICES are booked on the GPU their UUID names"
+in_use() { ctl -o json device list | python3 -c 'import json,sys; print(sum(d["in_use"] for d in json.load(sys.stdin)))'; }
+held() { # DEVICE:GRANTED:CREATED per native holder; "none" when npud books none
+    ctl -o json status | python3 -c 'import json, sys
+hs = json.load(sys.stdin)["native_holders"]
+print(";".join("%d:%d:%d" % (h["device"], h["streams"], h["created"]) for h in hs) or "none")'
+}
+for visible in "$uuid" "${uuid:0:12}" 0; do
+    for teardown in reset release; do
+        rm -f "$work/in"; mkfifo "$work/in"
+        CUDA_VISIBLE_DEVICES=$visible ctl run --streams 11 -- "$work/cuda_app" 10 -1 $teardown <"$work/in" >"$work/id.out" 2>&1 &
+        app=$!
+        exec 3>"$work/in"
+        for _ in $(seq 100); do grep -qE '^(ok|fail)' "$work/id.out" && break; sleep 0.1; done
+        # The interposer reports what it created once the start-up's batch is quiet.
+        for _ in $(seq 50); do [[ $(held) == *":10" ]] && break; sleep 0.1; done
+        during=$(held)
+        echo go >&3
+        for _ in $(seq 100); do grep -q '^gone' "$work/id.out" && break; sleep 0.1; done
+        for _ in $(seq 50); do [[ $(held) == none || $(held) == *":0" ]] && break; sleep 0.1; done
+        after=$(held)
+        exec 3>&-
+        wait $app
+        echo "CUDA_VISIBLE_DEVICES=$visible $teardown: $(tr '\n' ' ' <"$work/id.out")| holders during [$during] after [$after]"
+        expect "CUDA_VISIBLE_DEVICES=$visible books device 0's UUID" '^0:11:10$' "$during"
+        expect "$teardown gives the streams back while the program runs" '^gone 0' "$(cat "$work/id.out")"
+        [[ $after == none || $after == *":0" ]] && verdicts+=("pass  $teardown: npud counts them back") \
+            || verdicts+=("FAIL  $teardown: npud still counts [$after]")
+    done
+done
+
 section "what a stream costs: bare driver, interposed with a held budget, interposed asking per batch"
 for mode in bare held ask bare held ask; do
     case $mode in

@@ -41,6 +41,10 @@ def probe(core) -> dict:
         "two streams differ": s != blocking,
         "__cuda_stream__ version": s.__cuda_stream__()[0],
         "out-of-range priority": outcome(lambda: dev.create_stream(options=core.StreamOptions(priority=-100))),
+        # An external handle 0 is CUDA's legacy default stream; cuda.core's own tests read a
+        # stream's context through its `_handle`.
+        "from_handle(0) handle": outcome(lambda: int(core.Stream.from_handle(0).handle)),
+        "stream context has a _handle": outcome(lambda: s.context._handle is not None),
     }
     blocking.close()
     s.close()
