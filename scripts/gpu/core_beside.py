@@ -44,6 +44,8 @@ def probe(core) -> dict:
         # An external handle 0 is CUDA's legacy default stream; cuda.core's own tests read a
         # stream's context through its `_handle`.
         "from_handle(0) handle": outcome(lambda: int(core.Stream.from_handle(0).handle)),
+        "LEGACY_DEFAULT_STREAM handle": outcome(lambda: int(core.LEGACY_DEFAULT_STREAM.handle)),
+        "from_handle(0) == LEGACY_DEFAULT_STREAM": outcome(lambda: core.Stream.from_handle(0) == core.LEGACY_DEFAULT_STREAM),
         "stream context has a _handle": outcome(lambda: s.context._handle is not None),
     }
     blocking.close()

@@ -181,14 +181,21 @@ def test_streams_and_events_a_program_drops_are_released_within_a_second(daemon)
 
 def test_handle_0_is_the_legacy_default_stream_and_a_context_has_a_handle(daemon):
     # As cuda.core's own test suite asks: the NULL stream, CU_STREAM_LEGACY and
-    # CU_STREAM_PER_THREAD name the default streams, not npud handles.
-    assert Stream.from_handle(0) is LEGACY_DEFAULT_STREAM
+    # CU_STREAM_PER_THREAD name the default streams, not npud handles. As cuda.core
+    # (1.2.0 on an H100) does, a stream keeps the handle it was made from: the NULL
+    # stream's is 0, the legacy default stream's CU_STREAM_LEGACY (1).
     assert Stream.from_handle(1) is LEGACY_DEFAULT_STREAM
     assert Stream.from_handle(2) is PER_THREAD_DEFAULT_STREAM
+    assert (int(LEGACY_DEFAULT_STREAM.handle), int(PER_THREAD_DEFAULT_STREAM.handle)) == (1, 2)
     s = Stream.from_handle(0)
+    assert int(s.handle) == 0 and s.__cuda_stream__() == (0, 0)
+    assert s == Stream.from_handle(0) and s != LEGACY_DEFAULT_STREAM
     s.delay(1)
     s.sync()
     assert s.device is Device(0)
+    # Its work goes to the same daemon stream as the legacy default stream's.
+    assert s._wire == LEGACY_DEFAULT_STREAM._wire
+    assert Stream.from_handle(LEGACY_DEFAULT_STREAM.handle) is LEGACY_DEFAULT_STREAM
     stream = Device(0).create_stream()
     assert stream.context is not None and stream.context._handle is not None
     assert stream.context._handle == stream.context.handle

@@ -354,9 +354,14 @@ class Stream(_Owned):
         """A Stream for an existing npud stream handle of this tenant; not owned: its
         lifetime stays with whoever made it. As in CUDA, 0 (the NULL stream) and 1
         (CU_STREAM_LEGACY) are the legacy default stream and 2 (CU_STREAM_PER_THREAD) the
-        per-thread one; npud never hands out handles that small."""
+        per-thread one; npud never hands out handles that small. As cuda.core's, the
+        result keeps the handle it was given: `Stream.from_handle(0).handle` is 0 (and so
+        not equal to LEGACY_DEFAULT_STREAM, whose handle is 1), while its work goes to
+        the legacy default stream."""
         handle = int(handle)
-        if handle in (0, 1):
+        if handle == 0:
+            return _NULL_STREAM
+        if handle == 1:
             return LEGACY_DEFAULT_STREAM
         if handle == 2:
             return PER_THREAD_DEFAULT_STREAM
@@ -385,6 +390,12 @@ class Stream(_Owned):
     def __cuda_stream__(self) -> Tuple[int, int]:
         return (0, self.handle)
 
+    @property
+    def _wire(self) -> int:
+        """The handle npud knows the stream by (a default stream's `handle` is CUDA's
+        constant for it instead)."""
+        return self._info.handle
+
     def __repr__(self) -> str:
         return f"<Stream handle={self._info_.handle} device={self.device.device_id}{' closed' if self._closed else ''}>"
 
@@ -403,14 +414,14 @@ class Stream(_Owned):
         elif not isinstance(event, Event):
             raise TypeError(f"event must be an Event, got {type(event)}")
         s = self._session
-        s.call(s.events.Record, event_pb2.RecordEventRequest(event=event.handle, stream=self.handle))
+        s.call(s.events.Record, event_pb2.RecordEventRequest(event=event.handle, stream=self._wire))
         return event
 
     def wait(self, event_or_stream: Union["Event", "Stream"]) -> None:
         """Later work waits for the event (or for the other stream's current work)."""
         if isinstance(event_or_stream, Event):
             s = self._session
-            req = stream_pb2.StreamWaitEventRequest(stream=self.handle, event=event_or_stream.handle)
+            req = stream_pb2.StreamWaitEventRequest(stream=self._wire, event=event_or_stream.handle)
             s.call(s.streams.WaitEvent, req)
             return
         if isinstance(event_or_stream, Stream):
@@ -430,23 +441,23 @@ class Stream(_Owned):
 
     def sync(self) -> None:
         s = self._session
-        s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=self.handle))
+        s.call(s.streams.Synchronize, stream_pb2.SynchronizeStreamRequest(handle=self._wire))
 
     @property
     def is_done(self) -> bool:
         s = self._session
-        r = s.call(s.streams.Query, stream_pb2.QueryStreamRequest(handle=self.handle))
+        r = s.call(s.streams.Query, stream_pb2.QueryStreamRequest(handle=self._wire))
         return r.state == common_pb2.WORK_STATE_COMPLETE
 
     def delay(self, milliseconds: float) -> int:
         """npud extension: timed work on the stream. Returns the task number."""
         s = self._session
-        req = stream_pb2.EnqueueDelayRequest(stream=self.handle, duration_us=int(milliseconds * 1000))
+        req = stream_pb2.EnqueueDelayRequest(stream=self._wire, duration_us=int(milliseconds * 1000))
         return s.call(s.streams.EnqueueDelay, req).task_id
 
     def _destroy(self) -> None:
         s = self._session
-        s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[self.handle]))
+        s.call(s.streams.Destroy, stream_pb2.DestroyStreamsRequest(handles=[self._wire]))
 
 
 class _DefaultStream(Stream):
@@ -458,12 +469,18 @@ class _DefaultStream(Stream):
         raise RuntimeError("default streams are module constants: use LEGACY_DEFAULT_STREAM or Device().default_stream")
 
     @classmethod
-    def _builtin(cls, name: str, per_thread: bool) -> "_DefaultStream":
+    def _builtin(cls, name: str, per_thread: bool, cuda_handle: int, same_as=None) -> "_DefaultStream":
+        """`cuda_handle` is CUDA's constant for the stream; `same_as`, another default
+        stream whose work this one shares (the NULL stream is the legacy one)."""
         s = cls.__new__(cls)
-        s._name, s._per_thread = name, per_thread
-        s._streams, s._lock = {}, threading.Lock()
+        s._name, s._per_thread, s._cuda_handle = name, per_thread, cuda_handle
+        s._streams, s._lock = ({}, threading.Lock()) if same_as is None else (same_as._streams, same_as._lock)
         s._finalizer, s._closed = None, False
         return s
+
+    @property
+    def handle(self) -> int:
+        return self._cuda_handle
 
     def _resolve(self) -> Stream:
         dev = Device()
@@ -499,8 +516,11 @@ class _DefaultStream(Stream):
         return f"<{self._name}>"
 
 
-LEGACY_DEFAULT_STREAM = _DefaultStream._builtin("LEGACY_DEFAULT_STREAM", per_thread=False)
-PER_THREAD_DEFAULT_STREAM = _DefaultStream._builtin("PER_THREAD_DEFAULT_STREAM", per_thread=True)
+# CUDA's handles for them: CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, and the NULL stream (0),
+# which is the legacy default stream by another name.
+LEGACY_DEFAULT_STREAM = _DefaultStream._builtin("LEGACY_DEFAULT_STREAM", per_thread=False, cuda_handle=1)
+PER_THREAD_DEFAULT_STREAM = _DefaultStream._builtin("PER_THREAD_DEFAULT_STREAM", per_thread=True, cuda_handle=2)
+_NULL_STREAM = _DefaultStream._builtin("NULL stream", per_thread=False, cuda_handle=0, same_as=LEGACY_DEFAULT_STREAM)
 
 
 def default_stream() -> Stream:
