@@ -138,12 +138,14 @@ done
 section "what a stream costs: bare driver, interposed with a held budget, interposed asking per batch"
 for mode in bare held ask bare held ask; do
     case $mode in
-        bare) out=$("$work/cuda_create_cost" 64 1000) ;;
-        held) out=$(ctl run --streams 65 -- "$work/cuda_create_cost" 64 1000) ;;
-        ask) out=$(ctl run --streams 1 -- "$work/cuda_create_cost" 64 1000) ;;
+        bare) out=$("$work/cuda_create_cost" 64 1000 2>&1) ;;
+        held) out=$(ctl run --streams 65 -- "$work/cuda_create_cost" 64 1000 2>&1) ;;
+        ask) out=$(ctl run --streams 1 -- "$work/cuda_create_cost" 64 1000 2>&1) ;;
     esac
     echo "$mode: $out"
     expect "cost run ($mode)" '^create_ns' "$out"
+    # The interposer writes to stderr only when something went wrong (a lost connection).
+    [[ $out == *npud-preload* ]] && verdicts+=("FAIL  cost run ($mode) said: $out")
 done
 
 if python3 -c 'import torch, grpc' 2>/dev/null; then
@@ -180,6 +182,8 @@ fi
 
 kill "$npud_pid"; wait "$npud_pid"
 echo "npud exit: $?"; tail -5 "$work/npud.log"
+out=$(grep -E ' (WARN|ERROR) ' "$work/npud.log"); echo "$out"
+[[ -z $out ]] && verdicts+=("pass  npud logged no warning or error") || verdicts+=("FAIL  npud logged: ${out//$'\n'/ | }")
 
 if [[ -d $bin/deps ]]; then
     for suite in semantics callbacks; do
