@@ -23,6 +23,9 @@ verdicts=()
 expect() { # expect NAME PATTERN OUTPUT
     if grep -qE "$2" <<<"$3"; then verdicts+=("pass  $1"); else verdicts+=("FAIL  $1: ${3//$'\n'/ | }"); fi
 }
+reject() { # reject NAME PATTERN OUTPUT: the check fails when OUTPUT matches
+    if grep -qE "$2" <<<"$3"; then verdicts+=("FAIL  $1: ${3//$'\n'/ | }"); else verdicts+=("pass  $1"); fi
+}
 
 section hardware
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -99,13 +102,12 @@ for line in sys.argv[2].strip().splitlines():
 PY
 ); echo "$out"
 expect "every GPU's UUID and PCI bus id in device list" '^same' "$out"
-[[ $out == *missing* || $out == *differs* ]] && verdicts+=("FAIL  identity: $out")
+reject "no GPU missing from device list or differing" '^(missing|differs)' "$out"
 uuid=$(head -1 <<<"$smi" | cut -d, -f1)
 out=$(ctl status); echo "$out" | head -8
 expect "status names the GPU by UUID" "$uuid" "$out"
 
 section "programs renumbered by CUDA_VISIBLE_DEVICES are booked on the GPU their UUID names"
-in_use() { ctl -o json device list | python3 -c 'import json,sys; print(sum(d["in_use"] for d in json.load(sys.stdin)))'; }
 held() { # DEVICE:GRANTED:CREATED per native holder; "none" when npud books none
     ctl -o json status | python3 -c 'import json, sys
 hs = json.load(sys.stdin)["native_holders"]
@@ -130,8 +132,7 @@ for visible in "$uuid" "${uuid:0:12}" 0; do
         echo "CUDA_VISIBLE_DEVICES=$visible $teardown: $(tr '\n' ' ' <"$work/id.out")| holders during [$during] after [$after]"
         expect "CUDA_VISIBLE_DEVICES=$visible books device 0's UUID" '^0:11:10$' "$during"
         expect "$teardown gives the streams back while the program runs" '^gone 0' "$(cat "$work/id.out")"
-        [[ $after == none || $after == *":0" ]] && verdicts+=("pass  $teardown: npud counts them back") \
-            || verdicts+=("FAIL  $teardown: npud still counts [$after]")
+        expect "$teardown: npud counts them back" '^none$|:0$' "$after"
     done
 done
 
@@ -145,7 +146,7 @@ for mode in bare held ask bare held ask; do
     echo "$mode: $out"
     expect "cost run ($mode)" '^create_ns' "$out"
     # The interposer writes to stderr only when something went wrong (a lost connection).
-    [[ $out == *npud-preload* ]] && verdicts+=("FAIL  cost run ($mode) said: $out")
+    reject "cost run ($mode): nothing from the interposer" 'npud-preload' "$out"
 done
 
 if python3 -c 'import torch, grpc' 2>/dev/null; then
@@ -182,8 +183,7 @@ fi
 
 kill "$npud_pid"; wait "$npud_pid"
 echo "npud exit: $?"; tail -5 "$work/npud.log"
-out=$(grep -E ' (WARN|ERROR) ' "$work/npud.log"); echo "$out"
-[[ -z $out ]] && verdicts+=("pass  npud logged no warning or error") || verdicts+=("FAIL  npud logged: ${out//$'\n'/ | }")
+reject "npud logged no warning or error" ' (WARN|ERROR) ' "$(cat "$work/npud.log")"
 
 if [[ -d $bin/deps ]]; then
     for suite in semantics callbacks; do
