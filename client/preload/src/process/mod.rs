@@ -564,11 +564,9 @@ impl Process {
                 Ok(true) | Err(_) => return,
             }
             batches = lock(&self.batches);
-            batches.entry(device).or_insert(Duration::ZERO);
         }
-        if let Some(last) = batches.get_mut(&device) {
-            *last = coarse_now().saturating_sub(BATCH_QUIET);
-        }
+        // Quiet already, so the watcher reports it when it wakes.
+        batches.insert(device, coarse_now().saturating_sub(BATCH_QUIET));
         drop(batches);
         if let Some(t) = self.watcher_thread.get() {
             t.unpark();
