@@ -1,5 +1,6 @@
 /* An ordinary CUDA driver program with no npud code in it, as a PyTorch process fills its
- * stream pool: retain device 0's primary context, create N streams with
+ * stream pool: read device 0's compute capability (cuDeviceGetAttribute, as cudart's
+ * device properties are read), retain its primary context, create N streams with
  * cuStreamCreateWithPriority, say how it went, hold them, destroy them.
  *
  *   cuda_app N HOLD_MS [reset|release]     HOLD_MS < 0 holds until standard input closes
@@ -22,10 +23,12 @@ typedef unsigned int CUresult;
 typedef void *CUcontext;
 typedef void *CUstream;
 #define CU_STREAM_NON_BLOCKING 0x1u
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
 
 #ifdef USE_PROC_ADDRESS
 #include <dlfcn.h>
 static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDeviceGetAttribute)(int *, int, int);
 static CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, int);
 static CUresult (*cuCtxSetCurrent)(CUcontext);
 static CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
@@ -48,6 +51,7 @@ static void load(void) {
     }
     int status = 0;
     CUresult rc = get("cuInit", (void **)&cuInit, 12000, 0, &status);
+    rc |= get("cuDeviceGetAttribute", (void **)&cuDeviceGetAttribute, 12000, 0, &status);
     rc |= get("cuDevicePrimaryCtxRetain", (void **)&cuDevicePrimaryCtxRetain, 12000, 0, &status);
     rc |= get("cuCtxSetCurrent", (void **)&cuCtxSetCurrent, 12000, 0, &status);
     rc |= get("cuStreamCreateWithPriority", (void **)&cuStreamCreateWithPriority, 12000, 0, &status);
@@ -63,6 +67,7 @@ static void load(void) {
 }
 #else
 CUresult cuInit(unsigned);
+CUresult cuDeviceGetAttribute(int *, int, int);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuStreamCreateWithPriority(CUstream *, unsigned, int);
@@ -85,7 +90,10 @@ int main(int argc, char **argv) {
     CUstream *s = calloc((size_t)(n > 0 ? n : 1), sizeof *s);
     CUcontext ctx = 0;
     load();
+    int major = 0;
     CUresult rc = cuInit(0);
+    if (rc == 0) rc = cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
+    if (rc == 0 && major < 1) rc = 999;
     if (rc == 0) rc = cuDevicePrimaryCtxRetain(&ctx, 0);
     if (rc == 0) rc = cuCtxSetCurrent(ctx);
     if (rc != 0) {

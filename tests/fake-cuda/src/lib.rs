@@ -8,6 +8,7 @@
 //! Host functions run on a thread of this library, as the CUDA driver's do.
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
+mod attributes;
 mod gate;
 mod memory;
 mod visible;
@@ -18,6 +19,7 @@ use std::ffi::{CStr, c_char, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
+pub use attributes::cuDeviceGetAttribute;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
     INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_READY, NOT_SUPPORTED,
@@ -584,6 +586,14 @@ pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usi
     }
 }
 
+/// cuEventElapsedTime_v2 (CUDA 12.8, the version this fake driver reports): documented
+/// exactly as cuEventElapsedTime, which it is here.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuEventElapsedTime_v2(ms: *mut f32, start: usize, end: usize) -> CuResult {
+    // SAFETY: the caller's out-pointer, passed on.
+    unsafe { cuEventElapsedTime(ms, start, end) }
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn cuLaunchHostFunc(s: usize, func: Option<HostFn>, user_data: *mut c_void) -> CuResult {
     let Some(func) = func else { return INVALID_VALUE };
@@ -867,6 +877,7 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuEventRecord" => cuEventRecord as *mut c_void,
         b"cuEventQuery" => cuEventQuery as *mut c_void,
         b"cuEventSynchronize" => cuEventSynchronize as *mut c_void,
+        b"cuEventElapsedTime" if version >= 12080 => cuEventElapsedTime_v2 as *mut c_void,
         b"cuEventElapsedTime" => cuEventElapsedTime as *mut c_void,
         b"cuEventDestroy" if version >= 4000 => cuEventDestroy_v2 as *mut c_void,
         b"cuEventDestroy" => cuEventDestroy as *mut c_void,
@@ -878,6 +889,7 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuDeviceGetUuid" => cuDeviceGetUuid as *mut c_void,
         b"cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId as *mut c_void,
         b"cuDeviceGetName" => cuDeviceGetName as *mut c_void,
+        b"cuDeviceGetAttribute" => attributes::cuDeviceGetAttribute as *mut c_void,
         b"cuDriverGetVersion" => cuDriverGetVersion as *mut c_void,
         b"cuGetErrorName" => cuGetErrorName as *mut c_void,
         b"cuGetErrorString" => cuGetErrorString as *mut c_void,
