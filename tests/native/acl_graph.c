@@ -1,6 +1,7 @@
 /* An ordinary AscendCL program that captures a graph once and replays it with new inputs,
  * which is what graphs are for (torch_npu's NPUGraph, vLLM-Ascend's graph mode): set device
- * 0, make a stream, capture one copy (input -> output, aclrtMemcpyAsync) on it, then
+ * 0, make a stream, capture a memset (a scratch buffer, aclrtMemsetAsync) and a copy
+ * (input -> output, aclrtMemcpyAsync) on it, then
  * ROUNDS times write a new input and execute the model, alternately with
  * aclmdlRIExecuteAsync + aclrtSynchronizeStream and with aclmdlRIExecute. Within the capture
  * it swaps its thread's capture mode and back (aclmdlRICaptureThreadExchangeMode).
@@ -9,7 +10,8 @@
  *
  * The vendor (aclmdlRICaptureBegin): work issued to a stream in capture is kept in the
  * model, not run. So the output is checked after the capture (untouched) and after each
- * replay (that round's input). Prints "ok ROUNDS streams S" (S from aclmdlRIGetStreams)
+ * replay (that round's input), and the scratch buffer, cleared before each replay, holds
+ * the captured memset's byte after it. Prints "ok ROUNDS streams S" (S from aclmdlRIGetStreams)
  * or "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +39,7 @@ aclError aclrtFree(void *);
 aclError aclrtMemset(void *, size_t, int32_t, size_t);
 aclError aclrtMemcpy(void *, size_t, const void *, size_t, int);
 aclError aclrtMemcpyAsync(void *, size_t, const void *, size_t, int, aclrtStream);
+aclError aclrtMemsetAsync(void *, size_t, int32_t, size_t, aclrtStream);
 aclError aclmdlRICaptureBegin(aclrtStream, uint32_t);
 aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);
 aclError aclmdlRIGetStreams(aclmdlRI, aclrtStream *, uint32_t *);
@@ -67,13 +70,16 @@ int main(int argc, char **argv) {
     CHECK(aclrtSetDevice(0) == 0, "aclrtSetDevice");
     aclrtStream stream = NULL;
     CHECK(aclrtCreateStream(&stream) == 0, "aclrtCreateStream");
-    void *in = NULL, *out = NULL;
+    void *in = NULL, *out = NULL, *scratch = NULL;
     CHECK(aclrtMalloc(&in, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
     CHECK(aclrtMalloc(&out, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
+    CHECK(aclrtMalloc(&scratch, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
     CHECK(aclrtMemset(in, N, 0x5a, N) == 0 && aclrtMemset(out, N, 0, N) == 0, "aclrtMemset");
+    CHECK(aclrtMemset(scratch, N, 0, N) == 0, "aclrtMemset");
 
     aclmdlRI model = NULL;
     CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+    CHECK(aclrtMemsetAsync(scratch, N, 0xee, N, stream) == 0, "aclrtMemsetAsync");
     CHECK(aclrtMemcpyAsync(out, N, in, N, ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0, "aclrtMemcpyAsync");
     /* The thread's mode is swapped and swapped back, as torch_npu does around calls the
      * capture must not see. A thread starts in GLOBAL. */
@@ -81,13 +87,14 @@ int main(int argc, char **argv) {
     CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 0 && mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, "exchange-mode");
     CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 0 && mode == ACL_MODEL_RI_CAPTURE_MODE_RELAXED, "exchange-back");
     CHECK(aclmdlRICaptureEnd(stream, &model) == 0, "aclmdlRICaptureEnd");
-    CHECK(holds(out, 0), "captured-work-ran-before-execute");
+    CHECK(holds(out, 0) && holds(scratch, 0), "captured-work-ran-before-execute");
 
     static unsigned char input[N];
     for (int r = 1; r <= rounds; r++) {
         unsigned char value = (unsigned char)r;
         memset(input, value, N);
         CHECK(aclrtMemcpy(in, N, input, N, ACL_MEMCPY_HOST_TO_DEVICE) == 0, "aclrtMemcpy");
+        CHECK(aclrtMemset(scratch, N, 0, N) == 0, "aclrtMemset");
         if (r % 2) {
             CHECK(aclmdlRIExecuteAsync(model, stream) == 0, "aclmdlRIExecuteAsync");
             CHECK(aclrtSynchronizeStream(stream) == 0, "aclrtSynchronizeStream");
@@ -95,6 +102,7 @@ int main(int argc, char **argv) {
             CHECK(aclmdlRIExecute(model, -1) == 0, "aclmdlRIExecute");
         }
         CHECK(holds(out, value), "replay-result");
+        CHECK(holds(scratch, 0xee), "replay-memset");
     }
     uint32_t streams = 0;
     CHECK(aclmdlRIGetStreams(model, NULL, &streams) == 0, "aclmdlRIGetStreams");
@@ -105,7 +113,7 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof line, stdin)) {
     }
     CHECK(aclmdlRIDestroy(model) == 0, "aclmdlRIDestroy");
-    CHECK(aclrtFree(in) == 0 && aclrtFree(out) == 0, "aclrtFree");
+    CHECK(aclrtFree(in) == 0 && aclrtFree(out) == 0 && aclrtFree(scratch) == 0, "aclrtFree");
     CHECK(aclrtDestroyStream(stream) == 0, "aclrtDestroyStream");
     CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
     CHECK(aclFinalize() == 0, "aclFinalize");

@@ -18,8 +18,9 @@
 //!
 //! Captured work runs when the model is executed, not when it is issued (aclmdlRICaptureBegin:
 //! tasks issued to a stream in capture are kept in the model instead of running): the fake
-//! keeps the copies issued to a capturing stream (`aclrtMemcpyAsync`, its only task that
-//! moves data) and makes them, in order, at each `aclmdlRIExecuteAsync` and
+//! keeps the memory tasks issued to a capturing stream (`aclrtMemcpyAsync` and
+//! `aclrtMemsetAsync`, its tasks that write memory) and makes them, in order, at each
+//! `aclmdlRIExecuteAsync` and
 //! `aclmdlRIExecute`. So a program that captures once and replays with new inputs sees each
 //! replay's result, as on the device. Event records, waits and callbacks still run when
 //! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, not enforced across
@@ -54,13 +55,15 @@ pub fn exchange_thread_mode(mode: u32) -> Result<u32, AclError> {
     Ok(THREAD_MODE.with(|m| m.replace(mode)))
 }
 
-/// A copy issued to a stream in capture (`dst`, `src` and `count` as aclrtMemcpyAsync took
-/// them, already checked), made each time the model is executed.
+/// A memory task issued to a stream (its arguments as the call took them, already
+/// checked): made at once, or, issued to a stream in capture, each time the model is
+/// executed.
 #[derive(Debug, Clone, Copy)]
-pub struct Copy {
-    pub dst: usize,
-    pub src: usize,
-    pub count: usize,
+pub enum Task {
+    /// aclrtMemcpyAsync: `count` bytes from `src` to `dst`.
+    Copy { dst: usize, src: usize, count: usize },
+    /// aclrtMemsetAsync: `count` bytes at `dst` set to `value`.
+    Set { dst: usize, value: u8, count: usize },
 }
 
 struct Capture {
@@ -68,8 +71,8 @@ struct Capture {
     model: usize,
     /// The device streams the capture holds so far.
     held: Vec<StreamId>,
-    /// The copies captured so far, in the order they were issued.
-    copies: Vec<Copy>,
+    /// The tasks captured so far, in the order they were issued.
+    tasks: Vec<Task>,
 }
 
 struct Model {
@@ -77,7 +80,7 @@ struct Model {
     held: Vec<StreamId>,
     /// What aclmdlRIGetStreams hands out for them.
     handles: Vec<usize>,
-    copies: Vec<Copy>,
+    tasks: Vec<Task>,
 }
 
 #[derive(Default)]
@@ -121,7 +124,7 @@ impl Rt {
         let model = self.mint_handle();
         let mut c = self.captures();
         c.member_of.insert(stream as usize, stream as usize);
-        c.active.insert(stream as usize, Capture { device, model, held: vec![first], copies: Vec::new() });
+        c.active.insert(stream as usize, Capture { device, model, held: vec![first], tasks: Vec::new() });
         Ok(())
     }
 
@@ -173,7 +176,7 @@ impl Rt {
         c.recorded_in.retain(|_, origin| *origin != stream as usize);
         drop(c);
         let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
-        let model = Model { device: capture.device, held: capture.held, handles, copies: capture.copies };
+        let model = Model { device: capture.device, held: capture.held, handles, tasks: capture.tasks };
         self.captures().models.insert(capture.model, model);
         Ok(capture.model as Handle)
     }
@@ -190,21 +193,21 @@ impl Rt {
 
     /// Keeps `copy` in the capture `stream` is part of (it began there, or joined it);
     /// false when the stream captures nothing, and the copy is to be made now.
-    pub fn capture_copy(&self, stream: Handle, copy: Copy) -> bool {
+    pub fn capture_task(&self, stream: Handle, task: Task) -> bool {
         let mut c = self.captures();
         let Some(&origin) = c.member_of.get(&(stream as usize)) else { return false };
         match c.active.get_mut(&origin) {
             Some(capture) => {
-                capture.copies.push(copy);
+                capture.tasks.push(task);
                 true
             }
             None => false,
         }
     }
 
-    /// What executing `model` does: its captured copies, in order.
-    pub fn model_copies(&self, model: Handle) -> Result<Vec<Copy>, AclError> {
-        self.captures().models.get(&(model as usize)).map(|m| m.copies.clone()).ok_or(INVALID_PARAM)
+    /// What executing `model` does: its captured tasks, in order.
+    pub fn model_tasks(&self, model: Handle) -> Result<Vec<Task>, AclError> {
+        self.captures().models.get(&(model as usize)).map(|m| m.tasks.clone()).ok_or(INVALID_PARAM)
     }
 
     /// The streams a model holds.

@@ -691,14 +691,14 @@ pub extern "C" fn aclmdlRIDestroy(model: Handle) -> AclError {
     with_rt(|r| r.model_destroy(model))
 }
 
-/// aclmdlRIExecuteAsync: the model's captured copies are made on `stream`, in order (at
-/// once, like the fake's other copies; see `capture`).
+/// aclmdlRIExecuteAsync: the model's captured copies and memsets are made on `stream`, in
+/// order (at once, like the fake's other memory tasks; see `capture`).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
-        let copies = r.model_copies(model)?;
+        let tasks = r.model_tasks(model)?;
         r.stream(stream)?;
-        memory::replay(&copies);
+        memory::replay(&tasks);
         Ok(())
     })
 }
@@ -711,7 +711,7 @@ pub extern "C" fn aclmdlRIExecute(model: Handle, timeout_ms: i32) -> AclError {
         return INVALID_PARAM;
     }
     with_rt(|r| {
-        memory::replay(&r.model_copies(model)?);
+        memory::replay(&r.model_tasks(model)?);
         Ok(())
     })
 }

@@ -1,17 +1,28 @@
 //! Memory as an AscendCL program sees it. npu-sim has no device memory, so "device" memory
 //! is host memory here and copies are immediate; what a program can observe through the
-//! API (argument checks, error codes, the data after a copy and a sync) is the vendor's.
+//! API (argument checks, error codes, the data after a copy and a sync, the free and total
+//! sizes aclrtGetMemInfo reports) is the vendor's.
 
-use crate::capture::Copy;
-use crate::state::{current_context, rt};
+use crate::capture::Task;
+use crate::state::{current_context, rt, soc_name};
 use crate::{AclError, Handle, INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
+use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
+use std::sync::Mutex;
 
 use npud_proto::codes::acl::RT_MEMORY_ALLOCATION;
 /// aclrtMemcpyKind: HOST_TO_HOST 0 … DEVICE_TO_DEVICE 3.
 const MEMCPY_KINDS: u32 = 4;
 /// aclrtRunMode: ACL_HOST, a host process driving an NPU card.
 const RUN_MODE_HOST: u32 = 1;
+
+/// What this process holds of its device's memory: aclrtMalloc's blocks by address, so
+/// that aclrtGetMemInfo's free size falls as the program allocates and rises as it frees.
+static DEVICE_BLOCKS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+fn blocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, usize>>> {
+    DEVICE_BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn allocate(out: *mut *mut c_void, size: usize) -> AclError {
     if out.is_null() || size == 0 {
@@ -36,7 +47,13 @@ pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _po
     if current_context().is_none() {
         return RT_CONTEXT_NULL;
     }
-    allocate(dev_ptr, size)
+    let rc = allocate(dev_ptr, size);
+    if rc == 0 {
+        // SAFETY: allocate wrote the block's address through the checked out-pointer.
+        let p = unsafe { dev_ptr.read() } as usize;
+        blocks().get_or_insert_with(HashMap::new).insert(p, size);
+    }
+    rc
 }
 
 /// aclrtMallocHost: page-locked host memory.
@@ -59,6 +76,9 @@ fn release(p: *mut c_void) -> AclError {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> AclError {
+    if let Some(b) = blocks().as_mut() {
+        b.remove(&(dev_ptr as usize));
+    }
     release(dev_ptr)
 }
 
@@ -75,27 +95,46 @@ fn checked(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, 
     0
 }
 
-/// Makes one copy whose arguments were `checked`.
-fn make(c: &Copy) {
-    // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds dst,
-    // checked), and keeps the buffers of a captured copy alive while it executes the model
-    // (the vendor's contract); they may overlap, as memmove allows.
-    unsafe { std::ptr::copy(c.src as *const u8, c.dst as *mut u8, c.count) };
+/// Makes one task whose arguments were checked.
+fn make(t: &Task) {
+    match *t {
+        // SAFETY: the program passes buffers of at least `count` bytes (dest_max bounds dst,
+        // checked), and keeps the buffers of a captured copy alive while it executes the
+        // model (the vendor's contract); they may overlap, as memmove allows.
+        Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, count) },
+        // SAFETY: as above, for a buffer of at least max_count >= count bytes.
+        Task::Set { dst, value, count } => unsafe { std::ptr::write_bytes(dst as *mut u8, value, count) },
+    }
 }
 
 fn copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {
     match checked(dst, dest_max, src, count, kind) {
         0 => {
-            make(&Copy { dst: dst as usize, src: src as usize, count });
+            make(&Task::Copy { dst: dst as usize, src: src as usize, count });
             0
         }
         e => e,
     }
 }
 
-/// Makes the copies an executed model captured, in order.
-pub(crate) fn replay(copies: &[Copy]) {
-    copies.iter().for_each(make);
+/// Makes the tasks an executed model captured, in order.
+pub(crate) fn replay(tasks: &[Task]) {
+    tasks.iter().for_each(make);
+}
+
+/// Issues `task` to `stream` (null: the default stream): made at once, or kept by the
+/// capture the stream is in.
+fn issue(stream: Handle, task: Task) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    if !stream.is_null()
+        && let Err(e) = r.stream(stream)
+    {
+        return e;
+    }
+    if stream.is_null() || !r.capture_task(stream, task) {
+        make(&task);
+    }
+    0
 }
 
 /// aclrtMemcpy(dst, destMax, src, count, kind).
@@ -122,32 +161,111 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: u32,
     stream: Handle,
 ) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    if !stream.is_null()
-        && let Err(e) = r.stream(stream)
-    {
-        return e;
+    if rt().is_none() {
+        return UNINITIALIZE;
     }
-    let c = Copy { dst: dst as usize, src: src as usize, count };
     match checked(dst, dest_max, src, count, kind) {
-        0 => {
-            if stream.is_null() || !r.capture_copy(stream, c) {
-                make(&c);
-            }
-            0
-        }
+        0 => issue(stream, Task::Copy { dst: dst as usize, src: src as usize, count }),
         e => e,
+    }
+}
+
+/// A memset's task once its arguments hold (the byte is `value`'s low byte).
+fn set_task(dev_ptr: *mut c_void, max_count: usize, value: i32, count: usize) -> Result<Task, AclError> {
+    match dev_ptr.is_null() || count > max_count {
+        true => Err(INVALID_PARAM),
+        false => Ok(Task::Set { dst: dev_ptr as usize, value: value as u8, count }),
     }
 }
 
 /// aclrtMemset(devPtr, maxCount, value, count).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemset(dev_ptr: *mut c_void, max_count: usize, value: i32, count: usize) -> AclError {
-    if dev_ptr.is_null() || count > max_count {
+    match set_task(dev_ptr, max_count, value, count) {
+        Ok(task) => {
+            make(&task);
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// aclrtMemsetAsync(devPtr, maxCount, value, count, stream): as aclrtMemset, on `stream`
+/// (kept by its capture when it is in one).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemsetAsync(
+    dev_ptr: *mut c_void,
+    max_count: usize,
+    value: i32,
+    count: usize,
+    stream: Handle,
+) -> AclError {
+    if rt().is_none() {
+        return UNINITIALIZE;
+    }
+    match set_task(dev_ptr, max_count, value, count) {
+        Ok(task) => issue(stream, task),
+        Err(e) => e,
+    }
+}
+
+/// The device's memory by SoC: its size, and whether it is HBM (the training parts) or
+/// DDR (the inference parts).
+fn device_memory() -> (usize, bool) {
+    match soc_name().to_bytes() {
+        b"Ascend910A" => (32 << 30, true),
+        b"Ascend310P3" => (24 << 30, false),
+        b"Ascend310B1" => (16 << 30, false),
+        _ => (64 << 30, true),
+    }
+}
+
+/// The most aclrtMemAttr value (ACL_MEM_P2P_HUGE1G).
+const MEM_ATTR_MAX: u32 = 17;
+
+/// Whether `attr` (aclrtMemAttr) names memory this SoC has. DDR_MEM 0, DDR_MEM_HUGE 2,
+/// DDR_MEM_NORMAL 3 and the DDR P2P kinds 6 and 7 name DDR; 1, 4, 5, 8 and 9 HBM; 10 and 11
+/// HBM in 1 GiB pages; 12 to 17 whichever the device has (14 and 17 in 1 GiB pages). The
+/// parts without HBM answer HBM queries with their DDR; 1 GiB pages are the A2/A3 parts'.
+fn has_memory(attr: u32, hbm: bool) -> bool {
+    let huge_1g = matches!(attr, 10 | 11 | 14 | 17);
+    if huge_1g
+        && !soc_name().to_bytes().starts_with(b"Ascend910_9")
+        && !soc_name().to_bytes().starts_with(b"Ascend910B")
+    {
+        return false;
+    }
+    let ddr = matches!(attr, 0 | 2 | 3 | 6 | 7);
+    !(ddr && hbm)
+}
+
+/// aclrtGetMemInfo(attr, free, total): the current device's memory of that kind, free and
+/// in all; both 0 for a kind the device does not have (the vendor's rule). A device must be
+/// set first: the call names none.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mut usize) -> AclError {
+    if rt().is_none() {
+        return UNINITIALIZE;
+    }
+    if attr > MEM_ATTR_MAX || free.is_null() || total.is_null() {
         return INVALID_PARAM;
     }
-    // SAFETY: the program passes a buffer of at least max_count >= count bytes.
-    unsafe { std::ptr::write_bytes(dev_ptr.cast::<u8>(), value as u8, count) };
+    if current_context().is_none() {
+        return RT_CONTEXT_NULL;
+    }
+    let (size, hbm) = device_memory();
+    let (f, t) = match has_memory(attr, hbm) {
+        true => {
+            let used: usize = blocks().as_ref().map_or(0, |b| b.values().sum());
+            (size.saturating_sub(used), size)
+        }
+        false => (0, 0),
+    };
+    // SAFETY: checked non-null out-pointers from the caller.
+    unsafe {
+        free.write(f);
+        total.write(t);
+    }
     0
 }
 
