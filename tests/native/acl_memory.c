@@ -77,6 +77,9 @@ int main(void) {
     CHECK(aclrtFree(dev) == 0 && aclrtFree(dev2) == 0 && aclrtFreeHost(host) == 0, "free");
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free1, &total1) == 0 && free1 == free0, "the free size is back after the frees");
     CHECK(aclrtFree(NULL) == 100000, "aclrtFree(NULL)");
+    CHECK(aclrtFree(dev) != 0, "a block freed twice is refused");
+    CHECK(aclrtMallocHost(&host, N) == 0 && aclrtFree(host) != 0 && aclrtFreeHost(host) == 0,
+          "host memory is freed with aclrtFreeHost, not aclrtFree");
     CHECK(aclrtDestroyStream(s) == 0 && aclrtResetDevice(0) == 0 && aclFinalize() == 0, "teardown");
     printf("ok\n");
     return 0;

@@ -16,15 +16,28 @@ const MEMCPY_KINDS: u32 = 4;
 /// aclrtRunMode: ACL_HOST, a host process driving an NPU card.
 const RUN_MODE_HOST: u32 = 1;
 
-/// What this process holds of its device's memory: aclrtMalloc's blocks by address, so
-/// that aclrtGetMemInfo's free size falls as the program allocates and rises as it frees.
-static DEVICE_BLOCKS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
-
-fn blocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, usize>>> {
-    DEVICE_BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+/// Where a block lives: aclrtMalloc's device memory or aclrtMallocHost's host memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Device,
+    Host,
 }
 
-fn allocate(out: *mut *mut c_void, size: usize) -> AclError {
+/// The blocks this process holds, by address: a free must name one of its own kind (a
+/// block freed twice, or with the other call, is refused instead of handed to `free`),
+/// and aclrtGetMemInfo's free size falls and rises with the device blocks.
+static BLOCKS: Mutex<Option<HashMap<usize, (Kind, usize)>>> = Mutex::new(None);
+
+fn blocks() -> std::sync::MutexGuard<'static, Option<HashMap<usize, (Kind, usize)>>> {
+    BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes of device memory the process holds.
+fn device_bytes() -> usize {
+    blocks().as_ref().map_or(0, |b| b.values().filter(|(k, _)| *k == Kind::Device).map(|(_, n)| n).sum())
+}
+
+fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> AclError {
     if out.is_null() || size == 0 {
         return INVALID_PARAM;
     }
@@ -33,6 +46,7 @@ fn allocate(out: *mut *mut c_void, size: usize) -> AclError {
     if p.is_null() {
         return RT_MEMORY_ALLOCATION;
     }
+    blocks().get_or_insert_with(HashMap::new).insert(p as usize, (kind, size));
     // SAFETY: checked non-null out-pointer from the caller.
     unsafe { out.write(p) };
     0
@@ -47,13 +61,7 @@ pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _po
     if current_context().is_none() {
         return RT_CONTEXT_NULL;
     }
-    let rc = allocate(dev_ptr, size);
-    if rc == 0 {
-        // SAFETY: allocate wrote the block's address through the checked out-pointer.
-        let p = unsafe { dev_ptr.read() } as usize;
-        blocks().get_or_insert_with(HashMap::new).insert(p, size);
-    }
-    rc
+    allocate(dev_ptr, size, Kind::Device)
 }
 
 /// aclrtMallocHost: page-locked host memory.
@@ -62,29 +70,31 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
     if rt().is_none() {
         return UNINITIALIZE;
     }
-    allocate(host_ptr, size)
+    allocate(host_ptr, size, Kind::Host)
 }
 
-fn release(p: *mut c_void) -> AclError {
-    if p.is_null() {
+/// Frees `p` if it is a block of `kind` the process holds.
+fn release(p: *mut c_void, kind: Kind) -> AclError {
+    let held = blocks().as_mut().and_then(|b| match b.get(&(p as usize)) {
+        Some((k, _)) if *k == kind => b.remove(&(p as usize)),
+        _ => None,
+    });
+    if held.is_none() {
         return INVALID_PARAM;
     }
-    // SAFETY: the program frees what aclrtMalloc/aclrtMallocHost gave it, once.
+    // SAFETY: a block malloc gave this process, taken out of the books above, so freed once.
     unsafe { libc::free(p) };
     0
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> AclError {
-    if let Some(b) = blocks().as_mut() {
-        b.remove(&(dev_ptr as usize));
-    }
-    release(dev_ptr)
+    release(dev_ptr, Kind::Device)
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> AclError {
-    release(host_ptr)
+    release(host_ptr, Kind::Host)
 }
 
 /// aclrtMemcpy's checks of its arguments.
@@ -255,10 +265,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mu
     }
     let (size, hbm) = device_memory();
     let (f, t) = match has_memory(attr, hbm) {
-        true => {
-            let used: usize = blocks().as_ref().map_or(0, |b| b.values().sum());
-            (size.saturating_sub(used), size)
-        }
+        true => (size.saturating_sub(device_bytes()), size),
         false => (0, 0),
     };
     // SAFETY: checked non-null out-pointers from the caller.
