@@ -54,6 +54,10 @@ pub struct Batch {
     inner: Arc<Inner>,
     device: u32,
     id: u64,
+    /// The timer that ends the batch when the window passes, cancelled when the batch ends
+    /// first (most end within milliseconds): no wake of the daemon a window later for a
+    /// batch long gone.
+    expiry: tokio::task::AbortHandle,
 }
 
 impl Pacing {
@@ -103,15 +107,16 @@ impl Pacing {
     /// The batch `id` now holds `device`'s turn: it ends when dropped, or silently when
     /// the window passes first.
     fn start(&self, device: u32, id: u64) -> Batch {
-        let expiry = Arc::downgrade(&self.inner);
+        let inner = Arc::downgrade(&self.inner);
         let window = self.inner.window;
-        tokio::spawn(async move {
+        let expiry = tokio::spawn(async move {
             tokio::time::sleep(window).await;
-            if let Some(inner) = expiry.upgrade() {
+            if let Some(inner) = inner.upgrade() {
                 inner.end(device, id, true);
             }
-        });
-        Batch { inner: Arc::clone(&self.inner), device, id }
+        })
+        .abort_handle();
+        Batch { inner: Arc::clone(&self.inner), device, id, expiry }
     }
 }
 
@@ -198,6 +203,7 @@ impl Drop for Waiting {
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        self.expiry.abort();
         self.inner.end(self.device, self.id, false);
     }
 }

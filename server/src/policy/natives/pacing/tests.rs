@@ -109,3 +109,20 @@ async fn no_window_means_no_pacing() {
     let pacing = Pacing::new(Duration::ZERO);
     assert!(pacing.turn(0, &tenant("a"), LONG).await.is_none());
 }
+
+/// A batch that ends before its window takes its window timer with it: a daemon that
+/// starts thousands of processes is not woken a window later for each of them.
+#[tokio::test]
+async fn a_batch_that_ends_early_leaves_no_timer_behind() {
+    let pacing = Pacing::new(LONG);
+    let a = tenant("a");
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    for _ in 0..100 {
+        let batch = pacing.turn(0, &a, LONG).await.expect("paced");
+        assert_eq!(metrics.num_alive_tasks(), before + 1, "the batch's window timer");
+        drop(batch);
+        tokio::task::yield_now().await;
+        assert_eq!(metrics.num_alive_tasks(), before, "the ended batch's timer is gone");
+    }
+}
