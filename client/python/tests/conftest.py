@@ -12,6 +12,16 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
+def eventually(check, timeout=5.0):
+    """Whether `check()` holds within `timeout` seconds, asked every 20 ms."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
 def npud_binary() -> pathlib.Path:
     path = pathlib.Path(os.environ.get("NPUD_BIN", REPO / "target" / "debug" / "npud"))
     if not path.exists():

@@ -3,9 +3,9 @@ __cuda_stream__ protocol, default streams, event options and errors, and release
 what a program drops."""
 
 import gc
-import time
 
 import pytest
+from conftest import eventually
 
 from npud import NpudError, core
 from npud.core import (
@@ -17,15 +17,6 @@ from npud.core import (
     EventOptions,
     Stream,
 )
-
-
-def eventually(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
 
 
 def test_objects_are_made_through_apis_not_constructed(daemon):

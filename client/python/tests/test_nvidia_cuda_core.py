@@ -14,11 +14,10 @@ import os
 import pathlib
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import REPO, Daemon
+from conftest import REPO, Daemon, eventually
 
 STREAMS = 12
 
@@ -62,15 +61,6 @@ def npud_holder(npuctl, env, pid: int):
     """npud's row for `pid` among its interposed processes, or None."""
     out = subprocess.run([str(npuctl), "-o", "json", "status"], env=env, capture_output=True, text=True, check=True)
     return next((h for h in json.loads(out.stdout).get("native_holders", []) if h["pid"] == pid), None)
-
-
-def eventually(check, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 @pytest.fixture
@@ -125,8 +115,8 @@ def test_under_npuctl_run_npud_books_what_the_driver_holds(cuda_env):
     holder = npud_holder(npuctl, env, p.pid)
     assert holder is not None, "npud does not know the program"
     assert driver_holds(budget, p.pid) == STREAMS
-    assert eventually(lambda: npud_holder(npuctl, env, p.pid)["created"] == driver_holds(budget, p.pid)), holder
+    assert eventually(lambda: npud_holder(npuctl, env, p.pid)["created"] == driver_holds(budget, p.pid), 20), holder
     assert npud_holder(npuctl, env, p.pid)["streams"] >= STREAMS, "npud's grant covers what was made"
     finish(p)
     assert driver_holds(budget, p.pid) == 0
-    assert eventually(lambda: npud_holder(npuctl, env, p.pid) is None), "npud still books the program"
+    assert eventually(lambda: npud_holder(npuctl, env, p.pid) is None, 20), "npud still books the program"
