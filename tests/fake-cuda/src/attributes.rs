@@ -4,14 +4,15 @@
 //! (78) before they size launches or pick kernels, as cudart's cudaGetDeviceProperties
 //! does at start-up. The figures are an 80 GiB A100's (what `cuMemGetInfo` reports here);
 //! the PCI ids are the device's own, the same as `cuDeviceGetPCIBusId` spells them.
-//! Attributes of the enumeration this driver version (12.8) does not model answer 0 (the
-//! feature is absent); a number past the enumeration is CUDA_ERROR_INVALID_VALUE, as a
-//! driver older than the attribute answers.
+//! Attributes of the enumeration that are not modelled answer 0 (the feature is absent); a
+//! number past the enumeration is CUDA_ERROR_INVALID_VALUE, as a driver older than the
+//! attribute answers.
 
 use crate::{CuResult, INVALID_VALUE, put, rt, visible};
 
-/// The last attribute number this fake driver knows (CUDA 12.8's enumeration ends near it).
-const LAST_ATTRIBUTE: i32 = 134;
+/// The last attribute number this fake driver knows: CUDA 12.9's enumeration ends at 143
+/// (HOST_NUMA_MULTINODE_IPC_SUPPORTED), which cuda-bindings 12.9 may ask a 12.8 driver for.
+const LAST_ATTRIBUTE: i32 = 143;
 
 /// CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, _PCI_DEVICE_ID and _PCI_DOMAIN_ID.
 const PCI_BUS_ID: i32 = 33;
@@ -52,18 +53,20 @@ pub fn value(attribute: i32, physical: u32) -> Option<i32> {
         40 => 3,                // ASYNC_ENGINE_COUNT
         41 => 1,                // UNIFIED_ADDRESSING
         PCI_DOMAIN_ID => domain,
-        75 => 8,          // COMPUTE_CAPABILITY_MAJOR
-        76 => 0,          // COMPUTE_CAPABILITY_MINOR
-        78 => 1,          // STREAM_PRIORITIES_SUPPORTED
-        79 | 80 => 1,     // GLOBAL_L1_CACHE_SUPPORTED, LOCAL_L1_CACHE_SUPPORTED
-        81 => 164 * 1024, // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
-        82 => 65536,      // MAX_REGISTERS_PER_MULTIPROCESSOR
-        83 => 1,          // MANAGED_MEMORY
-        85 => 0,          // MULTI_GPU_BOARD_GROUP_ID
-        89 => 1,          // CONCURRENT_MANAGED_ACCESS
-        95 => 1,          // COOPERATIVE_LAUNCH
-        97 => 163 * 1024, // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        106 => 32,        // MAX_BLOCKS_PER_MULTIPROCESSOR
+        75 => 8,            // COMPUTE_CAPABILITY_MAJOR
+        76 => 0,            // COMPUTE_CAPABILITY_MINOR
+        78 => 1,            // STREAM_PRIORITIES_SUPPORTED
+        79 | 80 => 1,       // GLOBAL_L1_CACHE_SUPPORTED, LOCAL_L1_CACHE_SUPPORTED
+        81 => 164 * 1024,   // MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+        82 => 65536,        // MAX_REGISTERS_PER_MULTIPROCESSOR
+        83 => 1,            // MANAGED_MEMORY
+        85 => 0,            // MULTI_GPU_BOARD_GROUP_ID
+        89 => 1,            // CONCURRENT_MANAGED_ACCESS
+        95 => 1,            // COOPERATIVE_LAUNCH
+        97 => 163 * 1024,   // MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+        106 => 32,          // MAX_BLOCKS_PER_MULTIPROCESSOR
+        139 => 0x20b2_10de, // GPU_PCI_DEVICE_ID: device 0x20b2 of vendor 0x10de
+        140 => 0x1463_10de, // GPU_PCI_SUBSYSTEM_ID
         _ => 0,
     })
 }
@@ -101,6 +104,7 @@ mod tests {
         assert_eq!((value(75, 0), value(76, 0)), (Some(8), Some(0)), "compute capability 8.0");
         assert_eq!(value(78, 0), Some(1), "stream priorities supported");
         assert_eq!(value(10, 3), Some(32), "warp size");
+        assert_eq!(value(139, 0), Some(0x20b2_10de), "PCI device and vendor ids, as an A100's");
     }
 
     #[test]
