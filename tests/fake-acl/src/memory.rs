@@ -4,7 +4,7 @@
 //! sizes aclrtGetMemInfo reports) is the vendor's.
 
 use crate::capture::Task;
-use crate::state::{current_context, rt, soc_name};
+use crate::state::{Rt, current_context, rt, soc_name};
 use crate::{AclError, Handle, INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void};
@@ -134,8 +134,7 @@ pub(crate) fn replay(tasks: &[Task]) {
 
 /// Issues `task` to `stream` (null: the default stream): made at once, or kept by the
 /// capture the stream is in.
-fn issue(stream: Handle, task: Task) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
+fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
     if !stream.is_null()
         && let Err(e) = r.stream(stream)
     {
@@ -171,11 +170,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind: u32,
     stream: Handle,
 ) -> AclError {
-    if rt().is_none() {
-        return UNINITIALIZE;
-    }
+    let Some(r) = rt() else { return UNINITIALIZE };
     match checked(dst, dest_max, src, count, kind) {
-        0 => issue(stream, Task::Copy { dst: dst as usize, src: src as usize, count }),
+        0 => issue(r, stream, Task::Copy { dst: dst as usize, src: src as usize, count }),
         e => e,
     }
 }
@@ -210,11 +207,9 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: Handle,
 ) -> AclError {
-    if rt().is_none() {
-        return UNINITIALIZE;
-    }
+    let Some(r) = rt() else { return UNINITIALIZE };
     match set_task(dev_ptr, max_count, value, count) {
-        Ok(task) => issue(stream, task),
+        Ok(task) => issue(r, stream, task),
         Err(e) => e,
     }
 }
