@@ -15,6 +15,8 @@ bin=$(cd "${1:-target/release}" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
 lib=${CUDA_LIBRARY:-$(ldconfig -p | awk '/libcuda\.so\.1 /{print $NF; exit}')}
 work=$(mktemp -d)
+# Everything the check writes goes here; what it found is printed, so nothing is kept.
+trap 'rm -rf "$work"' EXIT
 sock=$work/npud.sock
 ctl() { "$bin/npuctl" --socket "$sock" "$@"; }
 section() { printf '\n== %s\n' "$*"; }

@@ -25,15 +25,20 @@ fn build(source: &str, link: &str, out: &str, extra: &[&str]) -> &'static PathBu
     path
 }
 
+/// Compiles into the build's own directory (`target/<profile>/native-programs`), not a
+/// temp directory per test process that nothing would remove. Each process compiles
+/// afresh (the sources may have changed) under a name of its own and renames the result
+/// into place: another test binary running the previous build keeps its file.
 fn compile(source: &str, link: &str, out: &str, extra: &[&str]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("npud-native-{}", std::process::id()));
+    let dir = fake_dir().join("native-programs");
     std::fs::create_dir_all(&dir).expect("build directory");
     let out = dir.join(out);
+    let building = out.with_extension(format!("building-{}", std::process::id()));
     let status = Command::new("cc")
         .arg("-O1")
         .args(extra)
         .arg("-o")
-        .arg(&out)
+        .arg(&building)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("native").join(source))
         .arg("-L")
         .arg(fake_dir())
@@ -41,6 +46,7 @@ fn compile(source: &str, link: &str, out: &str, extra: &[&str]) -> PathBuf {
         .status()
         .expect("a C compiler (cc) is needed to build the test program");
     assert!(status.success(), "building {}", out.display());
+    std::fs::rename(&building, &out).expect("the built program moved into place");
     out
 }
 
