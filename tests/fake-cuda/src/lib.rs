@@ -9,8 +9,11 @@
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
 mod attributes;
+mod context;
+mod events;
 mod gate;
 mod memory;
+mod proc_address;
 mod visible;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
@@ -20,11 +23,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 pub use attributes::cuDeviceGetAttribute;
+pub use context::*;
+pub use events::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
     INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_READY, NOT_SUPPORTED,
 };
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
+pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
 
 const LEAST_PRIORITY: i32 = 0;
 const GREATEST_PRIORITY: i32 = -5;
@@ -296,62 +302,6 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) 
     SUCCESS
 }
 
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
-    match r.primary.get(dev as usize) {
-        Some(c) => {
-            // SAFETY: out-pointer from the caller.
-            let rc = unsafe { put(ctx, *c) };
-            if rc == SUCCESS {
-                r.retains()[dev as usize] += 1;
-            }
-            rc
-        }
-        None => INVALID_DEVICE,
-    }
-}
-
-/// Releasing the primary context: the last release destroys it, and its streams with it
-/// (the handle stays valid for a later retain, as the driver's does).
-#[unsafe(no_mangle)]
-pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
-    with(|r| {
-        r.physical(dev)?;
-        let last = {
-            let mut retains = r.retains();
-            let n = &mut retains[dev as usize];
-            if *n == 0 {
-                return Err(INVALID_CONTEXT);
-            }
-            *n -= 1;
-            *n == 0
-        };
-        if last { r.destroy_primary_streams(dev as usize) } else { Ok(()) }
-    })
-}
-
-/// The unversioned name older programs link against; the same call.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
-    cuDevicePrimaryCtxRelease_v2(dev)
-}
-
-/// cuDevicePrimaryCtxReset (what cudaDeviceReset calls): destroys every stream of the
-/// device's primary context in this process; the context itself stays usable.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
-    with(|r| {
-        r.physical(dev)?;
-        r.destroy_primary_streams(dev as usize)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
-    cuDevicePrimaryCtxReset_v2(dev)
-}
-
 /// cuDeviceGetUuid(_v2): the device's 16-byte UUID (`CUuuid`), stable across processes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: i32) -> CuResult {
@@ -384,15 +334,6 @@ pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, dev: i3
     // SAFETY: the caller provides `len` writable bytes at `out`, which hold the text.
     unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), out, text.len()) };
     SUCCESS
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
-    with(|r| {
-        r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
-        CURRENT.with(|c| c.set(ctx));
-        Ok(())
-    })
 }
 
 #[unsafe(no_mangle)]
@@ -505,96 +446,6 @@ pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuEventCreate(e: *mut usize, flags: u32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
-    if e.is_null() || flags & !0x7 != 0 {
-        return INVALID_VALUE;
-    }
-    let dev = match r.current() {
-        Ok(d) => d,
-        Err(code) => return code,
-    };
-    let timing = flags & DISABLE_TIMING == 0;
-    let sim_flags = npu_sim::flags::EVENT_SYNC | if timing { npu_sim::flags::EVENT_TIME_LINE } else { 0 };
-    match dev.create_event(sim_flags, timing) {
-        Ok(id) => {
-            let mut inner = r.lock();
-            let h = Rt::mint(&mut inner);
-            inner.events.insert(h, (dev.id(), id, timing));
-            // SAFETY: checked non-null out-pointer.
-            unsafe { put(e, h) }
-        }
-        Err(err) => sim(err),
-    }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuEventDestroy_v2(e: usize) -> CuResult {
-    with(|r| {
-        let (dev, id, _) = r.event(e)?;
-        r.lock().events.remove(&e);
-        dev.destroy_event(id).map_err(sim)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CuResult {
-    with(|r| {
-        let (dev, eid, _) = r.event(e)?;
-        let (sdev, sid) = r.stream(s)?;
-        // "hEvent and hStream must be from the same context otherwise
-        // CUDA_ERROR_INVALID_HANDLE is returned."
-        if sdev.id() != dev.id() {
-            return Err(INVALID_HANDLE);
-        }
-        dev.record_event(eid, sid).map_err(sim)
-    })
-}
-
-/// A never-recorded event queries as SUCCESS.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuEventQuery(e: usize) -> CuResult {
-    with(|r| {
-        let (dev, id, _) = r.event(e)?;
-        match dev.event_state(id).map_err(sim)? {
-            npu_sim::EventState::Pending => Err(NOT_READY),
-            _ => Ok(()),
-        }
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuEventSynchronize(e: usize) -> CuResult {
-    with(|r| {
-        let (dev, id, _) = r.event(e)?;
-        block_on(|w| dev.on_event_complete(id, w))
-    })
-}
-
-/// INVALID_HANDLE if either was never recorded or has no timing; NOT_READY if unfinished.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usize) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
-    let v = r.event(start).and_then(|(dev, a, _)| {
-        let (_, b, _) = r.event(end)?;
-        dev.elapsed_ms(a, b).map_err(sim)
-    });
-    match v {
-        // SAFETY: out-pointer from the caller.
-        Ok(v) => unsafe { put(ms, v) },
-        Err(e) => e,
-    }
-}
-
-/// cuEventElapsedTime_v2 (CUDA 12.8, the version this fake driver reports): documented
-/// exactly as cuEventElapsedTime, which it is here.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuEventElapsedTime_v2(ms: *mut f32, start: usize, end: usize) -> CuResult {
-    // SAFETY: the caller's out-pointer, passed on.
-    unsafe { cuEventElapsedTime(ms, start, end) }
-}
-
-#[unsafe(no_mangle)]
 pub extern "C" fn cuLaunchHostFunc(s: usize, func: Option<HostFn>, user_data: *mut c_void) -> CuResult {
     let Some(func) = func else { return INVALID_VALUE };
     with(|r| enqueue_host_call(r, s, HostCall::Func(func), user_data))
@@ -634,34 +485,6 @@ pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult
         Some(f) => unsafe { put(flags, f) },
         None => INVALID_HANDLE,
     }
-}
-
-/// cuCtxSynchronize: waits for every stream of the current context's device made by this
-/// process; a failed stream's error is returned.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuCtxSynchronize() -> CuResult {
-    with(|r| {
-        let dev = r.current()?;
-        let streams: Vec<StreamId> =
-            r.lock().streams.values().filter(|(d, ..)| *d == dev.id()).map(|(_, id, ..)| *id).collect();
-        let mut first = None;
-        for id in streams {
-            match block_on(|w| dev.on_stream_drained(id, w)) {
-                // Destroyed meanwhile: nothing left to wait for.
-                Ok(()) | Err(INVALID_HANDLE) => {}
-                Err(e) => {
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
-    })
-}
-
-/// The pre-4.0 name of cuEventDestroy_v2; the same call.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuEventDestroy(e: usize) -> CuResult {
-    cuEventDestroy_v2(e)
 }
 
 /// Accepts NUL-terminated PTX text with at least one `.entry`.
@@ -787,162 +610,4 @@ pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuRes
         Ok(p) => unsafe { put(n, r.devices[p as usize].counts().streams_in_use) },
         Err(e) => e,
     }
-}
-
-/// cuCtxCreate_v2: a new context on `dev`, made current on this thread.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
-    if ctx.is_null() {
-        return INVALID_VALUE;
-    }
-    let device = match r.physical(dev) {
-        Ok(p) => p as usize,
-        Err(e) => return e,
-    };
-    let h = {
-        let mut inner = r.lock();
-        let h = Rt::mint(&mut inner);
-        inner.contexts.insert(h, device as u32);
-        h
-    };
-    CURRENT.with(|c| c.set(h));
-    // SAFETY: checked non-null out-pointer.
-    unsafe { put(ctx, h) }
-}
-
-/// cuCtxDestroy_v2: the context and every stream made in it go away.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
-    with(|r| {
-        r.lock().contexts.remove(&ctx).ok_or(INVALID_CONTEXT)?;
-        let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
-        for s in streams {
-            r.destroy_stream(s)?;
-        }
-        CURRENT.with(|c| {
-            if c.get() == ctx {
-                c.set(0);
-            }
-        });
-        Ok(())
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
-    // SAFETY: out-pointer from the caller.
-    unsafe { put(ctx, CURRENT.with(std::cell::Cell::get)) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
-    match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)).and_then(|p| r.ordinal(p)) {
-        // SAFETY: out-pointer from the caller.
-        Some(d) => unsafe { put(dev, d as i32) },
-        None => INVALID_CONTEXT,
-    }
-}
-
-/// The driver entry point a versioned request names, as `cudaTypedefs.h` maps them.
-fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
-    Some(match symbol {
-        b"cuInit" => cuInit as *mut c_void,
-        b"cuDeviceGet" => cuDeviceGet as *mut c_void,
-        b"cuDeviceGetCount" => cuDeviceGetCount as *mut c_void,
-        b"cuDevicePrimaryCtxRetain" => cuDevicePrimaryCtxRetain as *mut c_void,
-        b"cuCtxSetCurrent" => cuCtxSetCurrent as *mut c_void,
-        b"cuCtxGetCurrent" => cuCtxGetCurrent as *mut c_void,
-        b"cuCtxGetDevice" => cuCtxGetDevice as *mut c_void,
-        b"cuCtxCreate" if version >= 3020 => cuCtxCreate_v2 as *mut c_void,
-        b"cuCtxDestroy" if version >= 4000 => cuCtxDestroy_v2 as *mut c_void,
-        b"cuStreamCreate" => cuStreamCreate as *mut c_void,
-        b"cuStreamCreateWithPriority" => cuStreamCreateWithPriority as *mut c_void,
-        b"cuStreamDestroy" if version >= 4000 => cuStreamDestroy_v2 as *mut c_void,
-        b"cuStreamDestroy" => cuStreamDestroy as *mut c_void,
-        b"cuStreamSynchronize" => cuStreamSynchronize as *mut c_void,
-        b"cuStreamQuery" => cuStreamQuery as *mut c_void,
-        b"cuStreamGetPriority" => cuStreamGetPriority as *mut c_void,
-        b"cuStreamGetFlags" => cuStreamGetFlags as *mut c_void,
-        b"cuStreamWaitEvent" => cuStreamWaitEvent as *mut c_void,
-        b"cuStreamAddCallback" => cuStreamAddCallback as *mut c_void,
-        b"cuLaunchHostFunc" => cuLaunchHostFunc as *mut c_void,
-        b"cuLaunchKernel" => cuLaunchKernel as *mut c_void,
-        b"cuModuleLoadData" => cuModuleLoadData as *mut c_void,
-        b"cuModuleGetFunction" => cuModuleGetFunction as *mut c_void,
-        b"cuCtxSynchronize" => cuCtxSynchronize as *mut c_void,
-        b"cuCtxGetStreamPriorityRange" => cuCtxGetStreamPriorityRange as *mut c_void,
-        b"cuEventCreate" => cuEventCreate as *mut c_void,
-        b"cuEventRecord" => cuEventRecord as *mut c_void,
-        b"cuEventQuery" => cuEventQuery as *mut c_void,
-        b"cuEventSynchronize" => cuEventSynchronize as *mut c_void,
-        b"cuEventElapsedTime" if version >= 12080 => cuEventElapsedTime_v2 as *mut c_void,
-        b"cuEventElapsedTime" => cuEventElapsedTime as *mut c_void,
-        b"cuEventDestroy" if version >= 4000 => cuEventDestroy_v2 as *mut c_void,
-        b"cuEventDestroy" => cuEventDestroy as *mut c_void,
-        b"cuDevicePrimaryCtxRelease" if version >= 11000 => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
-        b"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *mut c_void,
-        b"cuDevicePrimaryCtxReset" if version >= 11000 => cuDevicePrimaryCtxReset_v2 as *mut c_void,
-        b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
-        b"cuDeviceGetUuid" if version >= 11040 => cuDeviceGetUuid_v2 as *mut c_void,
-        b"cuDeviceGetUuid" => cuDeviceGetUuid as *mut c_void,
-        b"cuDeviceGetPCIBusId" => cuDeviceGetPCIBusId as *mut c_void,
-        b"cuDeviceGetName" => cuDeviceGetName as *mut c_void,
-        b"cuDeviceGetAttribute" => attributes::cuDeviceGetAttribute as *mut c_void,
-        b"cuDriverGetVersion" => cuDriverGetVersion as *mut c_void,
-        b"cuGetErrorName" => cuGetErrorName as *mut c_void,
-        b"cuGetErrorString" => cuGetErrorString as *mut c_void,
-        b"cuMemAlloc" if version >= 3020 => memory::cuMemAlloc_v2 as *mut c_void,
-        b"cuMemAllocHost" if version >= 3020 => memory::cuMemAllocHost_v2 as *mut c_void,
-        b"cuMemFree" if version >= 3020 => memory::cuMemFree_v2 as *mut c_void,
-        b"cuMemFreeHost" => memory::cuMemFreeHost as *mut c_void,
-        b"cuMemcpyHtoD" if version >= 3020 => memory::cuMemcpyHtoD_v2 as *mut c_void,
-        b"cuMemcpyDtoH" if version >= 3020 => memory::cuMemcpyDtoH_v2 as *mut c_void,
-        b"cuMemcpyDtoD" if version >= 3020 => memory::cuMemcpyDtoD_v2 as *mut c_void,
-        b"cuMemcpyHtoDAsync" if version >= 3020 => memory::cuMemcpyHtoDAsync_v2 as *mut c_void,
-        b"cuMemcpyDtoHAsync" if version >= 3020 => memory::cuMemcpyDtoHAsync_v2 as *mut c_void,
-        b"cuMemsetD8" if version >= 3020 => memory::cuMemsetD8_v2 as *mut c_void,
-        b"cuMemGetInfo" if version >= 3020 => memory::cuMemGetInfo_v2 as *mut c_void,
-        b"cuGetProcAddress" if version >= 12000 => cuGetProcAddress_v2 as *mut c_void,
-        b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
-        _ => return None,
-    })
-}
-
-/// cuGetProcAddress (CUDA 11.3): how the runtime finds driver entry points.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuGetProcAddress(
-    symbol: *const c_char,
-    pfn: *mut *mut c_void,
-    version: i32,
-    _flags: u64,
-) -> CuResult {
-    // SAFETY: forwarded; no status out-pointer.
-    unsafe { cuGetProcAddress_v2(symbol, pfn, version, _flags, std::ptr::null_mut()) }
-}
-
-/// cuGetProcAddress_v2 (CUDA 12): the same, with why a symbol was not found.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuGetProcAddress_v2(
-    symbol: *const c_char,
-    pfn: *mut *mut c_void,
-    version: i32,
-    _flags: u64,
-    status: *mut i32,
-) -> CuResult {
-    if symbol.is_null() || pfn.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: a NUL-terminated name from the caller.
-    let name = unsafe { CStr::from_ptr(symbol) }.to_bytes();
-    let found = proc_address(name, version);
-    // SAFETY: out-pointers from the caller (status may be NULL).
-    unsafe {
-        *pfn = found.unwrap_or(std::ptr::null_mut());
-        if !status.is_null() {
-            *status = if found.is_some() { 0 } else { 1 };
-        }
-    }
-    if found.is_some() { SUCCESS } else { NOT_FOUND }
 }

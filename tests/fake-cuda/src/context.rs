@@ -1,0 +1,148 @@
+//! Contexts: each device's primary context (retained, released, reset) and contexts made
+//! with cuCtxCreate, the one current on each thread, and what their streams become when
+//! they go.
+
+use crate::*;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.primary.get(dev as usize) {
+        Some(c) => {
+            // SAFETY: out-pointer from the caller.
+            let rc = unsafe { put(ctx, *c) };
+            if rc == SUCCESS {
+                r.retains()[dev as usize] += 1;
+            }
+            rc
+        }
+        None => INVALID_DEVICE,
+    }
+}
+
+/// Releasing the primary context: the last release destroys it, and its streams with it
+/// (the handle stays valid for a later retain, as the driver's does).
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
+    with(|r| {
+        r.physical(dev)?;
+        let last = {
+            let mut retains = r.retains();
+            let n = &mut retains[dev as usize];
+            if *n == 0 {
+                return Err(INVALID_CONTEXT);
+            }
+            *n -= 1;
+            *n == 0
+        };
+        if last { r.destroy_primary_streams(dev as usize) } else { Ok(()) }
+    })
+}
+
+/// The unversioned name older programs link against; the same call.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
+    cuDevicePrimaryCtxRelease_v2(dev)
+}
+
+/// cuDevicePrimaryCtxReset (what cudaDeviceReset calls): destroys every stream of the
+/// device's primary context in this process; the context itself stays usable.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
+    with(|r| {
+        r.physical(dev)?;
+        r.destroy_primary_streams(dev as usize)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
+    cuDevicePrimaryCtxReset_v2(dev)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
+    with(|r| {
+        r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
+        CURRENT.with(|c| c.set(ctx));
+        Ok(())
+    })
+}
+
+/// cuCtxCreate_v2: a new context on `dev`, made current on this thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    if ctx.is_null() {
+        return INVALID_VALUE;
+    }
+    let device = match r.physical(dev) {
+        Ok(p) => p as usize,
+        Err(e) => return e,
+    };
+    let h = {
+        let mut inner = r.lock();
+        let h = Rt::mint(&mut inner);
+        inner.contexts.insert(h, device as u32);
+        h
+    };
+    CURRENT.with(|c| c.set(h));
+    // SAFETY: checked non-null out-pointer.
+    unsafe { put(ctx, h) }
+}
+
+/// cuCtxDestroy_v2: the context and every stream made in it go away.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
+    with(|r| {
+        r.lock().contexts.remove(&ctx).ok_or(INVALID_CONTEXT)?;
+        let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
+        for s in streams {
+            r.destroy_stream(s)?;
+        }
+        CURRENT.with(|c| {
+            if c.get() == ctx {
+                c.set(0);
+            }
+        });
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
+    // SAFETY: out-pointer from the caller.
+    unsafe { put(ctx, CURRENT.with(std::cell::Cell::get)) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
+    let Some(r) = rt() else { return NOT_INITIALIZED };
+    match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)).and_then(|p| r.ordinal(p)) {
+        // SAFETY: out-pointer from the caller.
+        Some(d) => unsafe { put(dev, d as i32) },
+        None => INVALID_CONTEXT,
+    }
+}
+
+/// cuCtxSynchronize: waits for every stream of the current context's device made by this
+/// process; a failed stream's error is returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxSynchronize() -> CuResult {
+    with(|r| {
+        let dev = r.current()?;
+        let streams: Vec<StreamId> =
+            r.lock().streams.values().filter(|(d, ..)| *d == dev.id()).map(|(_, id, ..)| *id).collect();
+        let mut first = None;
+        for id in streams {
+            match block_on(|w| dev.on_stream_drained(id, w)) {
+                // Destroyed meanwhile: nothing left to wait for.
+                Ok(()) | Err(INVALID_HANDLE) => {}
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    })
+}
