@@ -105,6 +105,7 @@ pub enum Command {
 /// the next until its lease runs out or it is closed.
 #[derive(Debug, Args, Clone)]
 pub struct SessionArg {
+    /// The session to work in (streams and events stay in it between calls).
     #[arg(long, value_name = "NAME", default_value = "npuctl")]
     pub session: String,
 }

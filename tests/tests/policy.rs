@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::contention::{Scenario, run};
-use npud_tests::{Client, Daemon, StreamOptions, eventually_async, failure, proto, proto::ErrorReason};
+use npud_tests::{Client, Daemon, StreamOptions, eventually, eventually_async, failure, proto, proto::ErrorReason};
 use std::time::Duration;
 use tonic::Code;
 
@@ -298,4 +298,33 @@ async fn the_pool_shrinks_first_when_budget_is_needed_and_can_be_prewarmed() {
         .expect("the pool gives way");
     assert_eq!(b.len(), 510);
     assert_eq!(c.status().await.unwrap().devices[0].pooled, 0);
+}
+
+/// A tenant's most urgent priority is set with `npuctl quota set`, negative numbers
+/// included (CUDA's urgent priorities are -5..=-1), and held to: a more urgent stream is
+/// refused with the quota named, one within it is made, and npud's books equal the fake
+/// driver's.
+#[test]
+fn a_tenants_highest_priority_is_set_from_the_cli_and_held_to_on_cuda() {
+    let shared = npud_tests::native::Shared::new();
+    let d = npud_tests::native::cuda_daemon(&shared.path, &[]);
+    let set = d.npuctl(&["quota", "set", "root", "--highest-priority", "-2"]);
+    assert!(set.status.success(), "{}", String::from_utf8_lossy(&set.stderr));
+    let refused = d.npuctl(&["stream", "create", "--priority", "-5"]);
+    assert!(!refused.status.success(), "priority -5 is more urgent than the quota's -2");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("-2"), "the refusal names the tenant's highest priority: {said}");
+    assert_eq!(d.in_use(), 0, "a refused create books nothing");
+    let made = d.npuctl_json(&["stream", "create", "--priority", "-2", "--count", "2"]);
+    assert_eq!(made.as_array().map(Vec::len), Some(2), "{made}");
+    assert!(made.as_array().unwrap().iter().all(|s| s["priority"] == -2), "{made}");
+    assert_eq!(d.in_use(), 2);
+    // The driver's count for every process on the device: npud's streams, pool included.
+    let books = |d: &Daemon| d.device0()["in_use"].as_u64().unwrap() + d.device0()["pooled"].as_u64().unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || u64::from(shared.held_on(0, 0)) == books(&d)),
+        "npud's books are the fake driver's: {} vs {}",
+        shared.held_on(0, 0),
+        d.device0()
+    );
 }

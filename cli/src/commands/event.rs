@@ -13,6 +13,7 @@ pub enum EventCmd {
     /// Create an event.
     #[command(after_help = "Examples:\n  npuctl event create\n  npuctl event create --no-timing --session job-7")]
     Create {
+        /// The device, as `device list` numbers it.
         #[arg(long, default_value_t = 0)]
         device: u32,
         /// ACL event flags as a number (0 = default: sync + timeline).
@@ -34,6 +35,7 @@ pub enum EventCmd {
     #[command(after_help = "Example:\n  npuctl event sync 77 --timeout 2s")]
     Sync {
         event: u64,
+        /// Give up after this long, e.g. 2s [default: wait until done].
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<std::time::Duration>,
     },

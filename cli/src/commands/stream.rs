@@ -15,8 +15,10 @@ pub enum StreamCmd {
         after_help = "Example:\n  npuctl stream create --count 60 --flags fast-launch,fast-sync --wait 60s --session job-7"
     )]
     Create {
+        /// The device, as `device list` numbers it.
         #[arg(long, default_value_t = 0)]
         device: u32,
+        /// How many streams: granted all together or not at all.
         #[arg(long, default_value_t = 1)]
         count: u32,
         /// Lower is more urgent; the range is the device's (`device list`: 0..=7 on Ascend, -5..=0 on CUDA, where 0 is the least urgent).
@@ -46,6 +48,7 @@ pub enum StreamCmd {
     #[command(after_help = "Example:\n  npuctl stream sync 1234 --timeout 5s")]
     Sync {
         handle: u64,
+        /// Give up after this long, e.g. 5s [default: wait until done].
         #[arg(long, value_parser = parse_duration)]
         timeout: Option<std::time::Duration>,
     },

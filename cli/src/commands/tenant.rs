@@ -25,16 +25,22 @@ pub enum QuotaCmd {
     /// Set quota fields of TENANT; fields not given keep their value. Persisted.
     #[command(after_help = "Example:\n  npuctl quota set team-a --max-streams 256 --reserved-streams 64")]
     Set {
+        /// The tenant's name, as `tenant list` and `status` show it.
         tenant: String,
+        /// Most streams the tenant may hold on each device.
         #[arg(long)]
         max_streams: Option<u32>,
+        /// Streams kept for the tenant on each device, whoever else waits.
         #[arg(long)]
         reserved_streams: Option<u32>,
+        /// Most events the tenant may hold on each device.
         #[arg(long)]
         max_events: Option<u32>,
+        /// The tenant's share of contended budget against other waiting tenants (1..=1000).
         #[arg(long)]
         weight: Option<u32>,
-        #[arg(long)]
+        /// The most urgent stream priority the tenant may ask for (lower is more urgent).
+        #[arg(long, allow_negative_numbers = true)]
         highest_priority: Option<i32>,
     },
 }

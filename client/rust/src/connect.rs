@@ -110,12 +110,19 @@ pub async fn channel(target: &Target) -> Result<Channel> {
     }
 }
 
+/// The error and its causes, `a: b: c`. A cause that only repeats the message before it
+/// (a wrapper displaying its inner error, as hyper's connect error does) is said once.
 fn source_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
+    let mut last = out.clone();
     let mut cur = e.source();
     while let Some(s) = cur {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
+        let text = s.to_string();
+        if text != last {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        last = text;
         cur = s.source();
     }
     out
@@ -123,4 +130,21 @@ fn source_chain(e: &dyn std::error::Error) -> String {
 
 pub fn socket_target(path: impl AsRef<Path>) -> Target {
     Target::Socket(path.as_ref().to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A socket that is not there is named, with its cause said once (it used to read
+    /// "transport error: No such file or directory (os error 2): No such file or
+    /// directory (os error 2)").
+    #[tokio::test]
+    async fn an_absent_socket_is_named_and_its_cause_said_once() {
+        let path = std::env::temp_dir().join(format!("npud-client-absent-{}", std::process::id())).join("npud.sock");
+        let Err(e) = channel(&socket_target(&path)).await else { panic!("{} does not exist", path.display()) };
+        let said = e.to_string();
+        assert!(said.starts_with(&format!("cannot reach npud at {}: ", path.display())), "{said}");
+        assert_eq!(said.matches("No such file or directory").count(), 1, "{said}");
+    }
 }

@@ -22,24 +22,33 @@ pub struct Args {
     /// Also serve gRPC on TCP (HOST:PORT).
     #[arg(long, value_name = "HOST:PORT")]
     pub listen: Option<String>,
+    /// Server certificate chain (PEM) for --listen; needs --tls-key.
     #[arg(long, value_name = "FILE")]
     pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM) of --tls-cert.
     #[arg(long, value_name = "FILE")]
     pub tls_key: Option<PathBuf>,
+    /// CA (PEM) that signs TCP clients' certificates: mutual TLS on --listen (required,
+    /// unless the config file's `tls_client_auth` is "optional").
     #[arg(long, value_name = "FILE")]
     pub client_ca: Option<PathBuf>,
     /// Accept plain TCP on --listen (no TLS): only on a trusted network.
     #[arg(long)]
     pub insecure_tcp: bool,
+    /// Where streams come from: the embedded simulator, AscendCL or the CUDA driver [default: sim].
     #[arg(long, value_enum)]
     pub backend: Option<BackendKind>,
+    /// AscendCL library for --backend acl [default: $ASCEND_HOME_PATH/lib64/libascendcl.so, else libascendcl.so on the loader's path].
     #[arg(long, value_name = "PATH")]
     pub acl_library: Option<PathBuf>,
+    /// CUDA driver library for --backend cuda [default: libcuda.so.1, else libcuda.so].
     #[arg(long, value_name = "PATH")]
     pub cuda_library: Option<PathBuf>,
-    /// atlas-training (2048 streams), atlas-a2, atlas-a3 (1984), atlas-inference (1024), atlas-200i-a2 (512).
+    /// Simulated device: atlas-training (2048 streams), atlas-a2, atlas-a3 (1984), atlas-inference
+    /// (1024), atlas-200i-a2 (512) [default: atlas-training].
     #[arg(long, value_name = "NAME")]
     pub sim_profile: Option<String>,
+    /// Number of simulated devices for --backend sim [default: 1].
     #[arg(long, value_name = "N")]
     pub sim_devices: Option<u32>,
     /// managed: quotas, fair queue, pacing, pool. passthrough: straight to the device.

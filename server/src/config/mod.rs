@@ -35,8 +35,11 @@ impl ConfigError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
+    /// npu-sim, embedded: no hardware needed.
     Sim,
+    /// Ascend NPUs through AscendCL (libascendcl.so).
     Acl,
+    /// NVIDIA GPUs through the CUDA driver (libcuda.so.1).
     Cuda,
 }
 
