@@ -99,9 +99,9 @@ fn main() -> ExitCode {
     };
     if let Command::Run(args) = &cli.command {
         // exec needs no runtime; it returns only when the program could not be started.
-        let e = commands::run::exec(args, cli.socket.as_deref());
+        let (e, code) = commands::run::exec(args, cli.socket.as_deref());
         eprintln!("npuctl: {}", format!("{e:#}").replace('\n', " "));
-        return ExitCode::from(1);
+        return ExitCode::from(code);
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,

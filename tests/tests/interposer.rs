@@ -525,3 +525,25 @@ fn contexts_of_their_own(mode: &str, profile: Option<&str>, threads: u32, stream
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
     assert_eq!(shared.held_by_others(d.pid()), 0);
 }
+
+/// `npuctl run` leaves as a shell would: with the program's own status once it ran, 127
+/// when there is no such program and 126 when it cannot be executed, so a script tells
+/// npuctl's failures from the program's.
+#[test]
+fn npuctl_run_exits_as_a_shell_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |program: &Path, args: &[&str]| {
+        let out =
+            std::process::Command::new(bin("npuctl")).arg("run").arg("--").arg(program).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, said) = run(&dir.path().join("absent"), &[]);
+    assert_eq!(code, Some(127), "{said}");
+    assert!(said.contains("cannot run") && said.contains("absent"), "{said}");
+    let plain = dir.path().join("plain");
+    std::fs::write(&plain, "not a program").unwrap();
+    let (code, said) = run(&plain, &[]);
+    assert_eq!(code, Some(126), "{said}");
+    assert!(said.contains("Permission denied"), "{said}");
+    assert_eq!(run(Path::new("sh"), &["-c", "exit 3"]).0, Some(3), "the program's own status");
+}

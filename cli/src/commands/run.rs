@@ -46,11 +46,19 @@ fn library(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot find {LIBRARY} next to npuctl or at {INSTALLED}; pass --library"))
 }
 
-/// Replaces this process with the program; returns only if that failed.
-pub fn exec(args: &RunArgs, socket: Option<&Path>) -> anyhow::Error {
+/// The exit status when the program was not found, and when it was found but could not
+/// be executed: a shell's, and `env`'s, `timeout`'s and `sudo`'s, so scripts that wrap a
+/// command in `npuctl run` tell these apart from the program's own failures.
+pub const NOT_FOUND: u8 = 127;
+pub const NOT_EXECUTABLE: u8 = 126;
+
+/// Replaces this process with the program; returns only if that failed, with the exit
+/// status to leave with: 127 or 126 when the program could not be started, 1 when npuctl
+/// could not prepare it.
+pub fn exec(args: &RunArgs, socket: Option<&Path>) -> (anyhow::Error, u8) {
     let lib = match library(args.library.as_deref()) {
         Ok(l) => l,
-        Err(e) => return e,
+        Err(e) => return (e, 1),
     };
     let socket = socket.map_or_else(npud_proto::default_socket_path, Path::to_path_buf);
     let preload = match std::env::var("LD_PRELOAD").ok().filter(|p| !p.is_empty()) {
@@ -58,7 +66,7 @@ pub fn exec(args: &RunArgs, socket: Option<&Path>) -> anyhow::Error {
         None => lib.display().to_string(),
     };
     let Some((program, rest)) = args.command.split_first() else {
-        return anyhow::anyhow!("no program to run");
+        return (anyhow::anyhow!("no program to run"), 1);
     };
     let mut cmd = std::process::Command::new(program);
     cmd.args(rest).env("LD_PRELOAD", preload).env("NPUD_SOCKET", &socket);
@@ -71,5 +79,7 @@ pub fn exec(args: &RunArgs, socket: Option<&Path>) -> anyhow::Error {
     if args.required {
         cmd.env("NPUD_REQUIRED", "1");
     }
-    anyhow::Error::from(cmd.exec()).context(format!("cannot run {program}"))
+    let e = cmd.exec();
+    let code = if e.kind() == std::io::ErrorKind::NotFound { NOT_FOUND } else { NOT_EXECUTABLE };
+    (anyhow::Error::from(e).context(format!("cannot run {program}")), code)
 }
