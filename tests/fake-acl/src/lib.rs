@@ -10,10 +10,15 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
+mod callbacks;
 mod capture;
+mod events;
 mod memory;
 mod numbering;
 mod state;
+
+pub use callbacks::*;
+pub use events::*;
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
@@ -27,16 +32,6 @@ use npud_proto::codes::acl::{
     REPEAT_INITIALIZE, RT_EVENT_SYNC_TIMEOUT, RT_PARAM_INVALID, RT_REPORT_TIMEOUT, RT_STREAM_CONTEXT,
     RT_STREAM_NO_CB_REG, RT_STREAM_SUBSCRIBE, RT_STREAM_SYNC_TIMEOUT, RT_THREAD_SUBSCRIBE,
 };
-
-/// What exception callbacks receive; read through the getters only.
-#[repr(C)]
-pub struct AclrtExceptionInfo {
-    pub task_id: u32,
-    pub stream_id: u32,
-    pub thread_id: u32,
-    pub device_id: u32,
-    pub error_code: u32,
-}
 
 fn code(r: Result<(), AclError>) -> AclError {
     r.err().unwrap_or(ACL_SUCCESS)
@@ -295,128 +290,6 @@ pub extern "C" fn aclrtSetStreamFailureMode(stream: Handle, mode: u64) -> AclErr
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32) -> AclError {
-    if event.is_null() {
-        return INVALID_PARAM;
-    }
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.create_event(flag) {
-        // SAFETY: checked non-null out-pointer.
-        Ok(h) => unsafe { put(event, h) },
-        Err(e) => e,
-    }
-}
-
-/// The "Ex" variant differs on a real device in how many events it may make (a larger
-/// table on newer parts); the fake's one table serves both.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { aclrtCreateEventWithFlag(event, flag) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.available_events() {
-        // SAFETY: out-pointer from the caller.
-        Ok(n) => unsafe { put(count, n) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtCreateEvent(event: *mut Handle) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { aclrtCreateEventWithFlag(event, npu_sim::flags::EVENT_DEFAULT) }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
-    with_rt(|r| r.destroy_event(event))
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
-    with_rt(|r| {
-        let (dev, e, s) = same_device(r, event, stream)?;
-        dev.record_event(e, s).map_err(|e| e.code)?;
-        r.capture_recorded(event, stream);
-        Ok(())
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
-    with_rt(|r| {
-        let (dev, e, s) = same_device(r, event, stream)?;
-        dev.reset_event(e, s).map_err(|e| e.code)
-    })
-}
-
-/// aclrtEventRecordedStatus: NOT_READY 0 (also never recorded), COMPLETE 1.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
-        // SAFETY: out-pointer from the caller.
-        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Complete)) },
-        Err(e) => e,
-    }
-}
-
-/// aclrtQueryEventWaitStatus / aclrtEventWaitStatus: COMPLETE 0 when the stream waits on
-/// the event are done (a wait ends when its stream reaches the event's latest record, at
-/// once for a never-recorded event), NOT_READY 1 while that record is pending.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u32) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
-        // SAFETY: out-pointer from the caller.
-        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
-        Err(e) => e,
-    }
-}
-
-/// Deprecated aclrtQueryEvent / aclrtEventStatus: COMPLETE 0, NOT_READY 1 (pending).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
-        // SAFETY: out-pointer from the caller.
-        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: Handle, timeout_ms: i32) -> AclError {
-    with_rt(|r| {
-        let (dev, e) = r.event(event)?;
-        block_on(|w| dev.on_event_complete(e, w), timeout_ms, RT_EVENT_SYNC_TIMEOUT)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtSynchronizeEvent(event: Handle) -> AclError {
-    aclrtSynchronizeEventWithTimeout(event, -1)
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end: Handle) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    let elapsed = r.event(start).and_then(|(dev, a)| {
-        let (_, b) = r.event(end)?;
-        dev.elapsed_ms(a, b).map_err(|e| e.code)
-    });
-    match elapsed {
-        // SAFETY: out-pointer from the caller.
-        Ok(v) => unsafe { put(ms, v) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout_ms: i32) -> AclError {
     with_rt(|r| {
         let dev = r.current_device()?;
@@ -433,69 +306,6 @@ pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout_ms: i32) -> AclError
 pub extern "C" fn aclrtSynchronizeDevice() -> AclError {
     aclrtSynchronizeDeviceWithTimeout(-1)
 }
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
-    with_rt(|r| r.subscribe(thread_id, stream, RT_STREAM_SUBSCRIBE))
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
-    with_rt(|r| r.unsubscribe(thread_id, stream))
-}
-
-pub type AclrtCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtLaunchCallback(
-    func: AclrtCallback,
-    user_data: *mut c_void,
-    block_type: u32,
-    stream: Handle,
-) -> AclError {
-    let Some(func) = func else { return INVALID_PARAM };
-    if block_type > 1 {
-        return INVALID_PARAM;
-    }
-    with_rt(|r| r.launch_callback(func, user_data as usize, block_type == 1, stream, RT_STREAM_NO_CB_REG))
-}
-
-/// Runs the callbacks due to the calling thread (the one that subscribed the streams).
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtProcessReport(timeout_ms: i32) -> AclError {
-    if timeout_ms == 0 || timeout_ms < -1 {
-        return INVALID_PARAM;
-    }
-    with_rt(|r| r.process_report(state::thread_id(), timeout_ms, RT_THREAD_SUBSCRIBE, RT_REPORT_TIMEOUT))
-}
-
-pub type AclrtExceptionInfoCallback = Option<unsafe extern "C" fn(info: *mut AclrtExceptionInfo)>;
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtSetExceptionInfoCallback(func: AclrtExceptionInfoCallback) -> AclError {
-    with_rt(|r| {
-        r.set_exception_callback(func);
-        Ok(())
-    })
-}
-
-macro_rules! getter {
-    ($name:ident, $field:ident) => {
-        #[unsafe(no_mangle)]
-        pub unsafe extern "C" fn $name(info: *const AclrtExceptionInfo) -> u32 {
-            if info.is_null() {
-                return u32::MAX;
-            }
-            // SAFETY: a non-null pointer this library handed to the exception callback.
-            unsafe { (*info).$field }
-        }
-    };
-}
-getter!(aclrtGetTaskIdFromExceptionInfo, task_id);
-getter!(aclrtGetStreamIdFromExceptionInfo, stream_id);
-getter!(aclrtGetThreadIdFromExceptionInfo, thread_id);
-getter!(aclrtGetDeviceIdFromExceptionInfo, device_id);
-getter!(aclrtGetErrorCodeFromExceptionInfo, error_code);
 
 // ---- npud test hooks: present only in this fake -------------------------------------
 

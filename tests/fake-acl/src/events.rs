@@ -1,0 +1,126 @@
+//! Events: created, recorded and reset on streams, queried, waited for and timed.
+
+use crate::state::rt;
+use crate::*;
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    if event.is_null() {
+        return INVALID_PARAM;
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.create_event(flag) {
+        // SAFETY: checked non-null out-pointer.
+        Ok(h) => unsafe { put(event, h) },
+        Err(e) => e,
+    }
+}
+
+/// The "Ex" variant differs on a real device in how many events it may make (a larger
+/// table on newer parts); the fake's one table serves both.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { aclrtCreateEventWithFlag(event, flag) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.available_events() {
+        // SAFETY: out-pointer from the caller.
+        Ok(n) => unsafe { put(count, n) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEvent(event: *mut Handle) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { aclrtCreateEventWithFlag(event, npu_sim::flags::EVENT_DEFAULT) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
+    with_rt(|r| r.destroy_event(event))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
+    with_rt(|r| {
+        let (dev, e, s) = same_device(r, event, stream)?;
+        dev.record_event(e, s).map_err(|e| e.code)?;
+        r.capture_recorded(event, stream);
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
+    with_rt(|r| {
+        let (dev, e, s) = same_device(r, event, stream)?;
+        dev.reset_event(e, s).map_err(|e| e.code)
+    })
+}
+
+/// aclrtEventRecordedStatus: NOT_READY 0 (also never recorded), COMPLETE 1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Complete)) },
+        Err(e) => e,
+    }
+}
+
+/// aclrtQueryEventWaitStatus / aclrtEventWaitStatus: COMPLETE 0 when the stream waits on
+/// the event are done (a wait ends when its stream reaches the event's latest record, at
+/// once for a never-recorded event), NOT_READY 1 while that record is pending.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
+        Err(e) => e,
+    }
+}
+
+/// Deprecated aclrtQueryEvent / aclrtEventStatus: COMPLETE 0, NOT_READY 1 (pending).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
+        // SAFETY: out-pointer from the caller.
+        Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
+        Err(e) => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: Handle, timeout_ms: i32) -> AclError {
+    with_rt(|r| {
+        let (dev, e) = r.event(event)?;
+        block_on(|w| dev.on_event_complete(e, w), timeout_ms, RT_EVENT_SYNC_TIMEOUT)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeEvent(event: Handle) -> AclError {
+    aclrtSynchronizeEventWithTimeout(event, -1)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end: Handle) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    let elapsed = r.event(start).and_then(|(dev, a)| {
+        let (_, b) = r.event(end)?;
+        dev.elapsed_ms(a, b).map_err(|e| e.code)
+    });
+    match elapsed {
+        // SAFETY: out-pointer from the caller.
+        Ok(v) => unsafe { put(ms, v) },
+        Err(e) => e,
+    }
+}
