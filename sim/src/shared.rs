@@ -25,10 +25,13 @@ pub enum SharedError {
 }
 
 pub struct SharedBudget {
-    file: File,
-    /// flock serialises processes, not the threads of one: they share the file description
-    /// (and its offset), so a second thread's flock succeeds at once. This serialises them.
-    threads: std::sync::Mutex<()>,
+    path: std::path::PathBuf,
+    /// The file, opened by the process that holds it (pid, file). flock serialises open
+    /// file descriptions, not the threads of one process, nor a process and the child it
+    /// forked: they share the description (and its offset), so a second one's flock
+    /// succeeds at once. The mutex serialises the threads; a forked child opens the file
+    /// again on its first update, so its flock excludes its parent's.
+    file: std::sync::Mutex<(u32, File)>,
     /// Streams per device, default streams and internal-sync streams included.
     limit: u32,
 }
@@ -56,8 +59,8 @@ impl SharedBudget {
 
     /// Opens (creating) the budget file at `path`.
     pub fn open(path: &std::path::Path, limit: u32) -> Option<SharedBudget> {
-        let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path).ok()?;
-        Some(SharedBudget { file, threads: std::sync::Mutex::new(()), limit })
+        let file = open_table(path).ok()?;
+        Some(SharedBudget { path: path.to_path_buf(), file: std::sync::Mutex::new((std::process::id(), file)), limit })
     }
 
     /// Takes `n` streams on `device` for this process, or fails when the device (all
@@ -99,11 +102,16 @@ impl SharedBudget {
     /// Runs `op` on the holder table under the file lock, dropping dead processes' lines
     /// first, and writes the table back.
     fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, SharedError>) -> Result<T, SharedError> {
-        let _one_thread = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let me = std::process::id();
+        if held.0 != me {
+            *held = (me, open_table(&self.path).map_err(|_| SharedError::Io)?);
+        }
+        let table = &held.1;
         // flock(2): one process at a time, released by the kernel if the holder dies.
-        self.file.lock().map_err(|_| SharedError::Io)?;
+        table.lock().map_err(|_| SharedError::Io)?;
         let result = (|| {
-            let mut file = &self.file;
+            let mut file = table;
             let mut text = String::new();
             file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
             file.read_to_string(&mut text).map_err(|_| SharedError::Io)?;
@@ -127,13 +135,17 @@ impl SharedBudget {
             file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
             file.write_all(text.as_bytes()).map_err(|_| SharedError::Io)?;
             if text.len() < text_len {
-                self.file.set_len(text.len() as u64).map_err(|_| SharedError::Io)?;
+                table.set_len(text.len() as u64).map_err(|_| SharedError::Io)?;
             }
             Ok(out)
         })();
-        let _ = self.file.unlock();
+        let _ = table.unlock();
         result
     }
+}
+
+fn open_table(path: &std::path::Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
 }
 
 /// Whether `pid` names a live process (a zombie counts as dead: its streams are freed).
