@@ -1,6 +1,6 @@
 //! Issue 19: the budget API as a gRPC service, for programs in any language that create
 //! their streams themselves. One `BudgetService.Budget` stream is one session; creation
-//! batches are paced one at a time per device.
+//! batches on a contended device are paced one at a time.
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -47,6 +47,19 @@ impl Budget {
         self.call(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count, wait_ms: 60_000, ..Default::default() }))
             .await
     }
+}
+
+/// Takes the share of device 0 from which creation contends (three quarters: see
+/// `CONTENDED_FROM`), so that later grants there are paced; this session's own batch is
+/// reported over at once. Returns the session and how many it holds.
+async fn crowd(d: &Daemon) -> (Budget, u64) {
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let taken = (capacity * 3).div_ceil(4);
+    let mut b = Budget::open(d).await;
+    let Reply::Acquired(a) = b.acquire(taken).await else { panic!("{taken} of {capacity} fit") };
+    assert!(!a.unpaced, "three quarters taken: the device contends, and the batch holds its turn");
+    assert!(matches!(b.call(Call::Created(pb::CreatedBudgetRequest::default())).await, Reply::Created(_)));
+    (b, u64::from(taken))
 }
 
 async fn held(d: &Daemon) -> u64 {
@@ -103,6 +116,7 @@ async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
 async fn a_second_batch_on_a_device_waits_until_the_first_says_it_created_its_streams() {
     // A window of an hour: only the sessions' own reports end a batch in this test.
     let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
+    let (_crowd, taken) = crowd(&d).await;
     let mut first = Budget::open(&d).await;
     let mut second = Budget::open(&d).await;
     let mut third = Budget::open(&d).await;
@@ -127,12 +141,37 @@ async fn a_second_batch_on_a_device_waits_until_the_first_says_it_created_its_st
     assert!(tokio::time::timeout(Duration::from_millis(500), third.reply()).await.is_err(), "answered early");
     drop(second);
     assert!(matches!(third.reply().await, Reply::Acquired(_)));
-    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 20 }).await, "{}", d.log());
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == taken + 20 }).await, "{}", d.log());
+}
+
+/// Pacing is for a device whose creations contend: on one with room, grants hold no turn,
+/// are answered at once one beside the other, and say so (`unpaced`), so their holders
+/// need not report at once; once three quarters are taken, grants are paced again.
+#[tokio::test]
+async fn grants_on_a_device_with_room_are_not_paced() {
+    let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
+    let mut first = Budget::open(&d).await;
+    let mut second = Budget::open(&d).await;
+    let Reply::Acquired(a) = first.acquire(10).await else { panic!("granted") };
+    assert!(a.unpaced, "{a:?}");
+    // The first never reports, and the window is an hour: the second is answered anyway.
+    let Reply::Acquired(b) =
+        tokio::time::timeout(Duration::from_secs(30), second.acquire(10)).await.expect("answered at once")
+    else {
+        panic!("granted")
+    };
+    assert!(b.unpaced, "{b:?}");
+    let (_crowd, taken) = crowd(&d).await;
+    let mut third = Budget::open(&d).await;
+    let Reply::Acquired(c) = third.acquire(10).await else { panic!("granted") };
+    assert!(!c.unpaced, "three quarters taken: paced again");
+    assert_eq!(d.in_use(), taken + 30);
 }
 
 #[tokio::test]
 async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
     let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
+    let (_crowd, taken) = crowd(&d).await;
     let mut first = Budget::open(&d).await;
     assert!(matches!(first.acquire(10).await, Reply::Acquired(_)));
     let waiting = Budget::open(&d).await;
@@ -140,11 +179,11 @@ async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
         .send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 30, wait_ms: 60_000, ..Default::default() }))
         .await;
     // Its grant is counted while it waits for the turn…
-    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 40 }).await, "{}", d.log());
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == taken + 40 }).await, "{}", d.log());
     drop(waiting);
     // …and given back when it goes away before the turn comes.
-    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == 10 }).await, "{}", d.log());
-    assert_eq!(held(&d).await, 10);
+    assert!(eventually_async(Duration::from_secs(30), || async { d.in_use() == taken + 10 }).await, "{}", d.log());
+    assert_eq!(held(&d).await, taken + 10);
 }
 
 /// Issue 33: a client may send calls ahead of their answers on the budget wire (the

@@ -115,6 +115,12 @@ async fn silent_grants_of_one_tenant_do_not_hold_another_tenants_acquire() {
     use std::time::{Duration, Instant};
     let d = Daemon::builder().tcp().config("[budget]\nnative_pacing = \"1h\"").start();
     let socket = d.socket.clone();
+    // Three quarters of the device taken (by a grant that did not wait, so it holds no
+    // turn): creation there contends, and grants are paced.
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let taken = (capacity * 3).div_ceil(4);
+    let mut crowd = Wire::hello(&socket, Default::default());
+    assert!(matches!(crowd.acquire(0, taken, 0), Ok(Reply::Acquired(_))));
     // Tenant root: one silent batch holds the turn for the whole (hour-long) window, seven
     // more connections wait behind it.
     let mut silent = Wire::hello(&socket, Default::default());
@@ -152,7 +158,11 @@ async fn silent_grants_of_one_tenant_do_not_hold_another_tenants_acquire() {
     let (reply, took) = ask(3, 2_000).await;
     assert!(matches!(reply, Reply::Acquired(_)), "{reply:?}");
     assert!(took < Duration::from_secs(30), "the turn is awaited no longer than wait_ms: {took:?}");
-    assert_eq!(d.in_use(), 1 + 7 + 6, "the grants waiting for their turn are booked, the others' too");
+    assert_eq!(
+        d.in_use(),
+        u64::from(taken) + 1 + 7 + 6,
+        "the grants waiting for their turn are booked, the others' too"
+    );
     drop(silent);
     for t in behind {
         assert!(t.join().unwrap(), "each waiting connection had its turn as the one before it closed");

@@ -202,15 +202,26 @@ impl NativeSession {
         // goes away meanwhile.
         let paced = Instant::now();
         let unclaimed = Unclaimed { daemon, tenant: &self.caller.tenant, device: a.device, count: a.count };
-        let bound = wait.saturating_sub(waited);
+        // Paced only where creation contends (this grant included in the books): on a
+        // device with room the batch takes no turn, and its holder need not hurry to say it
+        // is over.
+        let bound = match daemon.admission.contended(a.device) {
+            true => wait.saturating_sub(waited),
+            false => Duration::ZERO,
+        };
         let batch = daemon.natives.pacing.turn(a.device, &self.caller.tenant, bound).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
+        let unpaced = batch.is_none();
         if let Some(batch) = batch {
             self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
         }
         let waited = waited + paced.elapsed();
-        Ok(Reply::Acquired(pb::AcquireBudgetResponse { waited_ms: millis(waited), share: Some(self.share(a.device)) }))
+        Ok(Reply::Acquired(pb::AcquireBudgetResponse {
+            waited_ms: millis(waited),
+            share: Some(self.share(a.device)),
+            unpaced,
+        }))
     }
 
     /// Events are granted at once or refused: the vendor refuses at once too, and a

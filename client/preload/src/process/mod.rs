@@ -11,13 +11,13 @@ mod events;
 mod graphs;
 mod reports;
 
-use crate::Map;
 use crate::books::{Books, Plan};
 use crate::capture::Captures;
 use crate::devices::Devices;
 use crate::events::EventBooks;
 use crate::settings::{DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
+use crate::{Map, Set};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
@@ -35,6 +35,10 @@ pub struct Process {
     events: Mutex<EventBooks>,
     /// Devices with a creation batch open, and when a stream was last created on each.
     batches: Mutex<Map<u32, Duration>>,
+    /// Devices whose last grant holds no creation turn (npud said `unpaced`: the device has
+    /// room): nobody waits for the batch's end, so the watcher reports it, off the
+    /// program's path.
+    unpaced: Mutex<Set<u32>>,
     /// Devices where streams were destroyed, and when last: their surplus grant goes back
     /// to npud in one release once they are quiet, not one round trip per destroy.
     releases: Mutex<Map<u32, Duration>>,
@@ -88,6 +92,7 @@ impl Process {
             books: Mutex::new(Books::default()),
             events: Mutex::new(EventBooks::default()),
             batches: Mutex::new(Map::default()),
+            unpaced: Mutex::new(Set::default()),
             releases: Mutex::new(Map::default()),
             resets: Mutex::new(Map::default()),
             conn: Mutex::new(None),
@@ -184,8 +189,13 @@ impl Process {
     /// Books the answer to an ask of `count` streams for `n` new ones on `device`.
     fn acquired(&self, device: u32, count: u32, n: u32, answer: Result<Reply, WireError>) -> Result<(), Refused> {
         match answer {
-            Ok(_) => {
+            Ok(reply) => {
+                let unpaced = matches!(&reply, Reply::Acquired(a) if a.unpaced);
                 lock(&self.books).granted(device, count, n);
+                match unpaced {
+                    true => lock(&self.unpaced).insert(device),
+                    false => lock(&self.unpaced).remove(&device),
+                };
                 self.creating(device, true);
                 Ok(())
             }

@@ -165,10 +165,16 @@ impl Process {
     /// so the next process's batch need not wait. The report goes out from here without
     /// waiting for its answer (one write; no thread woken, no round trip on the program's
     /// path); when the connection is busy, or too many such reports are unanswered (a
-    /// program that creates and destroys in a loop), the watcher sends it instead.
+    /// program that creates and destroys in a loop), the watcher sends it instead. A batch
+    /// that holds no creation turn is left to the watcher's next round: nobody waits for
+    /// its end, and waking npud now would only take CPU from the program's start-up.
     pub(super) fn batch_complete(&self, device: u32) {
         let mut batches = lock(&self.batches);
         if !batches.contains_key(&device) {
+            return;
+        }
+        if lock(&self.unpaced).contains(&device) {
+            batches.insert(device, coarse_now().saturating_sub(BATCH_QUIET));
             return;
         }
         if let Ok(mut guard) = self.conn.try_lock()

@@ -21,6 +21,12 @@ use tokio::sync::oneshot;
 /// How many holders a wait-expired diagnosis names.
 const LARGEST_HOLDERS: usize = 3;
 
+/// The share of a device taken (numerator, denominator) from which creation on it
+/// contends: below it, every grant fits with a quarter of the device to spare, so a
+/// process's creations cannot run the device out whatever others create beside them, and
+/// native batches are not paced.
+pub const CONTENDED_FROM: (u64, u64) = (3, 4);
+
 mod create;
 mod native;
 mod release;
@@ -166,6 +172,18 @@ impl Admission {
     /// What `device` holds outside the books now (see [`Admission::capacity`]).
     pub fn untracked(&self, device: u32) -> u32 {
         self.lock(device).ledger.untracked()
+    }
+
+    /// Whether creation on `device` contends (see `natives::pacing`): grants wait for it,
+    /// or at least [`CONTENDED_FROM`] of it is taken, by held, pooled, draining or
+    /// untracked streams (pooled ones are on the hardware until evicted).
+    pub fn contended(&self, device: u32) -> bool {
+        let st = self.lock(device);
+        let l = &st.ledger;
+        let taken =
+            [l.in_use(), l.pooled(), l.draining(), l.untracked()].into_iter().fold(0u64, |a, n| a + u64::from(n));
+        let (num, den) = CONTENDED_FROM;
+        l.queued() > 0 || taken * den >= u64::from(l.capacity()) * num
     }
 
     pub fn view(&self, device: u32) -> BudgetView {

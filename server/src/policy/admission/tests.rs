@@ -103,6 +103,34 @@ async fn native_budget_is_acquired_and_released_in_the_same_ledger() {
     assert_eq!(a.view(0).in_use, 0);
 }
 
+/// Creation contends from three quarters of the device taken, or while grants wait for it.
+#[tokio::test]
+async fn a_device_contends_from_three_quarters_taken_or_a_queue() {
+    let a = admission(Policy::Managed);
+    let t = tenant("proc");
+    assert!(!a.contended(0), "empty");
+    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT).await.expect("5 of 8");
+    assert!(!a.contended(0), "5 of 8 taken");
+    a.acquire_native(0, &t, &Quota::default(), 1, PATIENT).await.expect("6 of 8");
+    assert!(a.contended(0), "6 of 8 taken");
+    a.release_native(0, &t, 6);
+    a.set_untracked(0, 6, a.view(0).changes).await;
+    assert!(a.contended(0), "streams outside the books are taken too");
+    a.set_untracked(0, 0, a.view(0).changes).await;
+    assert!(!a.contended(0));
+    a.acquire_native(0, &t, &Quota::default(), 8, PATIENT).await.expect("all of it");
+    let waiter = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.acquire_native(0, &tenant("b"), &Quota::default(), 1, PATIENT).await.is_ok() })
+    };
+    while a.view(0).queued == 0 {
+        tokio::task::yield_now().await;
+    }
+    a.release_native(0, &t, 8);
+    assert!(waiter.await.expect("the waiter"), "granted once there is room");
+    assert!(!a.contended(0), "1 of 8, nobody waiting");
+}
+
 #[tokio::test]
 async fn passthrough_grants_without_counting() {
     let a = admission(Policy::Passthrough);

@@ -1,6 +1,9 @@
 //! Pacing of native creation: at most one process's creation batch in flight per device,
 //! as the vendor advises (bursts of concurrent stream creation from several processes are
-//! what fail with 207005/207008 half-way through a start-up).
+//! what fail with 207005/207008 half-way through a start-up). Only where creation contends
+//! (`Admission::contended`: three quarters of the device taken, or grants waiting): on a
+//! device with room a grant asks for no turn, its holder is told so, and start-ups create
+//! side by side.
 //!
 //! A batch starts when a grant is answered and ends when its session reports that the
 //! streams exist, asks again, closes — or, for a session that never says, when the window

@@ -89,12 +89,14 @@ class AcquireBudgetRequest(_message.Message):
     def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
-    __slots__ = ("waited_ms", "share")
+    __slots__ = ("waited_ms", "share", "unpaced")
     WAITED_MS_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
+    UNPACED_FIELD_NUMBER: _ClassVar[int]
     waited_ms: int
     share: BudgetShare
-    def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ...) -> None: ...
+    unpaced: bool
+    def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., unpaced: _Optional[bool] = ...) -> None: ...
 
 class ReleaseBudgetRequest(_message.Message):
     __slots__ = ("device", "count", "identity", "created")
