@@ -192,10 +192,11 @@ impl Process {
             Ok(reply) => {
                 let unpaced = matches!(&reply, Reply::Acquired(a) if a.unpaced);
                 lock(&self.books).granted(device, count, n);
-                match unpaced {
-                    true => lock(&self.unpaced).insert(device),
-                    false => lock(&self.unpaced).remove(&device),
-                };
+                if unpaced {
+                    lock(&self.unpaced).insert(device);
+                } else {
+                    lock(&self.unpaced).remove(&device);
+                }
                 self.creating(device, true);
                 Ok(())
             }

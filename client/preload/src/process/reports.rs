@@ -16,7 +16,7 @@ const WATCH_PERIOD: Duration = Duration::from_millis(250);
 /// (no stream created) before npud hears it is done and lets the next process's batch
 /// start. Creating a stream takes microseconds to a few milliseconds, so a start-up's
 /// creations are much closer together than this. A batch that used its whole grant ends
-/// at once.
+/// at once where it holds the device's creation turn (see `batch_complete`).
 const BATCH_QUIET: Duration = Duration::from_millis(20);
 
 /// Takes the devices that have been quiet for `BATCH_QUIET` out of `last_seen` (times on
