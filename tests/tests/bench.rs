@@ -52,4 +52,17 @@ fn npud_bench_quick_runs_and_writes_json() {
         "nor in a crowd of 300"
     );
     assert!(text.contains("the library's own load cost"), "the load cost on its own row:\n{text}");
+    // Each crowd's timeline accounts for every process: ready in the first wave, ready
+    // after a release (each with its hand-off), or failed.
+    for i in 0..4 {
+        let (c, t) = (crowd(i), &crowd(i)["timeline"]);
+        let ready = t["first_wave"].as_u64().unwrap() + t["later"].as_u64().unwrap();
+        // Plain native failures stay failed; restarted ones start in the end.
+        let gave_up = if i == 0 { c["failed"].as_u64().unwrap() } else { 0 };
+        assert_eq!(ready + gave_up, c["processes"].as_u64().unwrap(), "{c}");
+        assert_eq!(t["failures"], c["failed"], "{c}");
+        assert!(t["makespan_ms"].as_f64().unwrap() >= t["first_wave_last_ready_ms"].as_f64().unwrap(), "{c}");
+    }
+    assert_eq!(crowd(2)["timeline"]["first_wave"], 33, "the device holds 33 processes of 61 at once");
+    assert!(text.contains("timelines, ms from each crowd's start"), "{text}");
 }

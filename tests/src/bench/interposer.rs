@@ -3,6 +3,7 @@
 //! processes on one device, each with its target.
 
 use super::native::{self, Run};
+use super::timeline::{self, Summary};
 use serde_json::json;
 use std::time::Duration;
 
@@ -39,38 +40,8 @@ pub fn rows(quick: bool) -> Interposer {
          the batch's `created` comes from the watcher off the program's path, the exit's close is no call)",
         startup.calls_per_process, startup.acquires_per_process
     );
-    let crowd_hold = Duration::from_secs(1);
-    let crowds = [
-        native::crowd(40, 61, crowd_hold, Run::Native),
-        native::crowd(40, 61, crowd_hold, Run::Restarted),
-        native::crowd(40, 61, crowd_hold, Run::Interposed),
-    ];
-    let many_hold = Duration::from_millis(1500);
-    let many = native::crowd(300, 10, many_hold, Run::Interposed);
-    println!(
-        "\n{:<44} {:>6} {:>7} {:>10} {:>10} {:>8}",
-        "crowds on one device (2,048 streams)", "ok", "failed", "makespan", "ideal", "÷ ideal"
-    );
-    let names = [
-        "40 x 61, native",
-        "40 x 61, native, failed ones restarted",
-        "40 x 61, under the interposer",
-        "300 x 10, under the interposer (1.5 s holds)",
-    ];
-    let all = crowds.iter().chain(std::iter::once(&many));
-    for (name, c) in names.iter().zip(all.clone()) {
-        let ok = if name.contains("restarted") { c.processes } else { c.processes - c.failed };
-        println!(
-            "{:<44} {:>6} {:>7} {:>9.2}s {:>9.2}s {:>8.2}",
-            name,
-            ok,
-            c.failed,
-            c.makespan.as_secs_f64(),
-            c.ideal.as_secs_f64(),
-            c.makespan.as_secs_f64() / c.ideal.as_secs_f64()
-        );
-    }
-    let [native_crowd, restarted, interposed] = &crowds;
+    let crowds = crowds(false);
+    let [native_crowd, restarted, interposed, many] = &crowds.runs;
     let vs_native = interposed.makespan.as_secs_f64() / native_crowd.makespan.as_secs_f64();
     let vs_restarted = interposed.makespan.as_secs_f64() / restarted.makespan.as_secs_f64();
     let targets = vec![
@@ -121,10 +92,73 @@ pub fn rows(quick: bool) -> Interposer {
         "startup_ratio": startup_ratio,
         "true_p50_ms": ms(startup.load.0.p50()), "true_preloaded_p50_ms": ms(startup.load.1.p50()), "load_ms": load_ms,
         "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
-        "crowd": names.iter().zip(all).map(|(name, c)| json!({
-            "run": name, "processes": c.processes, "failed": c.failed,
-            "makespan_s": c.makespan.as_secs_f64(), "ideal_s": c.ideal.as_secs_f64(),
-        })).collect::<Vec<_>>(),
+        "crowd": crowds.json,
     });
     Interposer { json, targets }
+}
+
+/// The crowds on one device, each with its timeline.
+pub struct Crowds {
+    /// 40 x 61 native, restarted, interposed; 300 x 10 interposed.
+    pub runs: [native::Crowd; 4],
+    pub json: serde_json::Value,
+}
+
+/// Runs and prints the crowds (`npud-bench --crowds` runs only these). With `lives`, the
+/// JSON holds every start-up's times too.
+pub fn crowds(lives: bool) -> Crowds {
+    let hold = Duration::from_secs(1);
+    let many_hold = Duration::from_millis(1500);
+    let runs = [
+        native::crowd(40, 61, hold, Run::Native),
+        native::crowd(40, 61, hold, Run::Restarted),
+        native::crowd(40, 61, hold, Run::Interposed),
+        native::crowd(300, 10, many_hold, Run::Interposed),
+    ];
+    println!(
+        "\n{:<44} {:>6} {:>7} {:>10} {:>10} {:>8}",
+        "crowds on one device (2,048 streams)", "ok", "failed", "makespan", "ideal", "÷ ideal"
+    );
+    let names = [
+        "40 x 61, native",
+        "40 x 61, native, failed ones restarted",
+        "40 x 61, under the interposer",
+        "300 x 10, under the interposer (1.5 s holds)",
+    ];
+    let summaries: Vec<_> = runs.iter().map(|c| Summary::of(&c.lives)).collect();
+    for (name, c) in names.iter().zip(&runs) {
+        let ok = if name.contains("restarted") { c.processes } else { c.processes - c.failed };
+        println!(
+            "{:<44} {:>6} {:>7} {:>9.2}s {:>9.2}s {:>8.2}",
+            name,
+            ok,
+            c.failed,
+            c.makespan.as_secs_f64(),
+            c.ideal.as_secs_f64(),
+            c.makespan.as_secs_f64() / c.ideal.as_secs_f64()
+        );
+    }
+    println!(
+        "timelines, ms from each crowd's start (ready: all its streams exist; hand-off: a release to the next ready):"
+    );
+    for (name, s) in names.iter().zip(&summaries) {
+        println!("  {name}: {}", s.line());
+    }
+    let json = names
+        .iter()
+        .zip(&runs)
+        .zip(&summaries)
+        .map(|((name, c), s)| {
+            let mut row = json!({
+                "run": name, "processes": c.processes, "failed": c.failed,
+                "makespan_s": c.makespan.as_secs_f64(), "ideal_s": c.ideal.as_secs_f64(),
+                "timeline": s.to_json(),
+            });
+            if lives {
+                row["lives"] = timeline::lives_json(&c.lives);
+            }
+            row
+        })
+        .collect();
+    Crowds { runs, json }
 }

@@ -7,6 +7,7 @@ pub mod native;
 pub mod peer;
 pub mod profile;
 pub mod scale;
+pub mod timeline;
 
 use std::time::{Duration, Instant};
 

@@ -2,9 +2,11 @@
 //! the interposer, the round trips it makes, and the 40×60 scenario with real processes.
 
 use super::Samples;
+use super::timeline::Life;
 use crate::native::{acl_apps, acl_command, acl_daemon, preload_library};
 use crate::{free_port, metric};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone)]
@@ -88,6 +90,8 @@ pub struct Crowd {
     /// Waves of processes the device holds at once, times the hold: the best any schedule
     /// can do.
     pub ideal: Duration,
+    /// Every start-up, the failed ones and their restarts included.
+    pub lives: Vec<Life>,
 }
 
 /// How a crowd runs.
@@ -119,35 +123,56 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd 
     let command = || {
         let managed = run == Run::Interposed;
         let mut cmd = acl_command(program, &shared, managed.then_some((&d, streams)));
-        cmd.args([created.as_str(), hold_ms.as_str()]).stdout(Stdio::null());
+        cmd.args([created.as_str(), hold_ms.as_str()]).stdin(Stdio::null());
         if managed {
             cmd.env("NPUD_WAIT", "10m");
         }
         cmd
     };
     let t = Instant::now();
-    let children: Vec<_> = (0..processes).map(|_| command().spawn().expect("spawn the program")).collect();
-    let mut failed = 0;
+    let children: Vec<_> =
+        (0..processes).map(|_| (t.elapsed(), command().spawn().expect("spawn the program"))).collect();
+    let mut lives = Vec::new();
     std::thread::scope(|scope| {
         let waiting: Vec<_> = children
             .into_iter()
-            .map(|mut child| {
+            .map(|(spawned, child)| {
                 let command = &command;
                 scope.spawn(move || {
-                    let mut failures = 0;
-                    while !child.wait().is_ok_and(|s| s.success()) {
-                        failures += 1;
-                        if run != Run::Restarted {
-                            break;
-                        }
+                    let mut lives = vec![watch(t, spawned, child)];
+                    while run == Run::Restarted && lives.last().is_some_and(|l| l.ready.is_none()) {
                         std::thread::sleep(RESTART_BACKOFF);
-                        child = command().spawn().expect("spawn the program again");
+                        let spawned = t.elapsed();
+                        lives.push(watch(t, spawned, command().spawn().expect("spawn the program again")));
                     }
-                    failures
+                    lives
                 })
             })
             .collect();
-        failed = waiting.into_iter().map(|w| w.join().unwrap_or(1)).sum();
+        lives = waiting.into_iter().flat_map(|w| w.join().expect("a watcher thread panicked")).collect();
     });
-    Crowd { processes, failed, makespan: t.elapsed(), ideal: hold * waves }
+    let failed = lives.iter().filter(|l| l.ready.is_none()).count();
+    Crowd { processes, failed, makespan: t.elapsed(), ideal: hold * waves, lives }
+}
+
+/// Follows one process to its exit: when it said `ok` (its streams all exist) or
+/// `fail`, and when it was gone. A process that exits without `ok` counts as failed.
+fn watch(t: Instant, spawned: Duration, mut child: Child) -> Life {
+    let (mut ready, mut failed) = (None, None);
+    if let Some(out) = child.stdout.take() {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if line.starts_with("ok ") {
+                ready = Some(t.elapsed());
+            } else if line.starts_with("fail ") {
+                failed = Some(t.elapsed());
+            }
+        }
+    }
+    let status = child.wait();
+    let exited = t.elapsed();
+    let ok = status.is_ok_and(|s| s.success());
+    if !ok && failed.is_none() {
+        failed = Some(exited);
+    }
+    Life { spawned, ready: if ok { ready } else { None }, failed, exited }
 }

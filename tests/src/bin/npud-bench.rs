@@ -3,6 +3,7 @@
 //!     cargo build --release --workspace --bins
 //!     target/release/npud-bench [--quick] [--json bench.json]
 //!     target/release/npud-bench --loop create-destroy 10    # for perf record -p <pid>
+//!     target/release/npud-bench --crowds --json crowds.json # the crowds alone, every start-up timed
 //!
 //! Starts its own daemons on temp sockets. Prints a table (with each cost as a ratio to
 //! the empty gRPC call of the same run) and writes the figures as JSON.
@@ -42,6 +43,7 @@ fn verdict(ok: bool) -> &'static str {
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> anyhow::Result<()> {
     let mut quick = false;
+    let mut crowds_only = false;
     let mut json_path = "bench.json".to_string();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -64,8 +66,13 @@ async fn main() -> anyhow::Result<()> {
                 println!("{n} {call} calls in {seconds} s: {:.1} µs each", seconds as f64 * 1e6 / n.max(1) as f64);
                 return Ok(());
             }
+            // Only the crowds on one device, with every start-up's times in the JSON.
+            "--crowds" => crowds_only = true,
             "--help" | "-h" => {
-                println!("npud-bench [--quick] [--json FILE] | --loop {{{}}} SECONDS", profile::CALLS.join("|"));
+                println!(
+                    "npud-bench [--quick] [--json FILE] | --crowds [--json FILE] | --loop {{{}}} SECONDS",
+                    profile::CALLS.join("|")
+                );
                 return Ok(());
             }
             other => anyhow::bail!("unknown argument {other}"),
@@ -73,6 +80,13 @@ async fn main() -> anyhow::Result<()> {
     }
     // npud as a user runs it: the tests' debug log would put a write on every grant.
     npud_tests::quiet_daemons();
+    if crowds_only {
+        let crowds = interposer::crowds(true);
+        let doc = json!({ "machine": machine(), "crowd": crowds.json });
+        std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
+        println!("wrote {json_path}");
+        return Ok(());
+    }
     let started = Instant::now();
     let (warmup, n) = if quick { (200, 1000) } else { (1000, 5000) };
     let run_for = Duration::from_millis(if quick { 500 } else { 3000 });
