@@ -562,3 +562,168 @@ fn a_burst_of_pipelined_calls_is_answered_in_order_and_starves_nobody() {
     drop(other);
     assert!(npud_tests::eventually(Duration::from_secs(20), || d.device0()["in_use"] == 0));
 }
+
+/// A connection that holds `grant` streams and will say it created them all, then none,
+/// then all ... ([`toggle_created`]).
+fn liar(socket: &std::path::Path, grant: u32) -> (Wire, u32) {
+    let mut liar = Wire::hello(socket, pb::BudgetHello { reports_created: true, ..Default::default() });
+    assert!(matches!(liar.acquire(0, grant, 30_000), Ok(Reply::Acquired(_))));
+    (liar, grant)
+}
+
+/// Says the liar created its whole grant, then none, ... until `stop`, a report every
+/// `pace` (zero: as fast as it can): it never creates one. Returns how many it sent.
+fn toggle_created(
+    (mut liar, grant): (Wire, u32),
+    pace: std::time::Duration,
+    stop: &std::sync::atomic::AtomicBool,
+) -> u64 {
+    use npud_proto::v1::budget_call::Call;
+    use std::sync::atomic::Ordering;
+    let mut sent = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        for created in [grant, 0] {
+            liar.send(Call::Created(pb::CreatedBudgetRequest {
+                device: 0,
+                created: Some(created),
+                ..Default::default()
+            }));
+        }
+        sent += 2;
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+        }
+        // Read the answers in batches, so the socket never fills.
+        if sent.is_multiple_of(64) {
+            for _ in 0..64 {
+                assert!(liar.reply().is_ok());
+            }
+        }
+    }
+    sent
+}
+
+/// A holder's report of fewer streams created withholds them until the device is measured
+/// again (they may still be there). A process that reported 100, 0, 100, 0 ... never
+/// creating one withheld 100 more with every fall: thousands a second, enough to make a
+/// device of 2,045 look full to everyone else. Its falls now withhold no more than the
+/// most it counted as created since the last measurement, and every ask that fits beside
+/// its grant and that is granted while it goes on.
+#[test]
+fn a_holder_reporting_its_count_up_and_down_cannot_make_the_device_look_full() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let shared = npud_tests::native::Shared::new();
+    let d = npud_tests::native::acl_builder(&shared.path, &[]).start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let stop = AtomicBool::new(false);
+    let grant = 100;
+    std::thread::scope(|s| {
+        let liar = liar(&d.socket, grant);
+        let liar = s.spawn(|| toggle_created(liar, Duration::ZERO, &stop));
+        let mut honest = Wire::hello(&d.socket, Default::default());
+        // Beside the liar's grant, and what it may withhold twice over (a measurement in
+        // flight, and its falls since).
+        let fits = capacity - 3 * grant;
+        let started = Instant::now();
+        let mut refused = Vec::new();
+        let mut asks = 0;
+        while started.elapsed() < Duration::from_secs(3) {
+            asks += 1;
+            match honest.acquire(0, fits, 0) {
+                Ok(Reply::Acquired(_)) => {
+                    let release = pb::ReleaseBudgetRequest { device: 0, count: fits, ..Default::default() };
+                    assert!(honest.call(npud_proto::v1::budget_call::Call::Release(release)).is_ok());
+                }
+                other => refused.push(format!("{other:?} with {}", d.device0())),
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        stop.store(true, Ordering::Relaxed);
+        let sent = liar.join().unwrap();
+        assert!(sent > 1000, "the liar churned ({sent} reports)");
+        assert!(refused.is_empty(), "{} of {asks} asks refused: {:?}", refused.len(), refused.first());
+    });
+    // It never created anything: once measured, nothing is outside the books, as the
+    // driver says.
+    let npud = d.pid();
+    assert!(npud_tests::eventually(Duration::from_secs(10), || d.device0()["untracked"] == 0), "{}", d.device0());
+    assert_eq!(shared.held_by_others(npud), 0);
+}
+
+/// A program waits for the room a second one holds; the second is killed while the driver
+/// is slow to answer (its table held busy, as it is while hundreds of processes create and
+/// destroy at once) and another holder changes the books every millisecond, so every
+/// measurement of the device is raced. npud used to drop a measurement any change raced,
+/// and a crowd's second wave waited while the first exited; a measurement is now used
+/// whatever races it (the books read on both sides of the device, the lower taken). The
+/// waiting program starts, and npud's books equal the driver's.
+#[test]
+fn a_program_waiting_for_room_gets_it_while_the_books_change_during_every_measurement() {
+    use npud_tests::native::{App, Shared, acl_apps, acl_builder, acl_command, native_created};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
+    let (program, _) = acl_apps();
+    // Two programs of more than half the device each (their default stream included).
+    let streams = capacity / 2 + 100;
+    let app = || {
+        let mut c = acl_command(program, &shared.path, Some((&d, streams)));
+        c.args([(streams - 1).to_string(), "-1".into()]).env("NPUD_WAIT", "5m");
+        App::spawn(c)
+    };
+    let mut first = app();
+    assert!(first.started().is_ok());
+    // Its streams are on npud's books (the report comes off the program's path).
+    assert!(npud_tests::eventually(Duration::from_secs(30), || native_created(&d) == u64::from(streams)));
+    let (busy, stop) = (AtomicBool::new(true), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        // Granted before the second program asks (an ask behind it would wait for it).
+        let liar = liar(&d.socket, 10);
+        let mut second = app();
+        assert!(
+            npud_tests::eventually(Duration::from_secs(30), || d.device0()["queued_requests"] == 1),
+            "the second waits for the first: {}",
+            d.device0()
+        );
+        // From now the driver takes 300 ms to answer (its table held busy), and another
+        // holder's reports change the books every millisecond: during every measurement.
+        let table = std::fs::File::open(&shared.path).unwrap();
+        table.lock().unwrap();
+        let busy = &busy;
+        s.spawn(move || {
+            while busy.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(300));
+                table.unlock().unwrap();
+                std::thread::sleep(Duration::from_millis(1));
+                table.lock().unwrap();
+            }
+            table.unlock().unwrap();
+        });
+        let churn = s.spawn(|| toggle_created(liar, Duration::from_millis(1), &stop));
+        // Killed: its streams are the driver's to free, which it does when next asked.
+        first.child.kill().unwrap();
+        first.child.wait().unwrap();
+        let killed = Instant::now();
+        let granted = npud_tests::eventually(Duration::from_secs(60), || d.device0()["queued_requests"] == 0);
+        let waited = killed.elapsed();
+        busy.store(false, Ordering::Relaxed);
+        stop.store(true, Ordering::Relaxed);
+        assert!(granted, "still waiting {waited:?} after the first died: {}\n{}", d.device0(), d.log());
+        assert!(second.started().is_ok());
+        assert!(churn.join().unwrap() > 10, "the books changed meanwhile");
+        // The ledger equals the device: what npud counts as created is what the driver holds.
+        assert!(
+            npud_tests::eventually(Duration::from_secs(10), || native_created(&d)
+                == u64::from(shared.held_by_others(npud))),
+            "npud {} against the driver's {}",
+            native_created(&d),
+            shared.held_by_others(npud)
+        );
+        assert_eq!(shared.held_by_others(npud), streams);
+        second.release();
+    });
+}

@@ -71,6 +71,7 @@ impl NativeSession {
             created: BTreeMap::new(),
             start,
             reports_created: false,
+            unmeasured: BTreeMap::new(),
         };
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
@@ -148,8 +149,8 @@ impl NativeSession {
         self.check_device(*device)?;
         if let Some(created) = created {
             // Fewer than before: those may still be on the device until it is measured again.
-            let fell = self.daemon.natives.set_created(self.id, *device, created);
-            self.daemon.admission.untracked_grew(*device, fell);
+            let withheld = self.daemon.natives.set_created(self.id, *device, created);
+            self.daemon.admission.untracked_grew(*device, withheld);
         }
         Ok(())
     }
@@ -216,7 +217,17 @@ impl NativeSession {
         if let Some(batch) = batch {
             self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
         }
-        let waited = waited + paced.elapsed();
+        let turn = paced.elapsed();
+        tracing::debug!(
+            id = self.id,
+            device = a.device,
+            count = a.count,
+            room_ms = waited.as_secs_f64() * 1e3,
+            turn_ms = turn.as_secs_f64() * 1e3,
+            unpaced,
+            "native grant"
+        );
+        let waited = waited + turn;
         Ok(Reply::Acquired(pb::AcquireBudgetResponse {
             waited_ms: millis(waited),
             share: Some(self.share(a.device)),
@@ -271,8 +282,8 @@ impl NativeSession {
         // Where the device counts its streams, what it shows outside the books now is all a
         // declaration may claim.
         let measured = daemon.backend.reports_device_free();
-        if measured && let Some((untracked, changes)) = daemon.untracked_now(d.device).await {
-            daemon.apply_untracked(d.device, untracked, changes).await;
+        if measured && let Some((untracked, lowered)) = daemon.untracked_now(d.device).await {
+            daemon.apply_untracked(d.device, untracked, lowered).await;
         }
         let _mutation = daemon.health.mutation();
         // What the last run recorded for this very process (pid and start time).
@@ -390,7 +401,8 @@ impl Drop for NativeSession {
             for (&device, &n) in &h.held {
                 // Its streams may outlive the connection by a moment (an exiting process):
                 // untracked until the device is measured again, never handed out twice.
-                self.daemon.admission.untracked_grew(device, h.created_on(device));
+                let left = h.left_behind(device, self.daemon.natives.epoch(device));
+                self.daemon.admission.untracked_grew(device, left);
                 self.daemon.admission.release_native(device, &h.tenant, n);
             }
             tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");

@@ -14,11 +14,13 @@
 //!
 //! The measurement errs toward withholding, never toward handing out twice: a holder's
 //! streams count only once it reports them (a batch in flight looks untracked for a
-//! moment), a measurement that raced a change to the books is thrown away, and when a
-//! holder's reported count falls (it destroyed streams, reset the device or went away)
-//! the difference counts as untracked at once, and a measurement follows at once to say
-//! whether the device still holds them. A fall of the measured figure that the books do
-//! not explain (a process destroyed streams and has not said so yet) is held for
+//! moment); the books are read before and after the device and the lower count is used,
+//! and what leaves them between then and the measurement's use counts as still on the
+//! device (`Ledger::lowered`); when a holder's reported count falls (it destroyed
+//! streams, reset the device or went away) the difference counts as untracked at once,
+//! and a measurement follows at once to say whether the device still holds them. A fall
+//! of the measured figure that the books do not explain (a process destroyed streams and
+//! has not said so yet) is held for
 //! `budget.untracked_hold` before it is believed (`hold`).
 
 mod hold;
@@ -31,8 +33,6 @@ use std::time::Duration;
 
 /// How often the books are compared with the device (at least every second).
 pub const RECONCILE_PERIOD: Duration = Duration::from_millis(500);
-/// Measurements tried per device and tick when changes to the books keep racing them.
-const ATTEMPTS: usize = 4;
 
 /// What reconciliation keeps of one device between measurements.
 #[derive(Debug, Clone)]
@@ -65,8 +65,8 @@ pub async fn run(daemon: Arc<Daemon>) {
             () = tokio::time::sleep_until(hold_ends.unwrap_or_else(tokio::time::Instant::now)), if hold_ends.is_some() => {}
         }
         for &device in &devices {
-            if let Some((measured, changes)) = daemon.untracked_now(device).await {
-                daemon.apply_untracked(device, measured, changes).await;
+            if let Some((measured, lowered)) = daemon.untracked_now(device).await {
+                daemon.apply_untracked(device, measured, lowered).await;
             }
         }
     }
@@ -75,27 +75,37 @@ pub async fn run(daemon: Arc<Daemon>) {
 impl Daemon {
     /// What the device holds beyond npud's books right now (below zero when the books
     /// hold more), with the books it was measured against; None where the vendor gives no
-    /// device-wide count, the call failed, or the books kept changing while it was read.
+    /// device-wide count or the call failed. With it, the ledger's `lowered` when the books
+    /// were last read (see [`Admission::set_untracked`](crate::policy::admission::Admission::set_untracked)).
+    ///
+    /// The books are read before and after the device, and the lower count is used: a
+    /// holder that went away while the device was read counts as gone from the books (its
+    /// streams, if the device still held them, are then outside them), one that reported
+    /// new streams counts as not yet booked. Either way the measurement withholds, never
+    /// hands out twice, and a measurement racing changes to the books is still used: one
+    /// dropped whenever any raced it withheld what every exit in a busy hand-off left
+    /// behind until a quiet moment, and a tenant churning connections made that forever.
     pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<(Sample, u64)> {
         let desc = self.device(device).ok()?.clone();
-        for _ in 0..ATTEMPTS {
-            let view = self.admission.view(device);
-            // The daemon's own streams on the hardware: registered ones (not grants still
-            // being filled), pooled and draining ones, and the runtime's.
-            let registered = self.registry.device_streams(device);
-            let own = i64::from(desc.runtime_streams)
-                + i64::from(registered)
-                + i64::from(view.pooled)
-                + i64::from(view.draining);
-            let booked = own + i64::from(self.natives.created_on(device));
-            let backend = Arc::clone(&self.backend);
-            let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;
-            if self.admission.view(device).changes == view.changes {
-                let on_device = i64::from(desc.hardware_limit) - i64::from(free);
-                return Some((Sample { untracked: on_device - booked, booked }, view.changes));
-            }
-        }
-        None
+        let (before, _) = self.booked(device, &desc);
+        let backend = Arc::clone(&self.backend);
+        let free = tokio::task::spawn_blocking(move || backend.device_free(device)).await.ok()??.ok()?;
+        let (after, lowered) = self.booked(device, &desc);
+        let booked = before.min(after);
+        let on_device = i64::from(desc.hardware_limit) - i64::from(free);
+        Some((Sample { untracked: on_device - booked, booked }, lowered))
+    }
+
+    /// npud's books on `device`: its own streams on the hardware (registered ones, not
+    /// grants still being filled; pooled, draining and the runtime's) and what its holders
+    /// report created; with the ledger's `lowered`, read first, so a fall of the books
+    /// between the two counts twice (withholding), never not at all.
+    fn booked(&self, device: u32, desc: &crate::backend::DeviceDesc) -> (i64, u64) {
+        let view = self.admission.view(device);
+        let registered = self.registry.device_streams(device);
+        let own =
+            i64::from(desc.runtime_streams) + i64::from(registered) + i64::from(view.pooled) + i64::from(view.draining);
+        (own + i64::from(self.natives.created_on(device)), view.lowered)
     }
 
     /// Of `device`'s untracked streams, those counted only because a fall of the device's
@@ -115,10 +125,8 @@ impl Daemon {
     /// drift appears and goes. What a holder's going away withholds until this measurement
     /// is not drift: only a measured difference is logged, so an ordinary process exit logs
     /// nothing.
-    pub async fn apply_untracked(&self, device: u32, measured: Sample, changes: u64) {
+    pub async fn apply_untracked(&self, device: u32, measured: Sample, lowered: u64) {
         let before = self.admission.untracked(device);
-        // Worked out on a copy, kept only if the measurement is booked: one that raced a
-        // change to the books is dropped, and must not become the next one's baseline.
         let mut drift = {
             let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
             drift
@@ -127,9 +135,8 @@ impl Daemon {
                 .unwrap_or_else(|| Drift { hold: FallHold::new(self.config.budget.untracked_hold), logged: false })
         };
         let counted = drift.hold.apply(measured, std::time::Instant::now());
-        if !self.admission.set_untracked(device, counted, changes).await {
-            return;
-        }
+        self.admission.set_untracked(device, counted, lowered).await;
+        self.natives.measured(device);
         if drift.hold.held() > 0 {
             tracing::debug!(
                 device,

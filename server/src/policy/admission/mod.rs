@@ -80,8 +80,8 @@ pub struct BudgetView {
     pub queued: u32,
     /// Streams the device holds outside npud's books (reconciliation).
     pub untracked: u32,
-    /// The ledger's change counter (see `Ledger::changes`).
-    pub changes: u64,
+    /// Streams the books have let go of so far (see `Ledger::lowered`).
+    pub lowered: u64,
     pub tenants: HashMap<Tenant, TenantFigures>,
 }
 
@@ -197,7 +197,7 @@ impl Admission {
             draining: l.draining(),
             queued: l.queued(),
             untracked: l.untracked(),
-            changes: l.changes(),
+            lowered: l.lowered(),
             tenants: l.tenant_figures(),
         }
     }

@@ -85,6 +85,7 @@ impl Admission {
             st.ledger.claim_untracked((from_record + from_device).min(untracked));
         }
         st.ledger.force_take(tenant, from_record + from_device);
+        self.remeasure_after_booking(measured && from_record + from_device > 0);
         from_record + from_device
     }
 
@@ -103,7 +104,17 @@ impl Admission {
         let accepted = count.min(l.grantable().saturating_add(claimable)).min(ceiling);
         st.ledger.claim_untracked(accepted.min(claimable));
         st.ledger.force_take(tenant, accepted);
+        self.remeasure_after_booking(accepted > 0);
         accepted
+    }
+
+    /// Streams that already existed were just booked: a measurement in flight may have
+    /// counted them as untracked, and would count them twice once applied (withholding
+    /// them). A new one follows at once.
+    fn remeasure_after_booking(&self, booked: bool) {
+        if booked && self.backend.reports_device_free() {
+            self.remeasure.notify_one();
+        }
     }
 
     /// Destroys pooled streams the device no longer has room for after a booking that did
@@ -124,22 +135,19 @@ impl Admission {
         NativeShare { capacity: l.capacity(), device_free, available, tenant_holds, untracked: l.untracked() }
     }
 
-    /// Sets what reconciliation measured on `device` while the ledger's change counter was
-    /// `changes`: grants waiting for room that is now there are served, and pooled streams
-    /// the device no longer has room for are destroyed. A measurement older than a change
-    /// to the books is dropped (the next one will see it): false then.
-    pub async fn set_untracked(&self, device: u32, measured: i64, changes: u64) -> bool {
+    /// Sets what reconciliation measured on `device` against the books as they were when
+    /// `lowered` was read (see `BudgetView::lowered`): what the books let go of since is
+    /// added, for the device may still hold it. Grants waiting for room that is now there
+    /// are served, and pooled streams the device no longer has room for are destroyed.
+    pub async fn set_untracked(&self, device: u32, measured: i64, lowered: u64) {
         let evicted = {
             let mut st = self.lock(device);
-            if st.ledger.changes() != changes {
-                return false;
-            }
-            st.ledger.set_untracked(measured);
+            let since = st.ledger.lowered().wrapping_sub(lowered);
+            st.ledger.set_untracked(measured.saturating_add(i64::try_from(since).unwrap_or(i64::MAX)));
             super::grant_queued(&mut st.ledger);
             st.evict_overflow()
         };
         self.destroy_all(device, evicted).await;
-        true
     }
 
     /// `n` streams left the books (a holder reported fewer, or went away) that may still

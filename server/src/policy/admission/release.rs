@@ -111,7 +111,7 @@ impl Admission {
                     tracing::error!(device, error = %e, "force-destroying a stuck stream");
                 }
             }
-            self.lock(device).ledger.drained(stuck.len() as u32, 0);
+            self.lock(device).ledger.destroyed_draining(stuck.len() as u32);
         }
         let mut destroy = Vec::new();
         {

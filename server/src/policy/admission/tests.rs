@@ -114,9 +114,9 @@ async fn a_device_contends_from_three_quarters_taken_or_a_queue() {
     a.acquire_native(0, &t, &Quota::default(), 1, PATIENT).await.expect("6 of 8");
     assert!(a.contended(0), "6 of 8 taken");
     a.release_native(0, &t, 6);
-    a.set_untracked(0, 6, a.view(0).changes).await;
+    a.set_untracked(0, 6, a.view(0).lowered).await;
     assert!(a.contended(0), "streams outside the books are taken too");
-    a.set_untracked(0, 0, a.view(0).changes).await;
+    a.set_untracked(0, 0, a.view(0).lowered).await;
     assert!(!a.contended(0));
     a.acquire_native(0, &t, &Quota::default(), 8, PATIENT).await.expect("all of it");
     let waiter = {

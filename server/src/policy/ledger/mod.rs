@@ -69,11 +69,14 @@ pub struct Ledger<W> {
     /// a vendor library's own): measured by reconciliation, never handed out. Signed: a
     /// measurement can come out below zero, and a correction must add to what it was.
     untracked: i64,
-    /// Bumped by every change that lowers the books (a release, a drained or evicted
-    /// stream, a correction to untracked), so a measurement can tell it raced one: those are
-    /// the changes a stale measurement would undo. Grants are not counted: a measurement
-    /// that misses one only withholds more.
-    changes: u64,
+    /// Streams that left the books perhaps after they left the device, in all: a holder's
+    /// created count that fell (it destroyed streams, or went away), streams forced out
+    /// of a stuck drain. A measurement of the device adds what left between its last
+    /// reading of the books and its use, so one that raced such a change never hands
+    /// those streams out twice. What leaves the books before it leaves the device (a
+    /// release, a drain, an eviction) and grants need nothing: a measurement that misses
+    /// them only withholds more.
+    lowered: u64,
     used: HashMap<Tenant, u32>,
     reservations: HashMap<Tenant, u32>,
     queue: BTreeMap<(Tag, u64), Pending<W>>,
@@ -97,7 +100,7 @@ impl<W> Ledger<W> {
             draining: 0,
             pooled: 0,
             untracked: 0,
-            changes: 0,
+            lowered: 0,
             used: HashMap::new(),
             reservations: HashMap::new(),
             queue: BTreeMap::new(),
@@ -134,7 +137,7 @@ impl<W> Ledger<W> {
     /// Streams that just left the books without (as far as npud knows) leaving the device:
     /// until the next measurement they count as untracked.
     pub fn add_untracked(&mut self, n: u32) {
-        self.changes += 1;
+        self.lowered = self.lowered.wrapping_add(u64::from(n));
         self.untracked = self.untracked.saturating_add(i64::from(n));
     }
 
@@ -143,10 +146,10 @@ impl<W> Ledger<W> {
         self.untracked = self.untracked.saturating_sub(i64::from(n));
     }
 
-    /// How many times the books were lowered: equal before and after a measurement means
-    /// none raced it.
-    pub fn changes(&self) -> u64 {
-        self.changes
+    /// Streams the books have let go of so far (wrapping): the difference between two
+    /// readings is what left the books in between.
+    pub fn lowered(&self) -> u64 {
+        self.lowered
     }
 
     /// Room left for grants: capacity less held, draining and untracked streams (pooled
@@ -343,7 +346,6 @@ impl<W> Ledger<W> {
 
     /// A tenant gives streams back to the device; they start draining.
     pub fn release(&mut self, tenant: &str, count: u32, draining: bool) {
-        self.changes += 1;
         if let Some(used) = self.used.get_mut(tenant) {
             *used = used.saturating_sub(count);
             if *used == 0 {
@@ -357,22 +359,26 @@ impl<W> Ledger<W> {
     }
 
     pub fn drained(&mut self, count: u32, pooled: u32) {
-        self.changes += 1;
         self.draining = self.draining.saturating_sub(count);
         self.pooled = self.pooled.saturating_add(pooled);
     }
 
+    /// Released streams destroyed before the books let go of them (forced out of a drain
+    /// that did not finish): a measurement in between saw them gone already.
+    pub fn destroyed_draining(&mut self, count: u32) {
+        self.lowered = self.lowered.wrapping_add(u64::from(count));
+        self.drained(count, 0);
+    }
+
     pub fn set_pooled(&mut self, pooled: u32) {
-        self.changes += u64::from(pooled < self.pooled);
         self.pooled = pooled;
     }
 
     /// Accounts streams that already exist or are created outside the managed path
-    /// (declarations, capture debt, passthrough). Counted as a change: a device
-    /// measurement taken before it may have seen these streams as untracked, so it must
-    /// not be applied after it.
+    /// (declarations, capture debt, passthrough). A device measurement taken before it may
+    /// have seen these streams as untracked and count them twice once applied: that only
+    /// withholds, until the measurement its caller asks for.
     pub fn force_take(&mut self, tenant: &Tenant, count: u32) {
-        self.changes += 1;
         self.take(tenant, count, Tag(f64::NEG_INFINITY));
     }
 

@@ -36,6 +36,20 @@ pub struct Holder {
     /// reported on counts as nothing created; else (a client that never reports) as its
     /// whole holding.
     pub reports_created: bool,
+    /// Per device, what the falls of its created count withheld since the device was last
+    /// measured (see [`Natives::set_created`]).
+    pub unmeasured: BTreeMap<u32, Unmeasured>,
+}
+
+/// What one holder's falls withheld on one device since it was last measured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unmeasured {
+    /// The device's measurement these figures follow.
+    epoch: u64,
+    /// The most the holder counted as created since.
+    high: u32,
+    /// What its falls added to the device's untracked count since.
+    withheld: u32,
 }
 
 impl Holder {
@@ -47,6 +61,33 @@ impl Holder {
             Some(&c) => c.min(held),
             None if self.reports_created => 0,
             None => held,
+        }
+    }
+
+    /// Of the streams its count just fell by (`before` → `created_on` now), those that
+    /// may still be on `device` and are not withheld yet: since the device was last
+    /// measured (`epoch`), its falls together withhold no more than the most it counted
+    /// as created. (A holder that says 100, 0, 100, 0 ... has had at most 100 on the
+    /// device; each fall withholding another 100 let it fill the device with nothing.)
+    fn withhold(&mut self, device: u32, epoch: u64, before: u32) -> u32 {
+        let fell = before.saturating_sub(self.created_on(device));
+        let u = self.unmeasured.entry(device).or_default();
+        if u.epoch != epoch {
+            *u = Unmeasured { epoch, high: before, withheld: 0 };
+        }
+        u.high = u.high.max(before);
+        let add = fell.min(u.high.saturating_sub(u.withheld));
+        u.withheld += add;
+        add
+    }
+
+    /// What its going away may leave on `device` that its falls did not withhold yet
+    /// (`epoch`: the device's measurement now).
+    pub fn left_behind(&self, device: u32, epoch: u64) -> u32 {
+        let created = self.created_on(device);
+        match self.unmeasured.get(&device) {
+            Some(u) if u.epoch == epoch => created.min(u.high.max(created).saturating_sub(u.withheld)),
+            _ => created,
         }
     }
 }
@@ -64,6 +105,8 @@ pub struct Natives {
     pub pacing: pacing::Pacing,
     /// The last run's books, by (pid, start), until declared (see `books`).
     recorded: Mutex<HashMap<(u32, u64), books::Recorded>>,
+    /// How many times each device's measurement was booked (see `set_created`).
+    measured: Mutex<HashMap<u32, u64>>,
     /// Wakes the writer of the books.
     changed: tokio::sync::Notify,
 }
@@ -78,6 +121,7 @@ impl Natives {
             started: Instant::now(),
             declare_grace,
             recorded: Mutex::new(HashMap::new()),
+            measured: Mutex::new(HashMap::new()),
             changed: tokio::sync::Notify::new(),
         }
     }
@@ -121,14 +165,30 @@ impl Natives {
         self.touch();
     }
 
-    /// The holder says it has `created` streams on `device`; returns by how much its
-    /// count (`Holder::created_on`) fell.
+    /// The holder says it has `created` streams on `device`; returns how many of those its
+    /// count (`Holder::created_on`) fell by are to be withheld until the device is measured
+    /// again: they may still be there. Its falls since the last measurement withhold no
+    /// more together than the most it counted as created since (`Holder::withhold`).
     pub fn set_created(&self, id: u64, device: u32, created: u32) -> u32 {
+        let epoch = self.epoch(device);
         let mut holders = self.lock();
         let Some(h) = holders.get_mut(&id) else { return 0 };
         let before = h.created_on(device);
         h.created.insert(device, created);
-        before.saturating_sub(h.created_on(device))
+        h.withhold(device, epoch, before)
+    }
+
+    /// A measurement of `device` was booked: what holders' falls withheld before it is in
+    /// what it measured.
+    pub fn measured(&self, device: u32) {
+        let mut measured = self.measured.lock().unwrap_or_else(|e| e.into_inner());
+        let epoch = measured.entry(device).or_insert(0);
+        *epoch = epoch.wrapping_add(1);
+    }
+
+    /// The count of `device`'s booked measurements.
+    pub fn epoch(&self, device: u32) -> u64 {
+        self.measured.lock().unwrap_or_else(|e| e.into_inner()).get(&device).copied().unwrap_or(0)
     }
 
     /// The holder said in its hello that it reports what it creates.
@@ -291,6 +351,7 @@ mod tests {
             created: BTreeMap::new(),
             start: None,
             reports_created: false,
+            unmeasured: BTreeMap::new(),
         }
     }
 
@@ -339,5 +400,42 @@ mod tests {
         assert_eq!(n.rows(Some("a")).len(), 1);
         assert_eq!(n.rows(None).len(), 2);
         assert_eq!(n.totals().get(&(0, Tenant::from("b"))), Some(&4));
+    }
+
+    /// A holder that says 100, 0, 100, 0 ... has had at most 100 streams on the device:
+    /// its falls withhold 100 until the device is measured again, not 100 each.
+    #[test]
+    fn falls_withhold_no_more_than_the_most_created_until_measured() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let id = n.open(Holder { reports_created: true, ..holder("a") }).expect("open");
+        n.add(id, 0, 100);
+        assert_eq!(n.set_created(id, 0, 100), 0, "a rise withholds nothing");
+        assert_eq!(n.set_created(id, 0, 40), 60);
+        assert_eq!(n.set_created(id, 0, 0), 40);
+        assert_eq!(n.set_created(id, 0, 100), 0);
+        assert_eq!(n.set_created(id, 0, 0), 0, "100 are withheld already");
+        n.measured(0);
+        assert_eq!(n.set_created(id, 0, 100), 0);
+        assert_eq!(n.set_created(id, 0, 30), 70, "a new measurement saw what the falls left");
+        assert_eq!(n.set_created(id, 1, 0), 0, "nothing on another device");
+        let h = n.close(id).expect("known");
+        assert_eq!(h.left_behind(0, n.epoch(0)), 30, "30 withheld of at most 100: all 30 it holds may remain");
+        n.measured(0);
+        assert_eq!(h.left_behind(0, n.epoch(0)), 30);
+    }
+
+    /// Going away leaves behind no more than what its falls have not withheld yet.
+    #[test]
+    fn a_holder_that_toggled_its_count_leaves_nothing_more_behind_until_measured() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let id = n.open(Holder { reports_created: true, ..holder("a") }).expect("open");
+        n.add(id, 0, 100);
+        n.set_created(id, 0, 100);
+        assert_eq!(n.set_created(id, 0, 0), 100);
+        n.set_created(id, 0, 100);
+        let h = n.close(id).expect("known");
+        assert_eq!(h.left_behind(0, n.epoch(0)), 0, "its 100 are withheld already");
+        n.measured(0);
+        assert_eq!(h.left_behind(0, n.epoch(0)), 100, "after a measurement, its 100 count again");
     }
 }

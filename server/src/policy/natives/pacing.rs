@@ -206,6 +206,7 @@ impl Drop for Waiting {
 
 impl Drop for Batch {
     fn drop(&mut self) {
+        tracing::trace!(device = self.device, batch = self.id, "native creation batch ended");
         self.expiry.abort();
         self.inner.end(self.device, self.id, false);
     }
