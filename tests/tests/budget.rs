@@ -168,6 +168,23 @@ async fn grants_on_a_device_with_room_are_not_paced() {
     assert_eq!(d.in_use(), taken + 30);
 }
 
+/// `unpaced` means the device has room, not merely that the grant holds no turn: with
+/// pacing off, a grant near the limit still says its holder is to report at once (its
+/// new streams count twice until that report, granted and untracked on the device, and a
+/// device near its limit cannot spare them).
+#[tokio::test]
+async fn with_pacing_off_a_grant_near_the_limit_still_wants_its_report_at_once() {
+    let d = Daemon::builder().config("[budget]\nnative_pacing = \"0s\"\n").start();
+    let mut first = Budget::open(&d).await;
+    let Reply::Acquired(a) = first.acquire(10).await else { panic!("granted") };
+    assert!(a.unpaced, "room on the device: {a:?}");
+    let (_crowd, taken) = crowd(&d).await;
+    let mut second = Budget::open(&d).await;
+    let Reply::Acquired(b) = second.acquire(10).await else { panic!("granted") };
+    assert!(!b.unpaced, "three quarters taken: {b:?}");
+    assert_eq!(d.in_use(), taken + 20);
+}
+
 #[tokio::test]
 async fn a_session_cancelled_while_it_waits_for_its_turn_takes_nothing() {
     let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();

@@ -206,14 +206,20 @@ impl NativeSession {
         // Paced only where creation contends (this grant included in the books): on a
         // device with room the batch takes no turn, and its holder need not hurry to say it
         // is over.
-        let bound = match daemon.admission.contended(a.device) {
+        let contended = daemon.admission.contended(a.device);
+        let bound = match contended {
             true => wait.saturating_sub(waited),
             false => Duration::ZERO,
         };
         let batch = daemon.natives.pacing.turn(a.device, &self.caller.tenant, bound).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
-        let unpaced = batch.is_none();
+        // Said only where the device has room: its holder may then leave the `created`
+        // report to its watcher. Where creation contends the report is wanted at once,
+        // with or without a turn (pacing off, a benched tenant, the bound passed): until it
+        // comes the new streams count twice (granted, and untracked on the device), and a
+        // device near its limit cannot spare them.
+        let unpaced = !contended;
         if let Some(batch) = batch {
             self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
         }
