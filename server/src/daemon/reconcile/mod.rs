@@ -84,7 +84,7 @@ impl Daemon {
     /// new streams counts as not yet booked. Either way the measurement withholds, never
     /// hands out twice, and a measurement racing changes to the books is still used: one
     /// dropped whenever any raced it withheld what every exit in a busy hand-off left
-    /// behind until a quiet moment, and a tenant churning connections made that forever.
+    /// behind until a quiet moment (a crowd's second wave waited a second for it).
     pub async fn untracked_now(self: &Arc<Self>, device: u32) -> Option<(Sample, u64)> {
         let desc = self.device(device).ok()?.clone();
         let (before, _) = self.booked(device, &desc);
