@@ -409,7 +409,6 @@ impl Drop for NativeSession {
                 // untracked until the device is measured again, never handed out twice.
                 let left = h.left_behind(device, self.daemon.natives.epoch(device));
                 self.daemon.admission.untracked_grew(device, left);
-                self.daemon.holder_left_unreported(device, n.saturating_sub(h.created_on(device)));
                 self.daemon.admission.release_native(device, &h.tenant, n);
             }
             tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");

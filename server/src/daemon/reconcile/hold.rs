@@ -123,17 +123,6 @@ impl FallHold {
         sample.untracked.saturating_add(self.held())
     }
 
-    /// A holder went away with `n` streams of its grant never reported created: the
-    /// device may drop up to that many that it counted as untracked (a batch the process
-    /// was still creating when it died), and such a fall is no program letting go of
-    /// streams it may take again (the dead process cannot): believed at once.
-    pub fn owe(&mut self, n: u32, now: Instant) {
-        if n > 0 && !self.hold.is_zero() {
-            self.owed.expire(now, self.hold);
-            self.owed.push(now, i64::from(n));
-        }
-    }
-
     /// What is held now.
     pub fn held(&self) -> i64 {
         self.held.total()
@@ -197,21 +186,6 @@ mod tests {
         // Then the driver frees them.
         assert_eq!(h.apply(s(100, 0), t + Duration::from_millis(40)), 100);
         assert_eq!(h.held(), 0);
-    }
-
-    #[test]
-    fn a_fall_of_what_a_dead_process_never_reported_is_believed_at_once() {
-        let (mut h, t) = (FallHold::new(HOLD), Instant::now());
-        h.apply(s(0, 0), t);
-        // A process creating 900 of a 1,400 grant was measured before it said so...
-        assert_eq!(h.apply(s(900, 0), t + Duration::from_millis(10)), 900);
-        // ... and killed: 1,400 of grant never reported go with it, the driver frees its 900.
-        h.owe(1400, t + Duration::from_millis(20));
-        assert_eq!(h.apply(s(0, 0), t + Duration::from_millis(30)), 0);
-        assert_eq!(h.held(), 0);
-        // What it did not use explains nothing after the hold: a later fall is held.
-        h.apply(s(300, 0), t + Duration::from_millis(2100));
-        assert_eq!(h.apply(s(0, 0), t + Duration::from_millis(2200)), 300);
     }
 
     #[test]

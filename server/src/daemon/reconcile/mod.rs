@@ -115,23 +115,6 @@ impl Daemon {
         drift.get(&device).map_or(0, |d| u32::try_from(d.hold.held().max(0)).unwrap_or(u32::MAX))
     }
 
-    /// A holder went away holding `unreported` streams of grant on `device` it never said
-    /// it created (see [`FallHold::owe`]); the device is measured again at once.
-    pub fn holder_left_unreported(&self, device: u32, unreported: u32) {
-        if unreported == 0 || !self.backend.reports_device_free() {
-            return;
-        }
-        let mut drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
-        drift
-            .entry(device)
-            .or_insert_with(|| Drift { hold: FallHold::new(self.config.budget.untracked_hold), logged: false })
-            .hold
-            .owe(unreported, std::time::Instant::now());
-        drop(drift);
-        // What the device counted of them as untracked goes at its next measurement: now.
-        self.admission.remeasure.notify_one();
-    }
-
     /// When the first held fall on any device is to be believed.
     fn held_falls_end(&self) -> Option<std::time::Instant> {
         let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
