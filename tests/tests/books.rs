@@ -265,6 +265,38 @@ fn an_ordinary_start_and_exit_logs_no_drift() {
     assert!(!log.contains("npud's books match the device again"), "{log}");
 }
 
+/// A program killed in the middle of its start-up, before it said what it created, at
+/// different moments: npud may have measured some of its streams as untracked, and the
+/// driver frees them when it dies. That fall cannot be told from a live holder's destroy
+/// it has not reported yet, so it is held for `budget.untracked_hold` like any other
+/// (withholding, never handing out twice); then npud's count is the driver's again, and
+/// nothing of the dead process stays booked.
+#[test]
+fn a_program_killed_mid_start_up_leaves_nothing_on_the_books() {
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let (program, _) = acl_apps();
+    for after in [5, 20, 40, 80, 150] {
+        let mut app = App::spawn({
+            let mut c = acl_command(program, &shared.path, Some((&d, 1400)));
+            c.args(["1399", "-1"]);
+            c
+        });
+        std::thread::sleep(Duration::from_millis(after));
+        app.child.kill().unwrap();
+        app.child.wait().unwrap();
+        assert!(
+            eventually(Duration::from_secs(30), || native_held(&d) == 0
+                && shared.held_by_others(npud) == 0
+                && d.device0()["untracked"] == 0),
+            "killed {after} ms in: npud {} against the driver's {}",
+            d.device0(),
+            shared.held_by_others(npud)
+        );
+    }
+}
+
 /// A program outside npud holding 100 streams (and its default one), and `acl_steps` under
 /// `npuctl run` with a grant of 80, waiting for its first step.
 fn steps_beside_an_outside_program(shared: &Shared, d: &Daemon) -> (App, App) {
