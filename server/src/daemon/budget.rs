@@ -407,7 +407,7 @@ impl Drop for NativeSession {
             for (&device, &n) in &h.held {
                 // Its streams may outlive the connection by a moment (an exiting process):
                 // untracked until the device is measured again, never handed out twice.
-                let left = h.left_behind(device, self.daemon.natives.epoch(device));
+                let left = self.daemon.natives.left_behind(&h, device);
                 self.daemon.admission.untracked_grew(device, left);
                 self.daemon.admission.release_native(device, &h.tenant, n);
             }

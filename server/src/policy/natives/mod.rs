@@ -83,7 +83,7 @@ impl Holder {
 
     /// What its going away may leave on `device` that its falls did not withhold yet
     /// (`epoch`: the device's measurement now).
-    pub fn left_behind(&self, device: u32, epoch: u64) -> u32 {
+    fn left_behind(&self, device: u32, epoch: u64) -> u32 {
         let created = self.created_on(device);
         match self.unmeasured.get(&device) {
             Some(u) if u.epoch == epoch => created.min(u.high.max(created).saturating_sub(u.withheld)),
@@ -186,8 +186,14 @@ impl Natives {
         *epoch = epoch.wrapping_add(1);
     }
 
+    /// What holder `h`, gone, may leave on `device` that its falls did not withhold yet
+    /// since the device was last measured (`Holder::left_behind`).
+    pub fn left_behind(&self, h: &Holder, device: u32) -> u32 {
+        h.left_behind(device, self.epoch(device))
+    }
+
     /// The count of `device`'s booked measurements.
-    pub fn epoch(&self, device: u32) -> u64 {
+    fn epoch(&self, device: u32) -> u64 {
         self.measured.lock().unwrap_or_else(|e| e.into_inner()).get(&device).copied().unwrap_or(0)
     }
 
@@ -419,9 +425,9 @@ mod tests {
         assert_eq!(n.set_created(id, 0, 30), 70, "a new measurement saw what the falls left");
         assert_eq!(n.set_created(id, 1, 0), 0, "nothing on another device");
         let h = n.close(id).expect("known");
-        assert_eq!(h.left_behind(0, n.epoch(0)), 30, "30 withheld of at most 100: all 30 it holds may remain");
+        assert_eq!(n.left_behind(&h, 0), 30, "30 withheld of at most 100: all 30 it holds may remain");
         n.measured(0);
-        assert_eq!(h.left_behind(0, n.epoch(0)), 30);
+        assert_eq!(n.left_behind(&h, 0), 30);
     }
 
     /// Going away leaves behind no more than what its falls have not withheld yet.
@@ -434,8 +440,8 @@ mod tests {
         assert_eq!(n.set_created(id, 0, 0), 100);
         n.set_created(id, 0, 100);
         let h = n.close(id).expect("known");
-        assert_eq!(h.left_behind(0, n.epoch(0)), 0, "its 100 are withheld already");
+        assert_eq!(n.left_behind(&h, 0), 0, "its 100 are withheld already");
         n.measured(0);
-        assert_eq!(h.left_behind(0, n.epoch(0)), 100, "after a measurement, its 100 count again");
+        assert_eq!(n.left_behind(&h, 0), 100, "after a measurement, its 100 count again");
     }
 }
