@@ -47,6 +47,14 @@ impl Budget {
         self.call(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count, wait_ms: 60_000, ..Default::default() }))
             .await
     }
+
+    /// [`Budget::acquire`], which must be granted.
+    async fn granted(&mut self, count: u32) -> pb::AcquireBudgetResponse {
+        match self.acquire(count).await {
+            Reply::Acquired(a) => a,
+            other => panic!("{count} streams granted, got {other:?}"),
+        }
+    }
 }
 
 /// Takes the share of device 0 from which creation contends (three quarters: see
@@ -56,7 +64,7 @@ async fn crowd(d: &Daemon) -> (Budget, u64) {
     let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
     let taken = (capacity * 3).div_ceil(4);
     let mut b = Budget::open(d).await;
-    let Reply::Acquired(a) = b.acquire(taken).await else { panic!("{taken} of {capacity} fit") };
+    let a = b.granted(taken).await;
     assert!(!a.unpaced, "three quarters taken: the device contends, and the batch holds its turn");
     assert!(matches!(b.call(Call::Created(pb::CreatedBudgetRequest::default())).await, Reply::Created(_)));
     (b, u64::from(taken))
@@ -75,7 +83,7 @@ async fn a_budget_stream_is_a_session_whose_holdings_go_back_when_it_ends() {
         .args(&["--metrics", &format!("127.0.0.1:{port}")])
         .start();
     let mut b = Budget::open(&d).await;
-    let Reply::Acquired(a) = b.acquire(70).await else { panic!("granted") };
+    let a = b.granted(70).await;
     let share = a.share.expect("share");
     assert_eq!(share.holds, 70);
     assert_eq!(share.tenant_holds, 70);
@@ -152,7 +160,7 @@ async fn grants_on_a_device_with_room_are_not_paced() {
     let d = Daemon::builder().config("[budget]\nnative_pacing = \"1h\"\n").start();
     let mut first = Budget::open(&d).await;
     let mut second = Budget::open(&d).await;
-    let Reply::Acquired(a) = first.acquire(10).await else { panic!("granted") };
+    let a = first.granted(10).await;
     assert!(a.unpaced, "{a:?}");
     // The first never reports, and the window is an hour: the second is answered anyway.
     let Reply::Acquired(b) =
@@ -163,7 +171,7 @@ async fn grants_on_a_device_with_room_are_not_paced() {
     assert!(b.unpaced, "{b:?}");
     let (_crowd, taken) = crowd(&d).await;
     let mut third = Budget::open(&d).await;
-    let Reply::Acquired(c) = third.acquire(10).await else { panic!("granted") };
+    let c = third.granted(10).await;
     assert!(!c.unpaced, "three quarters taken: paced again");
     assert_eq!(d.in_use(), taken + 30);
 }
@@ -176,11 +184,11 @@ async fn grants_on_a_device_with_room_are_not_paced() {
 async fn with_pacing_off_a_grant_near_the_limit_still_wants_its_report_at_once() {
     let d = Daemon::builder().config("[budget]\nnative_pacing = \"0s\"\n").start();
     let mut first = Budget::open(&d).await;
-    let Reply::Acquired(a) = first.acquire(10).await else { panic!("granted") };
+    let a = first.granted(10).await;
     assert!(a.unpaced, "room on the device: {a:?}");
     let (_crowd, taken) = crowd(&d).await;
     let mut second = Budget::open(&d).await;
-    let Reply::Acquired(b) = second.acquire(10).await else { panic!("granted") };
+    let b = second.granted(10).await;
     assert!(!b.unpaced, "three quarters taken: {b:?}");
     assert_eq!(d.in_use(), taken + 20);
 }
