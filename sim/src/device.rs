@@ -142,6 +142,14 @@ impl SimDevice {
         Ok(())
     }
 
+    /// The default stream a context issues work to when a call names no stream (AscendCL's
+    /// NULL stream, CUDA's NULL stream): a stream tasks run on whose hardware slot the
+    /// context's own count already holds, so making it and freeing it (`destroy_stream`)
+    /// changes no count. The vendor gives the default stream the highest priority.
+    pub fn builtin_stream(&self) -> StreamId {
+        self.with(|s, _| s.engine.add_builtin_stream(0))
+    }
+
     pub fn destroy_context(&self) {
         let mut state = self.lock();
         state.streams_in_use = state.streams_in_use.saturating_sub(1);

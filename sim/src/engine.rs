@@ -66,6 +66,9 @@ struct Stream {
     destroyed: bool,
     /// When the head delay became ready for a lane.
     ready_at: Option<Instant>,
+    /// Whether the stream holds a hardware slot of its own. A context's default stream
+    /// does not: the context's count pays for it (`SimDevice::create_context`).
+    counted: bool,
 }
 
 struct Event {
@@ -154,6 +157,16 @@ impl Engine {
     }
 
     pub fn add_stream(&mut self, priority: u32, flags: u32) -> StreamId {
+        self.add(priority, flags, true)
+    }
+
+    /// A stream whose slot is counted elsewhere (a context's default stream): freeing it
+    /// frees no slot.
+    pub fn add_builtin_stream(&mut self, priority: u32) -> StreamId {
+        self.add(priority, 0, false)
+    }
+
+    fn add(&mut self, priority: u32, flags: u32, counted: bool) -> StreamId {
         let id = self.fresh_id();
         self.streams.insert(
             id,
@@ -170,6 +183,7 @@ impl Engine {
                 injected_failures: HashMap::new(),
                 destroyed: false,
                 ready_at: None,
+                counted,
             },
         );
         id
@@ -216,8 +230,9 @@ impl Engine {
             }
         }
         // A task running on a lane finishes its lane time; the stream itself is gone.
-        self.streams.remove(&id);
-        self.freed_streams += 1;
+        if self.streams.remove(&id).is_some_and(|s| s.counted) {
+            self.freed_streams += 1;
+        }
         self.advance(now);
         Ok(())
     }
@@ -681,8 +696,7 @@ impl Engine {
         for (_, w) in s.drain_waiters.drain(..) {
             self.fired.push((w, result.clone()));
         }
-        if s.destroyed {
-            self.streams.remove(&id);
+        if s.destroyed && self.streams.remove(&id).is_some_and(|s| s.counted) {
             self.freed_streams += 1;
         }
     }

@@ -187,6 +187,23 @@ fn device_budget_counts_internal_and_default_streams() {
 }
 
 #[test]
+fn a_contexts_default_stream_runs_work_and_frees_no_slot_of_its_own() {
+    let t0 = Instant::now();
+    let mut e = Engine::new(1);
+    let s = e.add_builtin_stream(0);
+    e.enqueue_delay(s, ms(5), t0).unwrap();
+    let flag = done_flag(&mut e, s);
+    e.destroy_stream(s, t0).unwrap();
+    e.advance(t0 + ms(5));
+    fire(&mut e);
+    assert_eq!(*flag.lock().unwrap(), Some(true), "its work ran to the end");
+    assert_eq!(e.freed_streams, 0, "the context's count holds its slot, not the stream");
+    let forced = e.add_builtin_stream(0);
+    e.destroy_stream_force(forced, t0).unwrap();
+    assert_eq!(e.freed_streams, 0);
+}
+
+#[test]
 fn device_timer_finishes_delays_and_wakes_waiters() {
     let dev = SimDevice::new(0, Profile::default(), SimOptions::default());
     let s = dev.create_stream(0, 0).unwrap();

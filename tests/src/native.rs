@@ -141,6 +141,12 @@ pub fn acl_memory_app() -> &'static PathBuf {
     build("acl_memory.c", "ascendcl", "acl_memory", &[])
 }
 
+/// `native/acl_default_stream.c` built once per process against libascendcl: the NULL
+/// stream as the vendor's samples use it; prints `ok` or `fail <what>`.
+pub fn acl_default_stream_app() -> &'static PathBuf {
+    build("acl_default_stream.c", "ascendcl", "acl_default_stream", &["-pthread"])
+}
+
 /// A budget file for one test: the fake driver's view of the device, shared by everyone.
 pub struct Shared {
     _dir: tempfile::TempDir,

@@ -272,7 +272,12 @@ fn events_on_an_inference_part_are_admitted_against_the_tenants_quota() {
 /// runs on the fake library unchanged, alone and under npud.
 #[test]
 fn a_sample_style_program_with_memory_runs_on_the_fake_library_and_under_npud() {
-    let program = npud_tests::native::acl_memory_app();
+    says_ok_alone_and_under_npud(npud_tests::native::acl_memory_app());
+}
+
+/// Runs a program that prints `ok` or `fail <what>` on the fake library, then under npud,
+/// and checks that npud's books and the driver hold nothing for it once it has exited.
+fn says_ok_alone_and_under_npud(program: &std::path::Path) {
     let shared = Shared::new();
     let d = shared.daemon(&[]);
     for npud in [None, Some((&d, 4))] {
@@ -281,6 +286,15 @@ fn a_sample_style_program_with_memory_runs_on_the_fake_library_and_under_npud() 
         assert!(out.status.success());
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
+    assert_eq!(shared.held_by_others(d.pid()), 0, "the driver holds nothing for the program either");
+}
+
+/// A program that works on the default stream (NULL), as the vendor's samples do, runs on
+/// the fake library unchanged, alone and under npud; the default streams take nothing
+/// from the device beyond their contexts', and everything is back after it exits.
+#[test]
+fn a_program_on_the_null_stream_runs_on_the_fake_library_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::acl_default_stream_app());
 }
 
 /// The program says hello to npud at aclInit, before it uses a device, so npud identifies

@@ -18,12 +18,12 @@ pub struct AclrtExceptionInfo {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
-    with_rt(|r| r.subscribe(thread_id, stream, RT_STREAM_SUBSCRIBE))
+    with_rt(|r| r.subscribe(thread_id, r.resolve(stream)?, RT_STREAM_SUBSCRIBE))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: Handle) -> AclError {
-    with_rt(|r| r.unsubscribe(thread_id, stream))
+    with_rt(|r| r.unsubscribe(thread_id, r.resolve(stream)?))
 }
 
 pub type AclrtCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -39,7 +39,7 @@ pub extern "C" fn aclrtLaunchCallback(
     if block_type > 1 {
         return INVALID_PARAM;
     }
-    with_rt(|r| r.launch_callback(func, user_data as usize, block_type == 1, stream, RT_STREAM_NO_CB_REG))
+    with_rt(|r| r.launch_callback(func, user_data as usize, block_type == 1, r.resolve(stream)?, RT_STREAM_NO_CB_REG))
 }
 
 /// Runs the callbacks due to the calling thread (the one that subscribed the streams).

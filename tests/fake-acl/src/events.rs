@@ -48,6 +48,7 @@ pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
+        let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
         dev.record_event(e, s).map_err(|e| e.code)?;
         r.capture_recorded(event, stream);
@@ -58,6 +59,7 @@ pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
+        let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
         dev.reset_event(e, s).map_err(|e| e.code)
     })

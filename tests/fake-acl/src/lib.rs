@@ -189,7 +189,7 @@ pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: Handle, timeout_ms: i32) -> AclError {
     with_rt(|r| {
-        let (dev, id) = r.stream(stream)?;
+        let (dev, id) = r.stream(r.resolve(stream)?)?;
         block_on(|w| dev.on_stream_drained(id, w), timeout_ms, RT_STREAM_SYNC_TIMEOUT)
     })
 }
@@ -202,7 +202,7 @@ pub extern "C" fn aclrtSynchronizeStream(stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.stream(stream).and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
+    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller. ACL_STREAM_STATUS_COMPLETE 0, NOT_READY 1.
         Ok(done) => unsafe { put(status, if done { 0 } else { 1 }) },
         Err(e) => e,
@@ -212,6 +212,7 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> A
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclError {
     with_rt(|r| {
+        let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
         // Waiting on an event recorded in a capture pulls the stream into it (`capture`).
         r.capture_joins(stream, event)?;
@@ -238,7 +239,7 @@ fn same_device(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(priority, s.priority) },
         Err(e) => e,
@@ -248,7 +249,7 @@ pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(flags, s.flags) },
         Err(e) => e,
@@ -259,7 +260,7 @@ pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.stream(stream) {
+    match r.resolve(stream).and_then(|s| r.stream(s)) {
         // SAFETY: out-pointer from the caller.
         Ok((_, sid)) => unsafe { put(id, sid as i32) },
         Err(e) => e,
@@ -284,6 +285,9 @@ pub extern "C" fn aclrtSetStreamFailureMode(stream: Handle, mode: u64) -> AclErr
         _ => return INVALID_PARAM,
     };
     with_rt(|r| {
+        // The default stream (NULL) only where the vendor's page allows it: Ascend 950,
+        // A3 and A2; the training, inference and 200I/500 A2 parts refuse it.
+        let stream = if state::default_failure_mode_allowed() { r.resolve(stream)? } else { stream };
         let (dev, id) = r.stream(stream)?;
         dev.set_failure_mode(id, mode).map_err(|e| e.code)
     })

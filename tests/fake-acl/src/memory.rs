@@ -132,15 +132,14 @@ pub(crate) fn replay(tasks: &[Task]) {
     tasks.iter().for_each(make);
 }
 
-/// Issues `task` to `stream` (null: the default stream): made at once, or kept by the
-/// capture the stream is in.
+/// Issues `task` to `stream` (null: the current context's default stream): made at once,
+/// or kept by the capture the stream is in.
 fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
-    if !stream.is_null()
-        && let Err(e) = r.stream(stream)
-    {
-        return e;
-    }
-    if stream.is_null() || !r.capture_task(stream, task) {
+    let stream = match r.resolve(stream).and_then(|s| r.stream(s).map(|_| s)) {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    if !r.capture_task(stream, task) {
         make(&task);
     }
     0

@@ -40,6 +40,11 @@ struct Inner {
     stream_ctx: HashMap<usize, usize>,
     by_sim: HashMap<(u32, StreamId), usize>,
     events: HashMap<usize, (u32, EventId)>,
+    /// The default stream of each device (what its default context issues to) and of each
+    /// context made with aclrtCreateContext: handles of their own in `streams`, never
+    /// handed out; a call that names the NULL stream reaches them (`Rt::resolve`).
+    device_default: HashMap<u32, usize>,
+    context_default: HashMap<usize, usize>,
     subscribed: HashMap<usize, u64>,
     per_thread: HashMap<u64, u32>,
     due: HashMap<u64, VecDeque<u64>>,
@@ -87,6 +92,14 @@ pub fn soc_name() -> &'static std::ffi::CStr {
         "atlas-200i-a2" => c"Ascend310B1",
         _ => c"Ascend910A",
     }
+}
+
+/// Whether aclrtSetStreamFailureMode takes the default stream (NULL): on Ascend 950, A3
+/// and A2 parts (its page: "支持指定默认Stream（即stream参数传入NULL）"), not on the
+/// training, inference and 200I/500 A2 parts.
+pub fn default_failure_mode_allowed() -> bool {
+    let soc = soc_name().to_bytes();
+    soc.starts_with(b"Ascend910B") || soc.starts_with(b"Ascend910_93") || soc.starts_with(b"Ascend950")
 }
 
 /// aclInit: true the first time.
@@ -241,11 +254,69 @@ impl Rt {
                 return Err(e.code);
             }
         }
+        // The streams tasks run on; their slots are the counts just taken. Made before
+        // `inner` is locked: the device's lock is taken before it, never after.
+        let device_default = (retained == 0).then(|| dev.builtin_stream());
+        let own_default = (!default).then(|| dev.builtin_stream());
         let mut inner = self.lock();
         let h = Self::mint(&mut inner);
         inner.contexts.insert(h, dev.id());
         *inner.retains.entry(dev.id()).or_default() += 1;
+        if let Some(id) = device_default {
+            let s = Self::register_default(&mut inner, dev.id(), id);
+            inner.device_default.insert(dev.id(), s);
+        }
+        if let Some(id) = own_default {
+            let s = Self::register_default(&mut inner, dev.id(), id);
+            inner.context_default.insert(h, s);
+        }
         Ok(h as Handle)
+    }
+
+    fn register_default(inner: &mut Inner, device: u32, id: StreamId) -> usize {
+        let h = Self::mint(inner);
+        inner.streams.insert(h, (device, id));
+        inner.by_sim.insert((device, id), h);
+        h
+    }
+
+    /// The stream a call that names `stream` issues to: the stream itself, or for NULL the
+    /// current context's default stream. In the open runtime, synchronize, query, event
+    /// record and reset, stream waits, callbacks and report subscriptions all take a NULL
+    /// stream as `CurrentContext()->DefaultStream_()` (hicann/runtime
+    /// `src/runtime/api/impl/api_impl.cc`), as the seeds' record_event and
+    /// stream_wait_event say ("If the default stream is used, set this parameter to 0"),
+    /// and the vendor's own samples synchronize it with `aclrtSynchronizeStream(nullptr)`.
+    /// No current context: ACL_ERROR_RT_CONTEXT_NULL.
+    pub fn resolve(&self, stream: Handle) -> Result<Handle, AclError> {
+        if !stream.is_null() {
+            return Ok(stream);
+        }
+        let ctx = CURRENT.with(Cell::get);
+        let inner = self.lock();
+        let device = inner.contexts.get(&ctx).ok_or(CONTEXT_NULL)?;
+        let own = inner.context_default.get(&ctx).or_else(|| inner.device_default.get(device));
+        own.map(|h| *h as Handle).ok_or(CONTEXT_NULL)
+    }
+
+    /// Frees a default stream with its context; its work runs out first, as a reset
+    /// waits for the tasks of the streams it frees. Its slot goes with the context's count.
+    fn drop_default(&self, h: Option<usize>) {
+        let Some(h) = h else { return };
+        let found = {
+            let mut inner = self.lock();
+            let found = inner.streams.remove(&h);
+            if let Some(key) = found {
+                inner.by_sim.remove(&key);
+            }
+            if let Some(thread) = inner.subscribed.remove(&h) {
+                release_thread(&mut inner, thread);
+            }
+            found
+        };
+        if let Some((device, id)) = found {
+            let _ = self.devices[device as usize].destroy_stream(id);
+        }
     }
 
     /// aclrtDestroyContext: only a context made with aclrtCreateContext (the runtime
@@ -269,7 +340,7 @@ impl Rt {
         for s in left {
             let _ = self.destroy_stream(s as Handle, false);
         }
-        let last = {
+        let (last, defaults) = {
             let mut inner = self.lock();
             let retains = inner.retains.entry(device).or_default();
             *retains = retains.saturating_sub(1);
@@ -277,8 +348,11 @@ impl Rt {
             if last {
                 inner.retains.remove(&device);
             }
-            last
+            let own = inner.context_default.remove(&(ctx as usize));
+            let device_default = if last { inner.device_default.remove(&device) } else { None };
+            (last, [own, device_default])
         };
+        defaults.into_iter().for_each(|h| self.drop_default(h));
         let streams = u32::from(last) + u32::from(!default) + self.context_sync;
         (0..streams).for_each(|_| self.devices[device as usize].destroy_context());
         self.give_shared(device, streams);
