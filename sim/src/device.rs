@@ -284,6 +284,11 @@ impl SimDevice {
         self.with(|s, now| s.engine.stream_wait_event(stream, event, now))
     }
 
+    /// See [`Engine::order_after`].
+    pub fn order_after(&self, stream: StreamId, after: StreamId) -> SimResult<()> {
+        self.with(|s, now| s.engine.order_after(stream, after, now))
+    }
+
     pub fn event_state(&self, event: EventId) -> SimResult<EventState> {
         self.with(|s, _| s.engine.event_state(event))
     }

@@ -123,6 +123,9 @@ pub struct Engine {
     /// Streams whose queue drained after they were destroyed: their hardware slot is free.
     pub(crate) freed_streams: u32,
     pub(crate) freed_events: u32,
+    /// Each stream's marker for `order_after`: an event of the engine's own, counted in no
+    /// table, gone with its stream.
+    markers: HashMap<StreamId, EventId>,
     /// Notifications to deliver once the lock is released.
     pub(crate) fired: Vec<(Waiter, SimResult<()>)>,
     pub(crate) reports: Vec<SimReport>,
@@ -144,6 +147,7 @@ impl Engine {
             next_id: 1,
             freed_streams: 0,
             freed_events: 0,
+            markers: HashMap::new(),
             fired: Vec::new(),
             reports: Vec::new(),
             frozen: false,
@@ -233,6 +237,7 @@ impl Engine {
         if self.streams.remove(&id).is_some_and(|s| s.counted) {
             self.freed_streams += 1;
         }
+        self.forget_marker(id);
         self.advance(now);
         Ok(())
     }
@@ -359,6 +364,34 @@ impl Engine {
     pub fn stream_idle(&mut self, id: StreamId) -> SimResult<bool> {
         let s = self.live_stream(id)?;
         Ok(s.completed >= s.enqueued)
+    }
+
+    /// Makes `stream`'s later work wait for everything enqueued on `after` so far, as
+    /// CUDA's legacy default stream and the blocking streams of its context order each
+    /// other. Nothing is waited for when `after` is idle or gone.
+    pub fn order_after(&mut self, stream: StreamId, after: StreamId, now: Instant) -> SimResult<()> {
+        self.live_stream(stream)?;
+        if stream == after || self.stream_idle(after).unwrap_or(true) {
+            return Ok(());
+        }
+        let marker = match self.markers.get(&after) {
+            Some(e) => *e,
+            None => {
+                let e = self.add_event(crate::flags::EVENT_SYNC, false);
+                self.markers.insert(after, e);
+                e
+            }
+        };
+        self.record_event(marker, after, now)?;
+        self.stream_wait_event(stream, marker, now)
+    }
+
+    /// Forgets a removed stream's marker: its records are all reached or abandoned, and a
+    /// wait on a marker that is gone is over.
+    fn forget_marker(&mut self, stream: StreamId) {
+        if let Some(e) = self.markers.remove(&stream) {
+            self.events.remove(&e);
+        }
     }
 
     pub fn add_event(&mut self, flags: u32, timing: bool) -> EventId {
@@ -696,8 +729,11 @@ impl Engine {
         for (_, w) in s.drain_waiters.drain(..) {
             self.fired.push((w, result.clone()));
         }
-        if s.destroyed && self.streams.remove(&id).is_some_and(|s| s.counted) {
-            self.freed_streams += 1;
+        if s.destroyed {
+            if self.streams.remove(&id).is_some_and(|s| s.counted) {
+                self.freed_streams += 1;
+            }
+            self.forget_marker(id);
         }
     }
 

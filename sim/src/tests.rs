@@ -204,6 +204,27 @@ fn a_contexts_default_stream_runs_work_and_frees_no_slot_of_its_own() {
 }
 
 #[test]
+fn a_stream_ordered_after_another_waits_for_what_it_had_then() {
+    let t0 = Instant::now();
+    let mut e = Engine::new(2);
+    let (a, b) = (e.add_stream(0, 0), e.add_stream(0, 0));
+    e.enqueue_delay(a, ms(5), t0).unwrap();
+    e.order_after(b, a, t0).unwrap();
+    e.enqueue_delay(a, ms(50), t0).unwrap();
+    e.enqueue_delay(b, ms(1), t0).unwrap();
+    let flag = done_flag(&mut e, b);
+    e.advance(t0 + ms(4));
+    fire(&mut e);
+    assert_eq!(*flag.lock().unwrap(), None, "b waits for a's first delay");
+    e.advance(t0 + ms(6));
+    fire(&mut e);
+    assert_eq!(*flag.lock().unwrap(), Some(true), "and not for what a had after the order");
+    e.order_after(b, a, t0 + ms(6)).unwrap();
+    e.destroy_stream_force(a, t0 + ms(6)).unwrap();
+    assert!(e.stream_idle(b).unwrap(), "a stream gone leaves nothing to wait for");
+}
+
+#[test]
 fn device_timer_finishes_delays_and_wakes_waiters() {
     let dev = SimDevice::new(0, Profile::default(), SimOptions::default());
     let s = dev.create_stream(0, 0).unwrap();

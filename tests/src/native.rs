@@ -128,6 +128,13 @@ pub fn cuda_callbacks_app() -> &'static PathBuf {
     build("cuda_callbacks.c", "cuda", "cuda_callbacks", &[])
 }
 
+/// `native/cuda_default_stream.c` built once per process against libcuda: the NULL
+/// stream, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, and the legacy stream's ordering
+/// against blocking streams; prints `ok` or `fail <what>`.
+pub fn cuda_default_stream_app() -> &'static PathBuf {
+    build("cuda_default_stream.c", "cuda", "cuda_default_stream", &[])
+}
+
 /// `native/cuda_create_cost.c` built once per process against libcuda: ARGS `STREAMS
 /// ROUNDS`; prints `create_ns <n> destroy_ns <n> streams <S> rounds <R>` (what a stream
 /// costs; scripts/gpu-check.sh times it on a GPU).

@@ -87,7 +87,20 @@ fn a_program_that_fetches_the_driver_through_cu_get_proc_address_is_admitted() {
 /// fake driver as on the real one, alone and under the interposer.
 #[test]
 fn a_program_using_stream_callbacks_runs_on_the_fake_driver_and_under_npud() {
-    let program = npud_tests::native::cuda_callbacks_app();
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_callbacks_app());
+}
+
+/// A CUDA program on the NULL stream (and CU_STREAM_LEGACY, CU_STREAM_PER_THREAD), whose
+/// work orders itself against blocking streams as the seed says, runs on the fake driver
+/// unchanged, alone and under the interposer; the default streams are not admitted.
+#[test]
+fn a_program_on_the_null_stream_runs_on_the_fake_driver_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_default_stream_app());
+}
+
+/// Runs a program that prints `ok` or `fail <what>` on the fake driver, then under npud,
+/// and checks that npud's books and the driver hold nothing for it once it has exited.
+fn says_ok_alone_and_under_npud(program: &std::path::Path) {
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("budget");
     let d = cuda_daemon(&shared, &[]);
@@ -97,6 +110,8 @@ fn a_program_using_stream_callbacks_runs_on_the_fake_driver_and_under_npud() {
         assert!(out.status.success());
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
+    let driver = npud_tests::native::Shared::at(&shared);
+    assert_eq!(driver.held_by_others(d.pid()), 0, "the driver holds nothing for the program either");
 }
 
 /// A program that creates and destroys streams in rounds, asking for one stream at start:

@@ -100,6 +100,7 @@ pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
         for s in streams {
             r.destroy_stream(s)?;
         }
+        r.drop_defaults(ctx);
         CURRENT.with(|c| {
             if c.get() == ctx {
                 c.set(0);

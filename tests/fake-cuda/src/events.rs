@@ -45,7 +45,7 @@ pub extern "C" fn cuEventDestroy(e: usize) -> CuResult {
 pub extern "C" fn cuEventRecord(e: usize, s: usize) -> CuResult {
     with(|r| {
         let (dev, eid, _) = r.event(e)?;
-        let (sdev, sid) = r.stream(s)?;
+        let (sdev, sid) = r.issue_to(s)?;
         // "hEvent and hStream must be from the same context otherwise
         // CUDA_ERROR_INVALID_HANDLE is returned."
         if sdev.id() != dev.id() {

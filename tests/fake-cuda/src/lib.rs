@@ -10,6 +10,7 @@
 
 mod attributes;
 mod context;
+mod defaults;
 mod events;
 mod gate;
 mod memory;
@@ -58,6 +59,8 @@ struct Pending {
 struct Inner {
     next: usize,
     streams: HashMap<usize, (u32, StreamId, u32, i32)>,
+    /// Each context's default streams (`defaults`): handles in `streams` never handed out.
+    defaults: HashMap<(usize, defaults::Kind), usize>,
     events: HashMap<usize, (u32, EventId, bool)>,
     modules: HashMap<usize, String>,
     functions: HashMap<usize, String>,
@@ -401,7 +404,7 @@ pub extern "C" fn cuStreamDestroy(s: usize) -> CuResult {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamQuery(s: usize) -> CuResult {
     with(|r| {
-        let (dev, id) = r.stream(s)?;
+        let (dev, id) = r.settled(s)?;
         if dev.stream_status(id).map_err(sim)?.failed {
             return Err(LAUNCH_FAILED);
         }
@@ -415,7 +418,7 @@ pub extern "C" fn cuStreamQuery(s: usize) -> CuResult {
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamSynchronize(s: usize) -> CuResult {
     with(|r| {
-        let (dev, id) = r.stream(s)?;
+        let (dev, id) = r.settled(s)?;
         block_on(|w| dev.on_stream_drained(id, w))
     })
 }
@@ -426,8 +429,8 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
         return INVALID_VALUE;
     }
     with(|r| {
-        let (dev, sid) = r.stream(s)?;
         let (other, eid, _) = r.event(e)?;
+        let (dev, sid) = r.issue_to(s)?;
         if other.id() != dev.id() {
             return gate::wait_across(r, dev, sid, other, eid);
         }
@@ -438,6 +441,7 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
+    let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     match r.lock().streams.get(&s) {
         // SAFETY: out-pointer from the caller.
         Some((_, _, _, prio)) => unsafe { put(p, *prio) },
@@ -468,7 +472,7 @@ pub extern "C" fn cuStreamAddCallback(
 }
 
 fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -> Result<(), CuResult> {
-    let (dev, id) = r.stream(s)?;
+    let (dev, id) = r.issue_to(s)?;
     let cb = r.next_host_call();
     r.register_host_call(cb, call, user_data as usize);
     // Host functions block later work on the stream until they return.
@@ -479,6 +483,7 @@ fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
     let Some(r) = rt() else { return NOT_INITIALIZED };
+    let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     let found = r.lock().streams.get(&s).map(|(_, _, f, _)| *f);
     match found {
         // SAFETY: out-pointer from the caller.
@@ -550,7 +555,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     // SAFETY: CUDA's convention: params[0] points at the kernel's first parameter, a u64.
     let ns = unsafe { *(*params).cast::<u64>() };
     with(|r| {
-        let (dev, id) = r.stream(s)?;
+        let (dev, id) = r.issue_to(s)?;
         dev.enqueue_delay(id, Duration::from_nanos(ns.max(1))).map(drop).map_err(sim)
     })
 }

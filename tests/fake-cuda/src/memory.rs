@@ -81,8 +81,9 @@ fn copy(dst: *mut c_void, src: *const c_void, n: usize) -> CuResult {
 }
 
 fn check_stream(s: usize) -> CuResult {
-    // 0 is the NULL stream of the current context.
-    if s == 0 { SUCCESS } else { with(|r| r.stream(s).map(drop)) }
+    // The copy is made at once; the stream must exist (0, CU_STREAM_LEGACY and
+    // CU_STREAM_PER_THREAD name the current context's default streams).
+    with(|r| r.resolve(s).and_then(|h| r.stream(h)).map(drop))
 }
 
 #[unsafe(no_mangle)]
