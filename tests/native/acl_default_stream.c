@@ -38,6 +38,7 @@ aclError aclrtSynchronizeStream(aclrtStream);
 aclError aclrtSynchronizeStreamWithTimeout(aclrtStream, int32_t);
 aclError aclrtStreamQuery(aclrtStream, uint32_t *);
 aclError aclrtStreamGetId(aclrtStream, int32_t *);
+aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *);
 aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent);
 aclError aclrtGetStreamAvailableNum(uint32_t *);
 aclError aclrtCreateEvent(aclrtEvent *);
@@ -94,6 +95,11 @@ int main(void) {
     CHECK(aclrtGetStreamAvailableNum(&before) == 0, "available before");
     CHECK(aclrtStreamGetId(NULL, &default_id) == 0 && aclrtStreamGetId(s, &own_id) == 0, "stream ids");
     CHECK(default_id != own_id, "the NULL stream is the default stream, not the one created");
+    aclrtStream dflt = NULL;
+    int32_t dflt_id = -2;
+    CHECK(aclrtCtxGetCurrentDefaultStream(&dflt) == 0 && dflt != NULL, "aclrtCtxGetCurrentDefaultStream");
+    CHECK(aclrtStreamGetId(dflt, &dflt_id) == 0 && dflt_id == default_id, "its handle is the NULL stream's");
+    CHECK(aclrtSynchronizeStream(dflt) == 0 && aclrtDestroyStream(dflt) != 0, "synchronized by handle, not destroyed");
 
     CHECK(aclrtCreateEvent(&ev) == 0, "aclrtCreateEvent");
     CHECK(aclrtRecordEvent(ev, NULL) == 0, "record on the NULL stream");
@@ -104,7 +110,7 @@ int main(void) {
     CHECK(aclrtStreamWaitEvent(NULL, ev) == 0, "the NULL stream waits on an event");
     CHECK(aclrtResetEvent(ev, NULL) == 0, "reset the event on the NULL stream");
     CHECK(aclrtSynchronizeStream(s) == 0 && aclrtSynchronizeStream(NULL) == 0, "both streams drain");
-    CHECK(aclrtDestroyStream(NULL) != 0, "the default stream cannot be destroyed");
+    CHECK(aclrtDestroyStream(NULL) != 0, "the NULL stream cannot be destroyed");
 
     CHECK(pthread_create(&thread, NULL, process_reports, NULL) == 0, "the report thread");
     if (callback_on_default_stream(thread, &calls)) return 1;

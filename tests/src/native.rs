@@ -154,6 +154,13 @@ pub fn acl_default_stream_app() -> &'static PathBuf {
     build("acl_default_stream.c", "ascendcl", "acl_default_stream", &["-pthread"])
 }
 
+/// `native/acl_numbering.c` built once per process against libascendcl: every device it
+/// sees through the user, logical and physical numberings, there and back; prints
+/// `device U logical L physical P` lines and `ok`, or `fail <what>`.
+pub fn acl_numbering_app() -> &'static PathBuf {
+    build("acl_numbering.c", "ascendcl", "acl_numbering", &[])
+}
+
 /// A budget file for one test: the fake driver's view of the device, shared by everyone.
 pub struct Shared {
     _dir: tempfile::TempDir,

@@ -50,6 +50,31 @@ fn run_acl(d: &Daemon, shared: &Shared, env: &[(&str, &str)], args: &[&str]) -> 
     App::spawn(cmd)
 }
 
+/// The vendor's example of the three numberings, as a program sees it through the six
+/// mapping calls (the fake exports them all): in a container of physical devices 4, 6, 5
+/// and 7 with ASCEND_RT_VISIBLE_DEVICES=1,2, user device 0 is logical 1, physical 6. The
+/// same holds under npud, whose interposer maps ids through the same calls.
+#[test]
+fn a_program_mapping_its_devices_sees_the_vendors_numbering() {
+    let shared = Shared::new();
+    let view =
+        [("NPU_SIM_DEVICES", "8"), ("NPU_SIM_CONTAINER_DEVICES", "4,6,5,7"), ("ASCEND_RT_VISIBLE_DEVICES", "1,2")];
+    let d = acl_builder(&shared.path, &[]).env("NPU_SIM_DEVICES", "8").start();
+    for npud in [None, Some((&d, 4))] {
+        let mut cmd = acl_command(npud_tests::native::acl_numbering_app(), &shared.path, npud);
+        cmd.envs(view).stdin(std::process::Stdio::null());
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            ["device 0 logical 1 physical 6", "device 1 logical 2 physical 5", "ok"],
+            "under npud: {}",
+            npud.is_some()
+        );
+    }
+}
+
 #[test]
 fn npud_shows_each_devices_physical_id() {
     let shared = Shared::new();

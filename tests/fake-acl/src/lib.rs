@@ -267,6 +267,18 @@ pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclEr
     }
 }
 
+/// aclrtCtxGetCurrentDefaultStream: the current context's default stream, the one a NULL
+/// stream names (`Rt::resolve`). It goes with its context; aclrtDestroyStream refuses it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut Handle) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.resolve(std::ptr::null_mut()) {
+        // SAFETY: out-pointer from the caller (`put` checks it is not null).
+        Ok(h) => unsafe { put(stream, h) },
+        Err(e) => e,
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
@@ -404,6 +416,12 @@ pub unsafe extern "C" fn aclrtGetPhyDevIdByLogicDevId(logic: i32, phy: *mut i32)
 pub unsafe extern "C" fn aclrtGetPhyDevIdByUserDevId(user: i32, phy: *mut i32) -> AclError {
     // SAFETY: forwarded out-pointer.
     unsafe { map_id(user, phy, numbering::Numbering::physical_of_user) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetUserDevIdByPhyDevId(phy: i32, user: *mut i32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { map_id(phy, user, |n, p| u32::try_from(p).ok().and_then(|p| n.user_of_physical(p))) }
 }
 
 #[unsafe(no_mangle)]

@@ -465,10 +465,15 @@ impl Rt {
         let (dev, id) = self.stream(h)?;
         {
             let mut inner = self.lock();
-            inner.streams.remove(&(h as usize));
-            inner.stream_ctx.remove(&(h as usize));
+            // A default stream goes with its context, never by itself.
+            let h = h as usize;
+            if inner.device_default.values().chain(inner.context_default.values()).any(|s| *s == h) {
+                return Err(INVALID_PARAM);
+            }
+            inner.streams.remove(&h);
+            inner.stream_ctx.remove(&h);
             inner.by_sim.remove(&(dev.id(), id));
-            if let Some(thread) = inner.subscribed.remove(&(h as usize)) {
+            if let Some(thread) = inner.subscribed.remove(&h) {
                 release_thread(&mut inner, thread);
             }
         }
