@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include "check.h"
 
 typedef int aclError;
@@ -51,6 +52,8 @@ aclError aclrtSubscribeReport(uint64_t, aclrtStream);
 aclError aclrtUnSubscribeReport(uint64_t, aclrtStream);
 aclError aclrtLaunchCallback(aclrtCallback, void *, int, aclrtStream);
 aclError aclrtProcessReport(int32_t);
+aclError aclrtSetStreamFailureMode(aclrtStream, uint64_t);
+const char *aclrtGetSocName(void);
 
 static volatile int stop;
 static aclrtContext reports_ctx;
@@ -111,6 +114,10 @@ int main(void) {
     CHECK(aclrtResetEvent(ev, NULL) == 0, "reset the event on the NULL stream");
     CHECK(aclrtSynchronizeStream(s) == 0 && aclrtSynchronizeStream(NULL) == 0, "both streams drain");
     CHECK(aclrtDestroyStream(NULL) != 0, "the NULL stream cannot be destroyed");
+    /* Its page: the default stream's failure mode can be set on A2, A3 and 950 parts only. */
+    const char *soc = aclrtGetSocName();
+    int a2_a3 = soc && (!strncmp(soc, "Ascend910B", 10) || !strncmp(soc, "Ascend910_93", 12) || !strncmp(soc, "Ascend950", 9));
+    CHECK((aclrtSetStreamFailureMode(NULL, 1) == 0) == a2_a3, "the NULL stream's failure mode where the part allows it");
 
     CHECK(pthread_create(&thread, NULL, process_reports, NULL) == 0, "the report thread");
     if (callback_on_default_stream(thread, &calls)) return 1;

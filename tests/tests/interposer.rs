@@ -294,7 +294,13 @@ fn says_ok_alone_and_under_npud(program: &std::path::Path) {
 /// from the device beyond their contexts', and everything is back after it exits.
 #[test]
 fn a_program_on_the_null_stream_runs_on_the_fake_library_and_under_npud() {
-    says_ok_alone_and_under_npud(npud_tests::native::acl_default_stream_app());
+    let program = npud_tests::native::acl_default_stream_app();
+    says_ok_alone_and_under_npud(program);
+    // An A2 part, where the default stream's failure mode may be set too.
+    let shared = Shared::new();
+    let mut cmd = acl_command(program, &shared.path, None);
+    let out = cmd.env("NPU_SIM_PROFILE", "atlas-a2").stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "on an A2 part");
 }
 
 /// The program says hello to npud at aclInit, before it uses a device, so npud identifies
