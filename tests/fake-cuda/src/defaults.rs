@@ -48,6 +48,12 @@ impl Rt {
         // Made before `inner` is locked: the device's lock is taken before it, never after.
         let id = self.devices[device as usize].builtin_stream();
         let mut inner = self.lock();
+        if let Some(h) = inner.defaults.get(&(ctx, kind)).copied() {
+            // Another thread made it meanwhile: the one it made is the stream.
+            drop(inner);
+            let _ = self.devices[device as usize].destroy_stream(id);
+            return Ok(h);
+        }
         let h = Self::mint(&mut inner);
         inner.streams.insert(h, (device, id, 0, LEAST_PRIORITY));
         inner.defaults.insert((ctx, kind), h);
