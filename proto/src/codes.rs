@@ -60,6 +60,8 @@ pub mod cuda {
     pub const NOT_READY: CuResult = 600;
     pub const ILLEGAL_ADDRESS: CuResult = 700;
     pub const LAUNCH_FAILED: CuResult = 719;
+    /// A CUDA call from a stream callback or host function (cuStreamAddCallback's page).
+    pub const NOT_PERMITTED: CuResult = 800;
     pub const NOT_SUPPORTED: CuResult = 801;
     pub const TIMEOUT: CuResult = 909;
     pub const UNKNOWN: CuResult = 999;

@@ -1,5 +1,6 @@
 /* An ordinary CUDA driver program that uses the stream calls the seeds document beyond
- * creation (cuStreamGetFlags, cuStreamAddCallback, cuCtxSynchronize, cuGetErrorString) and
+ * creation (cuStreamGetFlags, cuStreamAddCallback and the calls a callback may not make,
+ * cuCtxSynchronize, cuGetErrorString) and
  * the memory calls every program makes (cuMemAlloc, copies both ways, cuMemsetD8).
  *
  *   cuda_callbacks
@@ -25,6 +26,7 @@ CUresult cuStreamGetFlags(CUstream, unsigned *);
 CUresult cuStreamAddCallback(CUstream, CUstreamCallback, void *, unsigned);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamQuery(CUstream);
 CUresult cuGetErrorString(CUresult, const char **);
 typedef uint64_t CUdeviceptr;
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
@@ -38,12 +40,16 @@ static int order[4];
 static int calls;
 static CUstream seen_stream;
 static CUresult seen_status = 99;
+static CUresult inside = 99;
 
 static void on_done(CUstream s, CUresult status, void *data) {
     if (calls < 4) order[calls] = (int)(intptr_t)data;
     calls++;
     seen_stream = s;
     seen_status = status;
+    /* The seed: "Callbacks must not make any CUDA API calls. Attempting to use a CUDA API
+     * will result in CUDA_ERROR_NOT_PERMITTED." */
+    inside = cuStreamQuery(s);
 }
 
 
@@ -63,6 +69,8 @@ int main(void) {
     CHECK(cuCtxSynchronize() == 0, "cuCtxSynchronize");
     CHECK(calls == 2 && order[0] == 1 && order[1] == 2, "callbacks ran once each, in order, before the sync returned");
     CHECK(seen_stream == nonblocking && seen_status == 0, "the callback got its stream and CUDA_SUCCESS");
+    CHECK(inside == 800, "a CUDA call inside the callback is CUDA_ERROR_NOT_PERMITTED");
+    CHECK(cuStreamQuery(nonblocking) == 0, "and is permitted again outside it");
     const char *text = NULL;
     CHECK(cuGetErrorString(1, &text) == 0 && text && strlen(text) > 0, "cuGetErrorString");
     enum { N = 4096 };

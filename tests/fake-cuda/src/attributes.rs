@@ -82,7 +82,10 @@ fn pci_parts(id: &str) -> (i32, i32, i32) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetAttribute(out: *mut i32, attribute: i32, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return crate::NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let physical = match r.physical(dev) {
         Ok(p) => p,
         Err(e) => return e,

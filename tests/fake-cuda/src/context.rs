@@ -6,7 +6,10 @@ use crate::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     match r.primary.get(dev as usize) {
         Some(c) => {
             // SAFETY: out-pointer from the caller.
@@ -72,7 +75,10 @@ pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
 /// cuCtxCreate_v2: a new context on `dev`, made current on this thread.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if ctx.is_null() {
         return INVALID_VALUE;
     }
@@ -118,7 +124,10 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)).and_then(|p| r.ordinal(p)) {
         // SAFETY: out-pointer from the caller.
         Some(d) => unsafe { put(dev, d as i32) },

@@ -4,7 +4,10 @@ use crate::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventCreate(e: *mut usize, flags: u32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if e.is_null() || flags & !0x7 != 0 {
         return INVALID_VALUE;
     }
@@ -78,7 +81,10 @@ pub extern "C" fn cuEventSynchronize(e: usize) -> CuResult {
 /// INVALID_HANDLE if either was never recorded or has no timing; NOT_READY if unfinished.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usize) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let v = r.event(start).and_then(|(dev, a, _)| {
         let (_, b, _) = r.event(end)?;
         dev.elapsed_ms(a, b).map_err(sim)

@@ -3,7 +3,7 @@
 //! the waiting stream gets a blocking host call (a gate) that opens when the other
 //! device's event completes, whichever of the two happens first.
 
-use crate::{CuResult, HostCall, Rt, rt, sim};
+use crate::{CuResult, HostCall, Rt, sim};
 use npu_sim::{EventId, EventState, SimDevice, StreamId};
 use std::sync::{Arc, Mutex};
 
@@ -58,7 +58,7 @@ pub(crate) fn wait_across(
         .on_event_complete(
             event,
             Box::new(move |_| {
-                if let Some(rt) = rt() {
+                if let Some(rt) = crate::runtime() {
                     gate.opened(rt);
                 }
             }),

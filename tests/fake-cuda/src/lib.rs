@@ -28,7 +28,8 @@ pub use context::*;
 pub use events::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
-    INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_READY, NOT_SUPPORTED,
+    INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_PERMITTED, NOT_READY,
+    NOT_SUPPORTED,
 };
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
@@ -91,9 +92,23 @@ static RT: OnceLock<Rt> = OnceLock::new();
 
 thread_local! {
     static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// Set while this thread runs a program's stream callback or host function.
+    static IN_HOST_CALL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-pub(crate) fn rt() -> Option<&'static Rt> {
+/// The runtime for a program's call: CUDA_ERROR_NOT_INITIALIZED before cuInit, and
+/// CUDA_ERROR_NOT_PERMITTED on the thread running a stream callback or host function (the
+/// seed's cuStreamAddCallback: "Callbacks must not make any CUDA API calls. Attempting to
+/// use a CUDA API will result in CUDA_ERROR_NOT_PERMITTED").
+pub(crate) fn rt() -> Result<&'static Rt, CuResult> {
+    if IN_HOST_CALL.with(std::cell::Cell::get) {
+        return Err(NOT_PERMITTED);
+    }
+    RT.get().ok_or(NOT_INITIALIZED)
+}
+
+/// The runtime for this library's own threads (waiters, the host-call thread).
+pub(crate) fn runtime() -> Option<&'static Rt> {
     RT.get()
 }
 
@@ -181,6 +196,7 @@ impl Rt {
             let failed =
                 status != 0 || self.devices[device as usize].stream_status(stream).map(|st| st.failed).unwrap_or(false);
             if let Some(p) = pending {
+                IN_HOST_CALL.with(|c| c.set(true));
                 // SAFETY: the application passed this function and data to
                 // cuLaunchHostFunc or cuStreamAddCallback and keeps them valid until the
                 // function has run.
@@ -196,6 +212,7 @@ impl Rt {
                     },
                     HostCall::Gate(_) => {}
                 }
+                IN_HOST_CALL.with(|c| c.set(false));
             }
             let _ = self.devices[device as usize].ack_callback(stream, callback);
         }
@@ -213,8 +230,8 @@ pub(crate) unsafe fn put<T>(out: *mut T, v: T) -> CuResult {
 
 pub(crate) fn with(f: impl FnOnce(&Rt) -> Result<(), CuResult>) -> CuResult {
     match rt() {
-        Some(r) => f(r).err().unwrap_or(SUCCESS),
-        None => NOT_INITIALIZED,
+        Ok(r) => f(r).err().unwrap_or(SUCCESS),
+        Err(e) => e,
     }
 }
 
@@ -240,6 +257,9 @@ fn block_on(register: impl FnOnce(npu_sim::Waiter) -> Result<(), npu_sim::SimErr
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuInit(flags: u32) -> CuResult {
+    if IN_HOST_CALL.with(std::cell::Cell::get) {
+        return NOT_PERMITTED;
+    }
     if flags != 0 {
         return INVALID_VALUE;
     }
@@ -277,14 +297,17 @@ pub unsafe extern "C" fn cuDriverGetVersion(v: *mut i32) -> CuResult {
 pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
     match rt() {
         // SAFETY: out-pointer from the caller.
-        Some(r) => unsafe { put(n, r.visible.len() as i32) },
-        None => NOT_INITIALIZED,
+        Ok(r) => unsafe { put(n, r.visible.len() as i32) },
+        Err(e) => e,
     }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut i32, ordinal: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if let Err(e) = r.physical(ordinal) {
         return e;
     }
@@ -308,7 +331,10 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) 
 /// cuDeviceGetUuid(_v2): the device's 16-byte UUID (`CUuuid`), stable across processes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     match r.physical(dev) {
         // SAFETY: out-pointer to a CUuuid from the caller.
         Ok(p) => unsafe { put(uuid, visible::uuid_bytes(p)) },
@@ -325,7 +351,10 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: i32) -> CuRes
 /// cuDeviceGetPCIBusId: `domain:bus:device.function`, NUL-terminated, at most `len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, dev: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let p = match r.physical(dev) {
         Ok(p) => p,
         Err(e) => return e,
@@ -353,7 +382,10 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut i32, greatest: 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if s.is_null() || flags & !NON_BLOCKING != 0 {
         return INVALID_VALUE;
     }
@@ -440,7 +472,10 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     match r.lock().streams.get(&s) {
         // SAFETY: out-pointer from the caller.
@@ -482,7 +517,10 @@ fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -
 /// cuStreamGetFlags: the flags the stream was created with.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     let found = r.lock().streams.get(&s).map(|(_, _, f, _)| *f);
     match found {
@@ -495,7 +533,10 @@ pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult
 /// Accepts NUL-terminated PTX text with at least one `.entry`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if image.is_null() {
         return INVALID_VALUE;
     }
@@ -513,7 +554,10 @@ pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if name.is_null() {
         return INVALID_VALUE;
     }
@@ -545,7 +589,10 @@ pub unsafe extern "C" fn cuLaunchKernel(
     params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     if r.lock().functions.get(&f).map(String::as_str) != Some("npud_spin") {
         return NOT_SUPPORTED;
     }
@@ -569,6 +616,7 @@ pub unsafe extern "C" fn cuGetErrorString(code: CuResult, out: *mut *const c_cha
         3 => b"initialization error\0",
         400 => b"invalid resource handle\0",
         600 => b"device not ready\0",
+        800 => b"operation not permitted\0",
         719 => b"unspecified launch failure\0",
         _ => return INVALID_VALUE,
     };
@@ -583,6 +631,7 @@ pub unsafe extern "C" fn cuGetErrorName(code: CuResult, out: *mut *const c_char)
         1 => b"CUDA_ERROR_INVALID_VALUE\0",
         400 => b"CUDA_ERROR_INVALID_HANDLE\0",
         600 => b"CUDA_ERROR_NOT_READY\0",
+        800 => b"CUDA_ERROR_NOT_PERMITTED\0",
         _ => b"CUDA_ERROR_UNKNOWN\0",
     };
     // SAFETY: out-pointer from the caller; the string is static.
@@ -609,7 +658,10 @@ pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuResult {
-    let Some(r) = rt() else { return NOT_INITIALIZED };
+    let r = match rt() {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     match r.physical(device) {
         // SAFETY: out-pointer from the caller.
         Ok(p) => unsafe { put(n, r.devices[p as usize].counts().streams_in_use) },

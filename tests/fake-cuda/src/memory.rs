@@ -47,8 +47,8 @@ pub unsafe extern "C" fn cuMemAllocHost_v2(pp: *mut *mut c_void, size: usize) ->
 }
 
 fn release(p: *mut c_void) -> CuResult {
-    if rt().is_none() {
-        return crate::NOT_INITIALIZED;
+    if let Err(e) = rt() {
+        return e;
     }
     if p.is_null() {
         return INVALID_VALUE;
@@ -69,8 +69,8 @@ pub unsafe extern "C" fn cuMemFreeHost(p: *mut c_void) -> CuResult {
 }
 
 fn copy(dst: *mut c_void, src: *const c_void, n: usize) -> CuResult {
-    if rt().is_none() {
-        return crate::NOT_INITIALIZED;
+    if let Err(e) = rt() {
+        return e;
     }
     if dst.is_null() || src.is_null() {
         return INVALID_VALUE;
@@ -119,8 +119,8 @@ pub unsafe extern "C" fn cuMemcpyDtoHAsync_v2(dst: *mut c_void, src: u64, n: usi
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemsetD8_v2(dst: u64, value: u8, n: usize) -> CuResult {
-    if rt().is_none() {
-        return crate::NOT_INITIALIZED;
+    if let Err(e) = rt() {
+        return e;
     }
     if dst == 0 {
         return INVALID_VALUE;
