@@ -27,6 +27,13 @@ pub mod acl {
     pub const RT_THREAD_SUBSCRIBE: AclError = 107012;
     pub const RT_STREAM_NO_CB_REG: AclError = 107015;
     pub const RT_INVALID_HANDLE: AclError = 107017;
+    /// Graph capture (the open runtime's aclgraph checks): a stream in capture cannot be
+    /// synchronized, queried, destroyed or captured again; an event recorded in a capture
+    /// cannot be waited on by the host; a capture ends only on the stream that began it.
+    pub const RT_STREAM_CAPTURED: AclError = 107027;
+    pub const RT_EVENT_CAPTURED: AclError = 107028;
+    pub const RT_STREAM_NOT_CAPTURED: AclError = 107029;
+    pub const RT_STREAM_CAPTURE_UNMATCHED: AclError = 107036;
     pub const RT_FEATURE_NOT_SUPPORT: AclError = 207000;
     pub const RT_MEMORY_ALLOCATION: AclError = 207001;
     /// Stream exhaustion on some driver paths ("Too many streams are created").

@@ -11,7 +11,10 @@
  * The vendor (aclmdlRICaptureBegin): work issued to a stream in capture is kept in the
  * model, not run. So the output is checked after the capture (untouched) and after each
  * replay (that round's input), and the scratch buffer, cleared before each replay, holds
- * the captured memset's byte after it. Prints "ok ROUNDS streams S" (S from aclmdlRIGetStreams)
+ * the captured memset's byte after it. Within the capture it also checks what a stream in
+ * capture cannot do (the runtime's capture checks: synchronize, query, destroy, capture
+ * again; a host wait on an event recorded there), and that ending a capture that never
+ * began is refused. Prints "ok ROUNDS streams S" (S from aclmdlRIGetStreams)
  * or "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +26,7 @@
 typedef int aclError;
 typedef void *aclrtStream;
 typedef void *aclmdlRI;
+typedef void *aclrtEvent;
 #define ACL_MODEL_RI_CAPTURE_MODE_GLOBAL 0u
 #define ACL_MEM_MALLOC_HUGE_FIRST 0u
 enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 };
@@ -34,6 +38,11 @@ aclError aclrtResetDevice(int32_t);
 aclError aclrtCreateStream(aclrtStream *);
 aclError aclrtDestroyStream(aclrtStream);
 aclError aclrtSynchronizeStream(aclrtStream);
+aclError aclrtStreamQuery(aclrtStream, uint32_t *);
+aclError aclrtCreateEvent(aclrtEvent *);
+aclError aclrtDestroyEvent(aclrtEvent);
+aclError aclrtRecordEvent(aclrtEvent, aclrtStream);
+aclError aclrtSynchronizeEvent(aclrtEvent);
 aclError aclrtMalloc(void **, size_t, uint32_t);
 aclError aclrtFree(void *);
 aclError aclrtMemset(void *, size_t, int32_t, size_t);
@@ -78,9 +87,19 @@ int main(int argc, char **argv) {
     CHECK(aclrtMemset(scratch, N, 0, N) == 0, "aclrtMemset");
 
     aclmdlRI model = NULL;
+    aclrtEvent event = NULL;
+    uint32_t status = 9;
+    CHECK(aclrtCreateEvent(&event) == 0, "aclrtCreateEvent");
+    CHECK(aclmdlRICaptureEnd(stream, &model) == 107029, "no capture to end: ACL_ERROR_RT_STREAM_NOT_CAPTURED");
     CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
     CHECK(aclrtMemsetAsync(scratch, N, 0xee, N, stream) == 0, "aclrtMemsetAsync");
     CHECK(aclrtMemcpyAsync(out, N, in, N, ACL_MEMCPY_DEVICE_TO_DEVICE, stream) == 0, "aclrtMemcpyAsync");
+    /* ACL_ERROR_RT_STREAM_CAPTURED and ACL_ERROR_RT_EVENT_CAPTURED. */
+    CHECK(aclrtSynchronizeStream(stream) == 107027, "in-capture-sync");
+    CHECK(aclrtStreamQuery(stream, &status) == 107027, "in-capture-query");
+    CHECK(aclrtDestroyStream(stream) == 107027, "in-capture-destroy");
+    CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 107027, "in-capture-begin-again");
+    CHECK(aclrtRecordEvent(event, stream) == 0 && aclrtSynchronizeEvent(event) == 107028, "in-capture-event-sync");
     /* The thread's mode is swapped and swapped back, as torch_npu does around calls the
      * capture must not see. A thread starts in GLOBAL. */
     uint32_t mode = ACL_MODEL_RI_CAPTURE_MODE_RELAXED;
@@ -88,6 +107,7 @@ int main(int argc, char **argv) {
     CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 0 && mode == ACL_MODEL_RI_CAPTURE_MODE_RELAXED, "exchange-back");
     CHECK(aclmdlRICaptureEnd(stream, &model) == 0, "aclmdlRICaptureEnd");
     CHECK(holds(out, 0) && holds(scratch, 0), "captured-work-ran-before-execute");
+    CHECK(aclrtSynchronizeEvent(event) == 0 && aclrtDestroyEvent(event) == 0, "the event once the capture ended");
 
     static unsigned char input[N];
     for (int r = 1; r <= rounds; r++) {

@@ -29,7 +29,10 @@
 use crate::Handle;
 use crate::state::{NO_STREAM_RESOURCE, Rt};
 use npu_sim::StreamId;
-use npud_proto::codes::acl::{AclError, INVALID_PARAM};
+use npud_proto::codes::acl::{
+    AclError, INVALID_PARAM, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_UNMATCHED,
+    RT_STREAM_CAPTURED, RT_STREAM_NOT_CAPTURED,
+};
 use std::collections::HashMap;
 
 /// aclmdlRICaptureStatus.
@@ -117,8 +120,11 @@ impl Rt {
         }
         let (dev, _) = self.stream(stream)?;
         let device = dev.id();
-        if self.captures().member_of.contains_key(&(stream as usize)) {
-            return Err(INVALID_PARAM); // already capturing
+        if self.is_default_stream(stream) {
+            return Err(RT_FEATURE_NOT_SUPPORT); // "cannot be used in the ACL Graph"
+        }
+        if self.in_capture(stream) {
+            return Err(RT_STREAM_CAPTURED);
         }
         let first = self.take_capture_stream(device)?;
         let model = self.mint_handle();
@@ -170,8 +176,18 @@ impl Rt {
     /// Ends the capture begun on `stream`: the model now holds its streams.
     pub fn capture_end(&self, stream: Handle) -> Result<Handle, AclError> {
         self.stream(stream)?;
+        if self.is_default_stream(stream) {
+            return Err(RT_FEATURE_NOT_SUPPORT);
+        }
         let mut c = self.captures();
-        let capture = c.active.remove(&(stream as usize)).ok_or(INVALID_PARAM)?;
+        let Some(capture) = c.active.remove(&(stream as usize)) else {
+            // Joined, not begun, here: the capture ends on the stream that began it.
+            return Err(if c.member_of.contains_key(&(stream as usize)) {
+                RT_STREAM_CAPTURE_UNMATCHED
+            } else {
+                RT_STREAM_NOT_CAPTURED
+            });
+        };
         c.member_of.retain(|_, origin| *origin != stream as usize);
         c.recorded_in.retain(|_, origin| *origin != stream as usize);
         drop(c);
@@ -179,6 +195,28 @@ impl Rt {
         let model = Model { device: capture.device, held: capture.held, handles, tasks: capture.tasks };
         self.captures().models.insert(capture.model, model);
         Ok(capture.model as Handle)
+    }
+
+    /// Whether `stream` is in a capture under way (it began one, or joined one).
+    pub fn in_capture(&self, stream: Handle) -> bool {
+        let c = self.captures();
+        c.member_of.get(&(stream as usize)).is_some_and(|o| c.active.contains_key(o))
+    }
+
+    /// Refuses what a stream in capture cannot do: be synchronized, queried or destroyed
+    /// (ACL_ERROR_RT_STREAM_CAPTURED), as the open runtime checks before each.
+    pub fn not_capturing(&self, stream: Handle) -> Result<Handle, AclError> {
+        if self.in_capture(stream) { Err(RT_STREAM_CAPTURED) } else { Ok(stream) }
+    }
+
+    /// Refuses a host wait on an event whose latest record is in a capture under way
+    /// (ACL_ERROR_RT_EVENT_CAPTURED): captured work does not run until the model does.
+    pub fn not_captured_event(&self, event: Handle) -> Result<Handle, AclError> {
+        let c = self.captures();
+        match c.recorded_in.get(&(event as usize)).is_some_and(|o| c.active.contains_key(o)) {
+            true => Err(RT_EVENT_CAPTURED),
+            false => Ok(event),
+        }
     }
 
     /// aclmdlRICaptureGetInfo: (status, the model being captured into).

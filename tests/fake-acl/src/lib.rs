@@ -189,7 +189,7 @@ pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: Handle, timeout_ms: i32) -> AclError {
     with_rt(|r| {
-        let (dev, id) = r.stream(r.resolve(stream)?)?;
+        let (dev, id) = r.stream(r.not_capturing(r.resolve(stream)?)?)?;
         block_on(|w| dev.on_stream_drained(id, w), timeout_ms, RT_STREAM_SYNC_TIMEOUT)
     })
 }
@@ -202,7 +202,8 @@ pub extern "C" fn aclrtSynchronizeStream(stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
+    let stream = r.resolve(stream).and_then(|s| r.not_capturing(s)).and_then(|s| r.stream(s));
+    match stream.and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller. ACL_STREAM_STATUS_COMPLETE 0, NOT_READY 1.
         Ok(done) => unsafe { put(status, if done { 0 } else { 1 }) },
         Err(e) => e,
@@ -529,7 +530,7 @@ pub extern "C" fn aclmdlRIDestroy(model: Handle) -> AclError {
 pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
         let tasks = r.model_tasks(model)?;
-        r.stream(stream)?;
+        r.stream(r.not_capturing(stream)?)?;
         memory::replay(&tasks);
         Ok(())
     })

@@ -299,6 +299,12 @@ impl Rt {
         own.map(|h| *h as Handle).ok_or(CONTEXT_NULL)
     }
 
+    /// Whether `h` is a context's default stream (aclrtCtxGetCurrentDefaultStream's handle).
+    pub fn is_default_stream(&self, h: Handle) -> bool {
+        let inner = self.lock();
+        inner.device_default.values().chain(inner.context_default.values()).any(|s| *s == h as usize)
+    }
+
     /// Frees a default stream with its context; its work runs out first, as a reset
     /// waits for the tasks of the streams it frees. Its slot goes with the context's count.
     fn drop_default(&self, h: Option<usize>) {
@@ -462,14 +468,14 @@ impl Rt {
     }
 
     pub fn destroy_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
-        let (dev, id) = self.stream(h)?;
+        let (dev, id) = self.stream(self.not_capturing(h)?)?;
+        // A default stream goes with its context, never by itself.
+        if self.is_default_stream(h) {
+            return Err(INVALID_PARAM);
+        }
         {
-            let mut inner = self.lock();
-            // A default stream goes with its context, never by itself.
             let h = h as usize;
-            if inner.device_default.values().chain(inner.context_default.values()).any(|s| *s == h) {
-                return Err(INVALID_PARAM);
-            }
+            let mut inner = self.lock();
             inner.streams.remove(&h);
             inner.stream_ctx.remove(&h);
             inner.by_sim.remove(&(dev.id(), id));
