@@ -135,6 +135,13 @@ pub fn cuda_default_stream_app() -> &'static PathBuf {
     build("cuda_default_stream.c", "cuda", "cuda_default_stream", &[])
 }
 
+/// `native/cuda_contexts.c` built once per process against libcuda: ARGS `ON0 ON1`,
+/// streams made on devices 0 and 1 through the context stack (push, pop, create,
+/// destroy, set NULL); prints `ok`, holds them until stdin closes, prints `done`.
+pub fn cuda_contexts_app() -> &'static PathBuf {
+    build("cuda_contexts.c", "cuda", "cuda_contexts", &[])
+}
+
 /// `native/cuda_create_cost.c` built once per process against libcuda: ARGS `STREAMS
 /// ROUNDS`; prints `create_ns <n> destroy_ns <n> streams <S> rounds <R>` (what a stream
 /// costs; scripts/gpu-check.sh times it on a GPU).

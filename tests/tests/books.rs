@@ -28,6 +28,17 @@ fn two_device_daemon(shared: &Shared, env: &[(&str, &str)], extra: &[&str]) -> D
     b.start()
 }
 
+/// npud on the cuda backend over the fake driver's two GPUs.
+fn two_gpu_daemon(shared: &Shared) -> Daemon {
+    let lib = fake_library("libcuda.so");
+    Daemon::builder()
+        .args(&["--backend", "cuda", "--cuda-library", lib.to_str().unwrap()])
+        .config("[budget]\ncuda_streams_per_device = 2048\n")
+        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
+        .env("NPU_SIM_DEVICES", "2")
+        .start()
+}
+
 /// `device list` as JSON, one object per npud device.
 fn devices(d: &Daemon) -> Vec<serde_json::Value> {
     d.npuctl_json(&["device", "list"]).as_array().cloned().unwrap()
@@ -141,13 +152,7 @@ fn a_container_view_and_a_cuda_visible_device_are_booked_on_device_1() {
 
     // CUDA: npud on the fake driver's two GPUs; the program sees GPU 1 as its device 0.
     let shared = Shared::new();
-    let lib = fake_library("libcuda.so");
-    let d = Daemon::builder()
-        .args(&["--backend", "cuda", "--cuda-library", lib.to_str().unwrap()])
-        .config("[budget]\ncuda_streams_per_device = 2048\n")
-        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
-        .env("NPU_SIM_DEVICES", "2")
-        .start();
+    let d = two_gpu_daemon(&shared);
     let list = devices(&d);
     let uuid = list[1]["uuid"].as_str().expect("a CUDA device has a UUID").to_string();
     assert!(uuid.starts_with("GPU-") && list[1]["pci_bus_id"].is_string(), "{list:?}");
@@ -168,6 +173,44 @@ fn a_container_view_and_a_cuda_visible_device_are_booked_on_device_1() {
         assert_eq!(shared.held_on(1, d.pid()), STREAMS);
         app.release();
         assert!(eventually(Duration::from_secs(10), || figure(&d, 1, "in_use") == 0));
+    }
+}
+
+/// A CUDA program that moves between its devices through the context stack (pushes
+/// device 1's context over device 0's, pops back, creates and destroys a context of its
+/// own) has each stream booked on the device current when it was made, as the driver
+/// counts them.
+#[test]
+fn streams_made_under_a_pushed_context_are_booked_on_its_device() {
+    let shared = Shared::new();
+    let d = two_gpu_daemon(&shared);
+    let program = npud_tests::native::cuda_contexts_app();
+    for npud in [None, Some((&d, 4))] {
+        let mut cmd = cuda_command(program, &shared.path, npud);
+        cmd.env("NPU_SIM_DEVICES", "2").args(["7", "11"]);
+        let mut app = App::spawn(cmd);
+        assert_eq!(app.line(), "ok", "under npud: {}", npud.is_some());
+        assert_eq!((shared.held_on(0, d.pid()), shared.held_on(1, d.pid())), (7, 11), "the driver's count");
+        if npud.is_some() {
+            let created = |device: u64| {
+                let status = d.npuctl_json(&["status"]);
+                let holders = status["native_holders"].as_array().cloned().unwrap_or_default();
+                holders.iter().filter(|h| h["device"] == device).filter_map(|h| h["created"].as_u64()).sum::<u64>()
+            };
+            assert!(
+                eventually(Duration::from_secs(10), || (created(0), created(1)) == (7, 11)),
+                "npud counts {} on device 0 and {} on device 1",
+                created(0),
+                created(1)
+            );
+            assert_eq!((figure(&d, 0, "untracked"), figure(&d, 1, "untracked")), (0, 0), "{:?}", devices(&d));
+        }
+        app.release();
+        assert!(
+            eventually(Duration::from_secs(10), || shared.held_by_others(d.pid()) == 0 && d.in_use() == 0),
+            "{:?}",
+            devices(&d)
+        );
     }
 }
 

@@ -63,16 +63,82 @@ pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
     cuDevicePrimaryCtxReset_v2(dev)
 }
 
+thread_local! {
+    /// The thread's context stack below its current context (`CURRENT` is the top): what
+    /// cuCtxPushCurrent and cuCtxCreate push down and cuCtxPopCurrent makes current again.
+    static BELOW: std::cell::RefCell<Vec<usize>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Makes `ctx` current, pushing the one current before (if any) down the stack.
+fn push(ctx: usize) {
+    let top = CURRENT.with(|c| c.replace(ctx));
+    if top != 0 {
+        BELOW.with(|b| b.borrow_mut().push(top));
+    }
+}
+
+/// Takes the current context off the stack; the one below becomes current.
+fn pop() -> usize {
+    let below = BELOW.with(|b| b.borrow_mut().pop()).unwrap_or(0);
+    CURRENT.with(|c| c.replace(below))
+}
+
+/// cuCtxSetCurrent: replaces the top of the thread's context stack with `ctx`; NULL pops
+/// it ("a no-op if the calling CPU thread's CUDA context stack is empty").
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
     with(|r| {
+        if ctx == 0 {
+            pop();
+            return Ok(());
+        }
         r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
         CURRENT.with(|c| c.set(ctx));
         Ok(())
     })
 }
 
-/// cuCtxCreate_v2: a new context on `dev`, made current on this thread.
+/// cuCtxPushCurrent_v2: `ctx` becomes current; the one before comes back at the pop.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxPushCurrent_v2(ctx: usize) -> CuResult {
+    with(|r| {
+        r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
+        push(ctx);
+        Ok(())
+    })
+}
+
+/// cuCtxPopCurrent_v2: takes the current context off the thread's stack and passes it
+/// back in `*ctx` (when not NULL); the context below becomes current again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxPopCurrent_v2(ctx: *mut usize) -> CuResult {
+    if let Err(e) = rt() {
+        return e;
+    }
+    if CURRENT.with(std::cell::Cell::get) == 0 {
+        return INVALID_CONTEXT;
+    }
+    let popped = pop();
+    if ctx.is_null() {
+        return SUCCESS;
+    }
+    // SAFETY: checked non-null out-pointer from the caller.
+    unsafe { put(ctx, popped) }
+}
+
+/// The names older programs link against; the same calls.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuCtxPushCurrent(ctx: usize) -> CuResult {
+    cuCtxPushCurrent_v2(ctx)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxPopCurrent(ctx: *mut usize) -> CuResult {
+    // SAFETY: forwarded out-pointer.
+    unsafe { cuCtxPopCurrent_v2(ctx) }
+}
+
+/// cuCtxCreate_v2: a new context on `dev`, pushed on this thread's context stack.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
     let r = match rt() {
@@ -92,7 +158,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) 
         inner.contexts.insert(h, device as u32);
         h
     };
-    CURRENT.with(|c| c.set(h));
+    push(h);
     // SAFETY: checked non-null out-pointer.
     unsafe { put(ctx, h) }
 }
@@ -107,11 +173,10 @@ pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
             r.destroy_stream(s)?;
         }
         r.drop_defaults(ctx);
-        CURRENT.with(|c| {
-            if c.get() == ctx {
-                c.set(0);
-            }
-        });
+        // Current to this thread: popped, as though cuCtxPopCurrent were called.
+        if CURRENT.with(std::cell::Cell::get) == ctx {
+            pop();
+        }
         Ok(())
     })
 }
