@@ -42,6 +42,8 @@ pub mod acl {
     pub const RT_NO_STREAM_RESOURCE: AclError = 207008;
     pub const RT_INTERNAL_ERROR: AclError = 507000;
     pub const RT_EVENT_NOT_COMPLETE: AclError = 507006;
+    /// A reset of a device whose default context is gone (never set, or already reset).
+    pub const RT_CONTEXT_RELEASE_ERROR: AclError = 507007;
     pub const RT_AICORE_EXCEPTION: AclError = 507015;
     pub const RT_REPORT_TIMEOUT: AclError = 507012;
     pub const RT_STREAM_SYNC_TIMEOUT: AclError = 507046;

@@ -80,7 +80,9 @@ int main(void) {
     CHECK(aclrtFree(dev) != 0, "a block freed twice is refused");
     CHECK(aclrtMallocHost(&host, N) == 0 && aclrtFree(host) != 0 && aclrtFreeHost(host) == 0,
           "host memory is freed with aclrtFreeHost, not aclrtFree");
-    CHECK(aclrtDestroyStream(s) == 0 && aclrtResetDevice(0) == 0 && aclFinalize() == 0, "teardown");
+    CHECK(aclrtDestroyStream(s) == 0 && aclrtResetDevice(0) == 0, "teardown");
+    CHECK(aclrtResetDevice(0) == 507007, "a device no longer set: ACL_ERROR_RT_CONTEXT_RELEASE_ERROR");
+    CHECK(aclFinalize() == 0, "aclFinalize");
     printf("ok\n");
     return 0;
 }

@@ -393,14 +393,17 @@ impl Rt {
 
     /// aclrtResetDevice(+Force): when the last use goes (or at once with `force`), frees
     /// the default context and every stream created in it (and the device's default stream,
-    /// unless a context made with aclrtCreateContext still holds the device).
+    /// unless a context made with aclrtCreateContext still holds the device). A device with
+    /// no default context to release (never set, or reset already: the vendor's page shows
+    /// a second thread's aclrtResetDeviceForce failing) is ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
+    /// as the runtime's PrimaryContextRelease answers.
     pub fn reset_device(&self, device: i32, force: bool) -> Result<(), AclError> {
         let id = self.device(device)?.id();
         let _sets = self.lock_sets();
         let last = {
             let mut inner = self.lock();
             match inner.defaults.get_mut(&id) {
-                None => return Ok(()),
+                None => return Err(npud_proto::codes::acl::RT_CONTEXT_RELEASE_ERROR),
                 Some((ctx, uses)) => {
                     *uses = if force { 0 } else { uses.saturating_sub(1) };
                     let ctx = *ctx;
