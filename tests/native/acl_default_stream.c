@@ -5,7 +5,7 @@
  * own and from the NULL stream, launches a callback on the NULL stream to a thread that
  * processes reports, does the same in a context of its own (whose default stream is
  * another stream), and checks that using the default streams takes no stream from the
- * device.
+ * device, and that a stream is destroyed only from the context it was made in.
  *
  *   acl_default_stream
  *
@@ -125,6 +125,7 @@ int main(void) {
     /* A context of its own has a default stream of its own. */
     CHECK(aclrtCreateContext(&ctx, 0) == 0, "aclrtCreateContext");
     CHECK(aclrtStreamGetId(NULL, &ctx_id) == 0 && ctx_id != default_id, "the new context's default stream is its own");
+    CHECK(aclrtDestroyStream(s) == 107003, "a stream goes only from its own context: ACL_ERROR_RT_STREAM_CONTEXT");
     CHECK(aclrtRecordEvent(ev, NULL) == 0 && aclrtSynchronizeStream(NULL) == 0, "record and sync in the new context");
     if (callback_on_default_stream(thread, &calls)) return 1;
     CHECK(aclrtGetStreamAvailableNum(&during) == 0, "available with a context more");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use npud_proto::codes::acl::{
     INVALID_PARAM, RT_CONTEXT_NULL as CONTEXT_NULL, RT_INVALID_DEVICEID as INVALID_DEVICE,
-    RT_INVALID_HANDLE as INVALID_HANDLE,
+    RT_INVALID_HANDLE as INVALID_HANDLE, RT_STREAM_CONTEXT as STREAM_CONTEXT,
 };
 /// NO_STREAM_RESOURCE and NO_EVENT_RESOURCE: the device (all processes together) has no
 /// stream, or no event, left.
@@ -344,7 +344,7 @@ impl Rt {
         let left: Vec<usize> =
             self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx as usize).map(|(s, _)| *s).collect();
         for s in left {
-            let _ = self.destroy_stream(s as Handle, false);
+            let _ = self.drop_stream(s as Handle, false);
         }
         let (last, defaults) = {
             let mut inner = self.lock();
@@ -470,12 +470,28 @@ impl Rt {
         Ok((&self.devices[device as usize], id))
     }
 
+    /// aclrtDestroyStream(+Force), as the runtime checks it: not a stream in capture, not
+    /// a default stream (it goes with its context), and only from the context the stream
+    /// was made in (`ApiImpl::StreamDestroy`: no current context is
+    /// ACL_ERROR_RT_CONTEXT_NULL, another context ACL_ERROR_RT_STREAM_CONTEXT).
     pub fn destroy_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
-        let (dev, id) = self.stream(self.not_capturing(h)?)?;
-        // A default stream goes with its context, never by itself.
+        self.stream(self.not_capturing(h)?)?;
         if self.is_default_stream(h) {
             return Err(INVALID_PARAM);
         }
+        let current = CURRENT.with(Cell::get);
+        if current == 0 {
+            return Err(CONTEXT_NULL);
+        }
+        if self.lock().stream_ctx.get(&(h as usize)).is_some_and(|made_in| *made_in != current) {
+            return Err(STREAM_CONTEXT);
+        }
+        self.drop_stream(h, force)
+    }
+
+    /// Frees a stream whatever context is current (a context's teardown frees its own).
+    fn drop_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
+        let (dev, id) = self.stream(h)?;
         {
             let h = h as usize;
             let mut inner = self.lock();
