@@ -64,6 +64,7 @@ int main(int argc, char **argv) {
     CHECK(cuCtxSetCurrent(NULL) == 0 && cuCtxGetCurrent(&got) == 0 && got == NULL, "cuCtxSetCurrent(NULL)");
     CHECK(current_device() == -1, "no context, no device");
     CHECK(cuCtxPopCurrent_v2(&got) == INVALID_CONTEXT, "nothing to pop: CUDA_ERROR_INVALID_CONTEXT");
+    CHECK(cuCtxPushCurrent_v2(NULL) == 1, "pushing NULL: CUDA_ERROR_INVALID_VALUE");
     CHECK(cuCtxSetCurrent(NULL) == 0, "NULL on an empty stack is a no-op");
     printf("ok\n");
     fflush(stdout);

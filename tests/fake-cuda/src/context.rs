@@ -99,8 +99,13 @@ pub extern "C" fn cuCtxSetCurrent(ctx: usize) -> CuResult {
 }
 
 /// cuCtxPushCurrent_v2: `ctx` becomes current; the one before comes back at the pop.
+/// NULL is CUDA_ERROR_INVALID_VALUE (as an H100's driver answers it), a handle that names
+/// no context CUDA_ERROR_INVALID_CONTEXT.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxPushCurrent_v2(ctx: usize) -> CuResult {
+    if ctx == 0 {
+        return rt().err().unwrap_or(INVALID_VALUE);
+    }
     with(|r| {
         r.device_of_ctx(ctx).ok_or(INVALID_CONTEXT)?;
         push(ctx);
