@@ -65,6 +65,7 @@ pub mod cuda {
     pub const INVALID_IMAGE: CuResult = 200;
     pub const INVALID_CONTEXT: CuResult = 201;
     pub const INVALID_HANDLE: CuResult = 400;
+    pub const ILLEGAL_STATE: CuResult = 401;
     pub const NOT_FOUND: CuResult = 500;
     pub const NOT_READY: CuResult = 600;
     pub const ILLEGAL_ADDRESS: CuResult = 700;

@@ -135,6 +135,12 @@ pub fn cuda_default_stream_app() -> &'static PathBuf {
     build("cuda_default_stream.c", "cuda", "cuda_default_stream", &[])
 }
 
+/// `native/cuda_edges.c` built once per process against libcuda: the driver's edge cases,
+/// each in a child process, against an H100's answers; prints `ok` or `fail <case> ...`.
+pub fn cuda_edges_app() -> &'static PathBuf {
+    build("cuda_edges.c", "cuda", "cuda_edges", &[])
+}
+
 /// `native/cuda_contexts.c` built once per process against libcuda: ARGS `ON0 ON1`,
 /// streams made on devices 0 and 1 through the context stack (push, pop, create,
 /// destroy, set NULL); prints `ok`, holds them until stdin closes, prints `done`.

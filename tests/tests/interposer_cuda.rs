@@ -98,6 +98,13 @@ fn a_program_on_the_null_stream_runs_on_the_fake_driver_and_under_npud() {
     says_ok_alone_and_under_npud(npud_tests::native::cuda_default_stream_app());
 }
 
+/// The driver's edge cases (bad flags, unrecorded and untimed events, NULL handles, no
+/// context, missing devices) answer as an H100's driver does, on the fake and under npud.
+#[test]
+fn the_drivers_edge_cases_answer_as_on_a_gpu_alone_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_edges_app());
+}
+
 /// Runs a program that prints `ok` or `fail <what>` on the fake driver, then under npud,
 /// and checks that npud's books and the driver hold nothing for it once it has exited.
 fn says_ok_alone_and_under_npud(program: &std::path::Path) {

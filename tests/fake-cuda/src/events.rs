@@ -8,7 +8,8 @@ pub unsafe extern "C" fn cuEventCreate(e: *mut usize, flags: u32) -> CuResult {
         Ok(r) => r,
         Err(e) => return e,
     };
-    if e.is_null() || flags & !0x7 != 0 {
+    // CU_EVENT_INTERPROCESS (0x4) "must be specified with CU_EVENT_DISABLE_TIMING".
+    if e.is_null() || flags & !0x7 != 0 || (flags & INTERPROCESS != 0 && flags & DISABLE_TIMING == 0) {
         return INVALID_VALUE;
     }
     let dev = match r.current() {

@@ -28,8 +28,8 @@ pub use context::*;
 pub use events::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
-    INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND, NOT_PERMITTED, NOT_READY,
-    NOT_SUPPORTED,
+    ILLEGAL_STATE, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND,
+    NOT_PERMITTED, NOT_READY, NOT_SUPPORTED,
 };
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
@@ -38,6 +38,10 @@ const LEAST_PRIORITY: i32 = 0;
 const GREATEST_PRIORITY: i32 = -5;
 const NON_BLOCKING: u32 = 1;
 const DISABLE_TIMING: u32 = 2;
+const INTERPROCESS: u32 = 4;
+/// cuStreamWaitEvent's CU_EVENT_WAIT_EXTERNAL: meaningful only in a stream capture, which
+/// this library does not model; outside one the driver answers CUDA_ERROR_ILLEGAL_STATE.
+const WAIT_EXTERNAL: u32 = 1;
 
 type HostFn = unsafe extern "C" fn(*mut c_void);
 /// CUstreamCallback: (hStream, status, userData).
@@ -457,8 +461,10 @@ pub extern "C" fn cuStreamSynchronize(s: usize) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult {
-    if flags != 0 {
-        return INVALID_VALUE;
+    match flags {
+        0 => {}
+        WAIT_EXTERNAL => return rt().err().unwrap_or(ILLEGAL_STATE),
+        _ => return INVALID_VALUE,
     }
     with(|r| {
         let (other, eid, _) = r.event(e)?;
