@@ -8,7 +8,7 @@
 //! number past the enumeration is CUDA_ERROR_INVALID_VALUE, as a driver older than the
 //! attribute answers.
 
-use crate::{CuResult, INVALID_VALUE, put, rt, visible};
+use crate::{CuResult, INVALID_VALUE, put, visible};
 
 /// The last attribute number this fake driver knows: CUDA 12.9's enumeration ends at 143
 /// (HOST_NUMA_MULTINODE_IPC_SUPPORTED), which cuda-bindings 12.9 may ask a 12.8 driver for.
@@ -82,10 +82,7 @@ fn pci_parts(id: &str) -> (i32, i32, i32) {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetAttribute(out: *mut i32, attribute: i32, dev: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     let physical = match r.physical(dev) {
         Ok(p) => p,
         Err(e) => return e,

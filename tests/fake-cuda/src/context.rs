@@ -6,10 +6,7 @@ use crate::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     match r.primary.get(dev as usize) {
         Some(c) => {
             // SAFETY: out-pointer from the caller.
@@ -147,10 +144,7 @@ pub unsafe extern "C" fn cuCtxPopCurrent(ctx: *mut usize) -> CuResult {
 /// cuCtxCreate_v2: a new context on `dev`, pushed on this thread's context stack.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if ctx.is_null() {
         return INVALID_VALUE;
     }
@@ -195,10 +189,7 @@ pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetDevice(dev: *mut i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     match r.device_of_ctx(CURRENT.with(std::cell::Cell::get)).and_then(|p| r.ordinal(p)) {
         // SAFETY: out-pointer from the caller.
         Some(d) => unsafe { put(dev, d as i32) },

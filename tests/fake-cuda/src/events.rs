@@ -4,10 +4,7 @@ use crate::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventCreate(e: *mut usize, flags: u32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     // CU_EVENT_INTERPROCESS (0x4) "must be specified with CU_EVENT_DISABLE_TIMING".
     if e.is_null() || flags & !0x7 != 0 || (flags & INTERPROCESS != 0 && flags & DISABLE_TIMING == 0) {
         return INVALID_VALUE;
@@ -82,10 +79,7 @@ pub extern "C" fn cuEventSynchronize(e: usize) -> CuResult {
 /// INVALID_HANDLE if either was never recorded or has no timing; NOT_READY if unfinished.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuEventElapsedTime(ms: *mut f32, start: usize, end: usize) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     let v = r.event(start).and_then(|(dev, a, _)| {
         let (_, b, _) = r.event(end)?;
         dev.elapsed_ms(a, b).map_err(sim)

@@ -8,6 +8,16 @@
 //! Host functions run on a thread of this library, as the CUDA driver's do.
 //! NPU_SIM_DEVICES and NPU_SIM_LANES configure it; `npudFake*` symbols are test hooks.
 
+/// The runtime for an exported call, or that call's answer when there is none (`rt`).
+macro_rules! runtime {
+    () => {
+        match crate::rt() {
+            Ok(r) => r,
+            Err(e) => return e,
+        }
+    };
+}
+
 mod attributes;
 mod context;
 mod defaults;
@@ -308,10 +318,7 @@ pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGet(dev: *mut i32, ordinal: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if let Err(e) = r.physical(ordinal) {
         return e;
     }
@@ -335,10 +342,7 @@ pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) 
 /// cuDeviceGetUuid(_v2): the device's 16-byte UUID (`CUuuid`), stable across processes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     match r.physical(dev) {
         // SAFETY: out-pointer to a CUuuid from the caller.
         Ok(p) => unsafe { put(uuid, visible::uuid_bytes(p)) },
@@ -355,10 +359,7 @@ pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: i32) -> CuRes
 /// cuDeviceGetPCIBusId: `domain:bus:device.function`, NUL-terminated, at most `len` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, dev: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     let p = match r.physical(dev) {
         Ok(p) => p,
         Err(e) => return e,
@@ -386,10 +387,7 @@ pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut i32, greatest: 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if s.is_null() || flags & !NON_BLOCKING != 0 {
         return INVALID_VALUE;
     }
@@ -478,10 +476,7 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     match r.lock().streams.get(&s) {
         // SAFETY: out-pointer from the caller.
@@ -523,10 +518,7 @@ fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -
 /// cuStreamGetFlags: the flags the stream was created with.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
     let found = r.lock().streams.get(&s).map(|(_, _, f, _)| *f);
     match found {
@@ -539,10 +531,7 @@ pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult
 /// Accepts NUL-terminated PTX text with at least one `.entry`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if image.is_null() {
         return INVALID_VALUE;
     }
@@ -560,10 +549,7 @@ pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if name.is_null() {
         return INVALID_VALUE;
     }
@@ -595,10 +581,7 @@ pub unsafe extern "C" fn cuLaunchKernel(
     params: *mut *mut c_void,
     _extra: *mut *mut c_void,
 ) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     if r.lock().functions.get(&f).map(String::as_str) != Some("npud_spin") {
         return NOT_SUPPORTED;
     }
@@ -664,10 +647,7 @@ pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuResult {
-    let r = match rt() {
-        Ok(r) => r,
-        Err(e) => return e,
-    };
+    let r = runtime!();
     match r.physical(device) {
         // SAFETY: out-pointer from the caller.
         Ok(p) => unsafe { put(n, r.devices[p as usize].counts().streams_in_use) },
