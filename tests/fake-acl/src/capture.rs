@@ -219,6 +219,14 @@ impl Rt {
         }
     }
 
+    /// The event a host wait names, unless its latest record is in a capture under way.
+    pub fn waitable_event(
+        &self,
+        event: Handle,
+    ) -> Result<(&std::sync::Arc<npu_sim::SimDevice>, npu_sim::EventId), AclError> {
+        self.event(self.not_captured_event(event)?)
+    }
+
     /// aclmdlRICaptureGetInfo: (status, the model being captured into).
     pub fn capture_info(&self, stream: Handle) -> Result<(u32, Handle), AclError> {
         self.stream(stream)?;

@@ -69,11 +69,7 @@ pub extern "C" fn aclrtResetEvent(event: Handle, stream: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r
-        .not_captured_event(event)
-        .and_then(|h| r.event(h))
-        .and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code))
-    {
+    match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Complete)) },
         Err(e) => e,
@@ -86,11 +82,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r
-        .not_captured_event(event)
-        .and_then(|h| r.event(h))
-        .and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code))
-    {
+    match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
         Err(e) => e,
@@ -101,11 +93,7 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r
-        .not_captured_event(event)
-        .and_then(|h| r.event(h))
-        .and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code))
-    {
+    match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
         Err(e) => e,
@@ -115,7 +103,7 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> Acl
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: Handle, timeout_ms: i32) -> AclError {
     with_rt(|r| {
-        let (dev, e) = r.event(r.not_captured_event(event)?)?;
+        let (dev, e) = r.waitable_event(event)?;
         block_on(|w| dev.on_event_complete(e, w), timeout_ms, RT_EVENT_SYNC_TIMEOUT)
     })
 }
@@ -128,8 +116,8 @@ pub extern "C" fn aclrtSynchronizeEvent(event: Handle) -> AclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end: Handle) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    let elapsed = r.not_captured_event(start).and_then(|h| r.event(h)).and_then(|(dev, a)| {
-        let (_, b) = r.event(r.not_captured_event(end)?)?;
+    let elapsed = r.waitable_event(start).and_then(|(dev, a)| {
+        let (_, b) = r.waitable_event(end)?;
         dev.elapsed_ms(a, b).map_err(|e| e.code)
     });
     match elapsed {

@@ -240,7 +240,7 @@ fn same_device(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+    match r.named_stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(priority, s.priority) },
         Err(e) => e,
@@ -250,7 +250,7 @@ pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.resolve(stream).and_then(|s| r.stream(s)).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
+    match r.named_stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(flags, s.flags) },
         Err(e) => e,
@@ -261,7 +261,7 @@ pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
-    match r.resolve(stream).and_then(|s| r.stream(s)) {
+    match r.named_stream(stream) {
         // SAFETY: out-pointer from the caller.
         Ok((_, sid)) => unsafe { put(id, sid as i32) },
         Err(e) => e,

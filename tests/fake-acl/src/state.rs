@@ -299,6 +299,11 @@ impl Rt {
         own.map(|h| *h as Handle).ok_or(CONTEXT_NULL)
     }
 
+    /// The stream a call names, NULL naming the current context's default stream.
+    pub fn named_stream(&self, h: Handle) -> Result<(&Arc<SimDevice>, StreamId), AclError> {
+        self.stream(self.resolve(h)?)
+    }
+
     /// Whether `h` is a context's default stream (aclrtCtxGetCurrentDefaultStream's handle).
     pub fn is_default_stream(&self, h: Handle) -> bool {
         let inner = self.lock();
