@@ -384,6 +384,13 @@ pub fn native_created(d: &Daemon) -> u64 {
     status["native_holders"].as_array().map_or(0, |a| a.iter().filter_map(|h| h["created"].as_u64()).sum())
 }
 
+/// The same on one of npud's devices.
+pub fn native_created_on(d: &Daemon, device: u64) -> u64 {
+    let status = d.npuctl_json(&["status"]);
+    let holders = status["native_holders"].as_array().cloned().unwrap_or_default();
+    holders.iter().filter(|h| h["device"] == device).filter_map(|h| h["created"].as_u64()).sum()
+}
+
 /// Releases programs one at a time in the order npud granted them (each release lets a
 /// waiting one in), asserting every one started; `apps` is keyed by the pid npud lists.
 pub fn release_as_granted(d: &Daemon, apps: HashMap<u32, App>, timeout: Duration) {

@@ -192,11 +192,7 @@ fn streams_made_under_a_pushed_context_are_booked_on_its_device() {
         assert_eq!(app.line(), "ok", "under npud: {}", npud.is_some());
         assert_eq!((shared.held_on(0, d.pid()), shared.held_on(1, d.pid())), (7, 11), "the driver's count");
         if npud.is_some() {
-            let created = |device: u64| {
-                let status = d.npuctl_json(&["status"]);
-                let holders = status["native_holders"].as_array().cloned().unwrap_or_default();
-                holders.iter().filter(|h| h["device"] == device).filter_map(|h| h["created"].as_u64()).sum::<u64>()
-            };
+            let created = |device| npud_tests::native::native_created_on(&d, device);
             assert!(
                 eventually(Duration::from_secs(10), || (created(0), created(1)) == (7, 11)),
                 "npud counts {} on device 0 and {} on device 1",
