@@ -293,6 +293,50 @@ fn streams_held_outside_npud_are_untracked_and_never_handed_out() {
     assert!(d.log().contains("npud's books match the device again"));
 }
 
+/// A process growing past its start-up asks for more without waiting. A measurement since
+/// its last `created` report counted its new streams as untracked as well as granted, so
+/// the ask seemed to have no room, and the process failed with 207008 half-way through
+/// its start-up (found with a 1,400-stream start-up under `npuctl run`: the device is
+/// measured every 500 ms). The ask now says what the process created, and npud measures
+/// again before it refuses. An outside program's 999 streams stand in for the holder's.
+#[test]
+fn an_ask_that_reports_its_creations_is_not_refused_for_the_room_they_seemed_to_take() {
+    use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap();
+    let hello = pb::BudgetHello { program: "grows".into(), reports_created: true, ..Default::default() };
+    let mut holder = npud_tests::wire::Wire::hello(&d.socket, hello);
+    assert!(matches!(holder.acquire(0, 1000, 0), Ok(Reply::Acquired(_))));
+    let (program, _) = acl_apps();
+    let mut streams = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.args(["999", "-1"]);
+        c
+    });
+    assert!(streams.started().is_ok());
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["untracked"].as_u64().unwrap() >= 1000),
+        "measured outside the books, as well as granted: {}",
+        d.device0()
+    );
+    assert!(capacity < 1000 + 1000 + 100, "the double count leaves no room for 100 more");
+    // Without its creations the ask is refused at once, as before.
+    assert!(holder.acquire(0, 100, 0).is_err(), "{}", d.device0());
+    let ask = pb::AcquireBudgetRequest { device: 0, count: 100, created: Some(1000), ..Default::default() };
+    let reply = holder.call(Call::Acquire(ask));
+    assert!(matches!(reply, Ok(Reply::Acquired(_))), "with them it is granted: {reply:?} {}", d.device0());
+    assert_eq!(native_created(&d) + d.device0()["untracked"].as_u64().unwrap(), 1000, "{}", d.device0());
+    assert_eq!(shared.held_by_others(d.pid()), 1000, "npud's count is the driver's");
+    drop(holder);
+    streams.release();
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && d.device0()["untracked"] == 0),
+        "{}",
+        d.device0()
+    );
+}
+
 /// An ordinary start-up and exit is no drift: what a process that went away held counts as
 /// untracked only until npud has measured the device, and nothing is logged for it (drift
 /// is logged once when a measurement finds it, and its end once after that).

@@ -163,8 +163,12 @@ impl Process {
         };
         let wait = if wait { self.settings.wait } else { Duration::ZERO };
         let wait_ms = wait.as_millis().min(u128::from(u32::MAX)) as u32;
+        // What the process created there goes with the ask: a measurement since the last
+        // report would otherwise count those streams against this ask too (`created`).
+        let created = Some(lock(&self.books).device(device).used);
         let ask = |count| {
-            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity: self.devices.identity(device) })
+            let identity = self.devices.identity(device);
+            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity, created })
         };
         let answer = match with_hello {
             true => self.call_opening(ask(count), wait),

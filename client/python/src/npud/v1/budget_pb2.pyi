@@ -77,16 +77,18 @@ class BudgetWelcome(_message.Message):
     def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "wait_ms", "identity")
+    __slots__ = ("device", "count", "wait_ms", "identity", "created")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     wait_ms: int
     identity: DeviceIdentity
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ...) -> None: ...
+    created: int
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
     __slots__ = ("waited_ms", "share", "unpaced")
