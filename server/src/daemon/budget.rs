@@ -191,7 +191,11 @@ impl NativeSession {
         // and waiting for the other's would otherwise wait each other out.
         let wait = match daemon.natives.holds_elsewhere(self.id, a.device) {
             true => Duration::ZERO,
-            false => Duration::from_millis(u64::from(a.wait_ms)).max(self.remeasure_for(a)),
+            false => {
+                let reported = a.created.is_some_and(|c| c > 0);
+                let grace = daemon.admission.remeasure_grace(a.device, &self.caller.tenant, &quota, a.count, reported);
+                Duration::from_millis(u64::from(a.wait_ms)).max(grace)
+            }
         };
         // Asking again means the last batch on this device is done; it must not wait for itself.
         self.end_batch(a.device);
@@ -239,23 +243,6 @@ impl NativeSession {
             share: Some(self.share(a.device)),
             unpaced,
         }))
-    }
-
-    /// How long an ask that reports the caller's creations (`created` above 0) may wait for
-    /// the device to be measured again, which is asked for now. Until the caller reported
-    /// them, a measurement counted its new streams as untracked as well as granted; an ask
-    /// for more that does not wait (a process growing past its start-up) would be refused
-    /// for room its own streams seemed to take twice, and the program fail with 207008
-    /// half-way through start-up. Bounded, so two holders asking for more of one device
-    /// cannot wait for each other for longer.
-    fn remeasure_for(&self, a: &pb::AcquireBudgetRequest) -> Duration {
-        match a.created {
-            Some(created) if created > 0 && self.daemon.backend.reports_device_free() => {
-                self.daemon.admission.remeasure.notify_one();
-                crate::daemon::reconcile::REMEASURE_GRACE
-            }
-            _ => Duration::ZERO,
-        }
     }
 
     /// Events are granted at once or refused: the vendor refuses at once too, and a

@@ -34,10 +34,6 @@ use std::time::Duration;
 /// How often the books are compared with the device (at least every second).
 pub const RECONCILE_PERIOD: Duration = Duration::from_millis(500);
 
-/// How long an ask that reported new creations waits, at most, for the measurement it
-/// asked for (`Admission::remeasure`), which runs at once and takes a device call.
-pub const REMEASURE_GRACE: Duration = Duration::from_secs(2);
-
 /// What reconciliation keeps of one device between measurements.
 #[derive(Debug, Clone)]
 pub struct Drift {

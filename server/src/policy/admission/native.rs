@@ -12,6 +12,11 @@ use crate::types::Tenant;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long an ask that reported new creations waits, at most, for the measurement it
+/// asked for (see [`Admission::remeasure_grace`]), which runs at once and takes one call
+/// of the device.
+const REMEASURE_GRACE: Duration = Duration::from_secs(2);
+
 /// A caller's share of one device (what aclrtGetStreamAvailableNum should answer).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NativeShare {
@@ -108,12 +113,38 @@ impl Admission {
         accepted
     }
 
+    /// How long an ask for `count` more streams may wait for the device to be measured
+    /// again, which is asked for now, when it reports the caller's creations (`reported`)
+    /// and does not fit as the books stand. Until its holder reported them, a measurement
+    /// counted its new streams as untracked as well as granted; an ask that does not wait
+    /// (a process growing past its start-up) would be refused for room its own streams
+    /// seemed to take twice, and the program fail with 207008 half-way through start-up.
+    /// None for an ask that fits: no measurement is then wanted. Bounded, so two holders
+    /// asking for more of one device cannot wait for each other for longer.
+    pub fn remeasure_grace(&self, device: u32, tenant: &str, quota: &Quota, count: u32, reported: bool) -> Duration {
+        let fits = self.native_share(device, tenant, quota).available >= count;
+        match reported && !fits && self.measure_soon() {
+            true => REMEASURE_GRACE,
+            false => Duration::ZERO,
+        }
+    }
+
+    /// Asks for a measurement at once, where the backend counts the device's streams;
+    /// returns whether one will come.
+    fn measure_soon(&self) -> bool {
+        let measured = self.backend.reports_device_free();
+        if measured {
+            self.remeasure.notify_one();
+        }
+        measured
+    }
+
     /// Streams that already existed were just booked: a measurement in flight may have
     /// counted them as untracked, and would count them twice once applied (withholding
     /// them). A new one follows at once.
     fn remeasure_after_booking(&self, booked: bool) {
-        if booked && self.backend.reports_device_free() {
-            self.remeasure.notify_one();
+        if booked {
+            self.measure_soon();
         }
     }
 
