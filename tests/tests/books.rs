@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::native::{
-    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_created, native_held,
-    release_as_granted, release_as_granted_checking,
+    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_created, native_created_on,
+    native_held, release_as_granted, release_as_granted_checking,
 };
 use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
 use std::collections::HashMap;
@@ -301,17 +301,34 @@ fn streams_held_outside_npud_are_untracked_and_never_handed_out() {
 /// again before it refuses. An outside program's 999 streams stand in for the holder's.
 #[test]
 fn an_ask_that_reports_its_creations_is_not_refused_for_the_room_they_seemed_to_take() {
+    an_ask_reporting_its_creations_is_granted(false);
+}
+
+/// The same ask from a process that also holds streams on another device (a framework
+/// process driving two NPUs). Such a holder never waits for room, since two of them could
+/// wait for each other's device; but it waits for the measurement its report asked for,
+/// which depends on no other holder.
+#[test]
+fn a_holder_of_another_device_is_not_refused_for_the_room_its_creations_seemed_to_take() {
+    an_ask_reporting_its_creations_is_granted(true);
+}
+
+fn an_ask_reporting_its_creations_is_granted(elsewhere: bool) {
     use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
     let shared = Shared::new();
-    let d = acl_builder(&shared.path, &[]).start();
+    let d = two_device_daemon(&shared, &[], &[]);
     let capacity = d.device0()["capacity"].as_u64().unwrap();
     let hello = pb::BudgetHello { program: "grows".into(), reports_created: true, ..Default::default() };
     let mut holder = npud_tests::wire::Wire::hello(&d.socket, hello);
+    if elsewhere {
+        // Granted is held: a grant not yet used is still the holder's.
+        assert!(matches!(holder.acquire(1, 1, 0), Ok(Reply::Acquired(_))));
+    }
     assert!(matches!(holder.acquire(0, 1000, 0), Ok(Reply::Acquired(_))));
     let (program, _) = acl_apps();
     let mut streams = App::spawn({
         let mut c = acl_command(program, &shared.path, None);
-        c.args(["999", "-1"]);
+        c.env("NPU_SIM_DEVICES", "2").args(["999", "-1"]);
         c
     });
     assert!(streams.started().is_ok());
@@ -326,8 +343,8 @@ fn an_ask_that_reports_its_creations_is_not_refused_for_the_room_they_seemed_to_
     let ask = pb::AcquireBudgetRequest { device: 0, count: 100, created: Some(1000), ..Default::default() };
     let reply = holder.call(Call::Acquire(ask));
     assert!(matches!(reply, Ok(Reply::Acquired(_))), "with them it is granted: {reply:?} {}", d.device0());
-    assert_eq!(native_created(&d) + d.device0()["untracked"].as_u64().unwrap(), 1000, "{}", d.device0());
-    assert_eq!(shared.held_by_others(d.pid()), 1000, "npud's count is the driver's");
+    assert_eq!(native_created_on(&d, 0) + d.device0()["untracked"].as_u64().unwrap(), 1000, "{}", d.device0());
+    assert_eq!(shared.held_on(0, d.pid()), 1000, "npud's count is the driver's");
     drop(holder);
     streams.release();
     assert!(

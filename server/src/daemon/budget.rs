@@ -186,19 +186,24 @@ impl NativeSession {
             ));
         }
         let quota = daemon.quota_for_streams(&self.caller.tenant, a.device, a.count)?;
-        // No hold-and-wait: a process holding streams on another device fits now or is
-        // refused, as the device would refuse it; two processes each holding one device
-        // and waiting for the other's would otherwise wait each other out.
-        let wait = match daemon.natives.holds_elsewhere(self.id, a.device) {
-            true => Duration::ZERO,
-            false => {
-                let reported = a.created.is_some_and(|c| c > 0);
-                let grace = daemon.admission.remeasure_grace(a.device, &self.caller.tenant, &quota, a.count, reported);
-                Duration::from_millis(u64::from(a.wait_ms)).max(grace)
-            }
-        };
+        // Where the ask reports creations and does not fit, a measurement is asked for now.
+        let reported = a.created.is_some_and(|c| c > 0);
+        let grace = daemon.admission.remeasure_grace(a.device, &self.caller.tenant, &quota, a.count, reported);
         // Asking again means the last batch on this device is done; it must not wait for itself.
         self.end_batch(a.device);
+        // No hold-and-wait: a process holding streams on another device fits now or is
+        // refused, as the device would refuse it; two processes each holding one device
+        // and waiting for the other's would otherwise wait each other out. It waits only
+        // for the measurement its report asked for, which waits on no other holder.
+        let wait = match daemon.natives.holds_elsewhere(self.id, a.device) {
+            true => {
+                if !grace.is_zero() {
+                    daemon.admission.measured_since_now(grace).await;
+                }
+                Duration::ZERO
+            }
+            false => Duration::from_millis(u64::from(a.wait_ms)).max(grace),
+        };
         // The ledger changes in acquire_native and the holder's count just after: one mutation.
         let _mutation = daemon.health.mutation();
         let waited = daemon.admission.acquire_native(a.device, &self.caller.tenant, &quota, a.count, wait).await?;

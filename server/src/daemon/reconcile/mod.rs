@@ -64,11 +64,13 @@ pub async fn run(daemon: Arc<Daemon>) {
             // A held fall is believed when its hold is over, not at the next tick after.
             () = tokio::time::sleep_until(hold_ends.unwrap_or_else(tokio::time::Instant::now)), if hold_ends.is_some() => {}
         }
+        daemon.admission.round_started();
         for &device in &devices {
             if let Some((measured, lowered)) = daemon.untracked_now(device).await {
                 daemon.apply_untracked(device, measured, lowered).await;
             }
         }
+        daemon.admission.round_finished();
     }
 }
 

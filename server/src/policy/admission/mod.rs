@@ -105,6 +105,16 @@ pub struct Admission {
     /// refused a creation the books allowed, or streams left the books and count as
     /// untracked until a measurement says whether the device still holds them.
     pub remeasure: tokio::sync::Notify,
+    /// Reconciliation's rounds, started and finished (see [`Admission::measured_since_now`]).
+    rounds: tokio::sync::watch::Sender<Rounds>,
+}
+
+/// How many rounds of measurement reconciliation has started and finished: an ask can
+/// wait for one that began after its booking.
+#[derive(Debug, Clone, Copy, Default)]
+struct Rounds {
+    started: u64,
+    finished: u64,
 }
 
 impl Admission {
@@ -136,6 +146,7 @@ impl Admission {
             drain_bound,
             metrics,
             remeasure: tokio::sync::Notify::new(),
+            rounds: tokio::sync::watch::Sender::new(Rounds::default()),
         }
     }
 

@@ -129,6 +129,30 @@ impl Admission {
         }
     }
 
+    /// Waits, at most `bound`, until a measurement that began after now has been applied,
+    /// asking for one at once: for a holder that may not wait for room (it holds another
+    /// device), so its ask is judged on books its own report corrected. It waits on no
+    /// other holder, so two such holders cannot wait for each other. Returns at once where
+    /// the backend does not count the device's streams. Cancellation-safe: it changes
+    /// nothing.
+    pub async fn measured_since_now(&self, bound: Duration) {
+        let mut rounds = self.rounds.subscribe();
+        let started = rounds.borrow().started;
+        if self.measure_soon() {
+            let _ = tokio::time::timeout(bound, rounds.wait_for(|r| r.finished > started)).await;
+        }
+    }
+
+    /// Reconciliation begins a round of measurements: what was booked before now is in it.
+    pub fn round_started(&self) {
+        self.rounds.send_modify(|r| r.started += 1);
+    }
+
+    /// Reconciliation has applied the round it last began.
+    pub fn round_finished(&self) {
+        self.rounds.send_modify(|r| r.finished = r.started);
+    }
+
     /// Asks for a measurement at once, where the backend counts the device's streams;
     /// returns whether one will come.
     fn measure_soon(&self) -> bool {
