@@ -727,3 +727,25 @@ fn a_program_waiting_for_room_gets_it_while_the_books_change_during_every_measur
         second.release();
     });
 }
+
+/// A budget session is one connection, resolved once: its calls used to escape the
+/// tenant's request rate that every gRPC call pays. A process flooding npud with asks is
+/// now refused RATE_LIMITED like a flood of gRPC calls, while what it gives back is still
+/// taken: the books come back to what the device holds.
+#[test]
+fn a_budget_session_flooding_npud_is_rate_limited_and_may_still_give_back() {
+    use npud_proto::v1::budget_call::Call;
+    let d = Daemon::builder().config("[limits]\nrequests_per_second = 20\nrequest_burst = 20").start();
+    let mut w = Wire::hello(&d.socket, pb::BudgetHello::default());
+    assert!(matches!(w.acquire(0, 5, 0), Ok(Reply::Acquired(_))));
+    let share = || Call::Share(pb::BudgetShareRequest { device: 0, ..Default::default() });
+    let refused = (0..200).find_map(|_| w.call(share()).err()).expect("the flood was cut off");
+    assert_eq!(refused.detail.unwrap().reason, R::RateLimited as i32, "{}", refused.message);
+    let release = pb::ReleaseBudgetRequest { device: 0, count: 5, ..Default::default() };
+    let Ok(Reply::Released(r)) = w.call(Call::Release(release)) else { panic!("giving back is never refused") };
+    assert_eq!(r.share.unwrap().holds, 0, "the five were still held, and are given back");
+    // npuctl is the same tenant: once its bucket has refilled (20 a second), the books are
+    // back to nothing.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert_eq!(d.in_use(), 0);
+}

@@ -37,6 +37,12 @@ impl Daemon {
         Ok(caller)
     }
 
+    /// One more request of `tenant` that came on a connection already resolved (a budget
+    /// session's calls): refused, like any other request, beyond the tenant's rate.
+    pub fn within_rate(&self, tenant: &Tenant) -> NpudResult<()> {
+        self.limiter.check(tenant)
+    }
+
     /// A TCP peer (client certificate names, bearer token) as a caller, within its rate.
     pub fn resolve_remote(&self, cert_names: &[String], token: Option<&str>) -> NpudResult<Caller> {
         let caller = self.identities.read().unwrap_or_else(|e| e.into_inner()).resolve_remote(cert_names, token)?;

@@ -86,7 +86,13 @@ impl NativeSession {
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
     /// withdraws it from the queue and takes nothing.
     pub async fn answer(&self, mut call: pb::BudgetCall) -> pb::BudgetReply {
-        if let Err(e) = self.localize(&mut call) {
+        // Giving back is never refused; everything else counts against the tenant's rate,
+        // as its gRPC requests do: a session cannot flood npud with asks or reports.
+        let rated = match call.call {
+            Some(Call::Release(_) | Call::ReleaseEvents(_)) => Ok(()),
+            _ => self.daemon.within_rate(&self.caller.tenant),
+        };
+        if let Err(e) = rated.and_then(|()| self.localize(&mut call)) {
             return error_reply(e);
         }
         let kind = match &call.call {
