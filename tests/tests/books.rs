@@ -354,6 +354,56 @@ fn an_ask_reporting_its_creations_is_granted(elsewhere: bool) {
     );
 }
 
+/// A measurement that lands between a holder's creations and its report finds them outside
+/// the books: withheld, but not drift. npud warns of streams it cannot book only beyond what
+/// holders were granted and have not reported yet, so a process driving two devices (whose
+/// first device's report waits while it creates on the second) does not set off the
+/// warning meant for programs npud cannot see; a real outsider still does.
+#[test]
+fn streams_made_since_their_holders_report_are_withheld_but_not_warned_of() {
+    use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+    const WARNING: &str = "the device holds streams npud's books do not";
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let hello = pb::BudgetHello { program: "two devices".into(), reports_created: true, ..Default::default() };
+    let mut holder = npud_tests::wire::Wire::hello(&d.socket, hello);
+    assert!(matches!(holder.acquire(0, 100, 0), Ok(Reply::Acquired(_))));
+    let (program, _) = acl_apps();
+    let made = |n: &str| {
+        let mut app = App::spawn({
+            let mut c = acl_command(program, &shared.path, None);
+            c.args([n, "-1"]);
+            c
+        });
+        assert!(app.started().is_ok());
+        app
+    };
+    // The holder's 100 streams (with their context's default stream), not reported yet.
+    let mine = made("99");
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["untracked"].as_u64().unwrap() >= 100),
+        "measured outside the books, and withheld: {}",
+        d.device0()
+    );
+    assert!(!d.log().contains(WARNING), "creations in flight are not drift:\n{}", d.log());
+    let report = pb::CreatedBudgetRequest { device: 0, created: Some(100), ..Default::default() };
+    assert!(holder.call(Call::Created(report)).is_ok());
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["untracked"] == 0),
+        "booked once reported: {}",
+        d.device0()
+    );
+    // A program npud cannot see is warned of.
+    let outsider = made("49");
+    assert!(eventually(Duration::from_secs(10), || d.log().contains(WARNING)), "{}", d.device0());
+    assert_eq!(d.device0()["untracked"], 50, "{}", d.device0());
+    assert_eq!(shared.held_by_others(d.pid()), 150, "the driver holds the 100 booked and the 50 withheld");
+    drop(holder);
+    mine.release();
+    outsider.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && d.device0()["untracked"] == 0));
+}
+
 /// An ordinary start-up and exit is no drift: what a process that went away held counts as
 /// untracked only until npud has measured the device, and nothing is logged for it (drift
 /// is logged once when a measurement finds it, and its end once after that).

@@ -148,11 +148,20 @@ impl Daemon {
             );
         }
         let after = self.admission.untracked(device);
-        let logged = std::mem::replace(&mut drift.logged, after > 0);
+        // Holders' grants they have not reported as created yet may be streams made since
+        // their last report: withheld all the same, but logged as drift only beyond them.
+        let granted: u32 = self.natives.totals().iter().filter(|((d, _), _)| *d == device).map(|(_, n)| n).sum();
+        let in_flight = granted.saturating_sub(self.natives.created_on(device));
+        let logs = match drift.logged {
+            true => after > 0,
+            false => after > in_flight,
+        };
+        let logged = std::mem::replace(&mut drift.logged, logs);
         self.drift.lock().unwrap_or_else(|e| e.into_inner()).insert(device, drift);
         match (after, logged) {
             (0, true) => tracing::info!(device, "npud's books match the device again"),
             (0, false) => {}
+            (n, false) if !logs => tracing::debug!(device, untracked = n, in_flight, "streams made since their report"),
             (n, false) => tracing::warn!(
                 device,
                 untracked = n,
