@@ -5,7 +5,8 @@
  * own and from the NULL stream, launches a callback on the NULL stream to a thread that
  * processes reports, does the same in a context of its own (whose default stream is
  * another stream), and checks that using the default streams takes no stream from the
- * device, and that a stream is destroyed only from the context it was made in.
+ * device, that a stream is destroyed only from the context it was made in, and that
+ * aclrtDestroyStream waits for the stream's tasks.
  *
  *   acl_default_stream
  *
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "check.h"
 
 typedef int aclError;
@@ -68,6 +70,12 @@ static void *process_reports(void *arg) {
 
 static void count_call(void *data) { ++*(int *)data; }
 
+/* A callback that takes a while: the stream it runs on stays busy until it returns. */
+static void slow_call(void *data) {
+    usleep(100 * 1000);
+    *(int *)data = 1;
+}
+
 /* The callback round on the current context's default stream, through `thread`. */
 static int callback_on_default_stream(pthread_t thread, int *calls) {
     int before = *calls;
@@ -121,6 +129,15 @@ int main(void) {
 
     CHECK(pthread_create(&thread, NULL, process_reports, NULL) == 0, "the report thread");
     if (callback_on_default_stream(thread, &calls)) return 1;
+
+    /* aclrtDestroyStream waits for the stream's pending tasks (the runtime's stream
+     * teardown loops while any is pending), here a blocking callback still running. */
+    aclrtStream busy = NULL;
+    int slow = 0;
+    CHECK(aclrtCreateStream(&busy) == 0 && aclrtSubscribeReport((uint64_t)thread, busy) == 0, "a stream to destroy busy");
+    CHECK(aclrtLaunchCallback(slow_call, &slow, ACL_CALLBACK_BLOCK, busy) == 0, "a slow callback on it");
+    CHECK(aclrtDestroyStream(busy) == 0, "destroy the busy stream");
+    CHECK(slow == 1, "aclrtDestroyStream returned only once the stream's callback had run");
 
     /* A context of its own has a default stream of its own. */
     CHECK(aclrtCreateContext(&ctx, 0) == 0, "aclrtCreateContext");

@@ -491,6 +491,15 @@ impl Rt {
         if self.lock().stream_ctx.get(&(h as usize)).is_some_and(|made_in| *made_in != current) {
             return Err(STREAM_CONTEXT);
         }
+        if !force {
+            // aclrtDestroyStream waits for the stream's pending tasks (the runtime's
+            // Stream::TearDown loops while any is pending; shared/reference/interposition.md
+            // §1.1); aclrtDestroyStreamForce does not. Waited for before the stream leaves
+            // the context's tables, so its callbacks are still delivered meanwhile. A task
+            // that failed still ends the wait: the stream is destroyed all the same.
+            let (dev, id) = self.stream(h)?;
+            let _ = crate::block_until(|w| dev.on_stream_drained(id, w), None, INTERNAL);
+        }
         self.drop_stream(h, force)
     }
 
