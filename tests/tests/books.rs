@@ -259,7 +259,10 @@ fn streams_held_outside_npud_are_untracked_and_never_handed_out() {
         d.log()
     );
     assert!(metric(port, "npud_untracked_streams{device=\"0\"}").unwrap() >= 990.0);
-    assert!(d.log().contains("the device holds streams npud's books do not"));
+    assert!(
+        eventually(Duration::from_secs(5), || d.log().contains("the device holds streams npud's books do not")),
+        "logged once it stays"
+    );
     let now = d.device0();
     let (capacity, untracked) = (now["capacity"].as_u64().unwrap(), now["untracked"].as_u64().unwrap());
     assert_eq!(now["available"].as_u64().unwrap(), capacity - untracked, "only what is really left: {now}");

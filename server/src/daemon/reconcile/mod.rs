@@ -41,6 +41,37 @@ pub struct Drift {
     hold: FallHold,
     /// Whether drift (streams outside the books) was logged and has not gone yet.
     logged: bool,
+    /// Since when every measurement found streams outside the books beyond what holders
+    /// may have made since their last report; None when the last did not.
+    seen: Option<std::time::Instant>,
+}
+
+/// How long streams outside the books must stay before npud logs them as drift. A
+/// process's own exit and its streams made since its last report show there for a
+/// measurement or two (the device frees an exiting process's streams a moment after its
+/// connection to npud closes); a program npud cannot see stays. Withholding them does
+/// not wait for this: only the log line does.
+pub const DRIFT_NOTICE: Duration = Duration::from_secs(1);
+
+impl Drift {
+    fn new(hold: Duration) -> Drift {
+        Drift { hold: FallHold::new(hold), logged: false, seen: None }
+    }
+
+    /// Whether drift is to be logged as there after a measurement found `after` streams
+    /// outside the books, of which holders' streams in flight may be `in_flight`; with
+    /// whether it was before.
+    fn notice(&mut self, after: u32, in_flight: u32, now: std::time::Instant) -> (bool, bool) {
+        self.seen = match after > in_flight {
+            true => Some(self.seen.unwrap_or(now)),
+            false => None,
+        };
+        let logs = match self.logged {
+            true => after > 0,
+            false => self.seen.is_some_and(|since| now.duration_since(since) >= DRIFT_NOTICE),
+        };
+        (std::mem::replace(&mut self.logged, logs), logs)
+    }
 }
 
 /// Compares books and devices every [`RECONCILE_PERIOD`], and at once when asked
@@ -125,16 +156,14 @@ impl Daemon {
 
     /// Books what was measured for `device` (with the falls still held), logging when
     /// drift appears and goes. What a holder's going away withholds until this measurement
-    /// is not drift: only a measured difference is logged, so an ordinary process exit logs
-    /// nothing.
+    /// is not drift, and a measured difference is logged only once it has lasted
+    /// [`DRIFT_NOTICE`] beyond holders' streams in flight, so an ordinary process exit
+    /// logs nothing.
     pub async fn apply_untracked(&self, device: u32, measured: Sample, lowered: u64) {
         let before = self.admission.untracked(device);
         let mut drift = {
             let drift = self.drift.lock().unwrap_or_else(|e| e.into_inner());
-            drift
-                .get(&device)
-                .cloned()
-                .unwrap_or_else(|| Drift { hold: FallHold::new(self.config.budget.untracked_hold), logged: false })
+            drift.get(&device).cloned().unwrap_or_else(|| Drift::new(self.config.budget.untracked_hold))
         };
         let counted = drift.hold.apply(measured, std::time::Instant::now());
         self.admission.set_untracked(device, counted, lowered).await;
@@ -152,16 +181,14 @@ impl Daemon {
         // their last report: withheld all the same, but logged as drift only beyond them.
         let granted: u32 = self.natives.totals().iter().filter(|((d, _), _)| *d == device).map(|(_, n)| n).sum();
         let in_flight = granted.saturating_sub(self.natives.created_on(device));
-        let logs = match drift.logged {
-            true => after > 0,
-            false => after > in_flight,
-        };
-        let logged = std::mem::replace(&mut drift.logged, logs);
+        let (logged, logs) = drift.notice(after, in_flight, std::time::Instant::now());
         self.drift.lock().unwrap_or_else(|e| e.into_inner()).insert(device, drift);
         match (after, logged) {
             (0, true) => tracing::info!(device, "npud's books match the device again"),
             (0, false) => {}
-            (n, false) if !logs => tracing::debug!(device, untracked = n, in_flight, "streams made since their report"),
+            (n, false) if !logs => {
+                tracing::debug!(device, untracked = n, in_flight, "streams outside the books, not yet drift")
+            }
             (n, false) => tracing::warn!(
                 device,
                 untracked = n,
@@ -172,5 +199,44 @@ impl Daemon {
             }
             (_, true) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DRIFT_NOTICE, Drift};
+    use std::time::{Duration, Instant};
+
+    /// (was logged, logs) after each of `seen`, measurements `step` apart: (untracked, in flight).
+    fn notices(seen: &[(u32, u32)], step: Duration) -> Vec<(bool, bool)> {
+        let (mut drift, start) = (Drift::new(Duration::ZERO), Instant::now());
+        seen.iter()
+            .enumerate()
+            .map(|(i, &(after, flight))| drift.notice(after, flight, start + step * i as u32))
+            .collect()
+    }
+
+    #[test]
+    fn streams_outside_the_books_for_one_measurement_are_not_drift() {
+        let half = DRIFT_NOTICE / 2;
+        assert!(notices(&[(6, 0), (0, 0), (2, 0), (0, 0)], half).iter().all(|n| *n == (false, false)));
+    }
+
+    #[test]
+    fn streams_that_stay_are_drift_until_they_go() {
+        let half = DRIFT_NOTICE / 2;
+        let seen = notices(&[(50, 0), (50, 0), (50, 0), (40, 0), (0, 0)], half);
+        assert_eq!(seen, [(false, false), (false, false), (false, true), (true, true), (true, false)]);
+    }
+
+    #[test]
+    fn holders_streams_in_flight_are_not_drift_however_long() {
+        let seen = notices(&[(100, 100), (100, 100), (100, 100), (101, 100), (101, 100), (101, 100)], DRIFT_NOTICE / 2);
+        assert_eq!(
+            seen.iter().filter(|(_, logs)| *logs).count(),
+            1,
+            "only the one beyond them, once it stayed: {seen:?}"
+        );
+        assert_eq!(seen[5], (false, true));
     }
 }
