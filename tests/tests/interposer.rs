@@ -223,6 +223,32 @@ fn without_npud_streams_a_process_asks_for_its_tenants_process_streams() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
 }
 
+/// A process that grows far past its start-up ask (a framework making streams lazily, one
+/// at a time) asks npud ahead where the device has room to spare: a dozen asks for a
+/// thousand streams, not one round trip per stream. What it asked ahead and did not use
+/// goes back once it is quiet, so npud's books end equal to what the driver holds.
+#[test]
+fn a_process_growing_one_stream_at_a_time_asks_ahead_and_gives_back_what_it_did_not_use() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let port = free_port();
+    let d = shared.daemon(&["--metrics", &format!("127.0.0.1:{port}")]);
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", "61", "--"]).arg(program).args(["1000", "-1"]);
+    let mut app = App::spawn(cmd);
+    assert!(available(&mut app).is_ok(), "{}", d.log());
+    let asks = metric(port, "npud_budget_calls_total{call=\"acquire\"}").unwrap();
+    assert!(asks <= 20.0, "{asks} asks for 1,001 streams");
+    assert!(
+        eventually(Duration::from_secs(10), || native_held(&d) == 1001 && shared.held_by_others(d.pid()) == 1001),
+        "npud holds for the process what the driver does, nothing asked ahead: {} {}",
+        native_held(&d),
+        shared.held_by_others(d.pid())
+    );
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "{}", d.log());
+}
+
 /// Events a process holds natively, from `status`.
 fn native_events(d: &Daemon) -> u64 {
     let status = d.npuctl_json(&["status"]);

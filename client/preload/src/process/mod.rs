@@ -157,7 +157,7 @@ impl Process {
         // times what the process uses.
         let _asking = lock(&self.asking);
         let plan = lock(&self.books).plan(device, n, self.startup());
-        let Plan::Ask { count, wait } = plan else {
+        let Plan::Ask { count, wait, needed } = plan else {
             self.creating(device, false);
             return Ok(());
         };
@@ -185,9 +185,22 @@ impl Process {
                 };
                 return self.acquired(device, again, n, self.with_conn(|c| c.call(ask(again), wait)));
             }
+            // Asked ahead and refused (no room for that much, or over the quota): what is
+            // needed now is asked alone, as it would have been.
+            Err(WireError::Refused { reason, .. })
+                if count > needed && reason != pb::ErrorReason::DeviceNotOwned as i32 =>
+            {
+                return self.acquired(device, needed, n, self.with_conn(|c| c.call(ask(needed), wait)));
+            }
             other => other,
         };
-        self.acquired(device, count, n, answer)
+        let booked = self.acquired(device, count, n, answer);
+        if booked.is_ok() && count > needed {
+            // What was asked ahead and is still unused once creation there goes quiet
+            // goes back, with any other surplus (`release_quiet_surplus`).
+            self.destroying(device);
+        }
+        booked
     }
 
     /// Books the answer to an ask of `count` streams for `n` new ones on `device`.
@@ -195,7 +208,14 @@ impl Process {
         match answer {
             Ok(reply) => {
                 let unpaced = matches!(&reply, Reply::Acquired(a) if a.unpaced);
-                lock(&self.books).granted(device, count, n);
+                let room = match &reply {
+                    Reply::Acquired(a) if a.unpaced => a.share.as_ref().map_or(0, |s| s.available),
+                    _ => 0,
+                };
+                let mut books = lock(&self.books);
+                books.granted(device, count, n);
+                books.set_room(device, room);
+                drop(books);
                 if unpaced {
                     lock(&self.unpaced).insert(device);
                 } else {

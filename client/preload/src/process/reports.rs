@@ -146,12 +146,17 @@ impl Process {
         lock(&self.releases).insert(device, coarse_now());
     }
 
-    /// A stream is being created on `device`: an open batch stays open. A creation the
+    /// A stream is being created on `device`: an open batch stays open, and so does a
+    /// surplus waiting for quiet. A creation the
     /// grant covers after the batch ended opens a report of its own: npud hears what the
     /// process has created once the device is quiet again (what its reconciliation counts
     /// against the device), not only at the process's next ask or release.
     pub(super) fn creating(&self, device: u32, new_batch: bool) {
         let now = coarse_now();
+        // A surplus waiting for quiet (one asked ahead) waits while creation goes on.
+        if let Some(last) = lock(&self.releases).get_mut(&device) {
+            *last = now;
+        }
         let mut batches = lock(&self.batches);
         match batches.get_mut(&device) {
             Some(last) if !new_batch => *last = now,
