@@ -454,7 +454,12 @@ fn threads_that_start_together_are_booked_as_the_device_holds_them() {
     let mut app = App::spawn(cmd);
     assert_eq!(app.line(), format!("ok {THREADS} {EACH}"));
     assert_eq!(shared.held_by_others(d.pid()), streams, "the driver, under npud");
-    assert_eq!(native_held(&d), u64::from(streams), "npud books what the device holds\n{}", d.log());
+    // What the threads' growth asked ahead goes back once they are quiet.
+    assert!(
+        eventually(Duration::from_secs(5), || native_held(&d) == u64::from(streams)),
+        "npud books what the device holds\n{}",
+        d.log()
+    );
     let events = u64::from(THREADS * EVENTS);
     let counted = native_events(&d);
     assert!((events..=events + 32).contains(&counted), "{events} events booked as {counted}: more than a chunk spare");

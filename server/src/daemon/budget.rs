@@ -72,6 +72,7 @@ impl NativeSession {
             start,
             reports_created: false,
             unmeasured: BTreeMap::new(),
+            reported: BTreeMap::new(),
         };
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
@@ -155,8 +156,9 @@ impl NativeSession {
         self.check_device(*device)?;
         if let Some(created) = created {
             // Fewer than before: those may still be on the device until it is measured again.
-            let withheld = self.daemon.natives.set_created(self.id, *device, created);
+            let (withheld, twice) = self.daemon.natives.set_created(self.id, *device, created);
             self.daemon.admission.untracked_grew(*device, withheld);
+            self.daemon.admission.remeasure_after_booking(twice);
         }
         Ok(())
     }

@@ -498,7 +498,9 @@ impl Rt {
             // the context's tables, so its callbacks are still delivered meanwhile. A task
             // that failed still ends the wait: the stream is destroyed all the same.
             let (dev, id) = self.stream(h)?;
-            let _ = crate::block_until(|w| dev.on_stream_drained(id, w), None, INTERNAL);
+            if !dev.stream_query(id).unwrap_or(true) {
+                let _ = crate::block_until(|w| dev.on_stream_drained(id, w), None, INTERNAL);
+            }
         }
         self.drop_stream(h, force)
     }

@@ -163,10 +163,10 @@ impl Admission {
         measured
     }
 
-    /// Streams that already existed were just booked: a measurement in flight may have
-    /// counted them as untracked, and would count them twice once applied (withholding
-    /// them). A new one follows at once.
-    fn remeasure_after_booking(&self, booked: bool) {
+    /// Streams that already existed were just booked: a measurement in flight, or one
+    /// taken before a holder reported them, may have counted them as untracked, and they
+    /// count twice (withheld) until the next. A new one follows at once.
+    pub fn remeasure_after_booking(&self, booked: bool) {
         if booked {
             self.measure_soon();
         }

@@ -7,7 +7,10 @@
 //! [`Admission`]: crate::policy::admission::Admission
 
 pub mod books;
+mod holder;
 pub mod pacing;
+
+pub use holder::{Holder, Unmeasured};
 
 use crate::types::Tenant;
 use npud_proto::v1 as pb;
@@ -15,82 +18,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-
-/// One interposed process.
-#[derive(Debug, Clone)]
-pub struct Holder {
-    pub pid: u32,
-    pub tenant: Tenant,
-    pub program: String,
-    pub container: Option<String>,
-    /// Streams held per device.
-    pub held: BTreeMap<u32, u32>,
-    /// Events held per device (they need no ledger: they are never queued).
-    pub events: BTreeMap<u32, u32>,
-    /// Streams the process said it has created per device (the `created` of its calls).
-    pub created: BTreeMap<u32, u32>,
-    /// When its process started (with `pid`, names the process across a restart of npud);
-    /// None when unknown.
-    pub start: Option<u64>,
-    /// Whether it said (in its hello) that it reports them: then a device it has not
-    /// reported on counts as nothing created; else (a client that never reports) as its
-    /// whole holding.
-    pub reports_created: bool,
-    /// Per device, what the falls of its created count withheld since the device was last
-    /// measured (see [`Natives::set_created`]).
-    pub unmeasured: BTreeMap<u32, Unmeasured>,
-}
-
-/// What one holder's falls withheld on one device since it was last measured.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Unmeasured {
-    /// The device's measurement these figures follow.
-    epoch: u64,
-    /// The most the holder counted as created since.
-    high: u32,
-    /// What its falls added to the device's untracked count since.
-    withheld: u32,
-}
-
-impl Holder {
-    /// Streams it counts as having created on `device`: what it reported, never above
-    /// what it holds (a claim cannot hide another program's streams).
-    pub fn created_on(&self, device: u32) -> u32 {
-        let held = self.held.get(&device).copied().unwrap_or(0);
-        match self.created.get(&device) {
-            Some(&c) => c.min(held),
-            None if self.reports_created => 0,
-            None => held,
-        }
-    }
-
-    /// Of the streams its count just fell by (`before` → `created_on` now), those that
-    /// may still be on `device` and are not withheld yet: since the device was last
-    /// measured (`epoch`), its falls together withhold no more than the most it counted
-    /// as created. (A holder that says 100, 0, 100, 0 ... has had at most 100 on the
-    /// device; each fall withholding another 100 let it fill the device with nothing.)
-    fn withhold(&mut self, device: u32, epoch: u64, before: u32) -> u32 {
-        let fell = before.saturating_sub(self.created_on(device));
-        let u = self.unmeasured.entry(device).or_default();
-        if u.epoch != epoch {
-            *u = Unmeasured { epoch, high: before, withheld: 0 };
-        }
-        u.high = u.high.max(before);
-        let add = fell.min(u.high.saturating_sub(u.withheld));
-        u.withheld += add;
-        add
-    }
-
-    /// What its going away may leave on `device` that its falls did not withhold yet
-    /// (`epoch`: the device's measurement now).
-    fn left_behind(&self, device: u32, epoch: u64) -> u32 {
-        let created = self.created_on(device);
-        match self.unmeasured.get(&device) {
-            Some(u) if u.epoch == epoch => created.min(u.high.max(created).saturating_sub(u.withheld)),
-            _ => created,
-        }
-    }
-}
 
 pub struct Natives {
     holders: Mutex<HashMap<u64, Holder>>,
@@ -158,9 +85,11 @@ impl Natives {
     }
 
     pub fn add(&self, id: u64, device: u32, n: u32) {
+        let epoch = self.epoch(device);
         if let Some(h) = self.lock().get_mut(&id) {
             let held = h.held.entry(device).or_insert(0);
             *held = held.saturating_add(n);
+            h.reported.entry(device).or_insert(epoch);
         }
         self.touch();
     }
@@ -169,13 +98,18 @@ impl Natives {
     /// count (`Holder::created_on`) fell by are to be withheld until the device is measured
     /// again: they may still be there. Its falls since the last measurement withhold no
     /// more together than the most it counted as created since (`Holder::withhold`).
-    pub fn set_created(&self, id: u64, device: u32, created: u32) -> u32 {
+    ///
+    /// With it, whether the report may have been counted twice until the device is measured
+    /// again (`Holder::report`): a measurement since its last report counted the new streams
+    /// outside the books too.
+    pub fn set_created(&self, id: u64, device: u32, created: u32) -> (u32, bool) {
         let epoch = self.epoch(device);
         let mut holders = self.lock();
-        let Some(h) = holders.get_mut(&id) else { return 0 };
+        let Some(h) = holders.get_mut(&id) else { return (0, false) };
         let before = h.created_on(device);
         h.created.insert(device, created);
-        h.withhold(device, epoch, before)
+        let twice = h.report(device, epoch, before);
+        (h.withhold(device, epoch, before), twice)
     }
 
     /// A measurement of `device` was booked: what holders' falls withheld before it is in
@@ -358,6 +292,7 @@ mod tests {
             start: None,
             reports_created: false,
             unmeasured: BTreeMap::new(),
+            reported: BTreeMap::new(),
         }
     }
 
@@ -415,15 +350,15 @@ mod tests {
         let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
         let id = n.open(Holder { reports_created: true, ..holder("a") }).expect("open");
         n.add(id, 0, 100);
-        assert_eq!(n.set_created(id, 0, 100), 0, "a rise withholds nothing");
-        assert_eq!(n.set_created(id, 0, 40), 60);
-        assert_eq!(n.set_created(id, 0, 0), 40);
-        assert_eq!(n.set_created(id, 0, 100), 0);
-        assert_eq!(n.set_created(id, 0, 0), 0, "100 are withheld already");
+        assert_eq!(n.set_created(id, 0, 100).0, 0, "a rise withholds nothing");
+        assert_eq!(n.set_created(id, 0, 40).0, 60);
+        assert_eq!(n.set_created(id, 0, 0).0, 40);
+        assert_eq!(n.set_created(id, 0, 100).0, 0);
+        assert_eq!(n.set_created(id, 0, 0).0, 0, "100 are withheld already");
         n.measured(0);
-        assert_eq!(n.set_created(id, 0, 100), 0);
-        assert_eq!(n.set_created(id, 0, 30), 70, "a new measurement saw what the falls left");
-        assert_eq!(n.set_created(id, 1, 0), 0, "nothing on another device");
+        assert_eq!(n.set_created(id, 0, 100).0, 0);
+        assert_eq!(n.set_created(id, 0, 30).0, 70, "a new measurement saw what the falls left");
+        assert_eq!(n.set_created(id, 1, 0).0, 0, "nothing on another device");
         let h = n.close(id).expect("known");
         assert_eq!(n.left_behind(&h, 0), 30, "30 withheld of at most 100: all 30 it holds may remain");
         n.measured(0);
@@ -437,11 +372,30 @@ mod tests {
         let id = n.open(Holder { reports_created: true, ..holder("a") }).expect("open");
         n.add(id, 0, 100);
         n.set_created(id, 0, 100);
-        assert_eq!(n.set_created(id, 0, 0), 100);
+        assert_eq!(n.set_created(id, 0, 0).0, 100);
         n.set_created(id, 0, 100);
         let h = n.close(id).expect("known");
         assert_eq!(n.left_behind(&h, 0), 0, "its 100 are withheld already");
         n.measured(0);
         assert_eq!(n.left_behind(&h, 0), 100, "after a measurement, its 100 count again");
+    }
+
+    /// A report that raises the count after the device was measured may have been counted
+    /// twice (outside the books too) until the next measurement; one with no measurement
+    /// since the grant or the last report cannot have been.
+    #[test]
+    fn a_rise_reported_after_a_measurement_asks_for_another() {
+        let n = Natives::new(4, Duration::ZERO, Duration::ZERO);
+        let id = n.open(holder("a")).unwrap();
+        n.set_reports_created(id);
+        n.add(id, 0, 100);
+        assert_eq!(n.set_created(id, 0, 50), (0, false), "nothing measured since the grant");
+        n.measured(0);
+        assert_eq!(n.set_created(id, 0, 80), (0, true), "measured while 30 were unreported");
+        assert_eq!(n.set_created(id, 0, 90), (0, false), "not measured since that report");
+        n.measured(0);
+        assert_eq!(n.set_created(id, 0, 90), (0, false), "no rise");
+        n.measured(1);
+        assert_eq!(n.set_created(id, 0, 95), (0, false), "another device was measured, not this one");
     }
 }
