@@ -9,7 +9,7 @@ use crate::policy::natives::pacing::Batch;
 use crate::types::Caller;
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -61,19 +61,8 @@ impl NativeSession {
             None => None,
         };
         let process = start.map(|s| (origin.pid, s));
-        let holder = Holder {
-            pid: origin.pid,
-            tenant: caller.tenant.clone(),
-            program: String::new(),
-            container: origin.container.map(|c| c.chars().take(12).collect()),
-            held: BTreeMap::new(),
-            events: BTreeMap::new(),
-            created: BTreeMap::new(),
-            start,
-            reports_created: false,
-            unmeasured: BTreeMap::new(),
-            reported: BTreeMap::new(),
-        };
+        let container = origin.container.map(|c| c.chars().take(12).collect());
+        let holder = Holder::new(origin.pid, caller.tenant.clone(), container, start);
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
                 Reason::TooManySessions,

@@ -44,6 +44,23 @@ pub struct Unmeasured {
 }
 
 impl Holder {
+    /// A process that has just connected: it holds nothing yet.
+    pub fn new(pid: u32, tenant: Tenant, container: Option<String>, start: Option<u64>) -> Holder {
+        Holder {
+            pid,
+            tenant,
+            program: String::new(),
+            container,
+            held: BTreeMap::new(),
+            events: BTreeMap::new(),
+            created: BTreeMap::new(),
+            start,
+            reports_created: false,
+            unmeasured: BTreeMap::new(),
+            reported: BTreeMap::new(),
+        }
+    }
+
     /// Streams it counts as having created on `device`: what it reported, never above
     /// what it holds (a claim cannot hide another program's streams).
     pub fn created_on(&self, device: u32) -> u32 {

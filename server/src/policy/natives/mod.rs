@@ -281,19 +281,7 @@ mod tests {
     use super::*;
 
     fn holder(tenant: &str) -> Holder {
-        Holder {
-            pid: 7,
-            tenant: Tenant::from(tenant),
-            program: "p".into(),
-            container: None,
-            held: BTreeMap::new(),
-            events: BTreeMap::new(),
-            created: BTreeMap::new(),
-            start: None,
-            reports_created: false,
-            unmeasured: BTreeMap::new(),
-            reported: BTreeMap::new(),
-        }
+        Holder { program: "p".into(), ..Holder::new(7, Tenant::from(tenant), None, None) }
     }
 
     #[test]
