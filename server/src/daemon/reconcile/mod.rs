@@ -179,8 +179,7 @@ impl Daemon {
         let after = self.admission.untracked(device);
         // Holders' grants they have not reported as created yet may be streams made since
         // their last report: withheld all the same, but logged as drift only beyond them.
-        let granted: u32 = self.natives.totals().iter().filter(|((d, _), _)| *d == device).map(|(_, n)| n).sum();
-        let in_flight = granted.saturating_sub(self.natives.created_on(device));
+        let in_flight = self.natives.granted_on(device).saturating_sub(self.natives.created_on(device));
         let (logged, logs) = drift.notice(after, in_flight, std::time::Instant::now());
         self.drift.lock().unwrap_or_else(|e| e.into_inner()).insert(device, drift);
         match (after, logged) {

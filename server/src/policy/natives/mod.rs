@@ -138,6 +138,11 @@ impl Natives {
         }
     }
 
+    /// Streams granted to native holders on `device`, created or not.
+    pub fn granted_on(&self, device: u32) -> u32 {
+        self.lock().values().filter_map(|h| h.held.get(&device)).fold(0u32, |sum, n| sum.saturating_add(*n))
+    }
+
     /// Streams native holders count as created on `device` (see `Holder::created_on`).
     pub fn created_on(&self, device: u32) -> u32 {
         self.lock().values().map(|h| h.created_on(device)).fold(0u32, u32::saturating_add)
