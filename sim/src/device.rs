@@ -51,6 +51,9 @@ struct Shared {
     wake: Condvar,
 }
 
+/// A device's lock held across a fork (see [`SimDevice::hold_for_fork`]).
+pub struct ForkHold<'a>(#[allow(dead_code)] MutexGuard<'a, State>);
+
 /// Counts a caller can show: what the hardware holds right now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DeviceCounts {
@@ -106,6 +109,16 @@ impl SimDevice {
 
     pub fn set_report_sink(&self, sink: ReportSink) {
         self.lock().sink = Some(sink);
+    }
+
+    /// Takes the device's lock for a fork(2) the calling thread is about to make, and
+    /// keeps it until the hold is dropped (in the parent after the fork, and in the child).
+    /// The device's timer thread takes this lock whenever work finishes; a fork while it
+    /// held it would leave the child a lock nobody will ever release (fork(2): the child
+    /// has only the forking thread), and the child's first device call would block for
+    /// ever. A fake runtime takes it from a `pthread_atfork` prepare handler.
+    pub fn hold_for_fork(&self) -> ForkHold<'_> {
+        ForkHold(self.lock())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -13,10 +13,11 @@ pub mod error;
 /// The flag vocabulary lives with the wire contract; re-exported for the simulator's users.
 pub use npud_proto::flags;
 pub mod fleet;
+pub mod fork;
 pub mod profile;
 pub mod shared;
 
-pub use device::{DeviceCounts, ReportSink, SimDevice, SimOptions};
+pub use device::{DeviceCounts, ForkHold, ReportSink, SimDevice, SimOptions};
 pub use engine::{EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
 pub use error::{ErrorKind, SimError, SimResult, codes};
 pub use profile::{PROFILES, Profile};

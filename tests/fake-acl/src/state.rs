@@ -64,6 +64,8 @@ pub struct Rt {
     context_sync: u32,
     /// The device event table shared the same way.
     shared_events: Option<npu_sim::shared::SharedBudget>,
+    /// The thread that runs host callbacks' reports (None if it could not start).
+    reports: Option<npu_sim::fleet::Reports>,
     inner: Mutex<Inner>,
     /// Held across every context's creation and destruction (aclrtSetDevice and
     /// aclrtResetDevice included), so threads that set one device at once share one
@@ -121,12 +123,13 @@ pub fn init() -> bool {
             profile.internal_sync_streams = 0;
         }
         let devices = npu_sim::fleet::devices_from_env(&profile);
-        npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-acl-reports", |device, report| {
+        let reports = npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-acl-reports", |device, report| {
             if let Some(rt) = RT.get() {
                 rt.dispatch(device, report);
             }
         })
         .ok();
+        npu_sim::fork::register(|| rt().map(|r| Box::new(r.hold_for_fork()) as Box<dyn std::any::Any>));
         let numbering = Numbering::from_env(devices.len() as u32);
         let shared =
             npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(profile.internal_sync_streams));
@@ -137,6 +140,7 @@ pub fn init() -> bool {
             shared,
             shared_events,
             context_sync,
+            reports,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
             sets: Mutex::new(()),
             captures: Mutex::new(crate::capture::Captures::default()),
@@ -161,7 +165,25 @@ pub fn thread_id() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
+/// The locks the runtime's own threads take, held by a thread about to fork (`fork`).
+pub struct ForkHolds {
+    _inner: MutexGuard<'static, Inner>,
+    _devices: Vec<npu_sim::ForkHold<'static>>,
+    _reports: Option<npu_sim::fleet::ReportsHold<'static>>,
+}
+
 impl Rt {
+    /// Takes, in the order the runtime's threads nest them (the report thread takes the
+    /// handle table; a device's timer thread queues reports under the device's lock), every
+    /// lock a thread of the runtime's own may hold at the moment of a fork.
+    pub fn hold_for_fork(&'static self) -> ForkHolds {
+        ForkHolds {
+            _inner: self.lock(),
+            _devices: self.devices.iter().map(|d| d.hold_for_fork()).collect(),
+            _reports: self.reports.as_ref().map(npu_sim::fleet::Reports::hold_for_fork),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }

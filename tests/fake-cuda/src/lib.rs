@@ -100,6 +100,15 @@ pub(crate) struct Rt {
     inner: Mutex<Inner>,
     /// The device budget shared with other processes (NPU_SIM_SHARED), as a driver's is.
     shared: Option<npu_sim::shared::SharedBudget>,
+    /// The thread that runs host functions (None if it could not start).
+    reports: Option<npu_sim::fleet::Reports>,
+}
+
+/// The locks the driver's own threads take, held across a fork (`npu_sim::fork`).
+struct ForkHolds {
+    _inner: MutexGuard<'static, Inner>,
+    _devices: Vec<npu_sim::ForkHold<'static>>,
+    _reports: Option<npu_sim::fleet::ReportsHold<'static>>,
 }
 
 static RT: OnceLock<Rt> = OnceLock::new();
@@ -127,6 +136,17 @@ pub(crate) fn runtime() -> Option<&'static Rt> {
 }
 
 impl Rt {
+    /// Every lock a thread of the driver's own may hold at a fork, in the order they nest
+    /// them (the host-call thread takes the handle table; a device's timer thread queues
+    /// reports under the device's lock).
+    fn hold_for_fork(&'static self) -> ForkHolds {
+        ForkHolds {
+            _inner: self.lock(),
+            _devices: self.devices.iter().map(|d| d.hold_for_fork()).collect(),
+            _reports: self.reports.as_ref().map(npu_sim::fleet::Reports::hold_for_fork),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -279,12 +299,13 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
     }
     RT.get_or_init(|| {
         let devices = npu_sim::fleet::devices_from_env(&Profile::default());
-        npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-cuda-hostfn", |device, report| {
+        let reports = npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-cuda-hostfn", |device, report| {
             if let Some(rt) = RT.get() {
                 rt.dispatch(device, report);
             }
         })
         .ok();
+        npu_sim::fork::register(|| RT.get().map(|r| Box::new(r.hold_for_fork()) as Box<dyn std::any::Any>));
         let visible = visible::visible(devices.len() as u32, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let primary = (0..visible.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
         let retains = Mutex::new(vec![0; visible.len()]);
@@ -296,6 +317,7 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
             retains,
             inner: Mutex::new(Inner { next: 0x7e00_0000_1000, ..Inner::default() }),
             shared,
+            reports,
         }
     });
     SUCCESS
