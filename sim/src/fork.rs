@@ -1,12 +1,20 @@
 //! fork(2) in a process whose fake runtime runs the simulator, as Python's
-//! multiprocessing does with its "fork" start method once a framework is imported. The
-//! child has only the forking thread: a lock that one of the simulator's own threads (a
-//! device's timer, the report thread) held at that moment stays locked in the child for
+//! multiprocessing does with its "fork" start method once a framework is imported.
+//!
+//! The vendor does not support AscendCL calls in processes made with fork: they may fail
+//! or hang (the AscendCL usage constraints, "关于进程": 不支持使用fork函数创建多个进程，且在
+//! 进程中调用AscendCL接口的场景，否则进程运行时会报错或者卡死). The fakes still let a
+//! child make and destroy streams, deterministically, because the interposer's fork
+//! handling is tested through them; what they must not do is hang at random.
+//!
+//! The child has only the forking thread: a lock that one of the simulator's own threads
+//! (a device's timer, the report thread) held at that moment stays locked in the child for
 //! ever, and the child's first device call blocks (seen: a child of `acl_fork` stuck in
 //! aclrtSetDevice, once in about a thousand forks). The `pthread_atfork` way
 //! (reference/interposition.md, 3.3): the forking thread takes those locks just before the
 //! fork and releases them just after, in the parent and in the child. The child does not
-//! get the threads back, so work it launches is never finished for it.
+//! get the threads back, so timed work it launches never finishes for it: the vendor's
+//! "hang", kept where the vendor documents it.
 #![allow(unsafe_code)]
 
 use std::any::Any;
