@@ -101,6 +101,13 @@ pub fn acl_fork_app() -> &'static PathBuf {
     build("acl_fork.c", "ascendcl", "acl_fork", &[])
 }
 
+/// `native/acl_fork_asking.c` built once per process against libascendcl: a thread sets
+/// device 0 while the main thread, on a line from stdin, forks a child that never uses the
+/// device (`child PID`, holding until stdin closes) and then exits at once (`parent PID`).
+pub fn acl_fork_asking_app() -> &'static PathBuf {
+    build("acl_fork_asking.c", "ascendcl", "acl_fork_asking", &["-pthread"])
+}
+
 /// `native/acl_threads.c` built once per process against libascendcl. Arguments: THREADS
 /// STREAMS; the threads set device 0 and create their streams all at once; it prints
 /// `ok THREADS STREAMS`, holds them until stdin closes, then `done`.

@@ -425,6 +425,52 @@ fn a_forked_child_is_admitted_as_a_process_of_its_own() {
     assert!(holder_pids(&d).is_empty());
 }
 
+/// A worker forked while another thread of its parent waits in npud's queue for the device
+/// (that thread's ask holds the connection at the moment of the fork): the child must not
+/// keep its parent's connection open, or the parent's ask would stay queued after the
+/// parent died, and be granted to nobody, for as long as the child lives.
+#[test]
+fn a_child_forked_while_its_parent_waits_for_the_device_does_not_keep_the_parents_ask() {
+    let (program, _) = programs();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &HELD.to_string()]).status.success());
+    let mut holder = spawn(&shared, program, Some((&d, &["--streams", &HELD.to_string()])));
+    assert!(holder.started().is_ok());
+    let mut cmd = acl_command(npud_tests::native::acl_fork_asking_app(), &shared.path, Some((&d, HELD)));
+    cmd.env("NPUD_WAIT", "5m");
+    let mut app = App::spawn(cmd);
+    assert_eq!(app.line(), "started");
+    assert!(
+        eventually(Duration::from_secs(30), || d.device0()["queued_requests"].as_u64() == Some(1)),
+        "the thread's ask waits: the tenant's quota is spent\n{}",
+        d.log()
+    );
+    app.send("fork");
+    let child = app.line();
+    let child: u32 = child.strip_prefix("child ").and_then(|p| p.parse().ok()).expect("child PID");
+    let parent = app.line();
+    assert!(parent.starts_with("parent "), "{parent}");
+    // The child keeps the input it shares with its parent open: it lives on.
+    let input = app.child.stdin.take();
+    assert!(app.child.wait().unwrap().success(), "the parent exited");
+    assert!(Path::new(&format!("/proc/{child}")).exists(), "the child lives on");
+    assert!(
+        eventually(Duration::from_secs(10), || d.device0()["queued_requests"].as_u64() == Some(0)),
+        "the dead parent's ask left the queue although its child lives\n{}",
+        d.log()
+    );
+    holder.release();
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
+        "nothing was granted to the dead parent: npud books {} and the driver holds {}\n{}",
+        d.in_use(),
+        shared.held_by_others(d.pid()),
+        d.log()
+    );
+    drop(input); // the child ends
+}
+
 /// Threads that set the device and create their streams and events all at once, as a
 /// framework's do: they share the device's one default stream, and npud books what they
 /// create, not a whole start-up ask per thread (each thread asked for one before the first

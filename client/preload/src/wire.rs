@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long npud may take to answer anything but a wait for budget.
@@ -30,6 +31,19 @@ const READ_CHUNK: usize = 4096;
 /// to the write timeout (seen on an H100 in the hardware check). With this many in flight
 /// the buffers never fill.
 const MAX_REPORTS_IN_FLIGHT: usize = 8;
+
+/// The descriptor of the process's open connection to npud (-1: none), kept outside any
+/// lock so that a forked child can close it even when another thread of the parent was in
+/// a call at the moment of the fork (`ffi::forked`). Set once a connection exists, and
+/// cleared before its socket closes, so it never names a descriptor already closed (and
+/// perhaps reused for another file).
+static OPEN_FD: AtomicI32 = AtomicI32::new(-1);
+
+/// Takes the open connection's descriptor (see [`OPEN_FD`]); async-signal-safe.
+pub fn take_open_fd() -> Option<i32> {
+    let fd = OPEN_FD.swap(-1, Ordering::AcqRel);
+    (fd >= 0).then_some(fd)
+}
 
 #[derive(Debug)]
 pub enum WireError {
@@ -176,6 +190,7 @@ impl Connection {
             owed: VecDeque::new(),
             patience: ANSWER_TIMEOUT,
         };
+        OPEN_FD.store(conn.raw_fd(), Ordering::Release);
         if send_now {
             conn.write_unsent()?;
         }
@@ -461,6 +476,13 @@ impl Connection {
             Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted),
             Ok(_) => true,
         }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Before the socket closes (fields drop after this).
+        let _ = OPEN_FD.compare_exchange(self.raw_fd(), -1, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 

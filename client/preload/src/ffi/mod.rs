@@ -218,15 +218,16 @@ fn watch_forks() {
 
 /// In a child just forked: the next hook makes the child's own state, and the parent's
 /// connection to npud is closed here. A child that kept it open would keep the parent's
-/// session, and everything booked to it, alive after the parent exits. (When another
-/// thread of the parent held the connection at the fork, the child cannot tell its state
-/// and leaves it.)
+/// session, and everything booked to it, alive after the parent exits: a grant, or an ask
+/// still waiting in npud's queue (another thread of the parent may be in a call at the
+/// moment of the fork, so the descriptor is taken from outside the connection's lock).
 extern "C" fn forked() {
-    let parent = PROCESS.swap(null_mut(), Ordering::AcqRel);
-    // SAFETY: PROCESS only ever holds a leaked Box, never freed.
-    if let Some(fd) = unsafe { parent.as_ref() }.and_then(Process::connection_fd) {
-        // SAFETY: the parent's socket, inherited; its owner is leaked with the parent's
-        // state and never touches it again in this process, so nothing closes it twice.
+    // The parent's state is left behind, leaked and never touched again in this process.
+    PROCESS.store(null_mut(), Ordering::Release);
+    if let Some(fd) = crate::wire::take_open_fd() {
+        // SAFETY: the parent's socket, inherited and still open (the descriptor is cleared
+        // before a connection closes); its owner is leaked with the parent's state and
+        // never touches it again in this process, so nothing closes it twice.
         unsafe { libc::close(fd) };
     }
 }

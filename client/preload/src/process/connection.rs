@@ -77,12 +77,6 @@ impl Process {
         self.start_watcher();
     }
 
-    /// The descriptor of the connection to npud, when one is open and no thread is using
-    /// it (a forked child closes its parent's).
-    pub fn connection_fd(&self) -> Option<i32> {
-        self.conn.try_lock().ok()?.as_ref().map(Connection::raw_fd)
-    }
-
     /// Opens a connection and declares whatever the process already holds (it can only
     /// hold something here if npud went away and came back); then `ahead`, with the hello
     /// when there is nothing to declare first.
