@@ -53,7 +53,9 @@ impl Sender {
 
 impl Drop for Sender {
     fn drop(&mut self) {
-        self.queue.lock().senders -= 1;
+        let mut pending = self.queue.lock();
+        pending.senders = pending.senders.saturating_sub(1);
+        drop(pending);
         self.queue.ready.notify_all();
     }
 }

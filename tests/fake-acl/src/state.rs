@@ -165,7 +165,7 @@ pub fn thread_id() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// The locks the runtime's own threads take, held by a thread about to fork (`fork`).
+/// The locks the runtime's own threads take, held by a thread about to fork (`npu_sim::fork`).
 pub struct ForkHolds {
     _inner: MutexGuard<'static, Inner>,
     _devices: Vec<npu_sim::ForkHold<'static>>,
