@@ -207,10 +207,10 @@ impl Process {
     fn acquired(&self, device: u32, count: u32, n: u32, answer: Result<Reply, WireError>) -> Result<(), Refused> {
         match answer {
             Ok(reply) => {
-                let unpaced = matches!(&reply, Reply::Acquired(a) if a.unpaced);
-                let room = match &reply {
-                    Reply::Acquired(a) if a.unpaced => a.share.as_ref().map_or(0, |s| s.available),
-                    _ => 0,
+                // Room to ask ahead in is known only where npud said the device has it.
+                let (unpaced, room) = match &reply {
+                    Reply::Acquired(a) if a.unpaced => (true, a.share.as_ref().map_or(0, |s| s.available)),
+                    _ => (false, 0),
                 };
                 let mut books = lock(&self.books);
                 books.granted(device, count, n);

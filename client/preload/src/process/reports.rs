@@ -147,10 +147,10 @@ impl Process {
     }
 
     /// A stream is being created on `device`: an open batch stays open, and so does a
-    /// surplus waiting for quiet. A creation the
-    /// grant covers after the batch ended opens a report of its own: npud hears what the
-    /// process has created once the device is quiet again (what its reconciliation counts
-    /// against the device), not only at the process's next ask or release.
+    /// surplus waiting for quiet. A creation the grant covers after the batch ended opens
+    /// a report of its own: npud hears what the process has created once the device is
+    /// quiet again (what its reconciliation counts against the device), not only at the
+    /// process's next ask or release.
     pub(super) fn creating(&self, device: u32, new_batch: bool) {
         let now = coarse_now();
         // A surplus waiting for quiet (one asked ahead) waits while creation goes on.
