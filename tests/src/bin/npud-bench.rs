@@ -60,9 +60,16 @@ async fn main() -> anyhow::Result<()> {
                 npud_tests::quiet_daemons();
                 let call = args.next().ok_or_else(|| anyhow::anyhow!("--loop needs a call"))?;
                 let seconds: u64 = args.next().ok_or_else(|| anyhow::anyhow!("--loop needs seconds"))?.parse()?;
-                let d = Daemon::builder().config("[limits]\nrequests_per_second = 0").start();
-                println!("daemon pid {}", d.pid());
-                let n = profile::run(&d, &call, Duration::from_secs(seconds)).await?;
+                let run_for = Duration::from_secs(seconds);
+                let n = if call == "peer-empty" {
+                    let peer = peer::Peer::start()?;
+                    println!("peer server pid {}", peer.pid());
+                    profile::run_peer(&peer, run_for).await?
+                } else {
+                    let d = Daemon::builder().config("[limits]\nrequests_per_second = 0").start();
+                    println!("daemon pid {}", d.pid());
+                    profile::run(&d, &call, run_for).await?
+                };
                 println!("{n} {call} calls in {seconds} s: {:.1} µs each", seconds as f64 * 1e6 / n.max(1) as f64);
                 return Ok(());
             }
