@@ -106,8 +106,17 @@ pub enum Command {
 #[derive(Debug, Args, Clone)]
 pub struct SessionArg {
     /// The session to work in (streams and events stay in it between calls).
-    #[arg(long, value_name = "NAME", default_value = "npuctl")]
+    #[arg(long, value_name = "NAME", default_value = "npuctl", value_parser = session_name)]
     pub session: String,
+}
+
+/// An empty name would open an unnamed session, whose streams go when this call ends:
+/// not what `--session` asks for. The daemon checks the rest of the name.
+fn session_name(s: &str) -> Result<String, String> {
+    match s.is_empty() {
+        true => Err("a session needs a name (the default is npuctl)".to_string()),
+        false => Ok(s.to_string()),
+    }
 }
 
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {

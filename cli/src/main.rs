@@ -85,11 +85,20 @@ fn usage_error(e: clap::Error) -> ExitCode {
         let _ = e.print();
         return ExitCode::from(if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { 2 } else { 0 });
     }
-    let text = e.render().to_string();
-    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid arguments");
-    let line = line.trim().trim_start_matches("error: ");
-    eprintln!("npuctl: {line} (see npuctl --help)");
+    eprintln!("npuctl: {} (see npuctl --help)", usage_line(&e.render().to_string()));
     ExitCode::from(2)
+}
+
+/// clap's message folded into one line: its first paragraph, which for missing arguments
+/// lists them on lines of their own ("... not provided:" then "  <CMD>...").
+fn usage_line(text: &str) -> String {
+    let paragraph = text.trim_start().split("\n\n").next().unwrap_or_default();
+    let line = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = line.strip_prefix("error: ").unwrap_or(&line);
+    match line.is_empty() {
+        true => "invalid arguments".to_string(),
+        false => line.to_string(),
+    }
 }
 
 fn main() -> ExitCode {

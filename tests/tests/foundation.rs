@@ -259,6 +259,19 @@ fn npuctl_usage_errors_are_one_line() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
         assert!(err.starts_with("npuctl: "), "{err}");
     }
+    // What is missing or wrong is named on that line, not left to the lines clap puts below.
+    let named: [(&[&str], &str); 3] = [
+        (&["run"], "not provided: <CMD>..."),
+        (&["stream", "destroy"], "not provided: <HANDLE>..."),
+        (&["stream", "create", "--session", ""], "a session needs a name"),
+    ];
+    for (args, says) in named {
+        let out = Command::new(bin("npuctl")).args(args).output().expect("npuctl");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
     let help = Command::new(bin("npuctl")).arg("--help").output().expect("npuctl");
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Usage:"));
 }
