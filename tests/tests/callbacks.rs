@@ -184,7 +184,9 @@ async fn failure_modes_continue_and_stop_are_honoured() {
             .unwrap();
         let r =
             c.streams().set_failure_mode(proto::SetFailureModeRequest { stream: s.handle(), mode: mode as i32 }).await;
-        assert_eq!(r.unwrap_err().code(), Code::FailedPrecondition, "once per stream");
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition, "once per stream");
+        assert!(e.message().contains(&format!("stream {} was already set", s.handle())), "{e}");
         c.admin().inject_fault(inject(s.handle())).await.unwrap();
         let ev = c.device(0).create_event(EventOptions::default()).await.unwrap();
         s.delay(ms(30)).await.unwrap();

@@ -84,9 +84,10 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     let s = dev.create_stream(StreamOptions::default()).await.unwrap();
     let a = dev.create_event(EventOptions::default()).await.unwrap();
     let b = dev.create_event(EventOptions::default()).await.unwrap();
-    // Unrecorded.
-    let (code, reason, _) = failure(b.elapsed_since(&a).await);
+    // Unrecorded; the message names the event by the caller's handle, not the backend's id.
+    let (code, reason, e) = failure(b.elapsed_since(&a).await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotRecorded));
+    assert!(e.to_string().contains(&format!("event {} has not been recorded", a.handle())), "{e}");
     // Enqueue behind a busy head so the three tasks chain back to back on the device
     // (an idle stream would start the delay only when its RPC arrives).
     s.delay(ms(1000)).await.unwrap();
@@ -105,8 +106,9 @@ async fn elapsed_time_around_a_20ms_delay_and_its_three_refusals() {
     assert!(!untimed.timing());
     s.record(&untimed).await.unwrap();
     s.sync().await.unwrap();
-    let (code, reason, _) = failure(untimed.elapsed_since(&a).await);
+    let (code, reason, e) = failure(untimed.elapsed_since(&a).await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventNotTimed));
+    assert!(e.to_string().contains(&format!("event {} was created without timing", untimed.handle())), "{e}");
 }
 
 #[tokio::test]
@@ -286,8 +288,9 @@ async fn events_without_the_sync_flag_cannot_be_waited_on_or_reset_and_the_event
     }
     let (code, reason, _) = failure(s.wait(&timeline_only).await);
     assert_eq!((code, reason), (Code::FailedPrecondition, ErrorReason::EventFlagsForbid));
-    let (_, reason, _) = failure(timeline_only.reset(&s).await);
+    let (_, reason, e) = failure(timeline_only.reset(&s).await);
     assert_eq!(reason, ErrorReason::EventFlagsForbid);
+    assert!(e.to_string().contains(&format!("event {} was created without", timeline_only.handle())), "{e}");
     let (code, reason, _) = failure(dev.create_event(EventOptions { flags: 0x21, ..Default::default() }).await);
     assert_eq!((code, reason), (Code::InvalidArgument, ErrorReason::InvalidFlags), "EXTERNAL is not OR-able");
     // atlas-inference holds 1023 events. By default one tenant may take half of them, so

@@ -1,6 +1,6 @@
 //! Events: create, destroy, record, reset, query, synchronise, elapsed time.
 
-use crate::backend::{EventState, WaitKind};
+use crate::backend::{BackendError, ErrorKind, EventState, WaitKind};
 use crate::daemon::Daemon;
 use crate::error::backend_error;
 use crate::error::{NpudError, NpudResult, Reason};
@@ -120,7 +120,7 @@ impl Daemon {
 
     pub fn reset_event(&self, caller: &Caller, event: u64, stream: u64) -> NpudResult<()> {
         let (e, s) = self.same_device(caller, event, stream)?;
-        self.backend.reset_event(e.device, e.raw, s.raw).map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.reset_event(e.device, e.raw, s.raw).map_err(|err| self.event_failure(err, event, "reset"))
     }
 
     pub fn query_event(&self, caller: &Caller, handle: u64) -> NpudResult<(EventEntry, EventState)> {
@@ -142,7 +142,34 @@ impl Daemon {
         if a.device != b.device {
             return Err(NpudError::new(Reason::DeviceMismatch, "the two events are on different devices"));
         }
-        self.backend.elapsed_ms(a.device, a.raw, b.raw).map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.elapsed_ms(a.device, a.raw, b.raw).map_err(|err| {
+            // The backend checks the start event, then the end: the first that fails is named.
+            let state = |e: &EventEntry| self.backend.event_state(e.device, e.raw).ok();
+            let start_failed = match err.kind {
+                ErrorKind::EventNotTimed => !a.timing,
+                ErrorKind::EventNotRecorded => state(&a) == Some(EventState::NotRecorded),
+                ErrorKind::EventNotComplete => state(&a) != Some(EventState::Complete),
+                _ => true,
+            };
+            self.event_failure(err, if start_failed { start } else { end }, "timed")
+        })
+    }
+
+    /// A backend's refusal about an event, named by the caller's handle: the backend names
+    /// the event by its own id (the simulator) or not at all (the vendors' codes), neither
+    /// of which the caller knows. The reason and the vendor's code are kept. `what` is the
+    /// operation an event without ACL_EVENT_SYNC cannot undergo.
+    pub(crate) fn event_failure(&self, err: BackendError, handle: u64, what: &str) -> NpudError {
+        let message = match err.kind {
+            ErrorKind::EventNotTimed => format!("event {handle} was created without timing"),
+            ErrorKind::EventNotRecorded => format!("event {handle} has not been recorded"),
+            ErrorKind::EventNotComplete => format!("event {handle} has not completed yet"),
+            ErrorKind::EventFlagsForbid => {
+                format!("event {handle} was created without ACL_EVENT_SYNC and cannot be {what}")
+            }
+            _ => return backend_error(self.backend.name(), err),
+        };
+        NpudError { message, ..backend_error(self.backend.name(), err) }
     }
 
     pub fn list_events(&self, caller: &Caller) -> Vec<(u64, EventEntry, EventState)> {

@@ -242,7 +242,9 @@ impl Daemon {
         } else {
             self.same_device(caller, event, stream)?
         };
-        self.backend.stream_wait_event(s.device, s.raw, e.raw).map_err(|e| backend_error(self.backend.name(), e))
+        self.backend
+            .stream_wait_event(s.device, s.raw, e.raw)
+            .map_err(|err| self.event_failure(err, event, "waited on by a stream"))
     }
 
     pub fn enqueue_delay(&self, caller: &Caller, stream: u64, duration: Duration) -> NpudResult<u64> {
@@ -256,7 +258,14 @@ impl Daemon {
 
     pub fn set_failure_mode(&self, caller: &Caller, stream: u64, stop: bool) -> NpudResult<()> {
         let s = self.registry.stream(caller, stream)?;
-        self.backend.set_stop_on_failure(s.device, s.raw, stop).map_err(|e| backend_error(self.backend.name(), e))
+        self.backend.set_stop_on_failure(s.device, s.raw, stop).map_err(|err| match err.kind {
+            // Named by the caller's handle, not the backend's id for the stream.
+            crate::backend::ErrorKind::FailureModeAlreadySet => NpudError {
+                message: format!("the failure mode of stream {stream} was already set (once per stream)"),
+                ..backend_error(self.backend.name(), err)
+            },
+            _ => backend_error(self.backend.name(), err),
+        })
     }
 
     /// Waits for the caller's own streams on the device, never another tenant's.
