@@ -10,6 +10,7 @@ pub mod backend;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod files;
 pub mod kubernetes;
 pub mod native;
 pub mod observe;

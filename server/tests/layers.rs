@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// Top-level modules of `server/src`, lowest layer first. A module may use modules of a
 /// lower layer only: never one of its own layer (siblings stay independent) or above.
 const LAYERS: &[&[&str]] = &[
-    &["backend", "types"],
+    &["backend", "files", "types"],
     &["error"],
     &["config", "observe"],
     &["tenancy", "registry", "policy"],

@@ -241,6 +241,16 @@ fn bad_configuration_exits_64_before_binding() {
     let out =
         Command::new(bin("npud")).args(["--socket"]).arg(&socket).args(["--sim-devices", "0"]).output().expect("npud");
     assert_eq!(out.status.code(), Some(64));
+    // A config or TLS file that never ends is refused after 1 MiB, not read for ever.
+    for flags in [
+        &["--config", "/dev/zero"][..],
+        &["--listen", "127.0.0.1:0", "--tls-cert", "/dev/zero", "--tls-key", "/dev/zero"],
+    ] {
+        let out = Command::new(bin("npud")).arg("--socket").arg(&socket).args(flags).output().expect("npud");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
+        assert!(err.contains("/dev/zero") && err.contains("larger than"), "{flags:?}: {err}");
+    }
 }
 
 /// The contract: a failure is one line on stderr and a non-zero exit, usage errors too.

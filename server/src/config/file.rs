@@ -111,10 +111,7 @@ pub(super) struct FileLimits {
 
 /// Reads and parses the file `--config` names (bounded: a config is small).
 pub(super) fn read(path: &Path) -> Result<FileConfig, ConfigError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_text_bounded(path, defaults::MAX_FILE_BYTES)
         .map_err(|e| ConfigError::new(format!("cannot read config {}: {e}", path.display())))?;
-    if text.len() > defaults::MAX_FILE_BYTES {
-        return Err(ConfigError::new(format!("config {} is larger than 1 MiB", path.display())));
-    }
     toml::from_str(&text).map_err(|e| ConfigError::new(format!("config {}: {e}", path.display())))
 }

@@ -75,7 +75,8 @@ pub(super) fn addr(key: &str, text: Option<&str>) -> Result<Option<SocketAddr>, 
 }
 
 fn read_pem(what: &str, path: &Path) -> Result<Vec<u8>, ConfigError> {
-    let bytes = std::fs::read(path).map_err(|e| ConfigError(format!("{what} {}: {e}", path.display())))?;
+    let bytes = crate::files::read_bounded(path, super::defaults::MAX_FILE_BYTES)
+        .map_err(|e| ConfigError(format!("{what} {}: {e}", path.display())))?;
     if !bytes.starts_with(b"-----BEGIN") && !String::from_utf8_lossy(&bytes).contains("-----BEGIN") {
         return Err(ConfigError(format!("{what} {} is not PEM", path.display())));
     }

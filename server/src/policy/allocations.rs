@@ -68,6 +68,9 @@ pub struct Allocations {
 
 pub const MAX_ALLOCATIONS: usize = 4096;
 
+/// The most one allocation's token, grant or binding file may hold: a few lines each.
+const MAX_RECORD: usize = 64 * 1024;
+
 impl Allocations {
     /// Token files go in `dir` (created 0700, so only their bind mounts show them; each
     /// file 0444 for the container's user). Allocations made before a restart are read
@@ -89,7 +92,8 @@ impl Allocations {
                 continue;
             }
             let grant = path.with_extension("grant");
-            let (Ok(token), Ok(text)) = (std::fs::read_to_string(&path), std::fs::read_to_string(&grant)) else {
+            let read = |p: &Path| crate::files::read_text_bounded(p, MAX_RECORD);
+            let (Ok(token), Ok(text)) = (read(&path), read(&grant)) else {
                 tracing::warn!(file = %path.display(), "an allocation without its grant file; ignored");
                 continue;
             };
@@ -279,7 +283,7 @@ fn write_binding(a: &Allocation) {
 
 /// Reads a binding written by [`write_binding`]; a missing or odd file binds nothing.
 fn read_binding(path: &Path) -> (Option<Tenant>, Option<String>, Option<u32>) {
-    let Ok(text) = std::fs::read_to_string(path) else { return (None, None, None) };
+    let Ok(text) = crate::files::read_text_bounded(path, MAX_RECORD) else { return (None, None, None) };
     let field = |key: &str| text.lines().find_map(|l| l.strip_prefix(key)).map(str::trim).filter(|v| !v.is_empty());
     let tenant = field("tenant ").filter(|t| crate::types::check_tenant_name(t).is_ok()).map(Tenant::from);
     let pod = field("pod ").filter(|p| p.len() <= 64).map(str::to_string);

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+/// The most `state.json` may hold: quotas set at run time, a few hundred bytes each.
+const MAX_STATE_FILE: usize = 16 << 20;
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct PersistedState {
     pub epoch: Option<u16>,
@@ -39,7 +42,7 @@ impl StateStore {
         let Some(path) = &self.path else {
             return Ok(PersistedState::default());
         };
-        match std::fs::read(path) {
+        match crate::files::read_bounded(path, MAX_STATE_FILE) {
             Ok(bytes) => {
                 serde_json::from_slice(&bytes).map_err(|source| StateError::Parse { path: path.clone(), source })
             }

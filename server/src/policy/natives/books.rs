@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// A file larger than this is not read: npud writes far less (bounded holders, devices).
-const MAX_FILE: u64 = 16 << 20;
+const MAX_FILE: usize = 16 << 20;
 
 /// One process's recorded holdings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,10 +47,7 @@ impl Books {
     /// which is safe, where refusing to start would take admission away from everyone.
     pub fn load(&self) -> Vec<Recorded> {
         let Some(path) = &self.path else { return Vec::new() };
-        let read = std::fs::metadata(path).and_then(|m| match m.len() > MAX_FILE {
-            true => Err(std::io::Error::other(format!("{} bytes, over {MAX_FILE}", m.len()))),
-            false => std::fs::read(path),
-        });
+        let read = crate::files::read_bounded(path, MAX_FILE);
         let parsed = match read {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
             Err(e) => Err(e.to_string()),
