@@ -286,6 +286,27 @@ fn npuctl_usage_errors_are_one_line() {
     assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("Usage:"));
 }
 
+/// A TLS file that never ends is refused after 1 MiB, not read for ever (the same for the
+/// allocation token, of which only a line is read).
+#[test]
+fn npuctl_reads_its_files_with_a_bound() {
+    let out = Command::new(bin("npuctl"))
+        .args(["--endpoint", "https://127.0.0.1:1", "--tls-ca", "/dev/zero", "device", "list"])
+        .output()
+        .expect("npuctl");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/dev/zero") && err.contains("larger than"), "{err}");
+    let d = Daemon::start();
+    let out = Command::new(bin("npuctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .env("NPUD_ALLOCATION", "/dev/zero")
+        .args(["device", "list"])
+        .output()
+        .expect("npuctl");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[tokio::test]
 async fn the_rust_client_destroys_on_drop_and_closes_sessions() {
     let d = Daemon::start();

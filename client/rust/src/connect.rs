@@ -31,14 +31,21 @@ pub struct TlsOptions {
 }
 
 impl TlsOptions {
-    /// Reads PEM files; any may be absent.
+    /// Reads PEM files; any may be absent. Each is refused past 1 MiB (a path can name
+    /// something that never ends, such as /dev/zero).
     pub fn from_files(ca: Option<&Path>, cert: Option<&Path>, key: Option<&Path>) -> Result<TlsOptions> {
+        const MAX_PEM: u64 = 1 << 20;
         let read = |p: Option<&Path>| -> Result<Option<Vec<u8>>> {
             p.map(|p| {
-                std::fs::read(p).map_err(|e| Error::Connect {
-                    target: p.display().to_string(),
-                    message: format!("cannot read: {e}"),
-                })
+                let fail = |message: String| Error::Connect { target: p.display().to_string(), message };
+                let mut bytes = Vec::new();
+                std::fs::File::open(p)
+                    .and_then(|f| std::io::Read::read_to_end(&mut std::io::Read::take(f, MAX_PEM + 1), &mut bytes))
+                    .map_err(|e| fail(format!("cannot read: {e}")))?;
+                match bytes.len() as u64 > MAX_PEM {
+                    true => Err(fail(format!("cannot read: it is larger than {MAX_PEM} bytes"))),
+                    false => Ok(bytes),
+                }
             })
             .transpose()
         };
