@@ -41,3 +41,15 @@ def test_a_refusal_quotes_at_most_64_bytes_of_the_callers_input(daemon):
         assert err.reason == errors_pb2.INVALID_NAME
         assert "\x1b" not in e.details(), "control characters are escaped"
         assert len(e.details()) < 256 and "10004 bytes" in e.details(), e.details()
+
+
+def test_files_the_environment_names_are_read_with_a_bound(daemon, monkeypatch):
+    """NPUD_ALLOCATION naming something that never ends is not read for ever: the token is
+    dropped and the session opens without one."""
+    from npud.core import Device
+
+    monkeypatch.setenv("NPUD_ALLOCATION", "/dev/zero")
+    dev = Device(0)
+    dev.set_current()
+    with dev.create_stream():
+        assert dev.stream_budget["in_use"] == 1

@@ -64,9 +64,20 @@ def _allocation_metadata() -> tuple:
     return (("npud-allocation", allocation),) if allocation else ()
 
 
+_MAX_FILE = 1 << 20
+
+
 def _read(var: str) -> Optional[bytes]:
+    """The file `$var` names, refused past 1 MiB: the path may name something that never
+    ends (/dev/zero), which would otherwise be read for ever."""
     path = os.environ.get(var)
-    return pathlib.Path(path).read_bytes() if path else None
+    if not path:
+        return None
+    with pathlib.Path(path).open("rb") as f:
+        data = f.read(_MAX_FILE + 1)
+    if len(data) > _MAX_FILE:
+        raise OSError(f"{path} is larger than {_MAX_FILE} bytes")
+    return data
 
 
 def _tls_credentials() -> "Optional[grpc.ChannelCredentials]":
