@@ -251,6 +251,12 @@ fn bad_configuration_exits_64_before_binding() {
         assert_eq!(out.status.code(), Some(64), "{flags:?}: {err}");
         assert!(err.contains("/dev/zero") && err.contains("larger than"), "{flags:?}: {err}");
     }
+    // A socket path the kernel cannot bind is a configuration error too.
+    let long = dir.path().join("d".repeat(120)).join("n.sock");
+    let out = Command::new(bin("npud")).arg("--socket").arg(&long).output().expect("npud");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("must be shorter than 108"), "{err}");
 }
 
 /// The contract: a failure is one line on stderr and a non-zero exit, usage errors too.

@@ -6,6 +6,9 @@ use super::{BackendKind, Config, MAX_PROCESS_STREAMS};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// `sun_path` in `struct sockaddr_un` on Linux: the path and its terminating NUL.
+const MAX_SOCKET_PATH: usize = 108;
+
 impl Config {
     pub(super) fn validate(&self, p: &mut Problems) {
         self.check_sim_and_leases(p);
@@ -19,6 +22,13 @@ impl Config {
         });
         p.check(self.tls.is_some() && self.listen.is_none(), || {
             "--tls-cert/--tls-key are for --listen; the Unix socket needs no TLS".into()
+        });
+        let socket_len = self.socket.as_os_str().len();
+        p.check(socket_len >= MAX_SOCKET_PATH, || {
+            format!(
+                "socket path {} is {socket_len} bytes; a Unix socket path must be shorter than {MAX_SOCKET_PATH}",
+                self.socket.display()
+            )
         });
     }
 
