@@ -25,16 +25,41 @@ pub struct Settings {
     /// On Kubernetes, the allocation token mounted into the container: the contents of
     /// the file `NPUD_ALLOCATION` names (empty when unset or unreadable).
     pub allocation: String,
+    /// Variables that were set but could not be used (the default stands in): a typo in
+    /// `NPUD_STREAMS` should not pass for the default without a word.
+    pub ignored: Vec<String>,
 }
 
 impl Settings {
+    /// The settings, saying once on stderr which variables were ignored.
     pub fn from_env() -> Settings {
-        Self::from_vars(|k| std::env::var(k).ok())
+        let s = Self::from_vars(|k| std::env::var(k).ok());
+        for line in &s.ignored {
+            eprintln!("npud-preload: {line}");
+        }
+        s
     }
 
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Settings {
-        let streams = var("NPUD_STREAMS").and_then(|s| s.trim().parse::<u32>().ok()).filter(|n| *n > 0);
-        let wait = var("NPUD_WAIT").and_then(|s| parse_duration(s.trim()));
+        let mut ignored = Vec::new();
+        let mut note = |name: &str, text: &str, what: &str| {
+            let shown: String = text.chars().take(32).collect();
+            ignored.push(format!("{name}={shown:?} is not {what}; it is ignored"));
+        };
+        let streams = var("NPUD_STREAMS").and_then(|text| {
+            let n = text.trim().parse::<u32>().ok().filter(|n| *n > 0);
+            if n.is_none() {
+                note("NPUD_STREAMS", &text, "a count of streams from 1 to 4294967295");
+            }
+            n
+        });
+        let wait = var("NPUD_WAIT").and_then(|text| {
+            let d = parse_duration(text.trim());
+            if d.is_none() {
+                note("NPUD_WAIT", &text, "a duration such as 30s, 10m or a number of seconds");
+            }
+            d
+        });
         Settings {
             socket: var("NPUD_SOCKET")
                 .filter(|s| !s.is_empty())
@@ -47,6 +72,7 @@ impl Settings {
                 .and_then(|p| read_token(&p))
                 .map(|t| t.trim().chars().take(256).collect())
                 .unwrap_or_default(),
+            ignored,
         }
     }
 }
@@ -84,7 +110,19 @@ mod tests {
             (s.socket, s.streams, s.wait, s.required),
             ("/tmp/x.sock".into(), Some(61), Duration::from_secs(30), true)
         );
-        let d = Settings::from_vars(|k| (k == "NPUD_STREAMS").then(|| "zero".into()));
+        assert!(s.ignored.is_empty(), "{:?}", s.ignored);
+        let d = Settings::from_vars(|k| match k {
+            "NPUD_STREAMS" => Some("zero".into()),
+            "NPUD_WAIT" => Some("soon".into()),
+            _ => None,
+        });
         assert_eq!((d.streams, d.wait, d.required), (None, DEFAULT_WAIT, false));
+        assert_eq!(
+            d.ignored,
+            [
+                "NPUD_STREAMS=\"zero\" is not a count of streams from 1 to 4294967295; it is ignored",
+                "NPUD_WAIT=\"soon\" is not a duration such as 30s, 10m or a number of seconds; it is ignored"
+            ]
+        );
     }
 }
