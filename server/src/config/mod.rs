@@ -12,6 +12,7 @@ mod file;
 pub mod flags;
 pub mod kubernetes;
 mod parse;
+mod reload;
 mod validate;
 
 use crate::types::Quota;

@@ -195,6 +195,13 @@ impl Daemon {
         self.quotas.reload(config, event_table);
         self.apply_reservations();
         tracing::info!(tenants = config.tenants.len(), "configuration reloaded");
+        let waiting = self.config.restart_only_changes(config);
+        if !waiting.is_empty() {
+            tracing::warn!(
+                settings = waiting.join(", "),
+                "the file changes settings a reload does not apply (only tenants and quotas reload); they take effect at the next start"
+            );
+        }
         Ok(())
     }
 
