@@ -107,6 +107,13 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     if let Command::Run(args) = &cli.command {
+        if cli.endpoint.is_some() {
+            // The interposer knows a process by its credentials on the Unix socket.
+            eprintln!(
+                "npuctl: run admits a program through npud's Unix socket; --endpoint cannot be used with it (see npuctl --help)"
+            );
+            return ExitCode::from(2);
+        }
         // exec needs no runtime; it returns only when the program could not be started.
         let (e, code) = commands::run::exec(args, cli.socket.as_deref());
         eprintln!("npuctl: {}", format!("{e:#}").replace('\n', " "));

@@ -276,10 +276,11 @@ fn npuctl_usage_errors_are_one_line() {
         assert!(err.starts_with("npuctl: "), "{err}");
     }
     // What is missing or wrong is named on that line, not left to the lines clap puts below.
-    let named: [(&[&str], &str); 3] = [
+    let named: [(&[&str], &str); 4] = [
         (&["run"], "not provided: <CMD>..."),
         (&["stream", "destroy"], "not provided: <HANDLE>..."),
         (&["stream", "create", "--session", ""], "a session needs a name"),
+        (&["--endpoint", "https://127.0.0.1:1", "run", "--", "true"], "--endpoint cannot be used"),
     ];
     for (args, says) in named {
         let out = Command::new(bin("npuctl")).args(args).output().expect("npuctl");
