@@ -553,3 +553,24 @@ async fn oversized_metadata_midway_through_a_tonic_connection_is_named_and_survi
         health.check(check()).await.expect("the connection is still usable");
     }
 }
+
+/// A process names its program in its hello, and an admin reads it in `npuctl status`: a
+/// name with an escape sequence for the admin's terminal, or a newline that would forge
+/// a row of the table, reaches neither the table nor the JSON.
+#[test]
+fn a_program_name_cannot_write_to_the_admins_terminal() {
+    use npud_proto::v1::{BudgetHello, budget_reply::Reply};
+    use npud_tests::wire::Wire;
+    let d = Daemon::start();
+    let program = "ok\u{1b}]0;owned\u{7}\nroot 0 2046 forged\u{1b}[2J".to_string();
+    let mut w = Wire::hello(&d.socket, BudgetHello { program, ..Default::default() });
+    let Ok(Reply::Acquired(_)) = w.acquire(0, 3, 0) else { panic!("a fair ask is granted") };
+    let json = d.npuctl_json(&["status"]);
+    let shown = json["native_holders"][0]["program"].as_str().expect("the holder's program").to_string();
+    assert!(!shown.chars().any(char::is_control), "{shown:?}");
+    assert!(shown.starts_with("ok") && shown.contains("forged"), "the rest of the name is kept: {shown:?}");
+    let table = d.npuctl(&["status"]);
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(table.status.success() && !text.contains('\u{1b}'), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("root 0 2046")), "no forged row: {text}");
+}

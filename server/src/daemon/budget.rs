@@ -156,7 +156,10 @@ impl NativeSession {
         if !h.allocation.is_empty() {
             self.daemon.bind_allocation(&self.caller.tenant, &h.allocation, self.pod.as_deref())?;
         }
-        let program: String = h.program.chars().take(256).collect();
+        // Shown to an admin by `npuctl status`: a control character (an escape sequence
+        // for the admin's terminal, a newline that forges a row) is replaced.
+        let program: String =
+            h.program.chars().take(256).map(|c| if c.is_control() { char::REPLACEMENT_CHARACTER } else { c }).collect();
         self.daemon.natives.set_program(self.id, program);
         if h.reports_created {
             self.daemon.natives.set_reports_created(self.id);
