@@ -90,7 +90,7 @@ fn usage_error(e: clap::Error) -> ExitCode {
 }
 
 /// clap's message folded into one line: its first paragraph, which for missing arguments
-/// lists them on lines of their own ("... not provided:" then "  <CMD>...").
+/// lists them on lines of their own (`... not provided:` then `  <CMD>...`).
 fn usage_line(text: &str) -> String {
     let paragraph = text.trim_start().split("\n\n").next().unwrap_or_default();
     let line = paragraph.split_whitespace().collect::<Vec<_>>().join(" ");

@@ -239,7 +239,7 @@ impl SimDevice {
         self.with(|s, _| s.engine.on_stream_drained(stream, waiter))
     }
 
-    /// See [`Engine::renew_stream`].
+    /// See `Engine::renew_stream`.
     pub fn renew_stream(&self, stream: StreamId) -> SimResult<bool> {
         self.with(|s, _| s.engine.renew_stream(stream))
     }
@@ -297,7 +297,7 @@ impl SimDevice {
         self.with(|s, now| s.engine.stream_wait_event(stream, event, now))
     }
 
-    /// See [`Engine::order_after`].
+    /// See `Engine::order_after`.
     pub fn order_after(&self, stream: StreamId, after: StreamId) -> SimResult<()> {
         self.with(|s, now| s.engine.order_after(stream, after, now))
     }

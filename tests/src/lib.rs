@@ -184,7 +184,7 @@ pub struct DaemonBuilder {
 /// grant written to the log file is a cost no user pays.
 static QUIET_DAEMONS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Daemons started after this call log at the default level (see [`QUIET_DAEMONS`]).
+/// Daemons started after this call log at the default level (see `QUIET_DAEMONS`).
 pub fn quiet_daemons() {
     QUIET_DAEMONS.store(true, std::sync::atomic::Ordering::Relaxed);
 }

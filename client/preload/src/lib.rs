@@ -9,8 +9,8 @@
 //! CUDA driver (`cuInit`, `cuStreamCreate*`, `cuStreamDestroy*`, `cuCtxDestroy_v2`, the
 //! primary-context calls, `cuGetProcAddress(_v2)`).
 //!
-//! Layers: [`ffi`] (unsafe code: exported hooks per vendor, `dlsym`, finding the real
-//! vendor functions; the only other unsafe code is [`sys`]: a non-blocking receive and a
+//! Layers: `ffi` (unsafe code: exported hooks per vendor, `dlsym`, finding the real
+//! vendor functions; the only other unsafe code is `sys`: a non-blocking receive and a
 //! coarse clock) → [`process`] (per-process state, fork-aware) → [`books`] (what the
 //! process holds, pure; [`events`] likewise) and [`wire`] (a blocking client of npud's
 //! budget wire; no async runtime in a foreign process). Nothing runs in a library

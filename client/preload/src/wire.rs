@@ -39,7 +39,7 @@ const MAX_REPORTS_IN_FLIGHT: usize = 8;
 /// perhaps reused for another file).
 static OPEN_FD: AtomicI32 = AtomicI32::new(-1);
 
-/// Takes the open connection's descriptor (see [`OPEN_FD`]); async-signal-safe.
+/// Takes the open connection's descriptor (see `OPEN_FD`); async-signal-safe.
 pub fn take_open_fd() -> Option<i32> {
     let fd = OPEN_FD.swap(-1, Ordering::AcqRel);
     (fd >= 0).then_some(fd)
@@ -263,7 +263,7 @@ impl Connection {
     }
 
     /// Sends a report nothing waits on, as [`Connection::send_unanswered`], unless
-    /// [`MAX_REPORTS_IN_FLIGHT`] answers are still owed after taking the ones that have
+    /// `MAX_REPORTS_IN_FLIGHT` answers are still owed after taking the ones that have
     /// arrived (which costs no wait): then it sends nothing and says so (false), and the
     /// caller leaves the report to a thread that may wait.
     pub fn send_report(&mut self, call: Call) -> Result<bool, WireError> {
