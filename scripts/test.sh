@@ -25,6 +25,7 @@ step() {
 
 step "format" cargo fmt --all --check
 step "lint" cargo clippy --workspace --all-targets --locked -- -D warnings
+step "doc comments" env RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 echo "== build the binaries and fake vendor libraries the end-to-end tests run"
 if ! cargo build --workspace --locked; then
   echo "summary: the build failed; no tests ran"
