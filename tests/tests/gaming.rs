@@ -233,6 +233,33 @@ fn connections_are_bounded_per_tenant_and_in_all_with_the_admins_slots_kept() {
     drop((a, b, admin));
 }
 
+/// TCP connections were accepted without any bound: one unauthenticated address could open
+/// them until npud ran out of descriptors, and the Unix socket's tenants with it. Each
+/// remote address now holds at most a tenant's connections, refused ones are closed at
+/// once, and the socket goes on serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_connections_are_bounded_per_address_and_the_socket_goes_on() {
+    use std::io::Read;
+    let d = Daemon::builder().tcp().config("[limits]\nmax_connections_per_tenant = 4").start();
+    let address = d.endpoint.clone().expect("tcp").trim_start_matches("http://").to_string();
+    let idle: Vec<std::net::TcpStream> = (0..4).map(|_| std::net::TcpStream::connect(&address).unwrap()).collect();
+    // The address's fifth is closed by npud without a word (read gives end of file).
+    let mut fifth = std::net::TcpStream::connect(&address).unwrap();
+    fifth.set_read_timeout(Some(std::time::Duration::from_secs(30))).unwrap();
+    let read = fifth.read(&mut [0u8; 1]);
+    assert!(matches!(read, Ok(0)), "the fifth was closed, not left waiting: {read:?}");
+    // The Unix socket's tenants are not affected.
+    assert_eq!(d.device0()["in_use"], 0, "npuctl over the socket still works");
+    // The slots come back when the idle connections close.
+    drop(idle);
+    let endpoint = d.endpoint.clone().expect("tcp");
+    let connects = npud_tests::eventually_async(std::time::Duration::from_secs(10), || async {
+        npud_tests::Client::connect(npud_tests::Target::Endpoint(endpoint.clone())).await.is_ok()
+    });
+    assert!(connects.await, "a TCP client connects once the idle ones are gone: {}", d.log());
+    assert!(d.log().contains("closing a TCP connection"));
+}
+
 /// One tenant's 3,000 concurrent blocking Synchronize calls were all accepted, each with a
 /// task, a timer and (on the vendor backends) a thread. Past the tenant's bound the call is
 /// refused, another tenant is untouched, and a cancelled call gives its place back.

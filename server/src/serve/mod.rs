@@ -8,6 +8,7 @@
 
 pub mod metrics;
 pub mod systemd;
+mod tcp;
 
 use crate::daemon::Daemon;
 use crate::tenancy::connections::{ConnectionLimiter, Full};
@@ -139,14 +140,18 @@ impl Drop for SocketFile {
 /// authentication is optional, which leaves bearer tokens as the identity).
 fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfig {
     use tonic::transport::{Certificate, Identity, ServerTlsConfig};
-    let mut cfg = ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+    // A handshake never finished gives its connection's slot back after this long.
+    let mut cfg =
+        ServerTlsConfig::new().identity(Identity::from_pem(&tls.cert_pem, &tls.key_pem)).timeout(TLS_HANDSHAKE_TIMEOUT);
     if let Some(ca) = &tls.client_ca_pem {
         cfg = cfg.client_ca_root(Certificate::from_pem(ca)).client_auth_optional(tls.client_auth_optional);
     }
     cfg
 }
 
-/// How long a new connection may take to send its first 8 bytes before it is dropped.
+/// How long a TCP peer may take to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long a connection may take to send its first 8 bytes; it holds a slot meanwhile.
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -158,14 +163,10 @@ fn route_connections(
     listener: UnixListener,
     inspector: Arc<dyn crate::tenancy::identity::PeerInspector>,
     daemon: Arc<Daemon>,
+    limiter: Arc<ConnectionLimiter>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<crate::tenancy::identity::PeerStream>> {
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     let limits = daemon.config().limits.clone();
-    let limiter = ConnectionLimiter::new(
-        limits.max_connections_per_tenant,
-        limits.max_connections,
-        crate::config::defaults::ADMIN_CONNECTIONS,
-    );
     tokio::spawn(async move {
         while !tx.is_closed() {
             let stream = match listener.accept().await {
@@ -318,6 +319,13 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         }
     }
     let calls = Some(config.limits.max_concurrent_calls);
+    // One limiter for both transports: the total bounds npud's descriptors whichever way
+    // connections come.
+    let limiter = ConnectionLimiter::new(
+        config.limits.max_connections_per_tenant,
+        config.limits.max_connections,
+        crate::config::defaults::ADMIN_CONNECTIONS,
+    );
     let metrics = daemon.metrics();
     let decode_errors = || {
         let metrics = Arc::clone(&metrics);
@@ -337,6 +345,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
                 listener,
                 Arc::new(crate::tenancy::identity::ProcFs { root: config.proc_root.clone() }),
                 Arc::clone(&daemon),
+                Arc::clone(&limiter),
             ),
             stopped(stop_rx.clone()),
         );
@@ -354,7 +363,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
                 }
             }
             let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
-            let incoming = tokio_stream::wrappers::TcpListenerStream::new(l);
+            let incoming = tcp::incoming(l, limiter, Arc::clone(&daemon));
             Some(builder.add_routes(routes).serve_with_incoming_shutdown(incoming, stopped(stop_rx)))
         }
         None => None,

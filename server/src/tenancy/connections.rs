@@ -88,6 +88,46 @@ impl Drop for ConnectionSlot {
     }
 }
 
+/// `AsyncWrite` for a connection type whose socket is its `inner` field (Unpin) and that
+/// adds nothing on the write side (a slot held, an identity attached): every call goes
+/// straight through.
+macro_rules! write_through_inner {
+    ($ty:ty) => {
+        impl tokio::io::AsyncWrite for $ty {
+            fn poll_write(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                buf: &[u8],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
+            }
+            fn poll_flush(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+            }
+            fn poll_shutdown(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+            ) -> std::task::Poll<std::io::Result<()>> {
+                std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+            }
+            fn poll_write_vectored(
+                mut self: std::pin::Pin<&mut Self>,
+                cx: &mut std::task::Context<'_>,
+                bufs: &[std::io::IoSlice<'_>],
+            ) -> std::task::Poll<std::io::Result<usize>> {
+                std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+            }
+            fn is_write_vectored(&self) -> bool {
+                self.inner.is_write_vectored()
+            }
+        }
+    };
+}
+pub(crate) use write_through_inner;
+
 #[cfg(test)]
 mod tests {
     use super::*;

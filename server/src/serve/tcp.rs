@@ -1,0 +1,70 @@
+//! TCP connections, bounded as the Unix socket's are. Until TLS or a token says who a peer
+//! is, its remote address is all npud knows of it: each address may hold as many
+//! connections as one tenant (`limits.max_connections_per_tenant`), and every TCP
+//! connection counts against `limits.max_connections` together with the socket's, in the
+//! same limiter. A flood from the network (idle connections, TLS handshakes never
+//! finished) runs into its own limit instead of npud's descriptors, and the host admin's
+//! slots on the socket stay free.
+
+use crate::daemon::Daemon;
+use crate::tenancy::connections::{ConnectionLimiter, ConnectionSlot, Full};
+use crate::types::Tenant;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// An accepted TCP connection and its place in the limiter, given back when it closes.
+pub struct LimitedTcp {
+    inner: TcpStream,
+    _slot: ConnectionSlot,
+}
+
+/// The connections of `listener` that fit their address's limit and the total; the rest
+/// are closed at once (and counted in `npud_connections_refused_total`).
+pub fn incoming(
+    listener: TcpListener,
+    limiter: Arc<ConnectionLimiter>,
+    daemon: Arc<Daemon>,
+) -> impl Stream<Item = std::io::Result<LimitedTcp>> {
+    tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |accepted| {
+        let inner = match accepted {
+            Ok(stream) => stream,
+            Err(e) => return Some(Err(e)),
+        };
+        let address = inner.peer_addr().map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
+        let key: Tenant = Arc::from(format!("tcp:{address}"));
+        match limiter.admit(&key, false) {
+            Ok(slot) => Some(Ok(LimitedTcp { inner, _slot: slot })),
+            Err(full) => {
+                let limit = match full {
+                    Full::Tenant => "tcp-address",
+                    Full::Total => "total",
+                };
+                daemon.metrics().connection_refused(limit);
+                tracing::warn!(%address, ?full, "closing a TCP connection: at the most connections it may open");
+                None
+            }
+        }
+    })
+}
+
+impl Connected for LimitedTcp {
+    type ConnectInfo = TcpConnectInfo;
+
+    /// The TCP stream's own: what identifies a TCP peer to the services is unchanged.
+    fn connect_info(&self) -> TcpConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+impl AsyncRead for LimitedTcp {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+crate::tenancy::connections::write_through_inner!(LimitedTcp);
