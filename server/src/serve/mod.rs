@@ -193,14 +193,17 @@ fn route_connections(
                         Full::Tenant => "tenant",
                         Full::Total => "total",
                     });
-                    tracing::warn!(
-                        %tenant,
-                        uid = peer.info().uid,
-                        per_tenant = limits.max_connections_per_tenant,
-                        total = limits.max_connections,
-                        ?full,
-                        "closing a connection: at the most connections it may open"
-                    );
+                    if let Some(unlogged) = limiter.log_refusal() {
+                        tracing::warn!(
+                            %tenant,
+                            uid = peer.info().uid,
+                            per_tenant = limits.max_connections_per_tenant,
+                            total = limits.max_connections,
+                            ?full,
+                            unlogged,
+                            "closing a connection: at the most connections it may open"
+                        );
+                    }
                     continue;
                 }
             }

@@ -45,7 +45,14 @@ pub fn incoming(
                     Full::Total => "total",
                 };
                 daemon.metrics().connection_refused(limit);
-                tracing::warn!(%address, ?full, "closing a TCP connection: at the most connections it may open");
+                if let Some(unlogged) = limiter.log_refusal() {
+                    tracing::warn!(
+                        %address,
+                        ?full,
+                        unlogged,
+                        "closing a TCP connection: at the most connections it may open"
+                    );
+                }
                 None
             }
         }

@@ -8,13 +8,20 @@
 use crate::types::Tenant;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub struct ConnectionLimiter {
     open: Mutex<Open>,
     per_tenant: u32,
     total: u32,
     admin_reserve: u32,
+    /// When a refusal was last logged, and how many were not logged since.
+    logged: Mutex<(Option<Instant>, u64)>,
 }
+
+/// Refusals are logged at most this often: a flood of connections must not flood the log
+/// as well (each is still counted in `npud_connections_refused_total`).
+const LOG_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 struct Open {
@@ -42,7 +49,30 @@ pub struct ConnectionSlot {
 
 impl ConnectionLimiter {
     pub fn new(per_tenant: u32, total: u32, admin_reserve: u32) -> Arc<Self> {
-        Arc::new(Self { open: Mutex::new(Open::default()), per_tenant, total, admin_reserve })
+        Arc::new(Self {
+            open: Mutex::new(Open::default()),
+            per_tenant,
+            total,
+            admin_reserve,
+            logged: Mutex::new((None, 0)),
+        })
+    }
+
+    /// Whether to log a refusal now; if so, how many earlier ones went unlogged.
+    pub fn log_refusal(&self) -> Option<u64> {
+        let mut logged = self.logged.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match logged.0 {
+            Some(at) if now.duration_since(at) < LOG_EVERY => {
+                logged.1 += 1;
+                None
+            }
+            _ => {
+                let unlogged = logged.1;
+                *logged = (Some(now), 0);
+                Some(unlogged)
+            }
+        }
     }
 
     /// A slot for a new connection of `tenant`. An admin (`admin`) whose tenant or all
@@ -134,6 +164,15 @@ mod tests {
 
     fn t(name: &str) -> Tenant {
         Arc::from(name)
+    }
+
+    #[test]
+    fn refusals_are_logged_once_a_second_with_the_count_of_the_rest() {
+        let l = ConnectionLimiter::new(1, 1, 0);
+        assert_eq!(l.log_refusal(), Some(0), "the first is logged");
+        assert_eq!((l.log_refusal(), l.log_refusal()), (None, None), "the next, within the second, are not");
+        l.logged.lock().unwrap().0 = Some(Instant::now() - LOG_EVERY);
+        assert_eq!(l.log_refusal(), Some(2), "a second later: logged, with the two left out");
     }
 
     #[test]
