@@ -58,7 +58,8 @@ async fn an_expired_wait_explains_itself() {
         "within 300ms",
         "capacity 510",
         "in use 500",
-        "tenant root holds 100",
+        // root's quota has no maximum: said in words, not as the sentinel 4294967295.
+        "tenant root holds 100 of max unlimited",
         "queue position 1",
         // Who has the device, largest first; another tenant's name is not the caller's to see.
         "largest holders: 400 (another tenant), 100 (tenant root)",

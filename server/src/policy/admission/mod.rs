@@ -310,7 +310,11 @@ impl Admission {
                                 l.pooled(),
                                 l.draining(),
                                 l.used_by(tenant),
-                                quota.max_streams,
+                                // u32::MAX is the unlimited quota's sentinel, not a number to show.
+                                match quota.max_streams {
+                                    u32::MAX => "unlimited".to_string(),
+                                    n => n.to_string(),
+                                },
                                 quota.reserved_streams,
                                 if largest.is_empty() { "none".to_string() } else { largest.join(", ") }
                             ),
