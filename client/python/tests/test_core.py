@@ -67,3 +67,12 @@ def test_close_destroys_once_and_the_handle_is_gone(daemon):
         Stream.from_handle(handle)
     assert info.value.reason == errors_pb2.UNKNOWN_HANDLE, "the daemon destroyed it"
     assert dev.stream_budget["in_use"] == 0
+
+
+def test_a_device_the_daemon_does_not_have_is_refused_at_construction(daemon):
+    """As cuda.core's Device: ValueError naming the range, at Device(n), not at first use;
+    and Device(a_device) is that device."""
+    with pytest.raises(ValueError, match=r"device_id must be within \[0, 1\), got 5"):
+        Device(5)
+    dev = Device(0)
+    assert Device(dev) is dev is Device(0)

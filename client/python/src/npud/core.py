@@ -94,6 +94,20 @@ def _options(cls, options, what: str):
     raise TypeError(f"{what} must be provided as an object of type {cls.__name__} or as a dict, got {type(options)}")
 
 
+_counts: dict = {}
+
+
+def _device_count() -> int:
+    """How many devices the daemon serves, asked once per session (a later session may be
+    another daemon with other devices)."""
+    s = _session.default_session()
+    key = (id(s), s.id)
+    if key not in _counts:
+        _counts.clear()
+        _counts[key] = len(s.call(s.devices.List, device_pb2.ListDevicesRequest()).devices)
+    return _counts[key]
+
+
 class Device:
     """A device of the daemon, through this process's session. `Device(n)` is one object
     per device id, as in cuda.core."""
@@ -101,12 +115,18 @@ class Device:
     _instances: dict = {}
     _instances_lock = threading.Lock()
 
-    def __new__(cls, device_id: Optional[int] = None):
+    def __new__(cls, device_id: Union["Device", int, None] = None):
+        if isinstance(device_id, Device):
+            return device_id
         if device_id is None:
             device_id = getattr(_current, "device_id", 0)
         device_id = int(device_id)
         if device_id < 0:
             raise ValueError(f"device_id must be >= 0, got {device_id}")
+        # As cuda.core: a device the daemon does not have is refused here, not at first use.
+        total = _device_count()
+        if device_id >= total:
+            raise ValueError(f"device_id must be within [0, {total}), got {device_id}")
         with cls._instances_lock:
             dev = cls._instances.get(device_id)
             if dev is None:
