@@ -76,3 +76,17 @@ def test_a_device_the_daemon_does_not_have_is_refused_at_construction(daemon):
         Device(5)
     dev = Device(0)
     assert Device(dev) is dev is Device(0)
+
+
+def test_an_error_shows_a_vendor_code_only_when_there_is_one(daemon):
+    from npud.core import Stream
+
+    with pytest.raises(NpudError) as info:
+        Stream.from_handle(12345).sync()
+    assert str(info.value) == "no such handle 12345 (NOT_FOUND, UNKNOWN_HANDLE)"
+    dev = Device(0)
+    untimed = dev.create_stream().record(options=EventOptions(timing_enabled=False))
+    with pytest.raises(NpudError) as info:
+        untimed - untimed
+    assert info.value.native_code != 0, "the backend gave its code"
+    assert str(info.value).endswith(f"(FAILED_PRECONDITION, EVENT_NOT_TIMED, native {info.value.native_code})")

@@ -44,7 +44,9 @@ class NpudError(RuntimeError):
 
     def __str__(self) -> str:
         where = self.code.name if self.code is not None else "local"
-        return f"{self.message} ({where}, {self.reason_name}, native {self.native_code})"
+        # 0 means the vendor gave no code (npud decided alone): not a code to show.
+        native = f", native {self.native_code}" if self.native_code else ""
+        return f"{self.message} ({where}, {self.reason_name}{native})"
 
     @classmethod
     def from_rpc(cls, err: grpc.RpcError) -> "NpudError":
