@@ -23,6 +23,13 @@ fn a_missing_library_is_named() {
     assert!(e.contains("/nonexistent/libascendcl.so"), "{e}");
     let e = start_fails(&["--backend", "cuda", "--cuda-library", "/nonexistent/libcuda.so.1"]);
     assert!(e.contains("/nonexistent/libcuda.so.1"), "{e}");
+    // Why the loader refused it, not only that it did.
+    assert!(e.contains("No such file or directory"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let text = dir.path().join("not-a-library.so");
+    std::fs::write(&text, "this is not a shared object\n".repeat(100)).unwrap();
+    let e = start_fails(&["--backend", "acl", "--acl-library", text.to_str().unwrap()]);
+    assert!(e.contains("not-a-library.so") && e.contains("invalid ELF header"), "{e}");
 }
 
 #[test]

@@ -66,7 +66,7 @@ impl Lib {
         // SAFETY: loading a shared library runs its initialisers; the vendor library (or
         // one the operator pointed us at on purpose) is trusted to be well-behaved.
         let lib = unsafe { libloading::Library::new(path) }
-            .map_err(|e| LoadError::Library { path: path.to_path_buf(), message: e.to_string() })?;
+            .map_err(|e| LoadError::Library { path: path.to_path_buf(), message: described(&e) })?;
         Ok(Lib { lib, path: path.to_path_buf(), symbols: Mutex::new(HashMap::new()) })
     }
 
@@ -83,7 +83,7 @@ impl Lib {
         // signature at the call site.
         let found = unsafe { self.lib.get::<*const c_void>(name.as_bytes()) }.map(|s| *s as usize);
         cache.insert(name, found.as_ref().copied().unwrap_or(0));
-        found.map_err(|e| e.to_string())
+        found.map_err(|e| described(&e))
     }
 
     pub fn symbol(&self, name: &'static str) -> Result<usize, LoadError> {
@@ -94,6 +94,19 @@ impl Lib {
     pub fn has(&self, name: &'static str) -> bool {
         self.lookup(name).is_ok()
     }
+}
+
+/// libloading's message with the loader's reason under it: its own says only "dlopen
+/// failed", and `dlerror` (no such file, not an ELF object, a missing dependency) is in
+/// the error's source.
+fn described(e: &libloading::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
 }
 
 /// A one-shot Rust closure handed to C as `user_data`.
