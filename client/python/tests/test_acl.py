@@ -298,3 +298,28 @@ def test_destroy_waits_for_the_streams_work_and_its_callbacks_still_arrive(daemo
     # The work still runs, and the callback enqueued before the destroy still arrives.
     assert acl.rt.process_report(10000) == 0
     assert calls == [["after the work"], ["forced"]]
+
+
+def test_get_recent_err_msg_says_why_the_last_calls_failed_and_forgets(daemon):
+    """aclGetRecentErrMsg: the calling thread's failed calls, newest first, then cleared;
+    None when there is nothing to tell."""
+    from npud import acl
+
+    assert acl.init() == 0
+    acl.get_recent_err_msg()  # what earlier tests in this thread left
+    assert acl.get_recent_err_msg() is None
+    assert acl.rt.set_device(0) == 0
+    assert acl.rt.destroy_stream(12345) != 0
+    _, ret = acl.rt.create_stream_with_config(0, 0)
+    assert ret == 0
+    assert acl.rt.synchronize_stream(67890) != 0
+    msg = acl.get_recent_err_msg()
+    assert msg.splitlines()[0].startswith("no such handle 67890"), msg
+    assert msg.splitlines()[1].startswith("no such handle 12345"), msg
+    assert acl.get_recent_err_msg() is None, "cleared once read"
+    seen = []
+    t = threading.Thread(target=lambda: seen.append((acl.rt.destroy_stream(111), acl.get_recent_err_msg())))
+    t.start()
+    t.join()
+    assert seen[0][0] != 0 and "111" in seen[0][1]
+    assert acl.get_recent_err_msg() is None, "another thread's failures are its own"

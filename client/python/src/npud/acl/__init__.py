@@ -11,7 +11,7 @@ from npud.acl import ext, rt, util
 from npud.acl._state import STATE
 from npud.errors import ACL_ERROR_REPEAT_INITIALIZE, ACL_SUCCESS, NpudError
 
-__all__ = ["init", "finalize", "rt", "util", "ext"]
+__all__ = ["init", "finalize", "get_recent_err_msg", "rt", "util", "ext"]
 
 
 def init(config_path=None) -> int:
@@ -22,8 +22,15 @@ def init(config_path=None) -> int:
         try:
             STATE.session = _session.default_session()
         except NpudError as e:
+            STATE.note_error(e)
             return e.acl_code()
     return ACL_SUCCESS
+
+
+def get_recent_err_msg():
+    """aclGetRecentErrMsg: the messages of this thread's failed calls since it last
+    asked, the newest first, and forgets them; None when there are none."""
+    return STATE.take_errors()
 
 
 def finalize() -> int:

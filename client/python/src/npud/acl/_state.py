@@ -46,5 +46,24 @@ class State:
         self.local.device = device
         self.last_device = device
 
+    def note_error(self, e: NpudError) -> None:
+        """Keeps a failed call's message for acl.get_recent_err_msg in the calling thread
+        (the newest first, at most RECENT_ERRORS of them)."""
+        recent = getattr(self.local, "errors", None)
+        if recent is None:
+            recent = self.local.errors = []
+        recent.insert(0, str(e))
+        del recent[RECENT_ERRORS:]
+
+    def take_errors(self) -> Optional[str]:
+        """The calling thread's kept messages, newest first, and forgets them."""
+        recent = getattr(self.local, "errors", None)
+        self.local.errors = []
+        return "\n".join(recent) if recent else None
+
+
+# Failed calls whose messages one thread keeps until it asks for them.
+RECENT_ERRORS = 16
+
 
 STATE = State()

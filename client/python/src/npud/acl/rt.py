@@ -44,6 +44,7 @@ def _status(fn: Callable[..., Optional[int]]) -> Callable[..., int]:
         try:
             code = fn(*args, **kwargs)
         except NpudError as e:
+            STATE.note_error(e)
             return e.acl_code()
         return ACL_SUCCESS if code is None else code
 
@@ -60,6 +61,7 @@ def _returns(failed: Any) -> Callable[[Callable[..., Any]], Callable[..., Tuple[
             try:
                 return fn(*args, **kwargs), ACL_SUCCESS
             except NpudError as e:
+                STATE.note_error(e)
                 return failed, e.acl_code()
 
         return call
@@ -438,6 +440,7 @@ def process_report(timeout: int) -> int:
     try:
         s = STATE.require()
     except NpudError as e:
+        STATE.note_error(e)
         return e.acl_code()
     thread_id = threading.get_ident()
     forever = timeout == -1
@@ -447,6 +450,7 @@ def process_report(timeout: int) -> int:
         try:
             reports = s.call(s.reports.Process, req, timeout=chunk / 1000.0 + 30).reports
         except NpudError as e:
+            STATE.note_error(e)
             return e.acl_code()
         if reports:
             break
@@ -520,6 +524,7 @@ def set_exception_info_callback(fn: Callable[[Any], None]) -> int:
     try:
         s = STATE.require()
     except NpudError as e:
+        STATE.note_error(e)
         return e.acl_code()
     STATE.exception_callback = fn
     if fn is not None and (STATE.exception_thread is None or not STATE.exception_thread.is_alive()):
