@@ -31,6 +31,16 @@ pub mod podresources {
 /// allocation token its device-plugin allocation mounted into it.
 pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";
 
+/// The allocation token in the file a container's `NPUD_ALLOCATION` names, trimmed; None
+/// when it cannot be read or is empty. The token is one short line, so at most 4 KiB of
+/// the file is read: the path may name anything, /dev/zero included.
+pub fn read_allocation_token(path: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path).ok()?.take(4096).read_to_string(&mut text).ok()?;
+    Some(text.trim().to_string()).filter(|t| !t.is_empty())
+}
+
 /// Encoded `FileDescriptorSet` of the whole package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/npud_descriptor.bin"));
 

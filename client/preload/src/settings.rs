@@ -69,21 +69,12 @@ impl Settings {
             required: var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
             allocation: var("NPUD_ALLOCATION")
                 .filter(|p| !p.is_empty())
-                .and_then(|p| read_token(&p))
-                .map(|t| t.trim().chars().take(256).collect())
+                .and_then(|p| npud_proto::read_allocation_token(std::path::Path::new(&p)))
+                .map(|t| t.chars().take(256).collect())
                 .unwrap_or_default(),
             ignored,
         }
     }
-}
-
-/// The allocation token file: a short line, so at most 4 KiB of it is read, inside the
-/// program's start-up (the path may name anything, /dev/zero included).
-fn read_token(path: &str) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(4096).read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 fn parse_duration(s: &str) -> Option<Duration> {

@@ -40,9 +40,7 @@ impl Default for SessionOptions {
             renew: true,
             token: std::env::var("NPUD_TOKEN").ok().filter(|t| !t.is_empty()),
             allocation: std::env::var_os("NPUD_ALLOCATION")
-                .and_then(|p| read_token(std::path::Path::new(&p)))
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty()),
+                .and_then(|p| npud_proto::read_allocation_token(std::path::Path::new(&p))),
         }
     }
 }
@@ -149,15 +147,6 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client").field("session", &self.session_id()).field("tenant", &self.inner.tenant).finish()
     }
-}
-
-/// The allocation token file `NPUD_ALLOCATION` names: a short line, so at most 4 KiB of
-/// it is read (the path may name anything).
-fn read_token(path: &std::path::Path) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(4096).read_to_string(&mut text).ok()?;
-    Some(text)
 }
 
 fn session_header(mut base: Headers, session: u64) -> Result<Headers> {

@@ -36,7 +36,8 @@ pub fn incoming(
             Err(e) => return Some(Err(e)),
         };
         let address = inner.peer_addr().map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
-        let key: Tenant = Arc::from(format!("tcp:{address}"));
+        // '/' is in no tenant's name, so an address never shares a configured tenant's count.
+        let key: Tenant = Arc::from(format!("tcp/{address}"));
         match limiter.admit(&key, false) {
             Ok(slot) => Some(Ok(LimitedTcp { inner, _slot: slot })),
             Err(full) => {
