@@ -366,7 +366,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
                 }
             }
             let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
-            let incoming = tcp::incoming(l, limiter, Arc::clone(&daemon));
+            let incoming = tcp::incoming(l, limiter, daemon.metrics());
             Some(builder.add_routes(routes).serve_with_incoming_shutdown(incoming, stopped(stop_rx)))
         }
         None => None,

@@ -6,7 +6,7 @@
 //! finished) runs into its own limit instead of npud's descriptors, and the host admin's
 //! slots on the socket stay free.
 
-use crate::daemon::Daemon;
+use crate::observe::metrics::Metrics;
 use crate::tenancy::connections::{ConnectionLimiter, ConnectionSlot, Full};
 use crate::types::Tenant;
 use std::pin::Pin;
@@ -28,7 +28,7 @@ pub struct LimitedTcp {
 pub fn incoming(
     listener: TcpListener,
     limiter: Arc<ConnectionLimiter>,
-    daemon: Arc<Daemon>,
+    metrics: Arc<Metrics>,
 ) -> impl Stream<Item = std::io::Result<LimitedTcp>> {
     tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |accepted| {
         let inner = match accepted {
@@ -45,7 +45,7 @@ pub fn incoming(
                     Full::Tenant => "tcp-address",
                     Full::Total => "total",
                 };
-                daemon.metrics().connection_refused(limit);
+                metrics.connection_refused(limit);
                 if let Some(unlogged) = limiter.log_refusal() {
                     tracing::warn!(
                         %address,
