@@ -65,4 +65,19 @@ fn npud_bench_quick_runs_and_writes_json() {
     }
     assert_eq!(crowd(2)["timeline"]["first_wave"], 33, "the device holds 33 processes of 61 at once");
     assert!(text.contains("timelines, ms from each crowd's start"), "{text}");
+
+    // BENCHMARKS.md's tables are generated from this JSON: the generator must read it.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench-report.py");
+    let out = Command::new("python3").arg(&script).arg(&json).arg(&json).output().unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}\n{}", String::from_utf8_lossy(&out.stderr));
+    for needle in
+        ["## Results (run 2 of 2)", "| crowd on one device", "| 300 x 10, under the interposer", "2 quick runs"]
+    {
+        assert!(report.contains(needle), "missing {needle:?} in\n{report}");
+    }
+    for t in targets {
+        let row = format!("| {} |", t["target"].as_str().unwrap());
+        assert!(report.contains(&row), "the report has no row for {row}:\n{report}");
+    }
 }
