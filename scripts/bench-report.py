@@ -71,6 +71,14 @@ def results(run):
     ]:
         emit(f"| {name} | {ms:.3f} | {ms / native:.2f} |")
     emit("")
+    if "startup_ratio_by_half" in i:
+        first, second = i["startup_ratio_by_half"]
+        emit(
+            "Start-ups run in rounds of native, interposed, interposed, native: the interposed start-up "
+            f"reads {first:.3}x native in the first half of the rounds, {second:.3}x in the second, "
+            f"{i['startup_ratio']:.3}x over both."
+        )
+        emit("")
     emit(
         f"Budget calls per interposed process, start-up and exit: {i['calls_per_process']:.1f} "
         f"({i['acquires_per_process']:.1f} acquire); the library's own load cost: "

@@ -52,6 +52,10 @@ fn npud_bench_quick_runs_and_writes_json() {
         "nor in a crowd of 300"
     );
     assert!(text.contains("the library's own load cost"), "the load cost on its own row:\n{text}");
+    // Start-ups alternate so that each kind follows each kind; the halves are printed.
+    assert!(text.contains("start-ups run native, interposed, interposed, native"), "{text}");
+    let halves = doc["interposer"]["startup_ratio_by_half"].as_array().unwrap();
+    assert!(halves.len() == 2 && halves.iter().all(|r| r.as_f64().unwrap() > 0.0), "{halves:?}");
     // Each crowd's timeline accounts for every process: ready in the first wave, ready
     // after a release (each with its hand-off), or failed.
     for i in 0..4 {

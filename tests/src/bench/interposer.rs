@@ -35,6 +35,11 @@ pub fn rows(quick: bool) -> Interposer {
         "the library's own load cost: {load_ms:.3} ms of the interposed start-up's {:.3} ms above native",
         ms(startup.interposed.p50()) - ms(startup.native.p50())
     );
+    let (after_native, after_interposed) = startup.by_order;
+    println!(
+        "start-ups run native, interposed, interposed, native: × native {after_native:.3} in the first half of the \
+         rounds, {after_interposed:.3} in the second, {startup_ratio:.3} over both"
+    );
     println!(
         "budget calls per interposed process, start-up and exit: {:.1} ({:.1} acquire; the first goes in the hello's write, \
          the batch's `created` comes from the watcher off the program's path, the exit's close is no call)",
@@ -89,7 +94,7 @@ pub fn rows(quick: bool) -> Interposer {
     let json = json!({
         "startup_streams": startup.streams,
         "native_p50_ms": ms(startup.native.p50()), "interposed_p50_ms": ms(startup.interposed.p50()),
-        "startup_ratio": startup_ratio,
+        "startup_ratio": startup_ratio, "startup_ratio_by_half": [after_native, after_interposed],
         "true_p50_ms": ms(startup.load.0.p50()), "true_preloaded_p50_ms": ms(startup.load.1.p50()), "load_ms": load_ms,
         "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
         "crowd": crowds.json,
