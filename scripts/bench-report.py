@@ -124,9 +124,12 @@ def main(paths):
         sys.exit("usage: bench-report.py RUN.json...  (whole runs: --crowds alone has no targets)")
     runs = []
     for p in paths:
-        with open(p) as f:
-            run = json.load(f)
-        if "targets" not in run:
+        try:
+            with open(p) as f:
+                run = json.load(f)
+        except (OSError, ValueError) as e:
+            sys.exit(f"{p}: cannot read an npud-bench JSON file: {e}")
+        if not isinstance(run, dict) or "targets" not in run:
             sys.exit(f"{p}: not a whole npud-bench run (--crowds alone has no targets)")
         runs.append(run)
     middle = len(runs) // 2
