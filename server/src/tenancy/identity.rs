@@ -38,19 +38,10 @@ impl PeerInspector for ProcFs {
     }
 }
 
-/// A small `/proc` file, refused past `limit` bytes. Read into a page-sized buffer from the
-/// start: `/proc` files say they are empty, so `fs::read_to_string` stats the file and
-/// then grows its buffer from 32 bytes, five reads for a cgroup file where this takes two.
-/// It runs on every connection, between the accept and the first answer.
+/// A small `/proc` file as text, refused past `limit` bytes; errors name the file.
 fn read_proc(path: &std::path::Path, limit: usize) -> std::io::Result<String> {
-    use std::io::Read;
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::with_capacity(4096);
-    file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > limit {
-        return Err(std::io::Error::other(format!("{} is larger than {limit} bytes", path.display())));
-    }
-    String::from_utf8(bytes).map_err(|_| std::io::Error::other(format!("{} is not UTF-8", path.display())))
+    crate::files::read_text_bounded(path, limit)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
 fn is_container_id(s: &str) -> bool {
