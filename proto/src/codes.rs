@@ -23,6 +23,10 @@ pub mod acl {
     pub const RT_CONTEXT_NULL: AclError = 107002;
     /// The stream is not in the current context.
     pub const RT_STREAM_CONTEXT: AclError = 107003;
+    /// The stream and the model do not go together (bound to another model, or not to
+    /// this one), or the model has no stream (the open runtime's RT_ERROR_STREAM_MODEL
+    /// and RT_ERROR_MODEL_STREAM).
+    pub const RT_STREAM_MODEL: AclError = 107005;
     pub const RT_STREAM_SUBSCRIBE: AclError = 107011;
     pub const RT_THREAD_SUBSCRIBE: AclError = 107012;
     pub const RT_STREAM_NO_CB_REG: AclError = 107015;
@@ -42,6 +46,9 @@ pub mod acl {
     pub const RT_NO_STREAM_RESOURCE: AclError = 207008;
     pub const RT_INTERNAL_ERROR: AclError = 507000;
     pub const RT_EVENT_NOT_COMPLETE: AclError = 507006;
+    /// A model that cannot run: its build has not ended (the open runtime's
+    /// RT_ERROR_MODEL_NOT_END) or its execution failed.
+    pub const RT_MODEL_EXECUTE: AclError = 507011;
     /// A reset of a device whose default context is gone (never set, or already reset).
     pub const RT_CONTEXT_RELEASE_ERROR: AclError = 507007;
     pub const RT_AICORE_EXCEPTION: AclError = 507015;

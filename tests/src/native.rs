@@ -261,6 +261,13 @@ pub fn acl_graph_app() -> &'static PathBuf {
     build("acl_graph.c", "ascendcl", "acl_graph", &[])
 }
 
+/// `native/acl_build.c` built once per process: `ROUNDS`; builds a model by hand on
+/// persistent streams, executes it with new inputs, prints `ok ROUNDS streams S` (or
+/// `fail WHAT`), then holds until stdin closes.
+pub fn acl_build_app() -> &'static PathBuf {
+    build("acl_build.c", "ascendcl", "acl_build", &[])
+}
+
 /// `native/acl_capture.c` built once per process: `GRAPHS JOINED destroy|reset|exit`;
 /// prints `ok GRAPHS streams S` or `fail CODE after G`, then holds until stdin closes.
 pub fn acl_capture_app() -> &'static PathBuf {

@@ -251,17 +251,27 @@ impl Rt {
         }
     }
 
-    /// What executing `model` does: its captured tasks, in order.
+    /// What executing `model` does: its captured tasks, in order (or a model built by
+    /// hand's, `build`).
     pub fn model_tasks(&self, model: Handle) -> Result<Vec<Task>, AclError> {
+        if let Some(tasks) = self.built_tasks(model) {
+            return tasks;
+        }
         self.captures().models.get(&(model as usize)).map(|m| m.tasks.clone()).ok_or(INVALID_PARAM)
     }
 
-    /// The streams a model holds.
+    /// The streams a model holds (a built model's: those bound to it).
     pub fn model_streams(&self, model: Handle) -> Result<Vec<usize>, AclError> {
+        if let Some(streams) = self.built_streams(model) {
+            return Ok(streams);
+        }
         self.captures().models.get(&(model as usize)).map(|m| m.handles.clone()).ok_or(INVALID_PARAM)
     }
 
     pub fn model_destroy(&self, model: Handle) -> Result<(), AclError> {
+        if self.built_destroy(model) {
+            return Ok(());
+        }
         let m = self.captures().models.remove(&(model as usize)).ok_or(INVALID_PARAM)?;
         self.free_capture_streams(m.device, &m.held);
         Ok(())

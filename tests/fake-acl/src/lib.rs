@@ -10,6 +10,7 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
+mod build;
 mod callbacks;
 mod capture;
 mod events;

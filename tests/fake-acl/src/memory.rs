@@ -133,13 +133,13 @@ pub(crate) fn replay(tasks: &[Task]) {
 }
 
 /// Issues `task` to `stream` (null: the current context's default stream): made at once,
-/// or kept by the capture the stream is in.
+/// or kept by the capture the stream is in, or by the stream when it is persistent.
 fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
     let stream = match r.resolve(stream).and_then(|s| r.stream(s).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return e,
     };
-    if !r.capture_task(stream, task) {
+    if !r.capture_task(stream, task) && !r.kept_task(stream, task) {
         make(&task);
     }
     0

@@ -76,6 +76,9 @@ pub struct Rt {
     sets: Mutex<()>,
     /// Graph captures and their models (`capture`). Taken before `inner`, never after.
     captures: Mutex<crate::capture::Captures>,
+    /// Models built by hand and the work persistent streams keep (`build`). Taken alone,
+    /// with no other of these locks held.
+    builds: Mutex<crate::build::Builds>,
     due: Condvar,
 }
 
@@ -144,6 +147,7 @@ pub fn init() -> bool {
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
             sets: Mutex::new(()),
             captures: Mutex::new(crate::capture::Captures::default()),
+            builds: Mutex::new(crate::build::Builds::default()),
             due: Condvar::new(),
         }
     });
@@ -200,6 +204,10 @@ impl Rt {
 
     pub fn captures(&self) -> MutexGuard<'_, crate::capture::Captures> {
         self.captures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn builds(&self) -> MutexGuard<'_, crate::build::Builds> {
+        self.builds.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The device a program names by its user id (the id aclrtSetDevice takes).
@@ -450,6 +458,7 @@ impl Rt {
                     let _ = self.destroy_event(e as Handle);
                 }
                 self.drop_captures_of(id);
+                self.drop_builds_of(id);
                 self.drop_context(ctx as Handle, true)
             }
             None => Ok(()),
@@ -486,6 +495,8 @@ impl Rt {
         inner.stream_ctx.insert(h, ctx);
         inner.streams.insert(h, (dev.id(), id));
         inner.by_sim.insert((dev.id(), id), h);
+        drop(inner);
+        self.stream_made(h, flags);
         Ok(h as Handle)
     }
 
@@ -539,6 +550,8 @@ impl Rt {
             if let Some(thread) = inner.subscribed.remove(&h) {
                 release_thread(&mut inner, thread);
             }
+            drop(inner);
+            self.stream_gone(h);
         }
         let result = if force { dev.destroy_stream_force(id) } else { dev.destroy_stream(id) }.map_err(|e| e.code);
         self.give_shared(dev.id(), 1);
