@@ -64,6 +64,15 @@ impl Builds {
         }
     }
 
+    /// Unbinds `stream` from whatever model it is bound to.
+    fn unbind(&mut self, stream: usize) {
+        if let Some(model) = self.bound.remove(&stream)
+            && let Some(m) = self.models.get_mut(&model)
+        {
+            m.streams.retain(|(s, _)| *s != stream);
+        }
+    }
+
     fn model(&mut self, model: Handle) -> Result<&mut Built, AclError> {
         self.models.get_mut(&(model as usize)).ok_or(INVALID_PARAM)
     }
@@ -87,11 +96,7 @@ impl Rt {
     pub fn stream_gone(&self, stream: usize) {
         let mut b = self.builds();
         b.kept.remove(&stream);
-        if let Some(model) = b.bound.remove(&stream)
-            && let Some(m) = b.models.get_mut(&model)
-        {
-            m.streams.retain(|(s, _)| *s != stream);
-        }
+        b.unbind(stream);
     }
 
     /// Keeps `task` when `stream` is persistent; false when the task is to be made now.
@@ -173,8 +178,7 @@ impl Rt {
         if !b.bound_to(model, stream)? {
             return Err(RT_STREAM_MODEL);
         }
-        b.bound.remove(&(stream as usize));
-        b.model(model)?.streams.retain(|(s, _)| *s != stream as usize);
+        b.unbind(stream as usize);
         Ok(())
     }
 
@@ -206,13 +210,17 @@ impl Rt {
 
     /// A reset device frees its built models (its streams go with its contexts).
     pub fn drop_builds_of(&self, device: u32) {
-        let mut b = self.builds();
-        let gone: Vec<usize> = b.models.iter().filter(|(_, m)| m.device == device).map(|(h, _)| *h).collect();
-        for h in gone {
-            if let Some(m) = b.models.remove(&h) {
-                b.unbind_all(&m);
+        let mut guard = self.builds();
+        let b = &mut *guard;
+        b.models.retain(|_, m| {
+            let keep = m.device != device;
+            if !keep {
+                for (stream, _) in &m.streams {
+                    b.bound.remove(stream);
+                }
             }
-        }
+            keep
+        });
     }
 }
 
