@@ -268,6 +268,13 @@ pub fn acl_build_app() -> &'static PathBuf {
     build("acl_build.c", "ascendcl", "acl_build", &[])
 }
 
+/// `native/acl_host_func.c` built once per process: `COUNT`; runs host functions in stream
+/// order with aclrtLaunchHostFunc, prints `ok COUNT` (or `fail WHAT`), then holds until
+/// stdin closes.
+pub fn acl_host_func_app() -> &'static PathBuf {
+    build("acl_host_func.c", "ascendcl", "acl_host_func", &["-pthread"])
+}
+
 /// `native/acl_capture.c` built once per process: `GRAPHS JOINED destroy|reset|exit`;
 /// prints `ok GRAPHS streams S` or `fail CODE after G`, then holds until stdin closes.
 pub fn acl_capture_app() -> &'static PathBuf {
@@ -452,4 +459,40 @@ pub fn says_hello_at_init(d: &Daemon, metrics_port: u16, shared: &Shared, cmd: C
     drop(app.child.stdin.take());
     assert_eq!(app.line(), "done");
     assert!(app.child.wait().expect("wait").success());
+}
+
+/// Runs `program ARG` natively on the fake, then under npud (`npuctl run`): both print
+/// `ok`, the program's own checks having passed; while it holds, npud counts `created`
+/// streams for it, as the driver does, with nothing outside the books; once it exits,
+/// everything returns.
+pub fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, arg: &str, ok: &str, created: u32) {
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let mut native = App::spawn({
+        let mut c = acl_command(program, &shared.path, None);
+        c.arg(arg);
+        c
+    });
+    assert_eq!(native.line(), ok);
+    native.release();
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).arg(arg);
+    let mut app = App::spawn(cmd);
+    assert_eq!(app.line(), ok);
+    // What npud counts the process created (its grant is a start-up's, larger), and the
+    // driver.
+    assert!(
+        crate::eventually(Duration::from_secs(10), || native_created(&d) == u64::from(created)
+            && shared.held_on(0, d.pid()) == created),
+        "npud counts {} created, the driver {}",
+        native_created(&d),
+        shared.held_on(0, d.pid())
+    );
+    assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books");
+    app.release();
+    assert!(
+        crate::eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
+        "everything returns: {}",
+        d.device0()
+    );
 }

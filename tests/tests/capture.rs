@@ -6,10 +6,9 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, acl_build_app, acl_capture_app, acl_command, acl_graph_app, native_created};
+use npud_tests::native::{self, App, Shared, acl_build_app, acl_capture_app, acl_command, acl_graph_app};
 use npud_tests::wire::{Wire, frame};
 use npud_tests::{Daemon, bin, eventually};
-use std::path::Path;
 use std::time::Duration;
 
 /// The capture program under `npuctl run` with `run_args`.
@@ -189,42 +188,6 @@ fn a_declaration_claims_no_more_than_the_device_holds_outside_the_books() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
 }
 
-/// Runs `program ROUNDS` natively on the fake, then under npud (`npuctl run`): both print
-/// `ok`, the program's own checks having passed; while it holds, npud counts `created`
-/// streams for it, as the driver does, with nothing outside the books; once it exits,
-/// everything returns.
-fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, rounds: &str, ok: &str, created: u32) {
-    let shared = Shared::new();
-    let d = shared.daemon(&[]);
-    let mut native = App::spawn({
-        let mut c = acl_command(program, &shared.path, None);
-        c.arg(rounds);
-        c
-    });
-    assert_eq!(native.line(), ok);
-    native.release();
-    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
-    cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).arg(rounds);
-    let mut app = App::spawn(cmd);
-    assert_eq!(app.line(), ok);
-    // What npud counts the process created (its grant is a start-up's, larger), and the
-    // driver.
-    assert!(
-        eventually(Duration::from_secs(10), || native_created(&d) == u64::from(created)
-            && shared.held_on(0, d.pid()) == created),
-        "npud counts {} created, the driver {}",
-        native_created(&d),
-        shared.held_on(0, d.pid())
-    );
-    assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books");
-    app.release();
-    assert!(
-        eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
-        "everything returns: {}",
-        d.device0()
-    );
-}
-
 /// Captured work runs when the model is executed, not when it is issued
 /// (aclmdlRICaptureBegin): a program that captures a copy once and replays it with new
 /// inputs (`native/acl_graph.c`, which checks every result itself: "fail
@@ -234,7 +197,7 @@ fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, rounds: &st
 /// the model's.
 #[test]
 fn a_captured_graph_replays_with_new_inputs_natively_and_under_npud() {
-    runs_natively_and_under_npud_with_the_books_equal(acl_graph_app(), "6", "ok 6 streams 1", 3);
+    native::runs_natively_and_under_npud_with_the_books_equal(acl_graph_app(), "6", "ok 6 streams 1", 3);
 }
 
 /// A model built by hand (aclmdlRIBuildBegin, aclmdlRIBindStream, aclmdlRIEndTask,
@@ -246,5 +209,5 @@ fn a_captured_graph_replays_with_new_inputs_natively_and_under_npud() {
 /// default stream, one plain and two persistent streams.
 #[test]
 fn a_model_built_by_hand_runs_natively_and_under_npud_with_the_books_equal() {
-    runs_natively_and_under_npud_with_the_books_equal(acl_build_app(), "4", "ok 4 streams 2", 4);
+    native::runs_natively_and_under_npud_with_the_books_equal(acl_build_app(), "4", "ok 4 streams 2", 4);
 }

@@ -15,6 +15,10 @@
 //!   (the page: "an exception occurs during subsequent model execution");
 //! - UnbindStream(model, stream) and aclmdlRIDestroy let the streams go.
 //!
+//! Like a capture (`capture`), the fake keeps a persistent stream's memory tasks (its copies
+//! and memsets, the tasks whose effect a program can see); event records and callbacks
+//! issued there still run when issued.
+//!
 //! A built model holds no stream of its own: its streams are the program's persistent
 //! streams, created (and counted) like any other. So npud's books and the driver's count
 //! are what they were; what this module adds is that programs which build models by hand

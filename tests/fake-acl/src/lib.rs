@@ -14,6 +14,7 @@ mod build;
 mod callbacks;
 mod capture;
 mod events;
+mod host_func;
 mod memory;
 mod numbering;
 mod state;

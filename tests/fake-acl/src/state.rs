@@ -612,9 +612,27 @@ impl Rt {
         if inner.subscribed.contains_key(&(stream as usize)) {
             return Err(twice);
         }
-        inner.subscribed.insert(stream as usize, thread);
-        *inner.per_thread.entry(thread).or_insert(0) += 1;
+        subscribe_to(&mut inner, thread, stream as usize);
         Ok(())
+    }
+
+    /// aclrtLaunchHostFunc's stream: subscribed to the host-function thread from its first
+    /// host function on; refused (`taken`) when a thread of the program subscribed it.
+    pub fn subscribe_host_func(&self, stream: Handle, taken: AclError) -> Result<(), AclError> {
+        self.stream(stream)?;
+        let mut inner = self.lock();
+        match inner.subscribed.get(&(stream as usize)) {
+            Some(&crate::host_func::THREAD) => {}
+            Some(_) => return Err(taken),
+            None => subscribe_to(&mut inner, crate::host_func::THREAD, stream as usize),
+        }
+        Ok(())
+    }
+
+    /// Counts `thread` as subscribed for good, so that its aclrtProcessReport waits for
+    /// callbacks instead of failing while it has no stream (the host-function thread).
+    pub fn keep_subscribed(&self, thread: u64) {
+        *self.lock().per_thread.entry(thread).or_insert(0) += 1;
     }
 
     pub fn unsubscribe(&self, thread: u64, stream: Handle) -> Result<(), AclError> {
@@ -732,6 +750,11 @@ impl Rt {
     pub fn set_exception_callback(&self, func: AclrtExceptionInfoCallback) {
         self.lock().on_exception = func;
     }
+}
+
+fn subscribe_to(inner: &mut Inner, thread: u64, stream: usize) {
+    inner.subscribed.insert(stream, thread);
+    *inner.per_thread.entry(thread).or_insert(0) += 1;
 }
 
 fn release_thread(inner: &mut Inner, thread: u64) {
