@@ -354,15 +354,3 @@ async fn a_callback_behind_a_failed_task_is_delivered_once() {
     }
     assert!(s.sync().await.is_err(), "the stream's failure is still reported");
 }
-
-/// aclrtLaunchHostFunc, the callback API with no thread of the program's own: an ordinary
-/// program (`native/acl_host_func.c`, which checks each result itself: "fail
-/// the-event-after-a-waiting-function-completed", "fail
-/// functions-out-of-order-or-missing-or-on-main", ... otherwise) gets its functions run in
-/// stream order on the runtime's thread, each holding back the stream's later work, and the
-/// open runtime's refusals, natively on the fake and under npud; npud counts what the
-/// driver counts: the default stream and the program's two.
-#[test]
-fn host_functions_run_in_stream_order_natively_and_under_npud() {
-    native::runs_natively_and_under_npud_with_the_books_equal(native::acl_host_func_app(), "16", "ok 16", 3);
-}

@@ -6,7 +6,9 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, acl_command, holder_pids, native_created, native_held, release_as_granted};
+use npud_tests::native::{
+    self, App, Shared, acl_command, holder_pids, native_created, native_held, release_as_granted,
+};
 use npud_tests::{Daemon, bin, eventually, free_port, metric};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -313,6 +315,18 @@ fn says_ok_alone_and_under_npud(program: &std::path::Path) {
     }
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0), "{}", d.log());
     assert_eq!(shared.held_by_others(d.pid()), 0, "the driver holds nothing for the program either");
+}
+
+/// aclrtLaunchHostFunc, the callback API with no thread of the program's own: an ordinary
+/// program (`native/acl_host_func.c`, which checks each result itself: "fail
+/// the-event-after-a-waiting-function-completed", "fail
+/// functions-out-of-order-or-missing-or-on-main", ... otherwise) gets its functions run in
+/// stream order on the runtime's thread, each holding back the stream's later work, and the
+/// open runtime's refusals, natively on the fake and under npud; npud counts what the
+/// driver counts: the default stream and the program's two.
+#[test]
+fn host_functions_run_in_stream_order_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(native::acl_host_func_app(), "16", "ok 16", 3);
 }
 
 /// A program that works on the default stream (NULL), as the vendor's samples do, runs on
