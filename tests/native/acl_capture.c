@@ -18,28 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef int aclError;
-typedef void *aclrtStream;
-typedef void *aclrtEvent;
-typedef void *aclmdlRI;
-#define ACL_MODEL_RI_CAPTURE_MODE_RELAXED 2u
-
-aclError aclInit(const char *);
-aclError aclFinalize(void);
-aclError aclrtSetDevice(int32_t);
-aclError aclrtResetDevice(int32_t);
-aclError aclrtCreateStream(aclrtStream *);
-aclError aclrtDestroyStream(aclrtStream);
-aclError aclrtCreateEvent(aclrtEvent *);
-aclError aclrtDestroyEvent(aclrtEvent);
-aclError aclrtRecordEvent(aclrtEvent, aclrtStream);
-aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent);
-aclError aclmdlRICaptureBegin(aclrtStream, uint32_t);
-aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);
-aclError aclmdlRICaptureGetInfo(aclrtStream, uint32_t *, aclmdlRI *);
-aclError aclmdlRIGetStreams(aclmdlRI, aclrtStream *, uint32_t *);
-aclError aclmdlRIDestroy(aclmdlRI);
-
+#include "acl_rt.h"
 
 int main(int argc, char **argv) {
     if (argc != 4) {

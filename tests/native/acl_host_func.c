@@ -19,28 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "acl_rt.h"
 #include "check.h"
-
-typedef int aclError;
-typedef void *aclrtStream;
-typedef void *aclrtEvent;
-#define ACL_EVENT_RECORDED_STATUS_NOT_READY 0u
-#define ACL_EVENT_RECORDED_STATUS_COMPLETE 1u
-
-aclError aclInit(const char *);
-aclError aclFinalize(void);
-aclError aclrtSetDevice(int32_t);
-aclError aclrtResetDevice(int32_t);
-aclError aclrtCreateStream(aclrtStream *);
-aclError aclrtDestroyStream(aclrtStream);
-aclError aclrtSynchronizeStream(aclrtStream);
-aclError aclrtCreateEvent(aclrtEvent *);
-aclError aclrtDestroyEvent(aclrtEvent);
-aclError aclrtRecordEvent(aclrtEvent, aclrtStream);
-aclError aclrtQueryEventStatus(aclrtEvent, uint32_t *);
-aclError aclrtSubscribeReport(uint64_t, aclrtStream);
-aclError aclrtUnSubscribeReport(uint64_t, aclrtStream);
-aclError aclrtLaunchHostFunc(aclrtStream, void (*)(void *), void *);
 
 #define MAX_COUNT 64
 

@@ -1,0 +1,80 @@
+/* The part of the AscendCL runtime API the graph, model and host-function test programs
+ * use, declared with the vendor's signatures (shared/reference/acl.md and the pages cited
+ * in each program) in place of the vendor's acl/acl.h, which CI does not have. The programs
+ * link against libascendcl by these names, as any AscendCL program does.
+ * Also holds(): whether a device buffer holds one byte value throughout. */
+#ifndef NPUD_TEST_ACL_RT_H
+#define NPUD_TEST_ACL_RT_H
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+typedef int aclError;
+typedef void *aclrtStream;
+typedef void *aclrtEvent;
+typedef void *aclmdlRI;
+
+#define ACL_MEM_MALLOC_HUGE_FIRST 0u
+enum { ACL_MEMCPY_HOST_TO_DEVICE = 1, ACL_MEMCPY_DEVICE_TO_HOST = 2, ACL_MEMCPY_DEVICE_TO_DEVICE = 3 };
+#define ACL_STREAM_PERSISTENT 0x00000004u
+#define ACL_EVENT_RECORDED_STATUS_NOT_READY 0u
+#define ACL_EVENT_RECORDED_STATUS_COMPLETE 1u
+#define ACL_MODEL_RI_CAPTURE_MODE_GLOBAL 0u
+#define ACL_MODEL_RI_CAPTURE_MODE_RELAXED 2u
+#define ACL_MODEL_STREAM_FLAG_HEAD 0x00000000u
+#define ACL_MODEL_STREAM_FLAG_DEFAULT 0x7FFFFFFFu
+
+aclError aclInit(const char *);
+aclError aclFinalize(void);
+aclError aclrtSetDevice(int32_t);
+aclError aclrtResetDevice(int32_t);
+
+aclError aclrtCreateStream(aclrtStream *);
+aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);
+aclError aclrtDestroyStream(aclrtStream);
+aclError aclrtSynchronizeStream(aclrtStream);
+aclError aclrtStreamQuery(aclrtStream, uint32_t *);
+aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent);
+
+aclError aclrtCreateEvent(aclrtEvent *);
+aclError aclrtDestroyEvent(aclrtEvent);
+aclError aclrtRecordEvent(aclrtEvent, aclrtStream);
+aclError aclrtSynchronizeEvent(aclrtEvent);
+aclError aclrtQueryEventStatus(aclrtEvent, uint32_t *);
+
+aclError aclrtSubscribeReport(uint64_t, aclrtStream);
+aclError aclrtUnSubscribeReport(uint64_t, aclrtStream);
+aclError aclrtLaunchHostFunc(aclrtStream, void (*)(void *), void *);
+
+aclError aclrtMalloc(void **, size_t, uint32_t);
+aclError aclrtFree(void *);
+aclError aclrtMemset(void *, size_t, int32_t, size_t);
+aclError aclrtMemcpy(void *, size_t, const void *, size_t, int);
+aclError aclrtMemcpyAsync(void *, size_t, const void *, size_t, int, aclrtStream);
+aclError aclrtMemsetAsync(void *, size_t, int32_t, size_t, aclrtStream);
+
+aclError aclmdlRICaptureBegin(aclrtStream, uint32_t);
+aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);
+aclError aclmdlRICaptureGetInfo(aclrtStream, uint32_t *, aclmdlRI *);
+aclError aclmdlRICaptureThreadExchangeMode(uint32_t *);
+aclError aclmdlRIBuildBegin(aclmdlRI *, uint32_t);
+aclError aclmdlRIBindStream(aclmdlRI, aclrtStream, uint32_t);
+aclError aclmdlRIEndTask(aclmdlRI, aclrtStream);
+aclError aclmdlRIBuildEnd(aclmdlRI, void *);
+aclError aclmdlRIUnbindStream(aclmdlRI, aclrtStream);
+aclError aclmdlRIGetStreams(aclmdlRI, aclrtStream *, uint32_t *);
+aclError aclmdlRIExecuteAsync(aclmdlRI, aclrtStream);
+aclError aclmdlRIExecute(aclmdlRI, int32_t);
+aclError aclmdlRIDestroy(aclmdlRI);
+
+/* Whether every one of the `size` bytes of the device buffer `dev` is `value` (read back
+ * with aclrtMemcpy); 0 when it cannot be read. */
+static inline int holds(const void *dev, size_t size, unsigned char value) {
+    unsigned char *host = malloc(size);
+    int ok = host != NULL && aclrtMemcpy(host, size, dev, size, ACL_MEMCPY_DEVICE_TO_HOST) == 0;
+    for (size_t i = 0; ok && i < size; i++) ok = host[i] == value;
+    free(host);
+    return ok;
+}
+
+#endif
