@@ -275,6 +275,27 @@ pub fn acl_host_func_app() -> &'static PathBuf {
     build("acl_host_func.c", "ascendcl", "acl_host_func", &["-pthread"])
 }
 
+/// `native/dlsym_probe.c` built once per process, linked against no vendor library:
+/// `STREAMS`; finds AscendCL only through `dlsym(RTLD_DEFAULT)`, before and after loading
+/// it, prints `ok STREAMS` (or `fail WHAT`), then holds until stdin closes.
+pub fn dlsym_probe_app() -> &'static PathBuf {
+    build("dlsym_probe.c", "dl", "dlsym_probe", &[])
+}
+
+/// `native/acl_wrapped.c` built once per process: `STREAMS`; creates and synchronizes
+/// them, prints `ok STREAMS wrapped C S` with the calls [`next_wrapper_library`] saw (-1
+/// without it), then holds until stdin closes.
+pub fn acl_wrapped_app() -> &'static PathBuf {
+    build("acl_wrapped.c", "ascendcl", "acl_wrapped", &[])
+}
+
+/// `native/next_wrapper.c` built once per process as a shared library to preload: it
+/// wraps `aclrtCreateStream` and `aclrtSynchronizeStream`, finding the wrapped functions
+/// with `dlsym(RTLD_NEXT)`, as tracers and shims do.
+pub fn next_wrapper_library() -> &'static PathBuf {
+    build("next_wrapper.c", "dl", "libnext_wrapper.so", &["-shared", "-fPIC"])
+}
+
 /// `native/acl_capture.c` built once per process: `GRAPHS JOINED destroy|reset|exit`;
 /// prints `ok GRAPHS streams S` or `fail CODE after G`, then holds until stdin closes.
 pub fn acl_capture_app() -> &'static PathBuf {
@@ -481,14 +502,26 @@ pub fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, arg: &s
     assert_eq!(app.line(), ok);
     // What npud counts the process created (its grant is a start-up's, larger), and the
     // driver.
+    created_as_the_driver_holds(&d, &shared, created);
+    released_to_nothing(&d, &shared, app);
+}
+
+/// npud counts `created` streams made by native holders, and the driver holds as many
+/// besides npud's own.
+pub fn created_as_the_driver_holds(d: &Daemon, shared: &Shared, created: u32) {
     assert!(
-        crate::eventually(Duration::from_secs(10), || native_created(&d) == u64::from(created)
+        crate::eventually(Duration::from_secs(10), || native_created(d) == u64::from(created)
             && shared.held_on(0, d.pid()) == created),
         "npud counts {} created, the driver {}",
-        native_created(&d),
+        native_created(d),
         shared.held_on(0, d.pid())
     );
-    assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books");
+}
+
+/// Nothing on device 0 is outside npud's books; once `app` exits, npud and the driver
+/// hold nothing for it.
+pub fn released_to_nothing(d: &Daemon, shared: &Shared, app: App) {
+    assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books: {}", d.device0());
     app.release();
     assert!(
         crate::eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),

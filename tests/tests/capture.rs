@@ -52,13 +52,7 @@ fn captured_graphs_are_counted_as_the_device_reports_them_and_return_at_exit() {
             shared.held_on(0, d.pid()),
             d.log()
         );
-        assert_eq!(d.device0()["untracked"], 0, "nothing is outside the books");
-        app.release();
-        assert!(
-            eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
-            "everything returns ({teardown}): {}",
-            d.device0()
-        );
+        native::released_to_nothing(&d, &shared, app);
     }
 }
 

@@ -9,50 +9,31 @@
 //! nothing; a static cudart `dlopen`s libcuda), then an already loaded library by its
 //! known sonames (`RTLD_NOLOAD`), then `RTLD_NEXT`.
 //!
-//! [`acl`] holds the AscendCL hooks, [`cuda`] the CUDA driver's.
+//! [`acl`] holds the AscendCL hooks, [`cuda`] the CUDA driver's, [`dlsym`] our `dlsym`.
 
 mod acl;
 mod cuda;
+mod dlsym;
+
+use dlsym::real_dlsym;
 
 use crate::process::Process;
 use std::cell::Cell;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 type Handle = *mut c_void;
-type DlsymFn = unsafe extern "C" fn(Handle, *const c_char) -> Handle;
 
 /// What a hook answers when the real function could not be found.
 use npud_proto::codes::acl::RT_INTERNAL_ERROR as INTERNAL;
 
-static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
 static PROCESS: AtomicPtr<Process> = AtomicPtr::new(null_mut());
 
 thread_local! {
     /// Hooks entered on this thread: a vendor function that calls another hooked name
     /// (a fallback from CreateStreamWithConfig to CreateStream, say) is counted once.
     static DEPTH: Cell<u32> = const { Cell::new(0) };
-}
-
-/// glibc's own `dlsym`, found with `dlvsym` so our hook is never in the way.
-fn real_dlsym() -> Option<DlsymFn> {
-    let mut p = REAL_DLSYM.load(Ordering::Acquire);
-    if p.is_null() {
-        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-            // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated names; it only reads them.
-            p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-            if !p.is_null() {
-                break;
-            }
-        }
-        if p.is_null() {
-            return None;
-        }
-        REAL_DLSYM.store(p, Ordering::Release);
-    }
-    // SAFETY: p is glibc's dlsym, whose C signature DlsymFn spells out.
-    Some(unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(p) })
 }
 
 /// Most sonames a [`Vendor`] is looked up by.
@@ -271,37 +252,4 @@ pub(crate) fn init<T: Copy + PartialEq + From<u8>>(real: impl Fn() -> T, failed:
 /// [`hook_or`] for AscendCL, whose internal error is 507000.
 pub(crate) fn hook(interposed: impl FnOnce(&'static Process) -> i32, plain: impl FnOnce() -> i32) -> i32 {
     hook_or(interposed, plain, INTERNAL)
-}
-
-/// `dlsym` as glibc's, except that a program looking up one of our AscendCL or CUDA
-/// driver names in the vendor's handle gets our hook (torch_npu ≤ 26.0 and MindSpore find
-/// the runtime this way, a static cudart finds `cuGetProcAddress` this way). The pass-through path takes no lock and allocates nothing: Rust's std and the
-/// dynamic loader call it too.
-///
-/// # Safety
-/// The same contract as dlsym(3).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn dlsym(handle: Handle, name: *const c_char) -> Handle {
-    let Some(real) = real_dlsym() else { return null_mut() };
-    // SAFETY: forwarded exactly as called.
-    let sym = unsafe { real(handle, name) };
-    if sym.is_null() || name.is_null() || handle.is_null() || handle == libc::RTLD_NEXT {
-        return sym;
-    }
-    // SAFETY: dlsym's contract: name is a NUL-terminated string.
-    let bytes = unsafe { CStr::from_ptr(name) }.to_bytes();
-    let (library, hook) = if bytes.starts_with(b"aclrt") || bytes.starts_with(b"aclmdl") || bytes == b"aclInit" {
-        (&acl::LIBRARY, acl::ours(bytes))
-    } else if bytes.starts_with(b"cu") {
-        (&cuda::LIBRARY, cuda::ours(bytes))
-    } else {
-        return sym;
-    };
-    match hook {
-        Some(hook) => {
-            library.handle.store(handle, Ordering::Release);
-            hook
-        }
-        None => sym,
-    }
 }
