@@ -65,12 +65,15 @@ fn ours(name: &[u8]) -> Option<(&'static Vendor, *mut c_void)> {
 /// What our `dlsym` answers for (`handle`, `name`): [`PASS`] for glibc's answer, else
 /// the answer itself (our hook, or null).
 ///
-/// For one of our names: where glibc finds the vendor's definition, our hook. Where it
-/// finds our own export instead (`RTLD_DEFAULT`, or a handle whose scope holds the
-/// preloads), our hook only if a vendor library is loaded and defines the name; without
-/// us that lookup would find nothing, and a program probing for a function (torch_npu
-/// takes `aclrtCreateEventExWithFlag` where it exists and falls back where it does not)
-/// must not be told that one exists when it does not.
+/// For one of our names:
+/// - where glibc finds the vendor's definition in the handle the program gave: our hook;
+/// - where `RTLD_DEFAULT` finds a definition other than ours: the program defines the name
+///   itself (only it comes before the preloads), so that one;
+/// - where it finds our own export (`RTLD_DEFAULT`, or a handle whose scope holds the
+///   preloads): our hook only if a loaded vendor library defines the name. Without us
+///   that lookup would find nothing, and a program probing for a function (torch_npu takes
+///   `aclrtCreateEventExWithFlag` where it exists and falls back where it does not) must
+///   not be told that one exists when it does not.
 extern "C" fn decide(handle: Handle, name: *const c_char) -> *mut c_void {
     let Some(real) = real_dlsym() else { return null_mut() };
     if name.is_null() || handle == libc::RTLD_NEXT {
@@ -79,13 +82,17 @@ extern "C" fn decide(handle: Handle, name: *const c_char) -> *mut c_void {
     // SAFETY: dlsym's contract: name is a NUL-terminated string.
     let cname = unsafe { CStr::from_ptr(name) };
     let Some((library, hook)) = ours(cname.to_bytes()) else { return PASS as *mut c_void };
-    // SAFETY: forwarded as called (only the caller's address differs, which matters to
-    // RTLD_NEXT alone, handled above).
+    // SAFETY: forwarded as called. The caller's address differs, which glibc uses for
+    // RTLD_NEXT (answered above) and for RTLD_DEFAULT's scope, the global one for us.
     let sym = unsafe { real(handle, name) };
     if sym.is_null() {
         return null_mut();
     }
     if sym != hook {
+        if handle == libc::RTLD_DEFAULT {
+            // Defined before the preloads in the search order: by the program itself.
+            return sym;
+        }
         library.handle.store(handle, Ordering::Release);
         return hook;
     }
