@@ -13,7 +13,10 @@
  * start-up does, without cleaning up), then "done" after the teardown.
  * Built as is, it links against libascendcl.so; with -DUSE_DLOPEN it dlopen()s the
  * library RTLD_LOCAL and looks every function up with dlsym(handle, ...), as torch_npu
- * and MindSpore do. */
+ * and MindSpore do. With -DWITHOUT_TSD it sets and resets the device with the open
+ * runtime's aclrtSetDeviceWithoutTsdVXX and aclrtResetDeviceWithoutTsdVXX (its
+ * aclrt/set_device_vxx.h: the same default context and default stream, without the TSD
+ * daemon; Ascend 910 parts only, 200001 elsewhere). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +57,10 @@ static void load(void) {
     }
 }
 #else
+#ifdef WITHOUT_TSD
+#define aclrtSetDevice aclrtSetDeviceWithoutTsdVXX
+#define aclrtResetDevice aclrtResetDeviceWithoutTsdVXX
+#endif
 aclError aclInit(const char *);
 aclError aclFinalize(void);
 aclError aclrtSetDevice(int32_t);

@@ -82,6 +82,12 @@ pub fn acl_apps() -> (&'static PathBuf, &'static PathBuf) {
     (build("acl_app.c", "ascendcl", "acl_app", &[]), build("acl_app.c", "ascendcl", "acl_app_dl", &["-DUSE_DLOPEN"]))
 }
 
+/// `native/acl_app.c` built once per process with `-DWITHOUT_TSD`: arguments and output as
+/// [`acl_apps`]' programs, the device set with aclrtSetDeviceWithoutTsdVXX.
+pub fn acl_app_without_tsd() -> &'static PathBuf {
+    build("acl_app.c", "ascendcl", "acl_app_without_tsd", &["-DWITHOUT_TSD"])
+}
+
 /// `native/init_wait.c` built once per process: (AscendCL, the CUDA driver linked, the
 /// CUDA driver through cuGetProcAddress_v2). No arguments; it prints `ready RC` once its
 /// runtime is initialised and exits when its input closes, never using a device.

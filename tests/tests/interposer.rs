@@ -329,6 +329,39 @@ fn host_functions_run_in_stream_order_natively_and_under_npud() {
     native::runs_natively_and_under_npud_with_the_books_equal(native::acl_host_func_app(), "16", "ok 16", 3);
 }
 
+/// The open runtime's other way to set a device on Ascend 910 parts,
+/// aclrtSetDeviceWithoutTsdVXX, makes the same default context and default stream as
+/// aclrtSetDevice: npud admits the process's start-up there too and counts what the
+/// driver holds, nothing untracked. On an inference part the vendor refuses it (200001),
+/// with npud or without, and nothing stays booked.
+#[test]
+fn a_device_set_without_the_tsd_daemon_is_admitted_as_any_set() {
+    let program = native::acl_app_without_tsd();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let mut alone = spawn(&shared, program, None);
+    assert_eq!(available(&mut alone).map(|_| ()), Ok(()), "natively on an Ascend 910 part");
+    alone.release();
+    let mut app = spawn(&shared, program, Some((&d, &[])));
+    assert!(app.started().is_ok());
+    native::created_as_the_driver_holds(&d, &shared, HELD);
+    native::released_to_nothing(&d, &shared, app);
+
+    for under_npud in [false, true] {
+        let mut cmd = if under_npud {
+            let mut c = acl_command(&bin("npuctl"), &shared.path, None);
+            c.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program);
+            c
+        } else {
+            acl_command(program, &shared.path, None)
+        };
+        cmd.args([STREAMS.to_string().as_str(), "-1"]).env("NPU_SIM_PROFILE", "atlas-inference");
+        let mut refused = App::spawn(cmd);
+        assert_eq!(refused.started(), Err(200_001), "not an Ascend 910 part (under npud: {under_npud})");
+    }
+    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0), "nothing stays booked: {}", d.device0());
+}
+
 /// A program that works on the default stream (NULL), as the vendor's samples do, runs on
 /// the fake library unchanged, alone and under npud; the default streams take nothing
 /// from the device beyond their contexts', and everything is back after it exits.

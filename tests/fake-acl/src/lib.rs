@@ -28,12 +28,12 @@ use std::time::{Duration, Instant};
 
 pub type Handle = *mut c_void;
 
-pub use npud_proto::codes::acl::{AclError, SUCCESS as ACL_SUCCESS};
-pub(crate) use npud_proto::codes::acl::{INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 use npud_proto::codes::acl::{
-    REPEAT_INITIALIZE, RT_EVENT_SYNC_TIMEOUT, RT_PARAM_INVALID, RT_REPORT_TIMEOUT, RT_STREAM_CONTEXT,
+    API_NOT_SUPPORT, REPEAT_INITIALIZE, RT_EVENT_SYNC_TIMEOUT, RT_PARAM_INVALID, RT_REPORT_TIMEOUT, RT_STREAM_CONTEXT,
     RT_STREAM_NO_CB_REG, RT_STREAM_SUBSCRIBE, RT_STREAM_SYNC_TIMEOUT, RT_THREAD_SUBSCRIBE,
 };
+pub use npud_proto::codes::acl::{AclError, SUCCESS as ACL_SUCCESS};
+pub(crate) use npud_proto::codes::acl::{INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 
 fn code(r: Result<(), AclError>) -> AclError {
     r.err().unwrap_or(ACL_SUCCESS)
@@ -120,6 +120,29 @@ pub extern "C" fn aclrtResetDevice(device: i32) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDeviceForce(device: i32) -> AclError {
     with_rt(|r| r.reset_device(device, true))
+}
+
+/// aclrtSetDeviceWithoutTsdVXX and aclrtResetDeviceWithoutTsdVXX: exported by the open
+/// runtime's libacl_rt (declared in its `aclrt/set_device_vxx.h`: "implicitly create the
+/// default context and the default stream"). Its implementation refuses with 200001 unless
+/// the SoC's name starts with "Ascend910" (the training, A2 and A3 parts), then calls the
+/// runtime's SetDevice or DeviceReset, the same as aclrtSetDevice's and aclrtResetDevice's,
+/// only without starting the TSD daemon, which the fake does not have.
+fn without_tsd(f: impl FnOnce(&Rt) -> Result<(), AclError>) -> AclError {
+    if !state::soc_name().to_bytes().starts_with(b"Ascend910") {
+        return API_NOT_SUPPORT;
+    }
+    with_rt(f)
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDeviceWithoutTsdVXX(device: i32) -> AclError {
+    without_tsd(|r| r.set_device(device))
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceWithoutTsdVXX(device: i32) -> AclError {
+    without_tsd(|r| r.reset_device(device, false))
 }
 
 #[unsafe(no_mangle)]

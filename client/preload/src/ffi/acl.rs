@@ -120,7 +120,19 @@ pub extern "C" fn aclInit(config: *const c_char) -> i32 {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSetDevice(device: i32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtSetDevice: IntFn) else { return INTERNAL };
+    real!(&LIBRARY, aclrtSetDevice: IntFn).map_or(INTERNAL, |real| set_device(device, real))
+}
+
+/// The open runtime's aclrtSetDeviceWithoutTsdVXX (Ascend 910 parts) is its SetDevice
+/// without the TSD daemon: the same default context and default stream.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDeviceWithoutTsdVXX(device: i32) -> i32 {
+    real!(&LIBRARY, aclrtSetDeviceWithoutTsdVXX: IntFn).map_or(INTERNAL, |real| set_device(device, real))
+}
+
+/// A device set (the default context, with its default stream, on the first set): the
+/// process's start-up need admitted first.
+fn set_device(device: i32, real: IntFn) -> i32 {
     // SAFETY (both closures): the vendor function, called as the program called it.
     hook(
         |p| {
@@ -167,6 +179,12 @@ pub extern "C" fn aclrtResetDevice(device: i32) -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDeviceForce(device: i32) -> i32 {
     real!(&LIBRARY, aclrtResetDeviceForce: IntFn).map_or(INTERNAL, |real| reset(device, true, real))
+}
+
+/// The reset that pairs with aclrtSetDeviceWithoutTsdVXX: the runtime's DeviceReset.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceWithoutTsdVXX(device: i32) -> i32 {
+    real!(&LIBRARY, aclrtResetDeviceWithoutTsdVXX: IntFn).map_or(INTERNAL, |real| reset(device, false, real))
 }
 
 #[unsafe(no_mangle)]
@@ -439,6 +457,8 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
         b"aclInit" => aclInit as *mut c_void,
         b"aclrtSetDevice" => aclrtSetDevice as *mut c_void,
+        b"aclrtSetDeviceWithoutTsdVXX" => aclrtSetDeviceWithoutTsdVXX as *mut c_void,
+        b"aclrtResetDeviceWithoutTsdVXX" => aclrtResetDeviceWithoutTsdVXX as *mut c_void,
         b"aclrtResetDevice" => aclrtResetDevice as *mut c_void,
         b"aclrtResetDeviceForce" => aclrtResetDeviceForce as *mut c_void,
         b"aclrtCreateContext" => aclrtCreateContext as *mut c_void,
