@@ -10,7 +10,8 @@
  *
  * Prints "ok N available A" once all N exist (A: aclrtGetStreamAvailableNum), or
  * "fail CODE after K" when creation K+1 failed (the process then exits as a framework
- * start-up does, without cleaning up), then "done" after the teardown.
+ * start-up does, without cleaning up), followed by " msg " and the first line of
+ * aclGetRecentErrMsg where it says something, then "done" after the teardown.
  * Built as is, it links against libascendcl.so; with -DUSE_DLOPEN it dlopen()s the
  * library RTLD_LOCAL and looks every function up with dlsym(handle, ...), as torch_npu
  * and MindSpore do. With -DWITHOUT_TSD it sets and resets the device with the open
@@ -36,6 +37,7 @@ static aclError (*aclrtResetDevice)(int32_t);
 static aclError (*aclrtCreateStreamWithConfig)(aclrtStream *, uint32_t, uint32_t);
 static aclError (*aclrtDestroyStream)(aclrtStream);
 static aclError (*aclrtGetStreamAvailableNum)(uint32_t *);
+static const char *(*aclGetRecentErrMsg)(void);
 
 static void load(void) {
     const char *path = getenv("ACL_APP_LIBRARY");
@@ -51,6 +53,7 @@ static void load(void) {
     *(void **)&aclrtCreateStreamWithConfig = dlsym(h, "aclrtCreateStreamWithConfig");
     *(void **)&aclrtDestroyStream = dlsym(h, "aclrtDestroyStream");
     *(void **)&aclrtGetStreamAvailableNum = dlsym(h, "aclrtGetStreamAvailableNum");
+    *(void **)&aclGetRecentErrMsg = dlsym(h, "aclGetRecentErrMsg");
     if (!aclInit || !aclrtSetDevice || !aclrtCreateStreamWithConfig || !aclrtGetStreamAvailableNum) {
         fprintf(stderr, "dlsym: a function is missing\n");
         exit(3);
@@ -68,8 +71,25 @@ aclError aclrtResetDevice(int32_t);
 aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);
 aclError aclrtDestroyStream(aclrtStream);
 aclError aclrtGetStreamAvailableNum(uint32_t *);
+const char *aclGetRecentErrMsg(void);
 static void load(void) {}
 #endif
+
+/* The failure line: the code, how many streams exist, and the thread's recent error
+ * message (its first line), which reading clears. */
+static void fail(aclError rc, int after) {
+#ifdef USE_DLOPEN
+    const char *msg = aclGetRecentErrMsg ? aclGetRecentErrMsg() : NULL;
+#else
+    const char *msg = aclGetRecentErrMsg();
+#endif
+    int len = 0;
+    while (msg && msg[len] != '\0' && msg[len] != '\n') len++;
+    if (len > 0)
+        printf("fail %d after %d msg %.*s\n", rc, after, len, msg);
+    else
+        printf("fail %d after %d\n", rc, after);
+}
 
 int main(int argc, char **argv) {
     if (argc < 3 || argc > 5) {
@@ -85,13 +105,13 @@ int main(int argc, char **argv) {
     aclError rc = aclInit(NULL);
     if (rc == 0) rc = aclrtSetDevice(device);
     if (rc != 0) {
-        printf("fail %d after 0\n", rc);
+        fail(rc, 0);
         return 1;
     }
     for (int i = 0; i < n; i++) {
         rc = aclrtCreateStreamWithConfig(&streams[i], 0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC);
         if (rc != 0) {
-            printf("fail %d after %d\n", rc, i);
+            fail(rc, i);
             return 1;
         }
     }
@@ -113,12 +133,12 @@ int main(int argc, char **argv) {
         for (int i = 0; rc == 0 && i < n; i++) {
             rc = aclrtCreateStreamWithConfig(&streams[i], 0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC);
             if (rc != 0) {
-                printf("fail %d after %d\n", rc, i);
+                fail(rc, i);
                 return 1;
             }
         }
         if (rc != 0) {
-            printf("fail %d after 0\n", rc);
+            fail(rc, 0);
             return 1;
         }
         for (int i = 0; i < n; i++) aclrtDestroyStream(streams[i]);

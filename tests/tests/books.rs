@@ -236,6 +236,10 @@ fn a_program_on_a_device_npud_does_not_own_goes_through_unadmitted() {
     let out = run(true);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("fail 207008 after 0"), "NPUD_REQUIRED refuses it as the device would: {stdout}");
+    assert!(
+        stdout.contains("msg npud: npud does not own device 1 (physical 1); NPUD_REQUIRED is set"),
+        "and aclGetRecentErrMsg says why: {stdout}"
+    );
 }
 
 #[test]

@@ -409,6 +409,33 @@ fn the_first_ask_never_exceeds_the_tenants_quota() {
     }
 }
 
+/// A program npud refuses fails with the device's own code, and reads why from
+/// aclGetRecentErrMsg (torch_npu puts that text in the exception it raises), linked or
+/// looked up with dlsym alike; the message is there once, as the vendor's page says
+/// reading clears it. Nothing stays booked or held after it exits.
+#[test]
+fn a_refused_program_reads_npuds_reason_as_its_recent_error_message() {
+    let (linked, dl) = programs();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
+    for program in [linked, dl] {
+        let mut app = spawn(&shared, program, Some((&d, &["--wait", "0s"])));
+        let line = app.line();
+        assert!(
+            line.starts_with("fail 207008 after 29 msg npud: device 0: no budget for 1 streams")
+                && line.contains("tenant root holds 30 of max 30"),
+            "{}: {line}",
+            program.display()
+        );
+        assert!(
+            eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
+            "nothing stays booked or held: {}",
+            d.device0()
+        );
+    }
+}
+
 /// A process that resets its device and sets it again asks npud anew; what its reset gave
 /// up must go back first (the watcher sends it off the program's path, and cannot while
 /// the program waits on the connection), or under a quota of exactly its start-up it would

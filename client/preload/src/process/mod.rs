@@ -9,7 +9,10 @@
 mod connection;
 mod events;
 mod graphs;
+pub mod refusal;
 mod reports;
+
+pub use refusal::Refused;
 
 use crate::books::{Books, Plan};
 use crate::capture::Captures;
@@ -22,11 +25,6 @@ use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::Duration;
-
-/// npud refused (or the wait expired, or npud is required and unreachable): the hook
-/// returns its vendor's "no stream resource" code instead of creating.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused;
 
 pub struct Process {
     pub pid: u32,
@@ -111,8 +109,7 @@ impl Process {
 
     fn unreachable(&self, e: &WireError) -> Result<(), Refused> {
         if self.settings.required {
-            eprintln!("npud-preload: {e}; NPUD_REQUIRED is set, so stream creation fails");
-            return Err(Refused);
+            return Err(Refused::because(&format!("{e}; NPUD_REQUIRED is set, so stream creation fails")));
         }
         if !self.warned.swap(true, Ordering::Relaxed) {
             eprintln!("npud-preload: {e}; streams are created without admission");
@@ -232,21 +229,19 @@ impl Process {
             }
             Err(WireError::Refused { reason, .. }) if reason == pb::ErrorReason::DeviceNotOwned as i32 => {
                 if self.devices.mark_unowned(device) {
-                    let what = self.devices.describe(device);
                     match self.settings.required {
-                        true => eprintln!(
-                            "npud-preload: npud does not own {what}; NPUD_REQUIRED is set, so stream creation there fails"
-                        ),
+                        true => eprintln!("npud-preload: {}", self.not_owned(device)),
                         false => eprintln!(
-                            "npud-preload: npud does not own {what}; its streams are created without admission"
+                            "npud-preload: npud does not own {}; its streams are created without admission",
+                            self.devices.describe(device)
                         ),
                     }
                 }
                 self.unadmitted(device, n)
             }
             Err(WireError::Refused { message, .. }) => {
-                eprintln!("npud-preload: no budget for {count} streams on device {device}: {message}");
-                Err(Refused)
+                // npud's message says how many streams it could not grant, and why.
+                Err(Refused::because(&format!("device {device}: {message}")))
             }
         }
     }
@@ -255,10 +250,16 @@ impl Process {
     /// the process's own, or refused under NPUD_REQUIRED.
     fn unadmitted(&self, device: u32, n: u32) -> Result<(), Refused> {
         if self.settings.required {
-            return Err(Refused);
+            // Said on stderr once, when npud first answered so; each refusal's message.
+            return Err(Refused::quietly(&self.not_owned(device)));
         }
         lock(&self.books).granted(device, n, n);
         Ok(())
+    }
+
+    /// Why a device npud does not own refuses under NPUD_REQUIRED.
+    fn not_owned(&self, device: u32) -> String {
+        format!("npud does not own {}; NPUD_REQUIRED is set, so creation there fails", self.devices.describe(device))
     }
 
     /// The vendor call that `admit` was for failed.
