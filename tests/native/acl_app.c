@@ -10,8 +10,10 @@
  *
  * Prints "ok N available A" once all N exist (A: aclrtGetStreamAvailableNum), or
  * "fail CODE after K" when creation K+1 failed (the process then exits as a framework
- * start-up does, without cleaning up), followed by " msg " and the first line of
- * aclGetRecentErrMsg where it says something, then "done" after the teardown.
+ * start-up does, without cleaning up), followed by " last P/G/A" (aclrtPeekAtLastError,
+ * aclrtGetLastError, and aclrtGetLastError again, which the first cleared) where the
+ * library has them, and " msg " with the first line of aclGetRecentErrMsg where it says
+ * something; then "done" after the teardown.
  * Built as is, it links against libascendcl.so; with -DUSE_DLOPEN it dlopen()s the
  * library RTLD_LOCAL and looks every function up with dlsym(handle, ...), as torch_npu
  * and MindSpore do. With -DWITHOUT_TSD it sets and resets the device with the open
@@ -38,6 +40,8 @@ static aclError (*aclrtCreateStreamWithConfig)(aclrtStream *, uint32_t, uint32_t
 static aclError (*aclrtDestroyStream)(aclrtStream);
 static aclError (*aclrtGetStreamAvailableNum)(uint32_t *);
 static const char *(*aclGetRecentErrMsg)(void);
+static aclError (*aclrtPeekAtLastError)(int32_t);
+static aclError (*aclrtGetLastError)(int32_t);
 
 static void load(void) {
     const char *path = getenv("ACL_APP_LIBRARY");
@@ -54,6 +58,8 @@ static void load(void) {
     *(void **)&aclrtDestroyStream = dlsym(h, "aclrtDestroyStream");
     *(void **)&aclrtGetStreamAvailableNum = dlsym(h, "aclrtGetStreamAvailableNum");
     *(void **)&aclGetRecentErrMsg = dlsym(h, "aclGetRecentErrMsg");
+    *(void **)&aclrtPeekAtLastError = dlsym(h, "aclrtPeekAtLastError");
+    *(void **)&aclrtGetLastError = dlsym(h, "aclrtGetLastError");
     if (!aclInit || !aclrtSetDevice || !aclrtCreateStreamWithConfig || !aclrtGetStreamAvailableNum) {
         fprintf(stderr, "dlsym: a function is missing\n");
         exit(3);
@@ -72,23 +78,32 @@ aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);
 aclError aclrtDestroyStream(aclrtStream);
 aclError aclrtGetStreamAvailableNum(uint32_t *);
 const char *aclGetRecentErrMsg(void);
+aclError aclrtPeekAtLastError(int32_t);
+aclError aclrtGetLastError(int32_t);
 static void load(void) {}
 #endif
 
-/* The failure line: the code, how many streams exist, and the thread's recent error
- * message (its first line), which reading clears. */
+/* The failure line: the code, how many streams exist, the thread's last error (peeked,
+ * read, read again) and its recent error message (its first line), which reading clears. */
 static void fail(aclError rc, int after) {
+    char last[64] = "";
 #ifdef USE_DLOPEN
     const char *msg = aclGetRecentErrMsg ? aclGetRecentErrMsg() : NULL;
+    if (aclrtPeekAtLastError && aclrtGetLastError)
 #else
     const char *msg = aclGetRecentErrMsg();
 #endif
+    {
+        aclError peek = aclrtPeekAtLastError(0);
+        aclError got = aclrtGetLastError(0);
+        snprintf(last, sizeof last, " last %d/%d/%d", peek, got, aclrtGetLastError(0));
+    }
     int len = 0;
     while (msg && msg[len] != '\0' && msg[len] != '\n') len++;
     if (len > 0)
-        printf("fail %d after %d msg %.*s\n", rc, after, len, msg);
+        printf("fail %d after %d%s msg %.*s\n", rc, after, last, len, msg);
     else
-        printf("fail %d after %d\n", rc, after);
+        printf("fail %d after %d%s\n", rc, after, last);
 }
 
 int main(int argc, char **argv) {

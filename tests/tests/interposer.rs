@@ -409,21 +409,35 @@ fn the_first_ask_never_exceeds_the_tenants_quota() {
     }
 }
 
-/// A program npud refuses fails with the device's own code, and reads why from
-/// aclGetRecentErrMsg (torch_npu puts that text in the exception it raises), linked or
-/// looked up with dlsym alike; the message is there once, as the vendor's page says
-/// reading clears it. Nothing stays booked or held after it exits.
+/// A program npud refuses reads it as the device's own failure: the same code, recorded as
+/// the thread's last error (aclrtPeekAtLastError, aclrtGetLastError, which clears it), and
+/// npud's reason in aclGetRecentErrMsg (torch_npu puts that text in the exception it
+/// raises), linked or looked up with dlsym alike. Natively, on a device with as little
+/// room left, the fake answers the same, without a message. Nothing stays booked or held.
 #[test]
-fn a_refused_program_reads_npuds_reason_as_its_recent_error_message() {
+fn a_refused_program_reads_npuds_refusal_as_the_devices_failure() {
     let (linked, dl) = programs();
     let shared = Shared::new();
     let d = shared.daemon(&[]);
+    // Natively: another program leaves 30 streams of the device's 2048 (npud holds 3).
+    let mut crowd = App::spawn({
+        let mut c = acl_command(linked, &shared.path, None);
+        c.args(["2014", "-1"]);
+        c
+    });
+    assert!(crowd.started().is_ok());
+    for program in [linked, dl] {
+        let mut native = spawn(&shared, program, None);
+        assert_eq!(native.line(), "fail 207008 after 29 last 207008/207008/0", "{}", program.display());
+    }
+    crowd.release();
+
     assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
     for program in [linked, dl] {
         let mut app = spawn(&shared, program, Some((&d, &["--wait", "0s"])));
         let line = app.line();
         assert!(
-            line.starts_with("fail 207008 after 29 msg npud: device 0: no budget for 1 streams")
+            line.starts_with("fail 207008 after 29 last 207008/207008/0 msg npud: device 0: no budget for 1 streams")
                 && line.contains("tenant root holds 30 of max 30"),
             "{}: {line}",
             program.display()

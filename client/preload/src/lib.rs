@@ -5,8 +5,8 @@
 //! event records and waits, and synchronisation never touch npud: the data path stays
 //! native.
 //!
-//! It interposes AscendCL (`aclInit`, `aclrt*`, the `aclmdlRI*` capture calls, and
-//! `aclGetRecentErrMsg`, which also says why npud refused a call) and the
+//! It interposes AscendCL (`aclInit`, `aclrt*`, the `aclmdlRI*` capture calls; and the
+//! thread's last error and `aclGetRecentErrMsg`, which also tell of npud's refusals) and the
 //! CUDA driver (`cuInit`, `cuStreamCreate*`, `cuStreamDestroy*`, `cuCtxDestroy_v2`, the
 //! primary-context calls, `cuGetProcAddress(_v2)`).
 //!

@@ -238,7 +238,7 @@ pub unsafe extern "C" fn aclmdlRIBuildBegin(model: *mut Handle, flag: u32) -> Ac
     match r.build_begin(flag) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(m) => unsafe { put(model, m) },
-        Err(e) => e,
+        Err(e) => crate::failed(e),
     }
 }
 

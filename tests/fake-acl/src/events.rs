@@ -12,7 +12,7 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32)
     match r.create_event(flag) {
         // SAFETY: checked non-null out-pointer.
         Ok(h) => unsafe { put(event, h) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -30,7 +30,7 @@ pub unsafe extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> AclError {
     match r.available_events() {
         // SAFETY: out-pointer from the caller.
         Ok(n) => unsafe { put(count, n) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: Handle, status: *mut u32) 
     match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Complete)) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(event: Handle, status: *mut u
     match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -96,7 +96,7 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: Handle, status: *mut u32) -> Acl
     match r.waitable_event(event).and_then(|(dev, e)| dev.event_state(e).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(status, u32::from(s == npu_sim::EventState::Pending)) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -123,6 +123,6 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end:
     match elapsed {
         // SAFETY: out-pointer from the caller.
         Ok(v) => unsafe { put(ms, v) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }

@@ -49,7 +49,7 @@ pub type AclrtHostFunc = Option<unsafe extern "C" fn(args: *mut c_void)>;
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtLaunchHostFunc(stream: Handle, func: AclrtHostFunc, args: *mut c_void) -> AclError {
-    let Some(func) = func else { return RT_PARAM_INVALID };
+    let Some(func) = func else { return crate::failed(RT_PARAM_INVALID) };
     with_rt(|r| {
         let stream = r.resolve(stream)?;
         r.stream(stream)?;

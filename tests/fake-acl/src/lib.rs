@@ -15,12 +15,15 @@ mod callbacks;
 mod capture;
 mod events;
 mod host_func;
+mod last_error;
 mod memory;
 mod numbering;
 mod state;
 
 pub use callbacks::*;
 pub use events::*;
+pub(crate) use last_error::failed;
+pub use last_error::{aclrtGetLastError, aclrtPeekAtLastError};
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
@@ -36,7 +39,7 @@ pub use npud_proto::codes::acl::{AclError, SUCCESS as ACL_SUCCESS};
 pub(crate) use npud_proto::codes::acl::{INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 
 fn code(r: Result<(), AclError>) -> AclError {
-    r.err().unwrap_or(ACL_SUCCESS)
+    r.err().map_or(ACL_SUCCESS, failed)
 }
 
 /// Writes `v` through an out-pointer, 100000 for NULL (the vendor's answer).
@@ -159,7 +162,7 @@ pub unsafe extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> Ac
             // SAFETY: out-pointer from the caller.
             unsafe { put(ctx, h) }
         }
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -178,7 +181,7 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(ctx: *mut Handle) -> AclError {
     match state::current_context() {
         // SAFETY: out-pointer from the caller.
         Some(h) => unsafe { put(ctx, h) },
-        None => RT_CONTEXT_NULL,
+        None => failed(RT_CONTEXT_NULL),
     }
 }
 
@@ -191,7 +194,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priori
     match r.create_stream(priority, flag) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(h) => unsafe { put(stream, h) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -231,7 +234,7 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> A
     match stream.and_then(|(dev, id)| dev.stream_query(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller. ACL_STREAM_STATUS_COMPLETE 0, NOT_READY 1.
         Ok(done) => unsafe { put(status, if done { 0 } else { 1 }) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -268,7 +271,7 @@ pub unsafe extern "C" fn aclrtStreamGetPriority(stream: Handle, priority: *mut u
     match r.named_stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(priority, s.priority) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -278,7 +281,7 @@ pub unsafe extern "C" fn aclrtStreamGetFlags(stream: Handle, flags: *mut u32) ->
     match r.named_stream(stream).and_then(|(dev, id)| dev.stream_status(id).map_err(|e| e.code)) {
         // SAFETY: out-pointer from the caller.
         Ok(s) => unsafe { put(flags, s.flags) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -289,7 +292,7 @@ pub unsafe extern "C" fn aclrtStreamGetId(stream: Handle, id: *mut i32) -> AclEr
     match r.named_stream(stream) {
         // SAFETY: out-pointer from the caller.
         Ok((_, sid)) => unsafe { put(id, sid as i32) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -301,7 +304,7 @@ pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut Handle) ->
     match r.resolve(std::ptr::null_mut()) {
         // SAFETY: out-pointer from the caller (`put` checks it is not null).
         Ok(h) => unsafe { put(stream, h) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -311,7 +314,7 @@ pub unsafe extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> AclError
     match r.available_streams() {
         // SAFETY: out-pointer from the caller.
         Ok(n) => unsafe { put(count, n) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -361,7 +364,7 @@ pub unsafe extern "C" fn npudFakeLaunchDelay(stream: Handle, microseconds: u64, 
     {
         // SAFETY: out-pointer from the caller.
         Ok(t) => unsafe { put(task, t) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -396,7 +399,7 @@ pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, count: *mut u32) -> A
     match r.device(device) {
         // SAFETY: out-pointer from the caller.
         Ok(d) => unsafe { put(count, d.counts().streams_in_use) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -406,7 +409,7 @@ pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
     match r.current_device() {
         // SAFETY: out-pointer from the caller.
         Ok(dev) => unsafe { put(device, r.user_id(dev.id()) as i32) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -484,7 +487,7 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) 
     match r.capture_end(stream) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(m) => unsafe { put(model, m) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -502,7 +505,7 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32
             put(status, s);
             put(model, m)
         },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 
@@ -516,7 +519,7 @@ pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> Ac
     match capture::exchange_thread_mode(unsafe { *mode }) {
         // SAFETY: as above.
         Ok(previous) => unsafe { put(mode, previous) },
-        Err(e) => e,
+        Err(e) => failed(e),
     }
 }
 

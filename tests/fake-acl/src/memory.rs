@@ -44,7 +44,7 @@ fn allocate(out: *mut *mut c_void, size: usize, kind: Kind) -> AclError {
     // SAFETY: malloc has no preconditions; a null result is handled.
     let p = unsafe { libc::malloc(size) };
     if p.is_null() {
-        return RT_MEMORY_ALLOCATION;
+        return crate::failed(RT_MEMORY_ALLOCATION);
     }
     blocks().get_or_insert_with(HashMap::new).insert(p as usize, (kind, size));
     // SAFETY: checked non-null out-pointer from the caller.
@@ -59,7 +59,7 @@ pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _po
         return UNINITIALIZE;
     }
     if current_context().is_none() {
-        return RT_CONTEXT_NULL;
+        return crate::failed(RT_CONTEXT_NULL);
     }
     allocate(dev_ptr, size, Kind::Device)
 }
@@ -192,7 +192,7 @@ pub unsafe extern "C" fn aclrtMemset(dev_ptr: *mut c_void, max_count: usize, val
             make(&task);
             0
         }
-        Err(e) => e,
+        Err(e) => crate::failed(e),
     }
 }
 
@@ -209,7 +209,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     let Some(r) = rt() else { return UNINITIALIZE };
     match set_task(dev_ptr, max_count, value, count) {
         Ok(task) => issue(r, stream, task),
-        Err(e) => e,
+        Err(e) => crate::failed(e),
     }
 }
 
@@ -255,7 +255,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mu
         return INVALID_PARAM;
     }
     if current_context().is_none() {
-        return RT_CONTEXT_NULL;
+        return crate::failed(RT_CONTEXT_NULL);
     }
     let (size, hbm) = device_memory();
     let (f, t) = match has_memory(attr, hbm) {

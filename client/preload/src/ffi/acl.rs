@@ -1,6 +1,7 @@
 //! The AscendCL hooks: streams, contexts (each holds a default stream), devices (the
 //! default context aclrtSetDevice makes), and the caller's share of the device.
 
+use super::errors::refused;
 use super::{Handle, INTERNAL, Vendor, hook, real};
 use crate::process::Process;
 use std::ffi::{CStr, c_char, c_void};
@@ -97,7 +98,7 @@ fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i3
     }
     let device = current_device(p);
     if p.admit(device, 1).is_err() {
-        return NO_STREAM_RESOURCE;
+        return refused(NO_STREAM_RESOURCE);
     }
     let rc = create();
     if rc == 0 {
@@ -141,7 +142,7 @@ fn set_device(device: i32, real: IntFn) -> i32 {
             let first = p.first_set(id);
             let n = first.unwrap_or(0);
             if n > 0 && p.admit(id, n).is_err() {
-                return NO_STREAM_RESOURCE;
+                return refused(NO_STREAM_RESOURCE);
             }
             let rc = unsafe { real(device) };
             if rc != 0 {
@@ -200,7 +201,7 @@ pub extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> i32 {
             }
             let n = p.context_adds(id);
             if p.admit(id, n).is_err() {
-                return NO_STREAM_RESOURCE;
+                return refused(NO_STREAM_RESOURCE);
             }
             let rc = unsafe { real(ctx, device) };
             if rc == 0 {
@@ -297,7 +298,7 @@ fn create_event(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> 
     }
     let device = current_device(p);
     if p.admit_event(device).is_err() {
-        return NO_EVENT_RESOURCE;
+        return refused(NO_EVENT_RESOURCE);
     }
     let rc = create();
     if rc == 0 {
@@ -393,7 +394,7 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
     hook(
         |p| {
             let device = current_device(p);
-            let Ok(admitted) = p.capture_admit(device) else { return NO_STREAM_RESOURCE };
+            let Ok(admitted) = p.capture_admit(device) else { return refused(NO_STREAM_RESOURCE) };
             // Without aclmdlRIGetStreams the model's size is the change in the free count.
             let counted = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
             let free_before = if counted { None } else { vendor_free() };

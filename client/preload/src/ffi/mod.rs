@@ -9,13 +9,13 @@
 //! nothing; a static cudart `dlopen`s libcuda), then an already loaded library by its
 //! known sonames (`RTLD_NOLOAD`), then `RTLD_NEXT`.
 //!
-//! [`acl`] holds the AscendCL hooks, [`message`] the AscendCL error message, [`cuda`] the
-//! CUDA driver's hooks, [`dlsym`] our `dlsym`.
+//! [`acl`] holds the AscendCL hooks, [`errors`] what a program reads of a failed AscendCL
+//! call, [`cuda`] the CUDA driver's hooks, [`dlsym`] our `dlsym`.
 
 mod acl;
 mod cuda;
 mod dlsym;
-mod message;
+mod errors;
 
 use dlsym::real_dlsym;
 

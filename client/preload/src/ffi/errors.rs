@@ -1,0 +1,101 @@
+//! What a program reads after a failed AscendCL call, npud's refusals included: the
+//! thread's last error (`aclrtGetLastError`, `aclrtPeekAtLastError`) and its messages
+//! (`aclGetRecentErrMsg`, see `process::refusal`). A refusal reads as the device's own
+//! failure would have: the same code, returned and recorded as the thread's last error,
+//! and npud's reason on top of the messages.
+
+use super::acl::LIBRARY;
+use super::real;
+use crate::process::refusal;
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, CString, c_char, c_void};
+
+type MessageFn = unsafe extern "C" fn() -> *const c_char;
+type LastErrorFn = unsafe extern "C" fn(i32) -> i32;
+
+/// `aclrtLastErrLevel`'s only level.
+const THREAD_LEVEL: i32 = 0;
+
+thread_local! {
+    /// The text last answered on this thread. The vendor's page: only the pointer the
+    /// most recent call returned is valid, so one buffer per thread is enough.
+    static ANSWERED: RefCell<CString> = RefCell::new(CString::default());
+    /// The code this thread's latest refusal returned, until aclrtGetLastError reads it
+    /// (0: none).
+    static REFUSED: Cell<i32> = const { Cell::new(0) };
+}
+
+/// A hook refuses with the vendor's `code`: the thread's last error, as the runtime
+/// records its own failures. Returns `code`.
+pub(crate) fn refused(code: i32) -> i32 {
+    let _ = REFUSED.try_with(|r| r.set(code));
+    code
+}
+
+/// aclrtPeekAtLastError: the thread's latest refusal, else the vendor's answer.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtPeekAtLastError(level: i32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtPeekAtLastError: LastErrorFn) else { return super::INTERNAL };
+    match REFUSED.try_with(Cell::get) {
+        Ok(code) if code != 0 && level == THREAD_LEVEL => code,
+        // SAFETY: the vendor function, called as the program called it.
+        _ => unsafe { real(level) },
+    }
+}
+
+/// aclrtGetLastError: the thread's latest refusal, else the vendor's answer; either way
+/// the vendor's record is read too, so cleared, as one record of the thread would be.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtGetLastError(level: i32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtGetLastError: LastErrorFn) else { return super::INTERNAL };
+    // SAFETY: the vendor function, called as the program called it.
+    let theirs = unsafe { real(level) };
+    if level != THREAD_LEVEL {
+        return theirs;
+    }
+    match REFUSED.try_with(|r| r.replace(0)) {
+        Ok(code) if code != 0 => code,
+        _ => theirs,
+    }
+}
+
+/// aclGetRecentErrMsg "obtains and clears" the messages of the calling thread's failed
+/// calls, the latest on top. Where npud refused one of this thread's calls since the last
+/// read, its reason is on top; the vendor's own messages follow (read, so cleared, as the
+/// program's call would have). Otherwise the vendor's answer, untouched.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    let vendor = match real!(&LIBRARY, aclGetRecentErrMsg: MessageFn) {
+        // SAFETY: the vendor's function, which takes nothing.
+        Some(f) => unsafe { f() },
+        None => std::ptr::null(),
+    };
+    let Some(ours) = refusal::take_unread() else { return vendor };
+    let mut text = ours.into_bytes();
+    if !vendor.is_null() {
+        // SAFETY: the vendor returns a NUL-terminated string, valid until its next call.
+        let theirs = unsafe { CStr::from_ptr(vendor) }.to_bytes();
+        if !theirs.is_empty() {
+            text.push(b'\n');
+            text.extend_from_slice(theirs);
+        }
+    }
+    text.retain(|b| *b != 0);
+    let Ok(text) = CString::new(text) else { return vendor };
+    ANSWERED
+        .try_with(|a| {
+            *a.borrow_mut() = text;
+            a.borrow().as_ptr()
+        })
+        .unwrap_or(vendor)
+}
+
+/// Our hook for an error-reading name, if it is one of these.
+pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"aclGetRecentErrMsg" => aclGetRecentErrMsg as *mut c_void,
+        b"aclrtPeekAtLastError" => aclrtPeekAtLastError as *mut c_void,
+        b"aclrtGetLastError" => aclrtGetLastError as *mut c_void,
+        _ => return None,
+    })
+}
