@@ -97,8 +97,8 @@ fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i3
         return create(); // the vendor's own INVALID_PARAM
     }
     let device = current_device(p);
-    if p.admit(device, 1).is_err() {
-        return refused(NO_STREAM_RESOURCE);
+    if let Err(r) = p.admit(device, 1) {
+        return refused(NO_STREAM_RESOURCE, r);
     }
     let rc = create();
     if rc == 0 {
@@ -141,8 +141,10 @@ fn set_device(device: i32, real: IntFn) -> i32 {
             let id = known(p, id);
             let first = p.first_set(id);
             let n = first.unwrap_or(0);
-            if n > 0 && p.admit(id, n).is_err() {
-                return refused(NO_STREAM_RESOURCE);
+            if n > 0
+                && let Err(r) = p.admit(id, n)
+            {
+                return refused(NO_STREAM_RESOURCE, r);
             }
             let rc = unsafe { real(device) };
             if rc != 0 {
@@ -200,8 +202,8 @@ pub extern "C" fn aclrtCreateContext(ctx: *mut Handle, device: i32) -> i32 {
                 return unsafe { real(ctx, device) };
             }
             let n = p.context_adds(id);
-            if p.admit(id, n).is_err() {
-                return refused(NO_STREAM_RESOURCE);
+            if let Err(r) = p.admit(id, n) {
+                return refused(NO_STREAM_RESOURCE, r);
             }
             let rc = unsafe { real(ctx, device) };
             if rc == 0 {
@@ -297,8 +299,8 @@ fn create_event(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> 
         return create(); // the vendor's own INVALID_PARAM
     }
     let device = current_device(p);
-    if p.admit_event(device).is_err() {
-        return refused(NO_EVENT_RESOURCE);
+    if let Err(r) = p.admit_event(device) {
+        return refused(NO_EVENT_RESOURCE, r);
     }
     let rc = create();
     if rc == 0 {
@@ -394,7 +396,10 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
     hook(
         |p| {
             let device = current_device(p);
-            let Ok(admitted) = p.capture_admit(device) else { return refused(NO_STREAM_RESOURCE) };
+            let admitted = match p.capture_admit(device) {
+                Ok(admitted) => admitted,
+                Err(r) => return refused(NO_STREAM_RESOURCE, r),
+            };
             // Without aclmdlRIGetStreams the model's size is the change in the free count.
             let counted = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
             let free_before = if counted { None } else { vendor_free() };

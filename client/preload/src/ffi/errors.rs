@@ -1,12 +1,12 @@
 //! What a program reads after a failed AscendCL call, npud's refusals included: the
 //! thread's last error (`aclrtGetLastError`, `aclrtPeekAtLastError`) and its messages
-//! (`aclGetRecentErrMsg`, see `process::refusal`). A refusal reads as the device's own
-//! failure would have: the same code, returned and recorded as the thread's last error,
-//! and npud's reason on top of the messages.
+//! (`aclGetRecentErrMsg`). A refusal reads as the device's own failure would have: the
+//! same code, returned and recorded as the thread's last error, and npud's reason on top
+//! of the messages (torch_npu puts that text in the exception a failed creation raises).
 
 use super::acl::LIBRARY;
 use super::real;
-use crate::process::refusal;
+use crate::process::Refused;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString, c_char, c_void};
 
@@ -23,12 +23,15 @@ thread_local! {
     /// The code this thread's latest refusal returned, until aclrtGetLastError reads it
     /// (0: none).
     static REFUSED: Cell<i32> = const { Cell::new(0) };
+    /// Why, until aclGetRecentErrMsg reads it (the two are read and cleared apart).
+    static UNREAD: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// A hook refuses with the vendor's `code`: the thread's last error, as the runtime
-/// records its own failures. Returns `code`.
-pub(crate) fn refused(code: i32) -> i32 {
+/// A hook refuses with the vendor's `code` for `refusal`'s reason: the thread's last
+/// error and its newest message, as the runtime records its own failures. Returns `code`.
+pub(crate) fn refused(code: i32, refusal: Refused) -> i32 {
     let _ = REFUSED.try_with(|r| r.set(code));
+    let _ = UNREAD.try_with(|u| *u.borrow_mut() = Some(format!("npud: {}", refusal.why)));
     code
 }
 
@@ -70,7 +73,7 @@ pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
         Some(f) => unsafe { f() },
         None => std::ptr::null(),
     };
-    let Some(ours) = refusal::take_unread() else { return vendor };
+    let Some(ours) = UNREAD.try_with(|u| u.borrow_mut().take()).ok().flatten() else { return vendor };
     let mut text = ours.into_bytes();
     if !vendor.is_null() {
         // SAFETY: the vendor returns a NUL-terminated string, valid until its next call.
@@ -98,4 +101,27 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtGetLastError" => aclrtGetLastError as *mut c_void,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The message as the program reads it: copied out before the next call.
+    fn read() -> Option<String> {
+        let p = aclGetRecentErrMsg();
+        // SAFETY: null, or the NUL-terminated answer, valid until this thread's next call.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn a_refusal_is_its_threads_message_once_and_the_latest_wins() {
+        // No vendor library in a unit test: only our messages are there.
+        refused(207008, Refused::quietly("first".into()));
+        refused(207008, Refused::quietly("device 0: no budget for 71 streams".into()));
+        let other = std::thread::spawn(read).join().unwrap_or(Some("panicked".into()));
+        assert_eq!(other, None, "another thread has nothing to read");
+        assert_eq!(read().as_deref(), Some("npud: device 0: no budget for 71 streams"));
+        assert_eq!(read(), None, "reading cleared it");
+    }
 }

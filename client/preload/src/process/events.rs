@@ -17,7 +17,7 @@ impl Process {
     pub fn admit_event(&'static self, device: u32) -> Result<(), Refused> {
         if self.devices.is_unowned(device) {
             if self.settings.required {
-                return Err(Refused::quietly(&self.not_owned(device)));
+                return Err(Refused::quietly(self.not_owned(device)));
             }
             lock(&self.events).granted(device, 1);
             return Ok(());
@@ -45,7 +45,7 @@ impl Process {
                 Err(WireError::Refused { message, .. }) => last = Some(message),
             }
         }
-        Err(Refused::because(&format!("no event on device {device}: {}", last.unwrap_or_default())))
+        Err(Refused::because(format!("no event on device {device}: {}", last.unwrap_or_default())))
     }
 
     pub fn event_created(&self, event: usize, device: u32) {

@@ -9,7 +9,7 @@
 mod connection;
 mod events;
 mod graphs;
-pub mod refusal;
+mod refusal;
 mod reports;
 
 pub use refusal::Refused;
@@ -109,7 +109,7 @@ impl Process {
 
     fn unreachable(&self, e: &WireError) -> Result<(), Refused> {
         if self.settings.required {
-            return Err(Refused::because(&format!("{e}; NPUD_REQUIRED is set, so stream creation fails")));
+            return Err(Refused::because(format!("{e}; NPUD_REQUIRED is set, so stream creation fails")));
         }
         if !self.warned.swap(true, Ordering::Relaxed) {
             eprintln!("npud-preload: {e}; streams are created without admission");
@@ -241,7 +241,7 @@ impl Process {
             }
             Err(WireError::Refused { message, .. }) => {
                 // npud's message says how many streams it could not grant, and why.
-                Err(Refused::because(&format!("device {device}: {message}")))
+                Err(Refused::because(format!("device {device}: {message}")))
             }
         }
     }
@@ -251,7 +251,7 @@ impl Process {
     fn unadmitted(&self, device: u32, n: u32) -> Result<(), Refused> {
         if self.settings.required {
             // Said on stderr once, when npud first answered so; each refusal's message.
-            return Err(Refused::quietly(&self.not_owned(device)));
+            return Err(Refused::quietly(self.not_owned(device)));
         }
         lock(&self.books).granted(device, n, n);
         Ok(())
