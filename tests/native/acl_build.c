@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "acl_rt.h"
 #include "check.h"
@@ -71,22 +70,8 @@ int main(int argc, char **argv) {
     CHECK(aclmdlRIBuildEnd(model, NULL) == 0, "aclmdlRIBuildEnd");
     CHECK(holds(out, N, 0) && holds(scratch, N, 0), "work-ran-at-build-end");
 
-    static unsigned char input[N];
-    for (int r = 1; r <= rounds; r++) {
-        unsigned char value = (unsigned char)r;
-        memset(input, value, N);
-        CHECK(aclrtMemcpy(in, N, input, N, ACL_MEMCPY_HOST_TO_DEVICE) == 0, "aclrtMemcpy");
-        CHECK(aclrtMemset(scratch, N, 0, N) == 0, "aclrtMemset");
-        if (r % 2) {
-            CHECK(aclmdlRIExecuteAsync(model, plain) == 0, "aclmdlRIExecuteAsync");
-            CHECK(aclrtSynchronizeStream(plain) == 0, "aclrtSynchronizeStream");
-        } else {
-            CHECK(aclmdlRIExecute(model, -1) == 0, "aclmdlRIExecute");
-        }
-        CHECK(holds(out, N, value), "replay-result");
-        CHECK(holds(scratch, N, 0xee), "replay-memset");
-        CHECK(holds(idle, N, 0), "a-default-stream-ran-unactivated");
-    }
+    const char *failed = replay(model, plain, in, out, scratch, idle, N, rounds);
+    CHECK(failed == NULL, failed);
     uint32_t streams = 0;
     CHECK(aclmdlRIGetStreams(model, NULL, &streams) == 0, "aclmdlRIGetStreams");
     CHECK(aclmdlRIUnbindStream(model, plain) == 107005, "unbind-unbound");

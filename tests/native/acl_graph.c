@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "acl_rt.h"
 #include "check.h"
@@ -66,21 +65,8 @@ int main(int argc, char **argv) {
     CHECK(holds(out, N, 0) && holds(scratch, N, 0), "captured-work-ran-before-execute");
     CHECK(aclrtSynchronizeEvent(event) == 0 && aclrtDestroyEvent(event) == 0, "the event once the capture ended");
 
-    static unsigned char input[N];
-    for (int r = 1; r <= rounds; r++) {
-        unsigned char value = (unsigned char)r;
-        memset(input, value, N);
-        CHECK(aclrtMemcpy(in, N, input, N, ACL_MEMCPY_HOST_TO_DEVICE) == 0, "aclrtMemcpy");
-        CHECK(aclrtMemset(scratch, N, 0, N) == 0, "aclrtMemset");
-        if (r % 2) {
-            CHECK(aclmdlRIExecuteAsync(model, stream) == 0, "aclmdlRIExecuteAsync");
-            CHECK(aclrtSynchronizeStream(stream) == 0, "aclrtSynchronizeStream");
-        } else {
-            CHECK(aclmdlRIExecute(model, -1) == 0, "aclmdlRIExecute");
-        }
-        CHECK(holds(out, N, value), "replay-result");
-        CHECK(holds(scratch, N, 0xee), "replay-memset");
-    }
+    const char *failed = replay(model, stream, in, out, scratch, NULL, N, rounds);
+    CHECK(failed == NULL, failed);
     uint32_t streams = 0;
     CHECK(aclmdlRIGetStreams(model, NULL, &streams) == 0, "aclmdlRIGetStreams");
     printf("ok %d streams %u\n", rounds, streams);

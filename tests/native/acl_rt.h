@@ -2,12 +2,14 @@
  * use, declared with the vendor's signatures (shared/reference/acl.md and the pages cited
  * in each program) in place of the vendor's acl/acl.h, which CI does not have. The programs
  * link against libascendcl by these names, as any AscendCL program does.
- * Also holds(): whether a device buffer holds one byte value throughout. */
+ * Also holds(): whether a device buffer holds one byte value throughout; and replay(): a
+ * model executed round after round with new input, checked each time. */
 #ifndef NPUD_TEST_ACL_RT_H
 #define NPUD_TEST_ACL_RT_H
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef int aclError;
 typedef void *aclrtStream;
@@ -75,6 +77,39 @@ static inline int holds(const void *dev, size_t size, unsigned char value) {
     for (size_t i = 0; ok && i < size; i++) ok = host[i] == value;
     free(host);
     return ok;
+}
+
+/* Executes `model` `rounds` times with the `size`-byte device buffer `in` set to the
+ * round's number first and `scratch` to 0: odd rounds with aclmdlRIExecuteAsync on
+ * `stream` and a stream synchronize, even ones with aclmdlRIExecute. After each, `out`
+ * must hold the round's number and `scratch` 0xee (the model's copy and memset ran), and
+ * `idle`, where given, still 0. Returns NULL, or what failed. */
+static inline const char *replay(aclmdlRI model, aclrtStream stream, void *in, void *out, void *scratch,
+                                 const void *idle, size_t size, int rounds) {
+    unsigned char *input = malloc(size);
+    const char *failed = input == NULL ? "malloc" : NULL;
+    for (int r = 1; failed == NULL && r <= rounds; r++) {
+        unsigned char value = (unsigned char)r;
+        memset(input, value, size);
+        if (aclrtMemcpy(in, size, input, size, ACL_MEMCPY_HOST_TO_DEVICE) != 0)
+            failed = "aclrtMemcpy";
+        else if (aclrtMemset(scratch, size, 0, size) != 0)
+            failed = "aclrtMemset";
+        else if (r % 2 && aclmdlRIExecuteAsync(model, stream) != 0)
+            failed = "aclmdlRIExecuteAsync";
+        else if (r % 2 && aclrtSynchronizeStream(stream) != 0)
+            failed = "aclrtSynchronizeStream";
+        else if (r % 2 == 0 && aclmdlRIExecute(model, -1) != 0)
+            failed = "aclmdlRIExecute";
+        else if (!holds(out, size, value))
+            failed = "replay-result";
+        else if (!holds(scratch, size, 0xee))
+            failed = "replay-memset";
+        else if (idle != NULL && !holds(idle, size, 0))
+            failed = "a-default-stream-ran-unactivated";
+    }
+    free(input);
+    return failed;
 }
 
 #endif
