@@ -107,6 +107,14 @@ pub fn acl_fork_app() -> &'static PathBuf {
     build("acl_fork.c", "ascendcl", "acl_fork", &[])
 }
 
+/// `native/acl_handoff.c` built once per process against libascendcl. Argument: N; it
+/// creates N streams on device 0 and starts a child with a raw clone (no fork handlers)
+/// that keeps every descriptor, the connection to npud included, until stdin closes; it
+/// prints `ready child PID`, then `ready parent PID`, and exits still holding its streams.
+pub fn acl_handoff_app() -> &'static PathBuf {
+    build("acl_handoff.c", "ascendcl", "acl_handoff", &[])
+}
+
 /// `native/acl_fork_asking.c` built once per process against libascendcl: a thread sets
 /// device 0 while the main thread, on a line from stdin, forks a child that never uses the
 /// device (`child PID`, holding until stdin closes) and then exits at once (`parent PID`).

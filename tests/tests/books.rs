@@ -479,6 +479,46 @@ fn a_program_killed_mid_start_up_leaves_nothing_on_the_books() {
     }
 }
 
+/// A process that exits while another process keeps its connection to npud open (a child
+/// made by a raw clone, which runs no fork handlers, so the interposer cannot close the
+/// copy): the driver frees the exited process's streams, and npud gives back what it
+/// booked to it too, within seconds, though the connection lives on. Before, npud kept
+/// them booked for as long as the child lived.
+#[test]
+fn a_process_that_exits_while_another_keeps_its_connection_leaves_nothing_booked() {
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let mut app = App::spawn({
+        let mut c = acl_command(npud_tests::native::acl_handoff_app(), &shared.path, Some((&d, HELD)));
+        c.arg(STREAMS.to_string());
+        c
+    });
+    let ready = |line: String, role: &str| match line.split_whitespace().collect::<Vec<_>>().as_slice() {
+        ["ready", r, pid] if *r == role => pid.parse::<u32>().expect("a pid"),
+        _ => panic!("expected the {role} ready, got: {line}"),
+    };
+    let child = ready(app.line(), "child");
+    let parent = ready(app.line(), "parent");
+    assert_eq!(app.child.id(), parent);
+    // Its stdin stays open: the child holds until the test is done.
+    let input = app.child.stdin.take();
+    assert!(app.child.wait().expect("wait").success(), "the parent ran cleanly");
+    assert!(std::path::Path::new(&format!("/proc/{child}")).exists(), "the child lives on, holding the connection");
+    assert!(
+        eventually(Duration::from_secs(15), || native_held(&d) == 0
+            && shared.held_by_others(npud) == 0
+            && d.device0()["in_use"] == 0),
+        "the parent is gone: npud {} (holders {:?}) against the driver's {}\n{}",
+        d.device0(),
+        npud_tests::native::holder_pids(&d),
+        shared.held_by_others(npud),
+        d.log()
+    );
+    assert!(d.log().contains("its process exited while another process kept its connection open"), "{}", d.log());
+    drop(input);
+}
+
 /// A program outside npud holding 100 streams (and its default one), and `acl_steps` under
 /// `npuctl run` with a grant of 80, waiting for its first step.
 fn steps_beside_an_outside_program(shared: &Shared, d: &Daemon) -> (App, App) {

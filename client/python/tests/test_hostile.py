@@ -53,3 +53,65 @@ def test_files_the_environment_names_are_read_with_a_bound(daemon, monkeypatch):
     dev.set_current()
     with dev.create_stream():
         assert dev.stream_budget["in_use"] == 1
+
+
+# A plain grpcio client that takes budget and then hands its connection to a child (a fork
+# with grpcio's fork handlers off, so the child keeps a copy of the socket) and exits.
+HANDOFF = r"""
+import os, queue, sys
+import grpc
+from npud.v1 import budget_pb2, budget_pb2_grpc
+
+calls = queue.Queue()
+def requests():
+    while (call := calls.get()) is not None:
+        yield call
+
+channel = grpc.insecure_channel("unix:" + sys.argv[1])
+replies = budget_pb2_grpc.BudgetServiceStub(channel).Budget(requests())
+calls.put(budget_pb2.BudgetCall(hello=budget_pb2.BudgetHello(program="handoff")))
+assert next(replies).WhichOneof("reply") == "welcome"
+calls.put(budget_pb2.BudgetCall(acquire=budget_pb2.AcquireBudgetRequest(device=0, count=40, wait_ms=10_000)))
+assert next(replies).WhichOneof("reply") == "acquired"
+child = os.fork()
+if child == 0:
+    sys.stdin.read()  # holds the copy of the connection until the test closes stdin
+    os._exit(0)
+print(os.getpid(), child, flush=True)
+os._exit(0)
+"""
+
+
+def test_a_budget_stream_ends_when_its_process_exits_though_a_child_keeps_the_connection(daemon):
+    """What a process was granted goes back when it exits, as the device frees what it
+    held, even while another process keeps its connection (and so its stream) open."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import eventually
+    from npud.v1 import admin_pb2, admin_pb2_grpc
+
+    env = dict(os.environ, GRPC_ENABLE_FORK_SUPPORT="0")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HANDOFF, str(daemon.socket)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        parent, child = map(int, proc.stdout.readline().split())
+        assert proc.wait(timeout=30) == 0 and proc.pid == parent
+        assert os.path.exists(f"/proc/{child}"), "the child lives on, holding the connection"
+        admin = admin_pb2_grpc.AdminServiceStub(unix_channel(daemon))
+
+        def holders():
+            return [(h.pid, h.streams) for h in admin.Status(admin_pb2.StatusRequest(), timeout=10).native_holders]
+
+        assert eventually(lambda: holders() == [], timeout=15), holders()
+        assert os.path.exists(f"/proc/{child}"), "npud did not wait for the child"
+    finally:
+        proc.stdin.close()  # the child sees its input end and exits
+        if proc.poll() is None:
+            proc.kill()

@@ -1,5 +1,6 @@
 use super::Api;
 use crate::daemon::budget::{NativeSession, Origin};
+use crate::error::{NpudError, Reason};
 use npud_proto::v1::{self as pb, budget_service_server::BudgetService};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,7 +15,8 @@ impl BudgetService for Api {
     type BudgetStream = Pin<Box<dyn Stream<Item = Result<pb::BudgetReply, Status>> + Send>>;
 
     /// One stream is one session: it is served by a task that ends (and gives back what
-    /// the session held) when the client's side ends or the response stream is dropped.
+    /// the session held) when the client's side ends, the response stream is dropped, or
+    /// the process that opened it has exited while its connection lives on.
     async fn budget(&self, req: Request<Streaming<pb::BudgetCall>>) -> Result<Response<Self::BudgetStream>, Status> {
         let caller = self.caller(&req)?;
         let origin = match req.extensions().get::<Arc<crate::tenancy::identity::Peer>>() {
@@ -29,6 +31,10 @@ impl BudgetService for Api {
                 let call = tokio::select! {
                     call = calls.message() => call,
                     _ = tx.closed() => break,
+                    () = session.process_exited() => {
+                        let _ = tx.try_send(Err(exited(&session)));
+                        break;
+                    }
                 };
                 let call = match call {
                     Ok(Some(call)) => call,
@@ -47,8 +53,12 @@ impl BudgetService for Api {
                 let reply = tokio::select! {
                     reply = session.answer(call) => reply,
                     _ = tx.closed() => break,
+                    () = session.process_exited() => {
+                        let _ = tx.try_send(Err(exited(&session)));
+                        break;
+                    }
                 };
-                if tx.send(Ok(reply)).await.is_err() {
+                if !matches!(session.unless_exited(tx.send(Ok(reply))).await, Some(Ok(()))) {
                     break;
                 }
             }
@@ -56,4 +66,15 @@ impl BudgetService for Api {
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
     }
+}
+
+/// What the stream ends with once its process has exited (`daemon::exits`).
+fn exited(session: &NativeSession) -> Status {
+    Status::from(NpudError::new(
+        Reason::SessionClosed,
+        format!(
+            "budget session closed: process {} that opened it has exited; what it held is given back",
+            session.pid()
+        ),
+    ))
 }

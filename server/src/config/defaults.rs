@@ -74,6 +74,9 @@ pub const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 pub const HEALTH_INTERVAL: Duration = Duration::from_millis(500);
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often npud asks whether the processes behind open budget sessions still run (a
+/// connection can outlive its process; `daemon::exits`).
+pub const PROCESS_CHECK: Duration = Duration::from_secs(1);
 /// Uids that are admins when the file names none.
 pub const ADMIN_UIDS: &[u32] = &[0];
 pub const LOG_FORMAT: &str = "text";

@@ -10,6 +10,7 @@ pub mod budget;
 pub mod callbacks;
 mod delivery;
 pub mod events;
+pub mod exits;
 pub mod health;
 pub mod metrics;
 pub mod reconcile;

@@ -1,8 +1,9 @@
 //! The budget wire: length-prefixed `BudgetCall`/`BudgetReply` frames on the daemon's
 //! Unix socket, after the 8-byte preface (see `budget.proto`). One connection is one
 //! process: what it holds goes back the moment the connection closes, whatever ended the
-//! process. A wait for budget is abandoned (and its place in the queue withdrawn) when the
-//! connection closes during it.
+//! process, or once its process has exited while another process keeps the connection
+//! open (`daemon::exits`). A wait for budget is abandoned (and its place in the queue
+//! withdrawn) when either happens during it.
 
 use crate::daemon::Daemon;
 use crate::daemon::budget::{NativeSession, Origin, error_reply};
@@ -55,10 +56,14 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             Ok(Some(call)) => call,
             Ok(None) => {
                 // Nothing whole to answer: what is answered goes out before more is awaited.
-                if write_frames(&mut conn, &mut held).await.is_err() || !read_more(&mut conn, &mut ahead).await {
-                    break;
+                let io = async {
+                    write_frames(&mut conn, &mut held).await.is_ok() && read_more(&mut conn, &mut ahead).await
+                };
+                match session.unless_exited(io).await {
+                    Some(true) => continue,
+                    Some(false) => break,
+                    None => return,
                 }
-                continue;
             }
             Err(e) => {
                 frame::put(&mut held, &error_reply(e));
@@ -70,31 +75,32 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
         let reply = match ready_now(answer.as_mut()).await {
             Some(reply) => reply,
             None => {
-                if write_frames(&mut conn, &mut held).await.is_err() {
+                if !matches!(session.unless_exited(write_frames(&mut conn, &mut held)).await, Some(Ok(()))) {
                     return;
                 }
                 // While a call waits the connection is watched: its end (the process died
                 // while it waited for budget) ends the wait at once, and calls sent ahead
-                // are kept.
+                // are kept, up to a bound.
                 loop {
-                    if ahead.len() >= MAX_AHEAD {
-                        break answer.await;
-                    }
+                    let room = ahead.len() < MAX_AHEAD;
                     tokio::select! {
                         reply = &mut answer => break reply,
-                        more = read_more(&mut conn, &mut ahead) => if !more {
+                        more = read_more(&mut conn, &mut ahead), if room => if !more {
                             return;
                         },
+                        () = session.process_exited() => return,
                     }
                 }
             }
         };
         frame::put(&mut held, &reply);
-        if held.len() >= MAX_HELD && write_frames(&mut conn, &mut held).await.is_err() {
+        if held.len() >= MAX_HELD
+            && !matches!(session.unless_exited(write_frames(&mut conn, &mut held)).await, Some(Ok(())))
+        {
             return;
         }
     }
-    let _ = write_frames(&mut conn, &mut held).await;
+    let _ = session.unless_exited(write_frames(&mut conn, &mut held)).await;
 }
 
 /// `answer`'s output if it is ready without waiting.

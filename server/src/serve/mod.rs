@@ -246,6 +246,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
     tokio::spawn(crate::daemon::health::monitor(Arc::clone(daemon), daemon.config().health_interval));
     tokio::spawn(crate::daemon::reconcile::run(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::books::keep(Arc::clone(daemon)));
+    tokio::spawn(crate::daemon::exits::watch(Arc::clone(daemon)));
     let d = Arc::clone(daemon);
     let period = (d.config().lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {

@@ -9,3 +9,4 @@ pub mod hpack;
 pub mod identity;
 pub mod inflight;
 pub mod limits;
+pub mod liveness;

@@ -3,6 +3,7 @@
 
 use crate::types::Tenant;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// One interposed process.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct Holder {
     /// Per device, the device's measurement count (its epoch) when the holder last
     /// reported what it created there, or was first granted there.
     pub reported: BTreeMap<u32, u64>,
+    /// Told when its process has exited while its connection stays open (another process
+    /// holds the descriptor): its session then ends (`daemon::exits`).
+    pub exited: Arc<tokio::sync::Notify>,
 }
 
 /// What one holder's falls withheld on one device since it was last measured.
@@ -58,6 +62,7 @@ impl Holder {
             reports_created: false,
             unmeasured: BTreeMap::new(),
             reported: BTreeMap::new(),
+            exited: Arc::new(tokio::sync::Notify::new()),
         }
     }
 

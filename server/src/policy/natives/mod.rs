@@ -220,6 +220,26 @@ impl Natives {
         h
     }
 
+    /// Tells the sessions of holders whose process `exited` says has exited to end, and
+    /// returns them (id, pid). `exited` runs without the lock held, and not for a holder
+    /// whose pid is unknown (0).
+    pub fn end_exited(&self, exited: impl Fn(u32) -> bool) -> Vec<(u64, u32)> {
+        let watched: Vec<_> = self
+            .lock()
+            .iter()
+            .filter(|(_, h)| h.pid != 0)
+            .map(|(&id, h)| (id, h.pid, std::sync::Arc::clone(&h.exited)))
+            .collect();
+        let mut ended = Vec::new();
+        for (id, pid, tell) in watched {
+            if exited(pid) {
+                tell.notify_one();
+                ended.push((id, pid));
+            }
+        }
+        ended
+    }
+
     /// Budget sessions open now.
     pub fn connections(&self) -> usize {
         self.lock().len()
@@ -284,6 +304,7 @@ fn take_from(map: &mut BTreeMap<u32, u32>, device: u32, n: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn holder(tenant: &str) -> Holder {
         Holder { program: "p".into(), ..Holder::new(7, Tenant::from(tenant), None, None) }
@@ -313,6 +334,29 @@ mod tests {
         assert_eq!(n.remove_events(a, 0, 9), 3);
         assert_eq!(n.events_held(a, 0), 0);
         assert_eq!(n.rows(None).iter().map(|r| (r.events, r.streams)).collect::<Vec<_>>(), [(1, 0)]);
+    }
+
+    #[test]
+    fn only_holders_whose_process_exited_are_told_to_end() {
+        let n = Natives::new(4, Duration::from_secs(60), Duration::ZERO);
+        let open = |pid| n.open(Holder::new(pid, Tenant::from("a"), None, None)).expect("open");
+        let (gone, running, unknown) = (open(11), open(12), open(0));
+        let exited = |of: u64| Arc::clone(&n.lock()[&of].exited);
+        let (told, kept, never) = (exited(gone), exited(running), exited(unknown));
+        let asked = std::sync::Mutex::new(Vec::new());
+        let ended = n.end_exited(|pid| {
+            asked.lock().unwrap().push(pid);
+            pid == 11
+        });
+        assert_eq!(ended, [(gone, 11)]);
+        assert!(!asked.lock().unwrap().contains(&0), "a pid of 0 names no process to ask about");
+        let now = |notify: &Arc<tokio::sync::Notify>| {
+            let waiting = notify.notified();
+            tokio::pin!(waiting);
+            waiting.as_mut().enable()
+        };
+        assert!(now(&told), "the exited process's session is told");
+        assert!(!now(&kept) && !now(&never), "the others are not");
     }
 
     #[test]

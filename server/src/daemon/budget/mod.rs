@@ -2,6 +2,8 @@
 //! transport carries its calls (the interposer's framed wire, or a `BudgetService.Budget`
 //! gRPC stream). The session is its connection: dropping it gives back everything it held.
 
+mod claims;
+
 use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
 use crate::policy::natives::Holder;
@@ -15,8 +17,6 @@ use std::time::{Duration, Instant};
 
 /// The most events one call may ask for.
 const MAX_EVENT_ASK: u32 = 4096;
-/// The most streams one capture may report past its grant (a device's whole budget).
-const MAX_CAPTURED: u32 = 4096;
 
 /// Who is on the other end, as the transport knows it.
 pub struct Origin {
@@ -43,12 +43,16 @@ pub struct NativeSession {
     daemon: Arc<Daemon>,
     caller: Caller,
     id: u64,
+    /// The pid of the process that opened it (0 when unknown).
+    pid: u32,
     /// The process (pid, start time), when known: what its declarations are checked against.
     process: Option<(u32, u64)>,
     /// Its pod's uid, for an allocation token it presents.
     pod: Option<String>,
     /// The creation batch this session has open per device (see `pacing`).
     batches: Mutex<HashMap<u32, Batch>>,
+    /// Told when its process has exited and the connection outlives it (`daemon::exits`).
+    exited: Arc<tokio::sync::Notify>,
 }
 
 impl NativeSession {
@@ -63,6 +67,7 @@ impl NativeSession {
         let process = start.map(|s| (origin.pid, s));
         let container = origin.container.map(|c| c.chars().take(12).collect());
         let holder = Holder::new(origin.pid, caller.tenant.clone(), container, start);
+        let exited = Arc::clone(&holder.exited);
         let Some(id) = daemon.natives.open(holder) else {
             return Err(NpudError::new(
                 Reason::TooManySessions,
@@ -70,7 +75,29 @@ impl NativeSession {
             ));
         };
         tracing::debug!(id, tenant = %caller.tenant, pid = origin.pid, "budget session opened");
-        Ok(Self { daemon, caller, id, process, pod: origin.pod, batches: Mutex::new(HashMap::new()) })
+        let (pid, pod, batches) = (origin.pid, origin.pod, Mutex::new(HashMap::new()));
+        Ok(Self { daemon, caller, id, pid, process, pod, batches, exited })
+    }
+
+    /// The pid of the process that opened the session (0 when unknown).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Resolves once npud has found that the process that opened the session has exited
+    /// while its connection lives on (another process holds the descriptor): the
+    /// transport then ends the session, and what it held goes back. Cancellation-safe.
+    pub async fn process_exited(&self) {
+        self.exited.notified().await
+    }
+
+    /// `work`'s output, or None once the session's process has exited (see
+    /// [`Self::process_exited`]); `work` is dropped then.
+    pub async fn unless_exited<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
+        tokio::select! {
+            out = work => Some(out),
+            () = self.process_exited() => None,
+        }
     }
 
     /// Answers one call. Cancellation-safe: dropping the future while an acquire waits
@@ -280,79 +307,6 @@ impl NativeSession {
         let n = self.daemon.natives.remove(self.id, r.device, r.count);
         self.daemon.admission.release_native(r.device, &self.caller.tenant, n);
         Ok(Reply::Released(pb::ReleaseBudgetResponse { share: Some(self.share(r.device)) }))
-    }
-
-    async fn declare(&self, d: &pb::DeclareBudgetRequest) -> Result<Reply, NpudError> {
-        let daemon = &self.daemon;
-        self.check_device(d.device)?;
-        if !daemon.natives.accepts_declarations() {
-            return Err(NpudError::new(
-                Reason::InvalidArgumentOther,
-                format!(
-                    "declarations are accepted only within {} of the daemon's start; acquire instead",
-                    humantime::format_duration(daemon.natives.declare_grace())
-                ),
-            ));
-        }
-        // Where the device counts its streams, what it shows outside the books now is all a
-        // declaration may claim.
-        let measured = daemon.backend.reports_device_free();
-        if measured && let Some((untracked, lowered)) = daemon.untracked_now(d.device).await {
-            daemon.apply_untracked(d.device, untracked, lowered).await;
-        }
-        let _mutation = daemon.health.mutation();
-        // What the last run recorded for this very process (pid and start time).
-        let (recorded, recorded_events) = match self.process {
-            Some((pid, start)) => {
-                daemon.natives.take_recorded(pid, start, &self.caller.tenant, d.device, (d.count > 0, d.events > 0))
-            }
-            None => (0, 0),
-        };
-        // The ledger and the holder change together, before anything can cancel this call: a
-        // declaration cut short must not leave streams booked to nobody.
-        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, recorded, measured);
-        daemon.natives.add(self.id, d.device, accepted);
-        // Declared streams exist: they are created, not a grant still to be filled.
-        let held = daemon.natives.held(self.id, d.device);
-        daemon.natives.set_created(self.id, d.device, held);
-        daemon.admission.make_room_for(d.device).await;
-        if accepted < d.count {
-            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
-        }
-        // Events: up to what was recorded for the process, beyond that only within what the
-        // tenant's max_events leaves (no vendor counts events); never past the device's table.
-        let table = daemon.device(d.device)?.event_limit;
-        let (quota, _) = daemon.quotas.get(&self.caller.tenant);
-        let tenant_events = daemon.tenant_events(&self.caller.tenant);
-        // Recorded events exist, so they count even over the quota; unrecorded ones only fill
-        // what the quota leaves after them.
-        let unrecorded_room = quota.max_events.saturating_sub(tenant_events.saturating_add(recorded_events));
-        let allowed = recorded_events.saturating_add(unrecorded_room);
-        let events_accepted = daemon.natives.declare_events(self.id, d.device, d.events.min(allowed), |on_device| {
-            table.saturating_sub(daemon.registry.device_events(d.device).saturating_add(on_device))
-        });
-        Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)), events_accepted }))
-    }
-
-    /// Streams a graph capture took beyond the process's grant: booked as the tenant's
-    /// debt (see `CapturedBudgetRequest`).
-    async fn captured(&self, c: &pb::CapturedBudgetRequest) -> Result<Reply, NpudError> {
-        if c.count == 0 || c.count > MAX_CAPTURED {
-            return Err(NpudError::new(
-                Reason::InvalidCount,
-                format!("a capture of {} streams; 1..={MAX_CAPTURED} per call", c.count),
-            ));
-        }
-        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
-        let _mutation = self.daemon.health.mutation();
-        // Booked and recorded together, before anything can cancel this call.
-        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count);
-        self.daemon.natives.add(self.id, c.device, accepted);
-        self.daemon.admission.make_room_for(c.device).await;
-        if accepted > 0 {
-            tracing::info!(tenant = %self.caller.tenant, device = c.device, streams = accepted, "a graph capture grew past its grant; booked as the tenant's debt");
-        }
-        Ok(Reply::Captured(pb::CapturedBudgetResponse { accepted, share: Some(self.share(c.device)) }))
     }
 
     fn share(&self, device: u32) -> pb::BudgetShare {

@@ -1,0 +1,85 @@
+//! What a budget session claims already exists: streams and events a process declares after
+//! npud restarted (checked against npud's own books and the device's count), and streams a
+//! graph capture took beyond its grant (booked as its tenant's debt).
+
+use super::NativeSession;
+use crate::error::{NpudError, Reason};
+use npud_proto::v1::{self as pb, budget_reply::Reply};
+
+/// The most streams one capture may report past its grant (a device's whole budget).
+const MAX_CAPTURED: u32 = 4096;
+
+impl NativeSession {
+    pub(super) async fn declare(&self, d: &pb::DeclareBudgetRequest) -> Result<Reply, NpudError> {
+        let daemon = &self.daemon;
+        self.check_device(d.device)?;
+        if !daemon.natives.accepts_declarations() {
+            return Err(NpudError::new(
+                Reason::InvalidArgumentOther,
+                format!(
+                    "declarations are accepted only within {} of the daemon's start; acquire instead",
+                    humantime::format_duration(daemon.natives.declare_grace())
+                ),
+            ));
+        }
+        // Where the device counts its streams, what it shows outside the books now is all a
+        // declaration may claim.
+        let measured = daemon.backend.reports_device_free();
+        if measured && let Some((untracked, lowered)) = daemon.untracked_now(d.device).await {
+            daemon.apply_untracked(d.device, untracked, lowered).await;
+        }
+        let _mutation = daemon.health.mutation();
+        // What the last run recorded for this very process (pid and start time).
+        let (recorded, recorded_events) = match self.process {
+            Some((pid, start)) => {
+                daemon.natives.take_recorded(pid, start, &self.caller.tenant, d.device, (d.count > 0, d.events > 0))
+            }
+            None => (0, 0),
+        };
+        // The ledger and the holder change together, before anything can cancel this call: a
+        // declaration cut short must not leave streams booked to nobody.
+        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, recorded, measured);
+        daemon.natives.add(self.id, d.device, accepted);
+        // Declared streams exist: they are created, not a grant still to be filled.
+        let held = daemon.natives.held(self.id, d.device);
+        daemon.natives.set_created(self.id, d.device, held);
+        daemon.admission.make_room_for(d.device).await;
+        if accepted < d.count {
+            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
+        }
+        // Events: up to what was recorded for the process, beyond that only within what the
+        // tenant's max_events leaves (no vendor counts events); never past the device's table.
+        let table = daemon.device(d.device)?.event_limit;
+        let (quota, _) = daemon.quotas.get(&self.caller.tenant);
+        let tenant_events = daemon.tenant_events(&self.caller.tenant);
+        // Recorded events exist, so they count even over the quota; unrecorded ones only fill
+        // what the quota leaves after them.
+        let unrecorded_room = quota.max_events.saturating_sub(tenant_events.saturating_add(recorded_events));
+        let allowed = recorded_events.saturating_add(unrecorded_room);
+        let events_accepted = daemon.natives.declare_events(self.id, d.device, d.events.min(allowed), |on_device| {
+            table.saturating_sub(daemon.registry.device_events(d.device).saturating_add(on_device))
+        });
+        Ok(Reply::Declared(pb::DeclareBudgetResponse { accepted, share: Some(self.share(d.device)), events_accepted }))
+    }
+
+    /// Streams a graph capture took beyond the process's grant: booked as the tenant's
+    /// debt (see `CapturedBudgetRequest`).
+    pub(super) async fn captured(&self, c: &pb::CapturedBudgetRequest) -> Result<Reply, NpudError> {
+        if c.count == 0 || c.count > MAX_CAPTURED {
+            return Err(NpudError::new(
+                Reason::InvalidCount,
+                format!("a capture of {} streams; 1..={MAX_CAPTURED} per call", c.count),
+            ));
+        }
+        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
+        let _mutation = self.daemon.health.mutation();
+        // Booked and recorded together, before anything can cancel this call.
+        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count);
+        self.daemon.natives.add(self.id, c.device, accepted);
+        self.daemon.admission.make_room_for(c.device).await;
+        if accepted > 0 {
+            tracing::info!(tenant = %self.caller.tenant, device = c.device, streams = accepted, "a graph capture grew past its grant; booked as the tenant's debt");
+        }
+        Ok(Reply::Captured(pb::CapturedBudgetResponse { accepted, share: Some(self.share(c.device)) }))
+    }
+}
