@@ -148,13 +148,25 @@ fn open_table(path: &std::path::Path) -> std::io::Result<File> {
     std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
 }
 
-/// Whether `pid` names a live process (a zombie counts as dead: its streams are freed).
+/// Whether `pid` names a live process. A zombie has exited and its streams are freed,
+/// unless it is a thread-group leader whose own thread left (`pthread_exit` in `main`)
+/// while other threads of the process go on: the process still runs, and holds its
+/// streams until its last thread leaves (the kernel shows such a leader as a zombie).
 fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised command name, which may itself hold spaces.
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Ok(stat) => match stat.rsplit_once(')') {
+            Some((_, rest)) if rest.trim_start().starts_with('Z') => other_threads(pid),
+            Some(_) => true,
+            None => false,
+        },
         Err(_) => false,
     }
+}
+
+/// Whether process `pid` has threads besides its leader.
+fn other_threads(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| tasks.take(2).count() > 1)
 }
 
 #[cfg(test)]

@@ -115,6 +115,13 @@ pub fn acl_handoff_app() -> &'static PathBuf {
     build("acl_handoff.c", "ascendcl", "acl_handoff", &[])
 }
 
+/// `native/acl_leader_exit.c` built once per process against libascendcl. Argument: N; the
+/// main thread leaves with `pthread_exit` and a worker sets device 0 and creates N streams,
+/// prints `ok N`, holds them until stdin closes, then `done`.
+pub fn acl_leader_exit_app() -> &'static PathBuf {
+    build("acl_leader_exit.c", "ascendcl", "acl_leader_exit", &["-pthread"])
+}
+
 /// `native/acl_fork_asking.c` built once per process against libascendcl: a thread sets
 /// device 0 while the main thread, on a line from stdin, forks a child that never uses the
 /// device (`child PID`, holding until stdin closes) and then exits at once (`parent PID`).

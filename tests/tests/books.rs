@@ -519,6 +519,37 @@ fn a_process_that_exits_while_another_keeps_its_connection_leaves_nothing_booked
     drop(input);
 }
 
+/// A process whose main thread left (`pthread_exit`) runs on in its other threads: the
+/// kernel shows its leader as a zombie, but the process has not exited, so the driver keeps
+/// its streams and npud keeps its session, both for as long as the last thread lives.
+#[test]
+fn a_process_whose_main_thread_left_keeps_its_streams_on_both_sides() {
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let npud = d.pid();
+    let program = npud_tests::native::acl_leader_exit_app();
+    for under_npud in [false, true] {
+        let mut app = App::spawn({
+            let mut c = acl_command(program, &shared.path, under_npud.then_some((&d, HELD)));
+            c.arg(STREAMS.to_string());
+            c
+        });
+        assert_eq!(app.started(), Ok(vec![STREAMS.to_string()]));
+        let booked = || if under_npud { native_created(&d) } else { 0 };
+        // Long enough for npud to have asked the kernel about the process twice over.
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(shared.held_by_others(npud), HELD, "the driver still holds the process's streams");
+        assert_eq!(booked(), u64::from(if under_npud { HELD } else { 0 }), "npud's books: {}", d.log());
+        drop(app.child.stdin.take());
+        assert_eq!(app.line(), "done");
+        assert!(app.child.wait().expect("wait").success());
+        assert!(
+            eventually(Duration::from_secs(10), || shared.held_by_others(npud) == 0 && booked() == 0),
+            "all given back"
+        );
+    }
+}
+
 /// A program outside npud holding 100 streams (and its default one), and `acl_steps` under
 /// `npuctl run` with a grant of 80, waiting for its first step.
 fn steps_beside_an_outside_program(shared: &Shared, d: &Daemon) -> (App, App) {
