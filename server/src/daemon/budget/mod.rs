@@ -1,6 +1,7 @@
 //! One budget session: a process that creates streams in its own context, whichever
 //! transport carries its calls (the interposer's framed wire, or a `BudgetService.Budget`
-//! gRPC stream). The session is its connection: dropping it gives back everything it held.
+//! gRPC stream). The session lives as long as its connection and the process that opened
+//! it (`daemon::exits`); dropping it gives back everything it held.
 
 mod claims;
 
