@@ -732,3 +732,28 @@ fn npuctl_run_exits_as_a_shell_does() {
     assert!(said.contains("Permission denied"), "{said}");
     assert_eq!(run(Path::new("sh"), &["-c", "exit 3"]).0, Some(3), "the program's own status");
 }
+
+/// An interposer whose path holds a space or a colon cannot be named in LD_PRELOAD (the
+/// loader splits the list there): `npuctl run` says so and runs nothing, where the program
+/// would otherwise have run without the interposer, unadmitted.
+#[test]
+fn npuctl_run_refuses_an_interposer_path_ld_preload_cannot_carry() {
+    let dir = tempfile::tempdir().unwrap();
+    for odd in ["my libs", "libs:old"] {
+        let lib = dir.path().join(odd).join("libnpud_preload.so");
+        std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+        std::fs::copy(native::preload_library(), &lib).unwrap();
+        let marker = dir.path().join("ran");
+        let out = std::process::Command::new(bin("npuctl"))
+            .args(["run", "--library"])
+            .arg(&lib)
+            .args(["--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains("LD_PRELOAD cannot carry") && said.contains(odd), "{said}");
+        assert!(!marker.exists(), "the program never ran");
+    }
+}

@@ -46,6 +46,27 @@ fn library(explicit: Option<&Path>) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("cannot find {LIBRARY} next to npuctl or at {INSTALLED}; pass --library"))
 }
 
+/// `LD_PRELOAD` with the interposer first and the caller's own list after it. The loader
+/// splits the list at spaces and colons and has no escape for either (ld.so(8)), so a
+/// library path holding one would be cut in two and the program would run without the
+/// interposer, the loader's complaint its only sign: refused here instead. Built from the
+/// path's bytes, so a path that is not UTF-8 is passed on as it is.
+fn preload_list(lib: &Path) -> anyhow::Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    anyhow::ensure!(
+        !lib.as_os_str().as_bytes().iter().any(|b| matches!(b, b' ' | b':')),
+        "the interposer's path {} holds a space or a colon, which LD_PRELOAD cannot carry; \
+         put the library where its path has neither and pass --library",
+        lib.display()
+    );
+    let mut list = lib.as_os_str().to_owned();
+    if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+        list.push(" ");
+        list.push(existing);
+    }
+    Ok(list)
+}
+
 /// The exit status when the program was not found, and when it was found but could not
 /// be executed: a shell's, and `env`'s, `timeout`'s and `sudo`'s, so scripts that wrap a
 /// command in `npuctl run` tell these apart from the program's own failures.
@@ -61,9 +82,9 @@ pub fn exec(args: &RunArgs, socket: Option<&Path>) -> (anyhow::Error, u8) {
         Err(e) => return (e, 1),
     };
     let socket = socket.map_or_else(npud_proto::default_socket_path, Path::to_path_buf);
-    let preload = match std::env::var("LD_PRELOAD").ok().filter(|p| !p.is_empty()) {
-        Some(existing) => format!("{} {existing}", lib.display()),
-        None => lib.display().to_string(),
+    let preload = match preload_list(&lib) {
+        Ok(p) => p,
+        Err(e) => return (e, 1),
     };
     let Some((program, rest)) = args.command.split_first() else {
         return (anyhow::anyhow!("no program to run"), 1);
