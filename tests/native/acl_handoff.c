@@ -18,12 +18,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "acl_rt.h"
 #include "check.h"
-
-typedef void *aclrtStream;
-int aclInit(const char *);
-int aclrtSetDevice(int32_t);
-int aclrtCreateStream(aclrtStream *);
 
 #define MAX_STREAMS 1024
 

@@ -15,12 +15,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-typedef void *aclrtStream;
-int aclInit(const char *);
-int aclrtSetDevice(int32_t);
-int aclrtResetDevice(int32_t);
-int aclrtCreateStream(aclrtStream *);
-int aclrtDestroyStream(aclrtStream);
+#include "acl_rt.h"
 
 #define MAX_STREAMS 1024
 

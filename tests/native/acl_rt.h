@@ -1,7 +1,8 @@
-/* The part of the AscendCL runtime API the graph, model and host-function test programs
- * use, declared with the vendor's signatures (shared/reference/acl.md and the pages cited
- * in each program) in place of the vendor's acl/acl.h, which CI does not have. The programs
- * link against libascendcl by these names, as any AscendCL program does.
+/* The part of the AscendCL runtime API the test programs that include it use (graphs,
+ * models, host functions, processes that end in unusual ways), declared with the vendor's
+ * signatures (shared/reference/acl.md and the pages cited in each program) in place of
+ * the vendor's acl/acl.h, which CI does not have. The programs link against libascendcl by
+ * these names, as any AscendCL program does.
  * Also holds(): whether a device buffer holds one byte value throughout; and replay(): a
  * model executed round after round with new input, checked each time. */
 #ifndef NPUD_TEST_ACL_RT_H
