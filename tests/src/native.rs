@@ -169,6 +169,17 @@ pub fn cuda_edges_app() -> &'static PathBuf {
     build("cuda_edges.c", "cuda", "cuda_edges", &[])
 }
 
+/// `native/cuda_green.c` built once per process against libcuda: (linked, fetching the
+/// driver through cuGetProcAddress_v2). ARG N: N streams in a green context of device 0;
+/// prints `ok N SMS` (or `fail CODE after K`), on a line destroys the green context
+/// (`detached RC`), and when stdin closes destroys the streams (`done`).
+pub fn cuda_green_apps() -> (&'static PathBuf, &'static PathBuf) {
+    (
+        build("cuda_green.c", "cuda", "cuda_green", &[]),
+        build("cuda_green.c", "cuda", "cuda_green_pa", &["-DUSE_PROC_ADDRESS"]),
+    )
+}
+
 /// `native/cuda_contexts.c` built once per process against libcuda: ARGS `ON0 ON1`,
 /// streams made on devices 0 and 1 through the context stack (push, pop, create,
 /// destroy, set NULL); prints `ok`, holds them until stdin closes, prints `done`.

@@ -14,6 +14,9 @@ use crate::{CuResult, INVALID_VALUE, put, visible};
 /// (HOST_NUMA_MULTINODE_IPC_SUPPORTED), which cuda-bindings 12.9 may ask a 12.8 driver for.
 const LAST_ATTRIBUTE: i32 = 143;
 
+/// An A100's SMs: its multiprocessor count, and what a green context's resource holds.
+pub(crate) const MULTIPROCESSORS: u32 = 108;
+
 /// CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, _PCI_DEVICE_ID and _PCI_DOMAIN_ID.
 const PCI_BUS_ID: i32 = 33;
 const PCI_DEVICE_ID: i32 = 34;
@@ -26,24 +29,24 @@ pub fn value(attribute: i32, physical: u32) -> Option<i32> {
     }
     let (domain, bus, device) = pci_parts(&visible::pci_bus_id(physical));
     Some(match attribute {
-        1 => 1024,       // MAX_THREADS_PER_BLOCK
-        2 | 3 => 1024,   // MAX_BLOCK_DIM_X, _Y
-        4 => 64,         // MAX_BLOCK_DIM_Z
-        5 => i32::MAX,   // MAX_GRID_DIM_X
-        6 | 7 => 65535,  // MAX_GRID_DIM_Y, _Z
-        8 => 48 * 1024,  // MAX_SHARED_MEMORY_PER_BLOCK
-        9 => 64 * 1024,  // TOTAL_CONSTANT_MEMORY
-        10 => 32,        // WARP_SIZE
-        11 => i32::MAX,  // MAX_PITCH
-        12 => 65536,     // MAX_REGISTERS_PER_BLOCK
-        13 => 1_410_000, // CLOCK_RATE (kHz)
-        14 => 512,       // TEXTURE_ALIGNMENT
-        15 => 1,         // GPU_OVERLAP
-        16 => 108,       // MULTIPROCESSOR_COUNT
-        19 => 1,         // CAN_MAP_HOST_MEMORY
-        30 => 512,       // SURFACE_ALIGNMENT
-        31 => 1,         // CONCURRENT_KERNELS
-        32 => 1,         // ECC_ENABLED
+        1 => 1024,                    // MAX_THREADS_PER_BLOCK
+        2 | 3 => 1024,                // MAX_BLOCK_DIM_X, _Y
+        4 => 64,                      // MAX_BLOCK_DIM_Z
+        5 => i32::MAX,                // MAX_GRID_DIM_X
+        6 | 7 => 65535,               // MAX_GRID_DIM_Y, _Z
+        8 => 48 * 1024,               // MAX_SHARED_MEMORY_PER_BLOCK
+        9 => 64 * 1024,               // TOTAL_CONSTANT_MEMORY
+        10 => 32,                     // WARP_SIZE
+        11 => i32::MAX,               // MAX_PITCH
+        12 => 65536,                  // MAX_REGISTERS_PER_BLOCK
+        13 => 1_410_000,              // CLOCK_RATE (kHz)
+        14 => 512,                    // TEXTURE_ALIGNMENT
+        15 => 1,                      // GPU_OVERLAP
+        16 => MULTIPROCESSORS as i32, // MULTIPROCESSOR_COUNT
+        19 => 1,                      // CAN_MAP_HOST_MEMORY
+        30 => 512,                    // SURFACE_ALIGNMENT
+        31 => 1,                      // CONCURRENT_KERNELS
+        32 => 1,                      // ECC_ENABLED
         PCI_BUS_ID => bus,
         PCI_DEVICE_ID => device,
         36 => 1_593_000,        // MEMORY_CLOCK_RATE (kHz)

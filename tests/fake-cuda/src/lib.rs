@@ -23,6 +23,7 @@ mod context;
 mod defaults;
 mod events;
 mod gate;
+mod green;
 mod memory;
 mod proc_address;
 mod visible;
@@ -36,6 +37,7 @@ use std::time::Duration;
 pub use attributes::cuDeviceGetAttribute;
 pub use context::*;
 pub use events::*;
+pub use green::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
     ILLEGAL_STATE, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND,
@@ -85,6 +87,8 @@ struct Inner {
     contexts: HashMap<usize, u32>,
     /// The context each stream was created in, so destroying a context destroys them.
     stream_ctx: HashMap<usize, usize>,
+    /// Green contexts and the resource descriptors they are made from (`green`).
+    green: green::Green,
 }
 
 pub(crate) struct Rt {
@@ -204,6 +208,34 @@ impl Rt {
         }
         self.give_shared(dev.id(), 1);
         dev.destroy_stream(id).map_err(sim)
+    }
+    /// Makes a stream on physical device `dev` in context `ctx` (a green context's handle
+    /// for its streams), taking one from the shared budget; OUT_OF_MEMORY when the device
+    /// has none left. Out-of-range priorities are clamped, as the driver does.
+    ///
+    /// # Safety
+    /// `out` is a valid, non-null out-pointer.
+    unsafe fn create_stream(&self, out: *mut usize, dev: u32, flags: u32, priority: i32, ctx: usize) -> CuResult {
+        let clamped = priority.clamp(GREATEST_PRIORITY, LEAST_PRIORITY);
+        if let Some(shared) = &self.shared
+            && shared.take(dev, 1).is_err()
+        {
+            return OUT_OF_MEMORY;
+        }
+        match self.devices[dev as usize].create_stream((clamped - GREATEST_PRIORITY) as u32, 0) {
+            Ok(id) => {
+                let mut inner = self.lock();
+                let h = Rt::mint(&mut inner);
+                inner.streams.insert(h, (dev, id, flags, clamped));
+                inner.stream_ctx.insert(h, ctx);
+                // SAFETY: per this function's contract.
+                unsafe { put(out, h) }
+            }
+            Err(e) => {
+                self.give_shared(dev, 1);
+                sim(e)
+            }
+        }
     }
     fn next_host_call(&self) -> u64 {
         let mut inner = self.lock();
@@ -414,29 +446,11 @@ pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, p
         return INVALID_VALUE;
     }
     let dev = match r.current() {
-        Ok(d) => d,
+        Ok(d) => d.id(),
         Err(e) => return e,
     };
-    let clamped = priority.clamp(GREATEST_PRIORITY, LEAST_PRIORITY);
-    if let Some(shared) = &r.shared
-        && shared.take(dev.id(), 1).is_err()
-    {
-        return OUT_OF_MEMORY;
-    }
-    match dev.create_stream((clamped - GREATEST_PRIORITY) as u32, 0) {
-        Ok(id) => {
-            let mut inner = r.lock();
-            let h = Rt::mint(&mut inner);
-            inner.streams.insert(h, (dev.id(), id, flags, clamped));
-            inner.stream_ctx.insert(h, CURRENT.with(std::cell::Cell::get));
-            // SAFETY: checked non-null out-pointer.
-            unsafe { put(s, h) }
-        }
-        Err(e) => {
-            r.give_shared(dev.id(), 1);
-            sim(e)
-        }
-    }
+    // SAFETY: checked non-null out-pointer.
+    unsafe { r.create_stream(s, dev, flags, priority, CURRENT.with(std::cell::Cell::get)) }
 }
 
 #[unsafe(no_mangle)]

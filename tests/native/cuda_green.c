@@ -1,0 +1,122 @@
+/* A CUDA driver program with no npud code in it that makes its streams in a green context
+ * (CUDA 12.4+, the driver API's "Green Contexts"): device 0's SMs as a resource
+ * (cuDeviceGetDevResource), a descriptor of them (cuDevResourceGenerateDesc), a green
+ * context with its default stream (cuGreenCtxCreate), and N streams in it
+ * (cuGreenCtxStreamCreate, which must be given CU_STREAM_NON_BLOCKING).
+ *
+ *   cuda_green N
+ *
+ * Prints "ok N SMS" once all N exist (SMS: the resource's SM count), or "fail CODE after K"
+ * when creation K+1 failed (the process then exits without cleaning up). On a line of
+ * input it destroys the green context, which leaves its streams to cuStreamDestroy
+ * ("detached RC"); when input ends it destroys the streams and prints "done".
+ * Built as is, it links against libcuda; with -DUSE_PROC_ADDRESS it fetches every entry
+ * point through cuGetProcAddress_v2 from a driver it dlopen()ed RTLD_LOCAL, as a static
+ * cudart or cuda.bindings does. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef unsigned int CUresult;
+typedef void *CUstream;
+typedef void *CUgreenCtx;
+typedef void *CUdevResourceDesc;
+/* cuda.h's CUdevResource: its type, 92 bytes the driver keeps, then the SM figures. */
+typedef struct {
+    int type;
+    unsigned char internal[92];
+    union {
+        struct {
+            unsigned int smCount;
+        } sm;
+        unsigned char oversize[48];
+    };
+} CUdevResource;
+#define CU_DEV_RESOURCE_TYPE_SM 1
+#define CU_GREEN_CTX_DEFAULT_STREAM 0x1u
+#define CU_STREAM_NON_BLOCKING 0x1u
+
+#define DRIVER_CALLS(X)                                                   \
+    X(cuInit, (unsigned))                                                 \
+    X(cuDeviceGetDevResource, (int, CUdevResource *, int))                \
+    X(cuDevResourceGenerateDesc, (CUdevResourceDesc *, CUdevResource *, unsigned)) \
+    X(cuGreenCtxCreate, (CUgreenCtx *, CUdevResourceDesc, int, unsigned)) \
+    X(cuGreenCtxStreamCreate, (CUstream *, CUgreenCtx, unsigned, int))    \
+    X(cuGreenCtxDestroy, (CUgreenCtx))                                    \
+    X(cuStreamDestroy, (CUstream))
+
+#ifdef USE_PROC_ADDRESS
+#include <dlfcn.h>
+#define DECLARE(name, args) static CUresult(*name) args;
+DRIVER_CALLS(DECLARE)
+
+static void load(void) {
+    const char *path = getenv("CUDA_APP_LIBRARY");
+    void *h = dlopen(path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    CUresult (*get)(const char *, void **, int, uint64_t, int *) = NULL;
+    if (h) *(void **)&get = dlsym(h, "cuGetProcAddress_v2");
+    if (!get) {
+        fprintf(stderr, "no driver or no cuGetProcAddress_v2\n");
+        exit(3);
+    }
+    int status = 0;
+    CUresult rc = 0;
+    /* CUDA 12.5, the first with cuGreenCtxStreamCreate. */
+#define FETCH(name, args) rc |= get(#name, (void **)&name, 12050, 0, &status);
+    DRIVER_CALLS(FETCH)
+    if (rc != 0) {
+        fprintf(stderr, "cuGetProcAddress_v2 failed\n");
+        exit(3);
+    }
+}
+#else
+#define DECLARE(name, args) CUresult name args;
+DRIVER_CALLS(DECLARE)
+static void load(void) {}
+#endif
+
+#define MAX_STREAMS 4096
+
+int main(int argc, char **argv) {
+    static CUstream streams[MAX_STREAMS];
+    int n = argc > 1 ? atoi(argv[1]) : 0;
+    if (n <= 0 || n > MAX_STREAMS) {
+        printf("fail usage: cuda_green N (1..4096)\n");
+        return 1;
+    }
+    load();
+    CUdevResource sms;
+    CUdevResourceDesc desc;
+    CUgreenCtx green;
+    memset(&sms, 0, sizeof sms);
+    if (cuInit(0) != 0 || cuDeviceGetDevResource(0, &sms, CU_DEV_RESOURCE_TYPE_SM) != 0 ||
+        cuDevResourceGenerateDesc(&desc, &sms, 1) != 0 ||
+        cuGreenCtxCreate(&green, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) != 0) {
+        printf("fail the green context\n");
+        return 1;
+    }
+    for (int i = 0; i < n; i++) {
+        CUresult rc = cuGreenCtxStreamCreate(&streams[i], green, CU_STREAM_NON_BLOCKING, 0);
+        if (rc != 0) {
+            printf("fail %u after %d\n", rc, i);
+            return 1;
+        }
+    }
+    printf("ok %d %u\n", n, sms.sm.smCount);
+    fflush(stdout);
+    char line[64];
+    if (fgets(line, sizeof line, stdin)) {
+        printf("detached %u\n", cuGreenCtxDestroy(green));
+        fflush(stdout);
+        while (fgets(line, sizeof line, stdin)) {
+        }
+    }
+    for (int i = 0; i < n; i++)
+        if (cuStreamDestroy(streams[i]) != 0) {
+            printf("fail cuStreamDestroy\n");
+            return 1;
+        }
+    printf("done\n");
+    return 0;
+}
