@@ -5,7 +5,9 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, cuda_apps, cuda_command, cuda_daemon, native_held, release_as_granted};
+use npud_tests::native::{
+    App, Shared, cuda_apps, cuda_command, cuda_daemon, native_created, native_held, release_as_granted,
+};
 use npud_tests::{Daemon, eventually};
 use std::collections::HashMap;
 use std::path::Path;
@@ -180,4 +182,62 @@ fn a_reset_or_released_primary_context_gives_its_streams_back() {
     // CUDA has no device-wide free count: nothing is ever withheld as untracked.
     assert_eq!(d.device0()["untracked"], 0, "{}", d.device0());
     assert_eq!(d.device0()["available"], d.device0()["capacity"]);
+}
+
+/// Streams made in a green context (cuGreenCtxStreamCreate, CUDA 12.4+) are admitted on
+/// the green context's device like any other, through a linked driver and through
+/// cuGetProcAddress alike. cuGreenCtxDestroy leaves them to cuStreamDestroy, so they stay
+/// booked, as the driver keeps them, until each is destroyed. The best-known interposer
+/// hooks none of this (shared/reference/interposition.md, section 2): a tenant could
+/// create past its quota there.
+#[test]
+fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
+    let (linked, fetched) = npud_tests::native::cuda_green_apps();
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("budget");
+    let d = cuda_daemon(&shared, &[]);
+    let driver = Shared::at(&shared);
+    for program in [linked, fetched] {
+        for npud in [None, Some((&d, STREAMS))] {
+            let mut cmd = cuda_command(program, &shared, npud);
+            cmd.arg(STREAMS.to_string());
+            let mut app = App::spawn(cmd);
+            assert_eq!(app.started(), Ok(vec![STREAMS.to_string(), "108".to_string()]), "{}", program.display());
+            let booked = || if npud.is_some() { native_created(&d) } else { 0 };
+            let counted = |n: u32| {
+                eventually(Duration::from_secs(10), || {
+                    driver.held_by_others(d.pid()) == n && booked() == u64::from(if npud.is_some() { n } else { 0 })
+                })
+            };
+            assert!(counted(STREAMS), "npud {} against the driver's {}", booked(), driver.held_by_others(d.pid()));
+            app.say("go");
+            assert_eq!(app.line(), "detached 0");
+            assert!(
+                counted(STREAMS),
+                "after cuGreenCtxDestroy: npud {} against the driver's {}",
+                booked(),
+                driver.held_by_others(d.pid())
+            );
+            drop(app.child.stdin.take());
+            assert_eq!(app.line(), "done");
+            assert!(app.child.wait().unwrap().success());
+            assert!(
+                counted(0),
+                "all destroyed: npud {} against the driver's {}",
+                booked(),
+                driver.held_by_others(d.pid())
+            );
+        }
+    }
+    // A tenant's quota holds in a green context too: the 11th stream is refused as the
+    // driver refuses one (CUDA_ERROR_OUT_OF_MEMORY), and nothing stays booked.
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "10"]).status.success());
+    for program in [linked, fetched] {
+        let mut cmd = cuda_command(program, &shared, Some((&d, 10)));
+        cmd.arg(STREAMS.to_string());
+        let mut app = App::spawn(cmd);
+        assert_eq!(app.started(), Err(2), "{}", program.display());
+        assert!(!app.child.wait().unwrap().success(), "it exits at the refusal");
+        assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && driver.held_by_others(d.pid()) == 0));
+    }
 }

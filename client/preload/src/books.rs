@@ -45,6 +45,9 @@ pub struct Books {
     contexts: Map<usize, u32>,
     /// CUDA primary contexts this process retained: device → (context, retains).
     primary: Map<u32, (usize, u32)>,
+    /// CUDA green contexts this process made: handle → device. Their streams outlive them
+    /// (cuGreenCtxDestroy leaves them to cuStreamDestroy), so they are booked as streams.
+    green: Map<usize, u32>,
     /// Streams for internal synchronisation each AscendCL context holds beside its default
     /// stream: 1 on the inference parts, else 0 (`npud_proto::soc`).
     context_sync: u32,
@@ -272,6 +275,19 @@ impl Books {
     /// The primary context of `device`, if this process retained it.
     pub fn primary_context(&self, device: u32) -> Option<usize> {
         self.primary.get(&device).map(|(ctx, _)| *ctx)
+    }
+
+    /// A green context was made on `device`, or (None) destroyed.
+    pub fn set_green(&mut self, ctx: usize, device: Option<u32>) {
+        match device {
+            Some(d) => self.green.insert(ctx, d),
+            None => self.green.remove(&ctx),
+        };
+    }
+
+    /// The device of a green context this process made.
+    pub fn green_device(&self, ctx: usize) -> Option<u32> {
+        self.green.get(&ctx).copied()
     }
 
     /// After npud restarted and counted the declared streams: the grant is what is used.

@@ -1,5 +1,6 @@
 //! The CUDA driver hooks: `cuInit` (the hello to npud goes out there), stream creation
-//! and destruction, context destruction (which destroys the context's streams), and
+//! and destruction (green contexts' streams included), context destruction (which
+//! destroys the context's streams), and
 //! `cuGetProcAddress(_v2)`, through which the CUDA runtime (since 11.3) fetches every
 //! driver entry point, so symbol interposition alone would catch nothing a cudart
 //! program does. A CUDA context's NULL stream is not a created stream and costs no
@@ -71,9 +72,20 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
 
 /// Admits one stream on the current context's device, runs `create`, books the outcome.
 fn create(out: *mut Handle, create: impl Fn() -> CuResult) -> CuResult {
+    create_in(out, |_| current(), create)
+}
+
+/// Admits one stream in the context `place` names (its handle and device; None: one this
+/// process cannot place, created unadmitted as the driver decides), runs `create`, books
+/// the outcome.
+fn create_in(
+    out: *mut Handle,
+    place: impl FnOnce(&'static Process) -> Option<(usize, u32)>,
+    create: impl Fn() -> CuResult,
+) -> CuResult {
     hook_or(
         |p: &'static Process| {
-            let Some((ctx, device)) = current().filter(|_| !out.is_null()) else { return create() };
+            let Some((ctx, device)) = place(p).filter(|_| !out.is_null()) else { return create() };
             p.devices.learn(device, || uuid_of(device));
             if p.admit(device, 1).is_err() {
                 return OUT_OF_MEMORY;
@@ -211,6 +223,60 @@ pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
     real!(&LIBRARY, cuDevicePrimaryCtxReset_v2: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
 }
 
+type GreenCreateFn = unsafe extern "C" fn(*mut Handle, Handle, i32, u32) -> CuResult;
+type GreenStreamFn = unsafe extern "C" fn(*mut Handle, Handle, u32, i32) -> CuResult;
+
+/// cuGreenCtxCreate: remembers the green context's device, where its streams are booked.
+#[unsafe(no_mangle)]
+pub extern "C" fn cuGreenCtxCreate(ctx: *mut Handle, desc: Handle, dev: i32, flags: u32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuGreenCtxCreate: GreenCreateFn) else { return UNKNOWN };
+    // SAFETY (both closures): the driver function with the caller's arguments.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(ctx, desc, dev, flags) };
+            if rc == 0
+                && !ctx.is_null()
+                && let Ok(device) = u32::try_from(dev)
+            {
+                // SAFETY: the driver filled the caller's non-null out-pointer.
+                p.set_green(unsafe { *ctx } as usize, Some(device));
+            }
+            rc
+        },
+        || unsafe { real(ctx, desc, dev, flags) },
+        UNKNOWN,
+    )
+}
+
+/// cuGreenCtxStreamCreate: a stream in a green context, admitted on its device like any
+/// other (the context current to the thread plays no part, as in the driver).
+#[unsafe(no_mangle)]
+pub extern "C" fn cuGreenCtxStreamCreate(stream: *mut Handle, ctx: Handle, flags: u32, priority: i32) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuGreenCtxStreamCreate: GreenStreamFn) else { return UNKNOWN };
+    let place = |p: &'static Process| p.green_device(ctx as usize).map(|d| (ctx as usize, d));
+    // SAFETY: the driver function with the caller's arguments.
+    create_in(stream, place, || unsafe { real(stream, ctx, flags, priority) })
+}
+
+/// cuGreenCtxDestroy: the context goes; the streams made in it stay booked until each is
+/// destroyed ("The API does not destroy streams created via cuGreenCtxStreamCreate").
+#[unsafe(no_mangle)]
+pub extern "C" fn cuGreenCtxDestroy(ctx: Handle) -> CuResult {
+    let Some(real) = real!(&LIBRARY, cuGreenCtxDestroy: HandleFn) else { return UNKNOWN };
+    // SAFETY (both closures): the driver function with the caller's handle.
+    hook_or(
+        |p: &'static Process| {
+            let rc = unsafe { real(ctx) };
+            if rc == 0 {
+                p.set_green(ctx as usize, None);
+            }
+            rc
+        },
+        || unsafe { real(ctx) },
+        UNKNOWN,
+    )
+}
+
 /// Replaces a driver entry point the program fetched with our hook for it.
 ///
 /// # Safety
@@ -234,6 +300,9 @@ unsafe fn substitute(symbol: *const c_char, pfn: *mut *mut c_void, version: i32)
         b"cuDevicePrimaryCtxRelease" => cuDevicePrimaryCtxRelease as *mut c_void,
         b"cuDevicePrimaryCtxReset" if version >= PRIMARY_V2_FROM => cuDevicePrimaryCtxReset_v2 as *mut c_void,
         b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
+        b"cuGreenCtxCreate" => cuGreenCtxCreate as *mut c_void,
+        b"cuGreenCtxStreamCreate" => cuGreenCtxStreamCreate as *mut c_void,
+        b"cuGreenCtxDestroy" => cuGreenCtxDestroy as *mut c_void,
         // Lookups through the returned pointer must stay hooked too.
         b"cuGetProcAddress" if version >= PROC_ADDRESS_V2_FROM => cuGetProcAddress_v2 as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
@@ -296,6 +365,9 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"cuDevicePrimaryCtxRelease_v2" => cuDevicePrimaryCtxRelease_v2 as *mut c_void,
         b"cuDevicePrimaryCtxReset" => cuDevicePrimaryCtxReset as *mut c_void,
         b"cuDevicePrimaryCtxReset_v2" => cuDevicePrimaryCtxReset_v2 as *mut c_void,
+        b"cuGreenCtxCreate" => cuGreenCtxCreate as *mut c_void,
+        b"cuGreenCtxStreamCreate" => cuGreenCtxStreamCreate as *mut c_void,
+        b"cuGreenCtxDestroy" => cuGreenCtxDestroy as *mut c_void,
         b"cuGetProcAddress" => cuGetProcAddress as *mut c_void,
         b"cuGetProcAddress_v2" => cuGetProcAddress_v2 as *mut c_void,
         _ => return None,

@@ -372,6 +372,16 @@ impl Process {
         lock(&self.books).context_device(ctx)
     }
 
+    /// A CUDA green context was made on `device`, or (None) destroyed; its streams stay
+    /// booked until each is destroyed.
+    pub fn set_green(&self, ctx: usize, device: Option<u32>) {
+        lock(&self.books).set_green(ctx, device);
+    }
+
+    pub fn green_device(&self, ctx: usize) -> Option<u32> {
+        lock(&self.books).green_device(ctx)
+    }
+
     /// When the next aclrtSetDevice on `device` makes its default context (the device is
     /// not set yet), the streams it makes (see [`Books::set_adds`]): the default context's
     /// internal-sync stream on the inference parts, and the device's own default stream
