@@ -2,9 +2,12 @@
  * (CUDA 12.4+, the driver API's "Green Contexts"): device 0's SMs as a resource
  * (cuDeviceGetDevResource), a descriptor of them (cuDevResourceGenerateDesc), a green
  * context with its default stream (cuGreenCtxCreate), and N streams in it
- * (cuGreenCtxStreamCreate, which must be given CU_STREAM_NON_BLOCKING).
+ * (cuGreenCtxStreamCreate, which must be given CU_STREAM_NON_BLOCKING). With "current",
+ * every other stream is made by cuStreamCreate instead, with the green context made
+ * current as a CUcontext (cuCtxFromGreenCtx, cuCtxSetCurrent), as the CUDA runtime's
+ * cudaStreamCreate would make it.
  *
- *   cuda_green N
+ *   cuda_green N [current]
  *
  * Prints "ok N SMS" once all N exist (SMS: the resource's SM count), or "fail CODE after K"
  * when creation K+1 failed (the process then exits without cleaning up). On a line of
@@ -20,6 +23,7 @@
 
 typedef unsigned int CUresult;
 typedef void *CUstream;
+typedef void *CUcontext;
 typedef void *CUgreenCtx;
 typedef void *CUdevResourceDesc;
 /* cuda.h's CUdevResource: its type, 92 bytes the driver keeps, then the SM figures. */
@@ -44,6 +48,9 @@ typedef struct {
     X(cuGreenCtxCreate, (CUgreenCtx *, CUdevResourceDesc, int, unsigned)) \
     X(cuGreenCtxStreamCreate, (CUstream *, CUgreenCtx, unsigned, int))    \
     X(cuGreenCtxDestroy, (CUgreenCtx))                                    \
+    X(cuCtxFromGreenCtx, (CUcontext *, CUgreenCtx))                       \
+    X(cuCtxSetCurrent, (CUcontext))                                       \
+    X(cuStreamCreate, (CUstream *, unsigned))                             \
     X(cuStreamDestroy, (CUstream))
 
 #ifdef USE_PROC_ADDRESS
@@ -81,8 +88,9 @@ static void load(void) {}
 int main(int argc, char **argv) {
     static CUstream streams[MAX_STREAMS];
     int n = argc > 1 ? atoi(argv[1]) : 0;
+    int current = argc > 2 && strcmp(argv[2], "current") == 0;
     if (n <= 0 || n > MAX_STREAMS) {
-        printf("fail usage: cuda_green N (1..4096)\n");
+        printf("fail usage: cuda_green N [current] (N: 1..4096)\n");
         return 1;
     }
     load();
@@ -96,8 +104,14 @@ int main(int argc, char **argv) {
         printf("fail the green context\n");
         return 1;
     }
+    CUcontext as_context;
+    if (current && (cuCtxFromGreenCtx(&as_context, green) != 0 || cuCtxSetCurrent(as_context) != 0)) {
+        printf("fail the green context made current\n");
+        return 1;
+    }
     for (int i = 0; i < n; i++) {
-        CUresult rc = cuGreenCtxStreamCreate(&streams[i], green, CU_STREAM_NON_BLOCKING, 0);
+        CUresult rc = current && i % 2 ? cuStreamCreate(&streams[i], CU_STREAM_NON_BLOCKING)
+                                       : cuGreenCtxStreamCreate(&streams[i], green, CU_STREAM_NON_BLOCKING, 0);
         if (rc != 0) {
             printf("fail %u after %d\n", rc, i);
             return 1;

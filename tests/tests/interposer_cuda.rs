@@ -184,9 +184,9 @@ fn a_reset_or_released_primary_context_gives_its_streams_back() {
     assert_eq!(d.device0()["available"], d.device0()["capacity"]);
 }
 
-/// Streams made in a green context (cuGreenCtxStreamCreate, CUDA 12.4+) are admitted on
-/// the green context's device like any other, through a linked driver and through
-/// cuGetProcAddress alike. cuGreenCtxDestroy leaves them to cuStreamDestroy, so they stay
+/// Streams made in a green context (cuGreenCtxStreamCreate, CUDA 12.4+, or cuStreamCreate
+/// with the green context current as a CUcontext) are admitted on the green context's
+/// device like any other, through a linked driver and through cuGetProcAddress alike. cuGreenCtxDestroy leaves them to cuStreamDestroy, so they stay
 /// booked, as the driver keeps them, until each is destroyed. The best-known interposer
 /// hooks none of this (shared/reference/interposition.md, section 2): a tenant could
 /// create past its quota there.
@@ -197,12 +197,12 @@ fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
     let shared = dir.path().join("budget");
     let d = cuda_daemon(&shared, &[]);
     let driver = Shared::at(&shared);
-    for program in [linked, fetched] {
+    for (program, how) in [(linked, "green"), (fetched, "green"), (linked, "current"), (fetched, "current")] {
         for npud in [None, Some((&d, STREAMS))] {
             let mut cmd = cuda_command(program, &shared, npud);
-            cmd.arg(STREAMS.to_string());
+            cmd.args([STREAMS.to_string().as_str(), how]);
             let mut app = App::spawn(cmd);
-            assert_eq!(app.started(), Ok(vec![STREAMS.to_string(), "108".to_string()]), "{}", program.display());
+            assert_eq!(app.started(), Ok(vec![STREAMS.to_string(), "108".to_string()]), "{} {how}", program.display());
             let booked = || if npud.is_some() { native_created(&d) } else { 0 };
             let counted = |n: u32| {
                 eventually(Duration::from_secs(10), || {
@@ -232,9 +232,9 @@ fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
     // A tenant's quota holds in a green context too: the 11th stream is refused as the
     // driver refuses one (CUDA_ERROR_OUT_OF_MEMORY), and nothing stays booked.
     assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "10"]).status.success());
-    for program in [linked, fetched] {
+    for (program, how) in [(linked, "green"), (fetched, "current")] {
         let mut cmd = cuda_command(program, &shared, Some((&d, 10)));
-        cmd.arg(STREAMS.to_string());
+        cmd.args([STREAMS.to_string().as_str(), how]);
         let mut app = App::spawn(cmd);
         assert_eq!(app.started(), Err(2), "{}", program.display());
         assert!(!app.child.wait().unwrap().success(), "it exits at the refusal");

@@ -2,13 +2,15 @@
 //! from a set of a device's resources, with streams of its own.
 //!
 //! The documented flow: cuDeviceGetDevResource gives the device's SMs as a resource,
-//! cuDevResourceGenerateDesc turns resources into a descriptor, cuGreenCtxCreate makes the
-//! context ("This API will retain the primary context on device dev, which is released
-//! when the green context is destroyed"; CU_GREEN_CTX_DEFAULT_STREAM is required), and
-//! cuGreenCtxStreamCreate makes a stream in it ("CU_STREAM_NON_BLOCKING: This must be
+//! cuDevResourceGenerateDesc turns resources into a descriptor, and cuGreenCtxCreate makes
+//! the context ("This API will retain the primary context on device dev, which is released
+//! when the green context is destroyed"; CU_GREEN_CTX_DEFAULT_STREAM is required). Its
+//! streams come from cuGreenCtxStreamCreate ("CU_STREAM_NON_BLOCKING: This must be
 //! specified"; the context current to the thread is ignored; out-of-range priorities are
-//! clamped). cuGreenCtxDestroy "does not destroy streams created via
-//! cuGreenCtxStreamCreate": they stay, and take the device's budget, until cuStreamDestroy.
+//! clamped), or from cuStreamCreate with the CUcontext cuCtxFromGreenCtx gives current.
+//! cuGreenCtxDestroy "does not destroy streams created via cuGreenCtxStreamCreate,
+//! cuStreamCreate, or cuStreamCreateWithPriority": they stay, and take the device's budget,
+//! until cuStreamDestroy.
 //! Splitting resources (cuDevSmResourceSplitByCount) is not modelled.
 //!
 //! `CUdevResource` is 144 bytes: its type, 92 bytes the driver keeps for itself (here: a
@@ -32,6 +34,19 @@ pub(crate) struct Green {
     descs: HashMap<usize, (i32, u32)>,
     /// Green contexts: handle → ordinal.
     contexts: HashMap<usize, i32>,
+    /// Each green context's CUcontext (cuCtxFromGreenCtx): green handle → context handle.
+    converted: HashMap<usize, usize>,
+}
+
+impl Green {
+    /// The green context a stream made in context `ctx` belongs to: `ctx` itself, or the
+    /// one `ctx` was converted from.
+    fn of(&self, ctx: usize) -> Option<usize> {
+        match self.contexts.contains_key(&ctx) {
+            true => Some(ctx),
+            false => self.converted.iter().find(|(_, c)| **c == ctx).map(|(g, _)| *g),
+        }
+    }
 }
 
 /// cuDeviceGetDevResource: the device's SMs, all of them.
@@ -127,16 +142,50 @@ pub unsafe extern "C" fn cuGreenCtxStreamCreate(s: *mut usize, ctx: usize, flags
     unsafe { r.create_stream(s, physical, flags, priority, ctx) }
 }
 
-/// cuGreenCtxDestroy: the context goes and its primary-context retain with it; streams made
-/// in it stay until cuStreamDestroy.
+/// cuCtxFromGreenCtx: the green context as a CUcontext, to make current (cuCtxSetCurrent)
+/// for calls that take the current context, cuStreamCreate among them. One per green
+/// context, the same handle each time.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuCtxFromGreenCtx(out: *mut usize, green: usize) -> CuResult {
+    let r = runtime!();
+    if out.is_null() {
+        return INVALID_VALUE;
+    }
+    let mut inner = r.lock();
+    let Some(&dev) = inner.green.contexts.get(&green) else { return INVALID_VALUE };
+    let Ok(physical) = r.physical(dev) else { return INVALID_DEVICE };
+    let ctx = match inner.green.converted.get(&green) {
+        Some(&c) => c,
+        None => {
+            let c = Rt::mint(&mut inner);
+            inner.green.converted.insert(green, c);
+            inner.contexts.insert(c, physical);
+            c
+        }
+    };
+    drop(inner);
+    // SAFETY: checked non-null out-pointer.
+    unsafe { put(out, ctx) }
+}
+
+/// cuGreenCtxDestroy: the context (and its CUcontext) goes, and its primary-context retain
+/// with it; streams made in it stay until cuStreamDestroy.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxDestroy(ctx: usize) -> CuResult {
     let r = runtime!();
-    let Some(dev) = r.lock().green.contexts.remove(&ctx) else { return INVALID_CONTEXT };
+    let dev = {
+        let mut inner = r.lock();
+        let Some(dev) = inner.green.contexts.remove(&ctx) else { return INVALID_CONTEXT };
+        if let Some(c) = inner.green.converted.remove(&ctx) {
+            inner.contexts.remove(&c);
+        }
+        dev
+    };
     cuDevicePrimaryCtxRelease_v2(dev)
 }
 
-/// cuStreamGetGreenCtx: the green context a stream was made in, or NULL.
+/// cuStreamGetGreenCtx: the green context a stream was made in (by cuGreenCtxStreamCreate,
+/// or with its CUcontext current), or NULL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuStreamGetGreenCtx(s: usize, ctx: *mut usize) -> CuResult {
     let r = runtime!();
@@ -144,7 +193,7 @@ pub unsafe extern "C" fn cuStreamGetGreenCtx(s: usize, ctx: *mut usize) -> CuRes
     if !inner.streams.contains_key(&s) {
         return INVALID_HANDLE;
     }
-    let made_in = inner.stream_ctx.get(&s).copied().filter(|c| inner.green.contexts.contains_key(c));
+    let made_in = inner.stream_ctx.get(&s).and_then(|c| inner.green.of(*c));
     drop(inner);
     // SAFETY: the caller's out-pointer, checked there.
     unsafe { put(ctx, made_in.unwrap_or(0)) }

@@ -71,6 +71,7 @@ fn proc_address(symbol: &[u8], version: i32) -> Option<*mut c_void> {
         b"cuDevResourceGenerateDesc" => green::cuDevResourceGenerateDesc as *mut c_void,
         b"cuGreenCtxCreate" => green::cuGreenCtxCreate as *mut c_void,
         b"cuGreenCtxDestroy" => green::cuGreenCtxDestroy as *mut c_void,
+        b"cuCtxFromGreenCtx" => green::cuCtxFromGreenCtx as *mut c_void,
         b"cuGreenCtxStreamCreate" => green::cuGreenCtxStreamCreate as *mut c_void,
         b"cuStreamGetGreenCtx" => green::cuStreamGetGreenCtx as *mut c_void,
         b"cuGetProcAddress" if version >= 12000 => cuGetProcAddress_v2 as *mut c_void,
