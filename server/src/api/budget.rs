@@ -27,44 +27,48 @@ impl BudgetService for Api {
         let mut calls = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(REPLY_BUFFER);
         tokio::spawn(async move {
-            loop {
-                let call = tokio::select! {
-                    call = calls.message() => call,
-                    _ = tx.closed() => break,
-                    () = session.process_exited() => {
-                        let _ = tx.try_send(Err(exited(&session)));
-                        break;
-                    }
-                };
-                let call = match call {
-                    Ok(Some(call)) => call,
-                    Ok(None) => break,
-                    Err(status) => {
-                        // A message that does not decode is the caller's error, as on
-                        // every unary method (see `status::decode_failure_is_invalid_argument`).
-                        let status = match super::status::is_decode_failure(&status) {
-                            true => super::status::caller_sent_garbage(&status),
-                            false => status,
-                        };
-                        let _ = tx.send(Err(status)).await;
-                        break;
-                    }
-                };
-                let reply = tokio::select! {
-                    reply = session.answer(call) => reply,
-                    _ = tx.closed() => break,
-                    () = session.process_exited() => {
-                        let _ = tx.try_send(Err(exited(&session)));
-                        break;
-                    }
-                };
-                if !matches!(session.unless_exited(tx.send(Ok(reply))).await, Some(Ok(()))) {
-                    break;
-                }
+            if session.unless_exited(relay(&session, &mut calls, &tx)).await.is_none() {
+                let _ = tx.try_send(Err(exited(&session)));
             }
             drop(session);
         });
         Ok(Response::new(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx))))
+    }
+}
+
+/// Answers the stream's calls in order until the client's side ends, sends what does not
+/// decode, or stops reading its replies.
+async fn relay(
+    session: &NativeSession,
+    calls: &mut Streaming<pb::BudgetCall>,
+    tx: &tokio::sync::mpsc::Sender<Result<pb::BudgetReply, Status>>,
+) {
+    loop {
+        let call = tokio::select! {
+            call = calls.message() => call,
+            _ = tx.closed() => return,
+        };
+        let call = match call {
+            Ok(Some(call)) => call,
+            Ok(None) => return,
+            Err(status) => {
+                // A message that does not decode is the caller's error, as on every unary
+                // method (see `status::decode_failure_is_invalid_argument`).
+                let status = match super::status::is_decode_failure(&status) {
+                    true => super::status::caller_sent_garbage(&status),
+                    false => status,
+                };
+                let _ = tx.send(Err(status)).await;
+                return;
+            }
+        };
+        let reply = tokio::select! {
+            reply = session.answer(call) => reply,
+            _ = tx.closed() => return,
+        };
+        if tx.send(Ok(reply)).await.is_err() {
+            return;
+        }
     }
 }
 

@@ -47,6 +47,13 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             return;
         }
     };
+    // The exchange ends with the connection, or once the process that opened it has
+    // exited while another keeps it open; the session's holdings go back either way.
+    session.unless_exited(exchange(&session, &mut conn)).await;
+}
+
+/// Answers the connection's calls until it closes or sends what is not a call.
+async fn exchange(session: &NativeSession, conn: &mut PeerStream) {
     // Bytes of calls read and not yet answered, in order (a deque: each frame taken off the
     // front costs its own length, not the whole buffer's), and answers not yet written.
     let mut ahead = VecDeque::new();
@@ -56,14 +63,10 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
             Ok(Some(call)) => call,
             Ok(None) => {
                 // Nothing whole to answer: what is answered goes out before more is awaited.
-                let io = async {
-                    write_frames(&mut conn, &mut held).await.is_ok() && read_more(&mut conn, &mut ahead).await
-                };
-                match session.unless_exited(io).await {
-                    Some(true) => continue,
-                    Some(false) => break,
-                    None => return,
+                if write_frames(conn, &mut held).await.is_err() || !read_more(conn, &mut ahead).await {
+                    break;
                 }
+                continue;
             }
             Err(e) => {
                 frame::put(&mut held, &error_reply(e));
@@ -75,32 +78,31 @@ pub async fn serve(daemon: Arc<Daemon>, mut conn: PeerStream) {
         let reply = match ready_now(answer.as_mut()).await {
             Some(reply) => reply,
             None => {
-                if !matches!(session.unless_exited(write_frames(&mut conn, &mut held)).await, Some(Ok(()))) {
+                if write_frames(conn, &mut held).await.is_err() {
                     return;
                 }
                 // While a call waits the connection is watched: its end (the process died
                 // while it waited for budget) ends the wait at once, and calls sent ahead
-                // are kept, up to a bound.
+                // are kept.
                 loop {
-                    let room = ahead.len() < MAX_AHEAD;
+                    if ahead.len() >= MAX_AHEAD {
+                        break answer.await;
+                    }
                     tokio::select! {
                         reply = &mut answer => break reply,
-                        more = read_more(&mut conn, &mut ahead), if room => if !more {
+                        more = read_more(conn, &mut ahead) => if !more {
                             return;
                         },
-                        () = session.process_exited() => return,
                     }
                 }
             }
         };
         frame::put(&mut held, &reply);
-        if held.len() >= MAX_HELD
-            && !matches!(session.unless_exited(write_frames(&mut conn, &mut held)).await, Some(Ok(())))
-        {
+        if held.len() >= MAX_HELD && write_frames(conn, &mut held).await.is_err() {
             return;
         }
     }
-    let _ = session.unless_exited(write_frames(&mut conn, &mut held)).await;
+    let _ = write_frames(conn, &mut held).await;
 }
 
 /// `answer`'s output if it is ready without waiting.

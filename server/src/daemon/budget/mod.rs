@@ -85,19 +85,14 @@ impl NativeSession {
         self.pid
     }
 
-    /// Resolves once npud has found that the process that opened the session has exited
-    /// while its connection lives on (another process holds the descriptor): the
-    /// transport then ends the session, and what it held goes back. Cancellation-safe.
-    pub async fn process_exited(&self) {
-        self.exited.notified().await
-    }
-
-    /// `work`'s output, or None once the session's process has exited (see
-    /// [`Self::process_exited`]); `work` is dropped then.
+    /// `work`'s output, or None once npud has found that the process that opened the
+    /// session has exited while its connection lives on (another process holds the
+    /// descriptor); `work` is dropped then, and the transport ends the session, giving
+    /// back what it held.
     pub async fn unless_exited<F: std::future::Future>(&self, work: F) -> Option<F::Output> {
         tokio::select! {
             out = work => Some(out),
-            () = self.process_exited() => None,
+            () = self.exited.notified() => None,
         }
     }
 
