@@ -33,11 +33,18 @@ pub mod acl {
     pub const RT_INVALID_HANDLE: AclError = 107017;
     /// Graph capture (the open runtime's aclgraph checks): a stream in capture cannot be
     /// synchronized, queried, destroyed or captured again; an event recorded in a capture
-    /// cannot be waited on by the host; a capture ends only on the stream that began it.
+    /// cannot be waited on by the host; a capture ends only on the stream that began it,
+    /// with every side stream joined back (UNJOINED), from the thread that began it unless
+    /// it began RELAXED (WRONG_THREAD); a stream of one capture cannot wait on an event of
+    /// another (CONFLICT); a capture that could not take a stream it needed ends
+    /// INVALIDATED.
+    pub const RT_STREAM_UNJOINED: AclError = 107025;
     pub const RT_STREAM_CAPTURED: AclError = 107027;
     pub const RT_EVENT_CAPTURED: AclError = 107028;
     pub const RT_STREAM_NOT_CAPTURED: AclError = 107029;
+    pub const STREAM_CAPTURE_CONFLICT: AclError = 107032;
     pub const RT_STREAM_CAPTURE_UNMATCHED: AclError = 107036;
+    pub const RT_STREAM_CAPTURE_WRONG_THREAD: AclError = 107038;
     pub const RT_FEATURE_NOT_SUPPORT: AclError = 207000;
     pub const RT_MEMORY_ALLOCATION: AclError = 207001;
     /// Stream exhaustion on some driver paths ("Too many streams are created").
@@ -45,6 +52,7 @@ pub mod acl {
     pub const RT_NO_EVENT_RESOURCE: AclError = 207007;
     pub const RT_NO_STREAM_RESOURCE: AclError = 207008;
     pub const RT_INTERNAL_ERROR: AclError = 507000;
+    pub const RT_STREAM_CAPTURE_INVALIDATED: AclError = 507903;
     pub const RT_EVENT_NOT_COMPLETE: AclError = 507006;
     /// A model that cannot run: its build has not ended (the open runtime's
     /// RT_ERROR_MODEL_NOT_END) or its execution failed.

@@ -334,6 +334,12 @@ pub fn acl_capture_app() -> &'static PathBuf {
     build("acl_capture.c", "ascendcl", "acl_capture", &[])
 }
 
+/// `native/acl_capture_edges.c` built once per process: `long|wrong-thread|unjoined`;
+/// prints `ok MODE streams S` (or `fail WHAT`), then holds until stdin closes.
+pub fn acl_capture_edges_app() -> &'static PathBuf {
+    build("acl_capture_edges.c", "ascendcl", "acl_capture_edges", &["-pthread"])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

@@ -6,7 +6,9 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{self, App, Shared, acl_build_app, acl_capture_app, acl_command, acl_graph_app};
+use npud_tests::native::{
+    self, App, Shared, acl_build_app, acl_capture_app, acl_capture_edges_app, acl_command, acl_graph_app,
+};
 use npud_tests::wire::{Wire, frame};
 use npud_tests::{Daemon, bin, eventually};
 use std::time::Duration;
@@ -204,4 +206,29 @@ fn a_captured_graph_replays_with_new_inputs_natively_and_under_npud() {
 #[test]
 fn a_model_built_by_hand_runs_natively_and_under_npud_with_the_books_equal() {
     native::runs_natively_and_under_npud_with_the_books_equal(acl_build_app(), "4", "ok 4 streams 2", 4);
+}
+
+/// A capture grows with its tasks, not only with the streams that join it: a capture
+/// stream holds 2016 tasks, and the runtime binds one more stream to the model for each
+/// 2016 after that (`native/acl_capture_edges.c long`: 5000 memsets, a model of 3). npud
+/// counts what the driver counts: the default stream, the program's and the model's 3.
+#[test]
+fn a_long_capture_holds_a_stream_for_each_full_capture_stream_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(acl_capture_edges_app(), "long", "ok long streams 3", 5);
+}
+
+/// A side stream that joins a capture and never joins back makes End fail with
+/// ACL_ERROR_RT_STREAM_UNJOINED, and the runtime destroys the model with its streams (a
+/// stream capturing on its own meanwhile cannot wait on that capture's event:
+/// ACL_ERROR_STREAM_CAPTURE_CONFLICT); the same capture joined back ends with a model of
+/// 2. The program checks the codes itself;
+/// npud and the driver both count the default stream, the program's two and that model's.
+#[test]
+fn a_capture_whose_side_stream_never_joins_back_fails_and_frees_its_streams() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_edges_app(),
+        "unjoined",
+        "ok unjoined streams 2",
+        5,
+    );
 }

@@ -50,9 +50,8 @@ pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
         let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
-        dev.record_event(e, s).map_err(|e| e.code)?;
-        r.capture_recorded(event, stream);
-        Ok(())
+        r.capture_recorded(event, stream)?;
+        dev.record_event(e, s).map_err(|e| e.code)
     })
 }
 

@@ -243,8 +243,9 @@ pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclErro
     with_rt(|r| {
         let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
-        // Waiting on an event recorded in a capture pulls the stream into it (`capture`).
-        r.capture_joins(stream, event)?;
+        // A task of the capture the stream is in; waiting on an event recorded in a
+        // capture pulls the stream into it (`capture`).
+        r.capture_waits(stream, event)?;
         dev.stream_wait_event(s, e).map_err(|e| e.code)
     })
 }

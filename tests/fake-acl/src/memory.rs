@@ -139,8 +139,11 @@ fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
         Ok(s) => s,
         Err(e) => return e,
     };
-    if !r.capture_task(stream, task) && !r.kept_task(stream, task) {
-        make(&task);
+    match r.capture_task(stream, task) {
+        Ok(true) => {}
+        Ok(false) if r.kept_task(stream, task) => {}
+        Ok(false) => make(&task),
+        Err(e) => return e,
     }
     0
 }

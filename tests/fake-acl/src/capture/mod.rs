@@ -1,16 +1,28 @@
-//! Graph capture, from the aclmdlRI pages (shared/reference/acl.md "Graph capture"):
+//! Graph capture, from the aclmdlRI pages (shared/reference/acl.md "Graph capture") and
+//! the open runtime that implements them (hicann/runtime `src/runtime/feature/aclgraph`):
 //! `aclmdlRICaptureBegin(stream, mode)` puts a stream into capture, `aclmdlRICaptureEnd`
 //! returns the model (`aclmdlRI`) that holds what was captured, `aclmdlRIGetStreams` lists
 //! the model's streams and `aclmdlRIDestroy` frees it. The vendor warns that captured work
-//! pulls more streams into capture state (through event dependencies) and consumes stream
-//! resources until they can run out. The fake makes that countable:
+//! pulls more streams into capture state (through event dependencies and as the tasks
+//! grow) and consumes stream resources until they can run out. The fake makes that
+//! countable, as the runtime does it:
 //!
-//! - Begin takes one stream of the device for the capture;
+//! - Begin takes one stream of the device for the capture (`StreamAddToCaptureModelProc`
+//!   makes a capture stream and binds it to the model);
 //! - every other stream that joins the capture by waiting (`aclrtStreamWaitEvent`) on an
 //!   event recorded in a capturing stream takes one more;
+//! - a stream in capture whose capture stream is full takes one more too (`tasks`:
+//!   the runtime's cascade capture streams);
 //! - the model holds them from End until it is destroyed, its device is reset, or the
 //!   process exits (the cross-process budget frees a dead process's streams);
 //! - when the device has none left, the call that needed one fails with 207008.
+//!
+//! End fails as the runtime's `Context::StreamEndCapture` does, and what a failed End
+//! leaves held is part of the books: on the wrong thread (a capture begun in a mode other
+//! than RELAXED, ended from another thread: 107038) the stream leaves capture but the model
+//! is not destroyed, so its streams stay held, reachable only through the handle
+//! `aclmdlRICaptureGetInfo` gave; a capture that a stream could not grow into (507903) or
+//! whose side streams never joined back (107025) is destroyed with its streams.
 //!
 //! The streams a model holds are real streams of the simulated device and of the shared
 //! budget, so every count (aclrtGetStreamAvailableNum, other processes' creations) sees
@@ -23,24 +35,29 @@
 //! `aclmdlRIExecuteAsync` and
 //! `aclmdlRIExecute`. So a program that captures once and replays with new inputs sees each
 //! replay's result, as on the device. Event records, waits and callbacks still run when
-//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, not enforced across
-//! threads.
+//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, and decide which thread
+//! may end a capture; the fake does not restrict the "unsafe" calls by them.
+
+mod tasks;
 
 use crate::Handle;
 use crate::state::{NO_STREAM_RESOURCE, Rt};
 use npu_sim::StreamId;
 use npud_proto::codes::acl::{
-    AclError, INVALID_PARAM, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_UNMATCHED,
-    RT_STREAM_CAPTURED, RT_STREAM_NOT_CAPTURED,
+    AclError, INVALID_PARAM, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_INVALIDATED,
+    RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED, RT_STREAM_NOT_CAPTURED,
 };
 use std::collections::HashMap;
+use std::thread::ThreadId;
+use tasks::Member;
 
 /// aclmdlRICaptureStatus.
 pub const STATUS_NONE: u32 = 0;
 pub const STATUS_ACTIVE: u32 = 1;
 
-/// The highest aclmdlRICaptureMode (RELAXED).
-const MAX_MODE: u32 = 2;
+/// aclmdlRICaptureMode RELAXED, the highest.
+const RELAXED: u32 = 2;
+const MAX_MODE: u32 = RELAXED;
 
 thread_local! {
     /// The calling thread's capture mode (aclmdlRICaptureThreadExchangeMode); a thread
@@ -72,10 +89,21 @@ pub enum Task {
 struct Capture {
     device: u32,
     model: usize,
+    /// The mode it began in, and the thread that began it: in a mode other than RELAXED
+    /// only that thread may end it (`CheckCaptureStreamThreadIsMatch`).
+    mode: u32,
+    thread: ThreadId,
     /// The device streams the capture holds so far.
     held: Vec<StreamId>,
     /// The tasks captured so far, in the order they were issued.
     tasks: Vec<Task>,
+    /// Each stream in the capture (the one it began on too) → what it issued into it.
+    members: HashMap<usize, Member>,
+    /// Each event recorded in the capture → the streams that waited on that record.
+    waits: HashMap<usize, Vec<usize>>,
+    /// A stream could not grow into one more capture stream (`SingleStreamTerminateCapture`):
+    /// the capture can only fail to end.
+    invalidated: bool,
 }
 
 struct Model {
@@ -130,50 +158,23 @@ impl Rt {
         let model = self.mint_handle();
         let mut c = self.captures();
         c.member_of.insert(stream as usize, stream as usize);
-        c.active.insert(stream as usize, Capture { device, model, held: vec![first], tasks: Vec::new() });
+        let capture = Capture {
+            device,
+            model,
+            mode,
+            thread: std::thread::current().id(),
+            held: vec![first],
+            tasks: Vec::new(),
+            members: HashMap::from([(stream as usize, Member::default())]),
+            waits: HashMap::new(),
+            invalidated: false,
+        };
+        c.active.insert(stream as usize, capture);
         Ok(())
     }
 
-    /// aclrtRecordEvent(event, stream): an event recorded in a capturing stream pulls
-    /// whoever waits on it into the capture.
-    pub fn capture_recorded(&self, event: Handle, stream: Handle) {
-        let mut c = self.captures();
-        match c.member_of.get(&(stream as usize)).copied() {
-            Some(origin) => c.recorded_in.insert(event as usize, origin),
-            None => c.recorded_in.remove(&(event as usize)),
-        };
-    }
-
-    /// aclrtStreamWaitEvent(stream, event), before the wait: a stream outside the capture
-    /// that waits on an event recorded in it joins it, which takes one more stream.
-    pub fn capture_joins(&self, stream: Handle, event: Handle) -> Result<(), AclError> {
-        let (origin, device) = {
-            let c = self.captures();
-            let Some(&origin) = c.recorded_in.get(&(event as usize)) else { return Ok(()) };
-            if c.member_of.contains_key(&(stream as usize)) {
-                return Ok(());
-            }
-            let Some(capture) = c.active.get(&origin) else { return Ok(()) };
-            (origin, capture.device)
-        };
-        let id = self.take_capture_stream(device)?;
-        let mut c = self.captures();
-        match c.active.get_mut(&origin) {
-            Some(capture) => {
-                capture.held.push(id);
-                c.member_of.insert(stream as usize, origin);
-                Ok(())
-            }
-            None => {
-                // The capture ended meanwhile: nothing to join.
-                drop(c);
-                self.free_capture_streams(device, &[id]);
-                Ok(())
-            }
-        }
-    }
-
-    /// Ends the capture begun on `stream`: the model now holds its streams.
+    /// Ends the capture begun on `stream`: the model now holds its streams. The checks
+    /// and what each failure leaves are `Context::StreamEndCapture`'s (module docs).
     pub fn capture_end(&self, stream: Handle) -> Result<Handle, AclError> {
         self.stream(stream)?;
         if self.is_default_stream(stream) {
@@ -191,10 +192,25 @@ impl Rt {
         c.member_of.retain(|_, origin| *origin != stream as usize);
         c.recorded_in.retain(|_, origin| *origin != stream as usize);
         drop(c);
-        let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
-        let model = Model { device: capture.device, held: capture.held, handles, tasks: capture.tasks };
-        self.captures().models.insert(capture.model, model);
-        Ok(capture.model as Handle)
+        let wrong_thread = capture.mode != RELAXED && capture.thread != std::thread::current().id();
+        let failed = if capture.invalidated {
+            Some(RT_STREAM_CAPTURE_INVALIDATED)
+        } else {
+            capture.unjoined(stream as usize).err()
+        };
+        match (wrong_thread, failed) {
+            (false, Some(e)) => {
+                self.free_capture_streams(capture.device, &capture.held);
+                Err(e)
+            }
+            (wrong_thread, _) => {
+                let model = capture.model;
+                let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
+                let kept = Model { device: capture.device, held: capture.held, handles, tasks: capture.tasks };
+                self.captures().models.insert(model, kept);
+                if wrong_thread { Err(RT_STREAM_CAPTURE_WRONG_THREAD) } else { Ok(model as Handle) }
+            }
+        }
     }
 
     /// Whether `stream` is in a capture under way (it began one, or joined one).
@@ -235,20 +251,6 @@ impl Rt {
             Some(capture) => (STATUS_ACTIVE, capture.model as Handle),
             None => (STATUS_NONE, std::ptr::null_mut()),
         })
-    }
-
-    /// Keeps `copy` in the capture `stream` is part of (it began there, or joined it);
-    /// false when the stream captures nothing, and the copy is to be made now.
-    pub fn capture_task(&self, stream: Handle, task: Task) -> bool {
-        let mut c = self.captures();
-        let Some(&origin) = c.member_of.get(&(stream as usize)) else { return false };
-        match c.active.get_mut(&origin) {
-            Some(capture) => {
-                capture.tasks.push(task);
-                true
-            }
-            None => false,
-        }
     }
 
     /// What executing `model` does: its captured tasks, in order (or a model built by

@@ -1,0 +1,140 @@
+//! What the streams in a capture issue into it: memory tasks, event records and waits. Each
+//! is a task on the stream's capture stream, and a capture stream holds only so many: the
+//! runtime (`Stream::AllocCaptureTaskWithoutLock`) binds one more stream of the device to
+//! the model when the current one is full (a cascade capture stream), and when it cannot
+//! have one, the capture is invalidated (`SingleStreamTerminateCapture`) and the task
+//! fails. Waits on events recorded in the capture also pull other streams into it.
+//!
+//! Records and waits are what End checks a capture's side streams by
+//! (`Context::CheckCaptureModelValidity`): each stream that joined must end on an event
+//! record that some stream of the capture waited on, and one of those waits must be the
+//! origin stream's, or the capture has a side stream that never joined back (107025).
+
+use super::{Capture, Captures, Task};
+use crate::Handle;
+use crate::state::Rt;
+use npud_proto::codes::acl::{AclError, RT_STREAM_UNJOINED, STREAM_CAPTURE_CONFLICT};
+
+/// The tasks one capture stream takes before the next needs another stream: the SQ depth
+/// of a stream on Atlas A2/A3 and on the Atlas inference parts (`rtsqDepth` 2048 in the
+/// runtime's `910_B_93` and `dc` device tables), less the 32 entries kept for the model's
+/// own tasks (`CAPTURE_TASK_RESERVED_NUM`). The fake counts one entry per task; the
+/// runtime's value-wait form of a captured event wait takes 4 (`MEM_WAIT_SQE_NUM`).
+pub const TASKS_PER_CAPTURE_STREAM: u32 = 2048 - 32;
+
+/// One stream's part in a capture.
+#[derive(Debug, Default)]
+pub struct Member {
+    /// Tasks on its current capture stream.
+    queued: u32,
+    /// The event its last task recorded; None when its last task was anything else.
+    last_record: Option<usize>,
+}
+
+impl Capture {
+    /// One more task from `stream`: on its capture stream, or, that one full, on another
+    /// the capture takes (and the model holds) for it. Without one the capture is
+    /// invalidated and the task fails as the stream's creation did (207008).
+    fn issue(&mut self, rt: &Rt, stream: usize) -> Result<&mut Member, AclError> {
+        let member = self.members.entry(stream).or_default();
+        if member.queued >= TASKS_PER_CAPTURE_STREAM {
+            match rt.take_capture_stream(self.device) {
+                Ok(id) => {
+                    self.held.push(id);
+                    member.queued = 0;
+                }
+                Err(e) => {
+                    self.invalidated = true;
+                    return Err(e);
+                }
+            }
+        }
+        member.queued += 1;
+        Ok(member)
+    }
+
+    /// Whether every stream that joined the capture begun on `origin` joined back
+    /// (`CheckCaptureModelValidity`); 107025 if one did not.
+    pub(super) fn unjoined(&self, origin: usize) -> Result<(), AclError> {
+        let mut back_to_origin = false;
+        let mut sides = 0usize;
+        for (&stream, member) in &self.members {
+            if stream == origin {
+                continue;
+            }
+            sides += 1;
+            let waiters = member.last_record.and_then(|e| self.waits.get(&e)).map_or(&[][..], Vec::as_slice);
+            if waiters.is_empty() {
+                return Err(RT_STREAM_UNJOINED);
+            }
+            back_to_origin |= waiters.contains(&origin);
+        }
+        if sides == 0 || back_to_origin { Ok(()) } else { Err(RT_STREAM_UNJOINED) }
+    }
+}
+
+impl Captures {
+    /// The capture under way that `stream` is in, by the stream it began on.
+    fn origin_of(&self, stream: usize) -> Option<usize> {
+        self.member_of.get(&stream).copied().filter(|o| self.active.contains_key(o))
+    }
+}
+
+impl Rt {
+    /// aclrtRecordEvent(event, stream), before the record: in a capture, a task that the
+    /// streams waiting on it can join by.
+    pub fn capture_recorded(&self, event: Handle, stream: Handle) -> Result<(), AclError> {
+        let (event, stream) = (event as usize, stream as usize);
+        let mut guard = self.captures();
+        let c = &mut *guard;
+        let Some(capture) = c.origin_of(stream).and_then(|o| c.active.get_mut(&o)) else {
+            c.recorded_in.remove(&event);
+            return Ok(());
+        };
+        capture.issue(self, stream)?.last_record = Some(event);
+        capture.waits.insert(event, Vec::new());
+        let origin = c.member_of[&stream];
+        c.recorded_in.insert(event, origin);
+        Ok(())
+    }
+
+    /// aclrtStreamWaitEvent(stream, event), before the wait: a task of the capture `stream`
+    /// is in; and a stream outside any capture that waits on an event recorded in one
+    /// joins it, which takes one more stream. A stream of one capture cannot wait on an
+    /// event recorded in another (ACL_ERROR_STREAM_CAPTURE_CONFLICT).
+    pub fn capture_waits(&self, stream: Handle, event: Handle) -> Result<(), AclError> {
+        let (event, stream) = (event as usize, stream as usize);
+        let mut guard = self.captures();
+        let c = &mut *guard;
+        let recorded = c.recorded_in.get(&event).copied().filter(|o| c.active.contains_key(o));
+        let (origin, joins) = match (c.origin_of(stream), recorded) {
+            (None, None) => return Ok(()),
+            (Some(origin), Some(r)) if r != origin => return Err(STREAM_CAPTURE_CONFLICT),
+            (Some(origin), _) => (origin, false),
+            (None, Some(origin)) => (origin, true),
+        };
+        let Some(capture) = c.active.get_mut(&origin) else { return Ok(()) };
+        if joins {
+            let id = self.take_capture_stream(capture.device)?;
+            capture.held.push(id);
+            c.member_of.insert(stream, origin);
+        }
+        capture.issue(self, stream)?.last_record = None;
+        if recorded.is_some() {
+            capture.waits.entry(event).or_default().push(stream);
+        }
+        Ok(())
+    }
+
+    /// Keeps `task` in the capture `stream` is part of (it began there, or joined it);
+    /// false when the stream captures nothing, and the task is to be made now.
+    pub fn capture_task(&self, stream: Handle, task: Task) -> Result<bool, AclError> {
+        let stream = stream as usize;
+        let mut guard = self.captures();
+        let c = &mut *guard;
+        let Some(capture) = c.origin_of(stream).and_then(|o| c.active.get_mut(&o)) else { return Ok(false) };
+        capture.issue(self, stream)?.last_record = None;
+        capture.tasks.push(task);
+        Ok(true)
+    }
+}

@@ -1,0 +1,135 @@
+/* Graph capture where the streams a model holds are not what a program's calls suggest,
+ * as the open runtime implements the aclmdlRI pages (hicann/runtime, aclgraph):
+ *
+ *   acl_capture_edges long|wrong-thread|unjoined
+ *
+ * long          captures LONG memsets on one stream. A capture stream takes 2016 tasks
+ *               (an SQ of 2048 less 32 kept for the model), and the runtime binds one more
+ *               stream to the model for each 2016 after that: the model holds 3.
+ * wrong-thread  ends a RELAXED capture from another thread (allowed), then a GLOBAL one
+ *               (ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, 107038). The stream leaves
+ *               capture, but the model is not destroyed: it still holds its stream, and
+ *               only the handle aclmdlRICaptureGetInfo gave during the capture reaches it.
+ * unjoined      a side stream joins a capture and never joins back: End fails with
+ *               ACL_ERROR_RT_STREAM_UNJOINED (107025), both streams leave capture and the
+ *               model is destroyed with its streams. Meanwhile a stream in a capture of its
+ *               own cannot wait on that capture's event (ACL_ERROR_STREAM_CAPTURE_CONFLICT,
+ *               107032). The same capture with the side stream joined back then ends,
+ *               holding 2.
+ *
+ * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
+ * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "acl_rt.h"
+#include "check.h"
+
+#define LONG 5000
+#define N 64
+
+static aclrtStream g_stream;
+static aclError g_end_rc;
+static aclmdlRI g_ended;
+
+static void *end_elsewhere(void *unused) {
+    (void)unused;
+    g_end_rc = aclmdlRICaptureEnd(g_stream, &g_ended);
+    return NULL;
+}
+
+/* The model a capture on `stream` is capturing into, or NULL. */
+static aclmdlRI capturing_into(aclrtStream stream) {
+    uint32_t status = 0;
+    aclmdlRI model = NULL;
+    if (aclmdlRICaptureGetInfo(stream, &status, &model) != 0 || status != 1) return NULL;
+    return model;
+}
+
+static uint32_t streams_of(aclmdlRI model) {
+    uint32_t n = 0;
+    return aclmdlRIGetStreams(model, NULL, &n) == 0 ? n : UINT32_MAX;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s long|wrong-thread|unjoined\n", argv[0]);
+        return 2;
+    }
+    const char *mode = argv[1];
+    CHECK(aclInit(NULL) == 0, "aclInit");
+    CHECK(aclrtSetDevice(0) == 0, "aclrtSetDevice");
+    aclrtStream stream = NULL, side = NULL;
+    aclrtEvent fork = NULL, join = NULL;
+    void *buf = NULL;
+    CHECK(aclrtCreateStream(&stream) == 0, "aclrtCreateStream");
+    CHECK(aclrtMalloc(&buf, N, ACL_MEM_MALLOC_HUGE_FIRST) == 0, "aclrtMalloc");
+    aclmdlRI kept = NULL;
+
+    if (strcmp(mode, "long") == 0) {
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+        for (int i = 0; i < LONG; i++) CHECK(aclrtMemsetAsync(buf, N, i & 0xff, N, stream) == 0, "aclrtMemsetAsync");
+        CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
+    } else if (strcmp(mode, "wrong-thread") == 0) {
+        pthread_t t;
+        g_stream = stream;
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "begin-relaxed");
+        CHECK(pthread_create(&t, NULL, end_elsewhere, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+        CHECK(g_end_rc == 0 && g_ended != NULL, "a RELAXED capture ends from any thread");
+        CHECK(aclmdlRIDestroy(g_ended) == 0, "aclmdlRIDestroy");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-global");
+        CHECK(aclrtMemsetAsync(buf, N, 1, N, stream) == 0, "aclrtMemsetAsync");
+        kept = capturing_into(stream);
+        CHECK(kept != NULL, "aclmdlRICaptureGetInfo");
+        g_ended = NULL;
+        CHECK(pthread_create(&t, NULL, end_elsewhere, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+        CHECK(g_end_rc == 107038 && g_ended == NULL, "wrong-thread: ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD");
+        CHECK(capturing_into(stream) == NULL, "the stream left capture");
+        CHECK(aclrtSynchronizeStream(stream) == 0, "synchronize-after");
+    } else if (strcmp(mode, "unjoined") == 0) {
+        CHECK(aclrtCreateStream(&side) == 0, "aclrtCreateStream");
+        CHECK(aclrtCreateEvent(&fork) == 0 && aclrtCreateEvent(&join) == 0, "aclrtCreateEvent");
+        for (int back = 0; back < 2; back++) {
+            CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+            CHECK(aclrtRecordEvent(fork, stream) == 0, "record-fork");
+            CHECK(aclrtStreamWaitEvent(side, fork) == 0, "side-joins");
+            CHECK(aclrtMemsetAsync(buf, N, 2, N, side) == 0, "aclrtMemsetAsync");
+            if (back) {
+                CHECK(aclrtRecordEvent(join, side) == 0, "record-join");
+                CHECK(aclrtStreamWaitEvent(stream, join) == 0, "join-back");
+                CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
+            } else {
+                aclrtStream other = NULL;
+                aclmdlRI own = NULL;
+                CHECK(aclrtCreateStream(&other) == 0, "aclrtCreateStream");
+                CHECK(aclmdlRICaptureBegin(other, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-other");
+                CHECK(aclrtStreamWaitEvent(other, fork) == 107032, "conflict: ACL_ERROR_STREAM_CAPTURE_CONFLICT");
+                CHECK(aclmdlRICaptureEnd(other, &own) == 0 && aclmdlRIDestroy(own) == 0, "end-other");
+                CHECK(aclrtDestroyStream(other) == 0, "aclrtDestroyStream");
+                CHECK(aclmdlRICaptureEnd(stream, &kept) == 107025, "unjoined: ACL_ERROR_RT_STREAM_UNJOINED");
+                CHECK(aclmdlRICaptureEnd(stream, &kept) == 107029, "ended: ACL_ERROR_RT_STREAM_NOT_CAPTURED");
+                CHECK(capturing_into(side) == NULL && aclrtSynchronizeStream(side) == 0, "the side stream left");
+            }
+        }
+    } else {
+        fprintf(stderr, "unknown mode %s\n", mode);
+        return 2;
+    }
+    printf("ok %s streams %u\n", mode, kept ? streams_of(kept) : 0u);
+    fflush(stdout);
+
+    char line[64];
+    while (fgets(line, sizeof line, stdin)) {
+    }
+    CHECK(aclmdlRIDestroy(kept) == 0, "aclmdlRIDestroy");
+    if (side) CHECK(aclrtDestroyStream(side) == 0, "aclrtDestroyStream");
+    if (fork) CHECK(aclrtDestroyEvent(fork) == 0 && aclrtDestroyEvent(join) == 0, "aclrtDestroyEvent");
+    CHECK(aclrtFree(buf) == 0, "aclrtFree");
+    CHECK(aclrtDestroyStream(stream) == 0, "aclrtDestroyStream");
+    CHECK(aclrtResetDevice(0) == 0, "aclrtResetDevice");
+    CHECK(aclFinalize() == 0, "aclFinalize");
+    printf("done\n");
+    return 0;
+}
