@@ -217,6 +217,22 @@ fn a_long_capture_holds_a_stream_for_each_full_capture_stream_natively_and_under
     native::runs_natively_and_under_npud_with_the_books_equal(acl_capture_edges_app(), "long", "ok long streams 3", 5);
 }
 
+/// A capture begun in GLOBAL mode and ended from another thread fails with
+/// ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD, and the runtime takes the stream out of
+/// capture without destroying the model: its stream stays held until the program destroys
+/// it through aclmdlRICaptureGetInfo's handle, resets the device or exits. npud keeps it
+/// booked as long (an interposer that took the failure for the end of the capture gave it
+/// back, and the driver held one stream more than npud counted).
+#[test]
+fn a_capture_ended_on_the_wrong_thread_keeps_its_model_booked_until_it_is_destroyed() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_edges_app(),
+        "wrong-thread",
+        "ok wrong-thread streams 1",
+        3,
+    );
+}
+
 /// A side stream that joins a capture and never joins back makes End fail with
 /// ACL_ERROR_RT_STREAM_UNJOINED, and the runtime destroys the model with its streams (a
 /// stream capturing on its own meanwhile cannot wait on that capture's event:

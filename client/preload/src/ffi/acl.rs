@@ -9,7 +9,13 @@ use std::ptr::null_mut;
 
 /// What a refused or expired admission returns: no stream (or event) resource, as the
 /// runtime answers when the device has none left.
-use npud_proto::codes::acl::{RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE};
+use npud_proto::codes::acl::{
+    RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE,
+    RT_STREAM_CAPTURE_WRONG_THREAD,
+};
+
+/// aclmdlRICaptureStatus ACTIVE.
+const CAPTURE_STATUS_ACTIVE: u32 = 1;
 
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 
@@ -27,6 +33,7 @@ type MapFn = unsafe extern "C" fn(i32, *mut i32) -> i32;
 type CaptureBeginFn = unsafe extern "C" fn(Handle, u32) -> i32;
 type CaptureEndFn = unsafe extern "C" fn(Handle, *mut Handle) -> i32;
 type ModelStreamsFn = unsafe extern "C" fn(Handle, *mut Handle, *mut u32) -> i32;
+type CaptureInfoFn = unsafe extern "C" fn(Handle, *mut u32, *mut Handle) -> i32;
 
 /// The physical device the process calls `user`, by the vendor's own call:
 /// aclrtGetPhyDevIdByUserDevId where the library has it, else aclrtGetPhyDevIdByLogicDevId,
@@ -415,7 +422,21 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
     )
 }
 
-/// aclmdlRICaptureEnd: books what the model holds.
+/// The model a capture under way on `stream` is capturing into (aclmdlRICaptureGetInfo),
+/// where the library says.
+fn capturing_into(stream: Handle) -> Option<Handle> {
+    let info = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn, null_mut())?;
+    let (mut status, mut model) = (0u32, null_mut());
+    // SAFETY: the vendor function with two out-pointers of ours.
+    let rc = unsafe { info(stream, &mut status, &mut model) };
+    (rc == 0 && status == CAPTURE_STATUS_ACTIVE && !model.is_null()).then_some(model)
+}
+
+/// aclmdlRICaptureEnd: books what the model holds. A capture ended from the wrong thread
+/// (begun in a mode other than RELAXED) fails without destroying its model: the runtime
+/// only takes the stream out of capture (`Context::StreamEndCapture`), so the model's
+/// streams stay held until aclmdlRIDestroy on the handle aclmdlRICaptureGetInfo gave, a
+/// reset of the device or exit, and stay booked as long. Any other failure destroys it.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 {
     let Some(real) = real!(&LIBRARY, aclmdlRICaptureEnd: CaptureEndFn) else { return INTERNAL };
@@ -423,18 +444,23 @@ pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 
     hook(
         |p| {
             let active = p.capture_active(stream as usize);
+            let into = active.and_then(|_| capturing_into(stream));
             let rc = unsafe { real(stream, model) };
             let Some(a) = active else { return rc };
-            if rc != 0 || model.is_null() {
-                p.capture_abandoned(stream as usize);
-                return rc;
-            }
-            // SAFETY: the vendor filled the caller's non-null out-pointer.
-            let m = unsafe { *model };
-            let held = model_streams(m)
+            let kept = match rc {
+                // SAFETY: the vendor filled the caller's out-pointer (checked non-null).
+                0 if !model.is_null() => unsafe { *model },
+                // Without the model's handle, the stream stands for it until a reset.
+                RT_STREAM_CAPTURE_WRONG_THREAD => into.unwrap_or(stream),
+                _ => {
+                    p.capture_abandoned(stream as usize);
+                    return rc;
+                }
+            };
+            let held = model_streams(kept)
                 .or_else(|| a.free_before.zip(vendor_free()).map(|(before, now)| before.saturating_sub(now)))
                 .unwrap_or(a.admitted);
-            p.capture_ended(stream as usize, m as usize, held);
+            p.capture_ended(stream as usize, kept as usize, held);
             rc
         },
         || unsafe { real(stream, model) },
