@@ -1,5 +1,5 @@
 /* The part of the AscendCL runtime API the test programs that include it use (graphs,
- * models, host functions, processes that end in unusual ways), declared with the vendor's
+ * models, host functions, processes that end in unusual ways, stream state callbacks), declared with the vendor's
  * signatures (shared/reference/acl.md and the pages cited in each program) in place of
  * the vendor's acl/acl.h, which CI does not have. The programs link against libascendcl by
  * these names, as any AscendCL program does.
@@ -15,6 +15,7 @@
 typedef int aclError;
 typedef void *aclrtStream;
 typedef void *aclrtEvent;
+typedef void *aclrtContext;
 typedef void *aclmdlRI;
 
 #define ACL_MEM_MALLOC_HUGE_FIRST 0u
@@ -31,6 +32,12 @@ aclError aclInit(const char *);
 aclError aclFinalize(void);
 aclError aclrtSetDevice(int32_t);
 aclError aclrtResetDevice(int32_t);
+aclError aclrtCreateContext(aclrtContext *, int32_t);
+aclError aclrtDestroyContext(aclrtContext);
+aclError aclrtSetCurrentContext(aclrtContext);
+aclError aclrtGetCurrentContext(aclrtContext *);
+aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *);
+aclError aclrtDeviceGetStreamPriorityRange(int32_t *, int32_t *);
 
 aclError aclrtCreateStream(aclrtStream *);
 aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);
@@ -38,6 +45,10 @@ aclError aclrtDestroyStream(aclrtStream);
 aclError aclrtSynchronizeStream(aclrtStream);
 aclError aclrtStreamQuery(aclrtStream, uint32_t *);
 aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent);
+aclError aclrtStreamGetPriority(aclrtStream, uint32_t *);
+/* aclrtStreamState: ACL_RT_STREAM_STATE_CREATE_POST 1, ACL_RT_STREAM_STATE_DESTROY_PRE 2. */
+typedef void (*aclrtStreamStateCallback)(aclrtStream, uint32_t, void *);
+aclError aclrtRegStreamStateCallback(const char *, aclrtStreamStateCallback, void *);
 
 aclError aclrtCreateEvent(aclrtEvent *);
 aclError aclrtDestroyEvent(aclrtEvent);

@@ -340,6 +340,13 @@ pub fn acl_capture_edges_app() -> &'static PathBuf {
     build("acl_capture_edges.c", "ascendcl", "acl_capture_edges", &["-pthread"])
 }
 
+/// `native/acl_stream_state.c` built once per process: `MORE`; checks stream state
+/// callbacks and priorities, keeps 4 + MORE streams, prints `ok state streams S` (or
+/// `fail WHAT`), then holds until stdin closes.
+pub fn acl_stream_state_app() -> &'static PathBuf {
+    build("acl_stream_state.c", "ascendcl", "acl_stream_state", &[])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

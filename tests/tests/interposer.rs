@@ -376,6 +376,23 @@ fn a_program_on_the_null_stream_runs_on_the_fake_library_and_under_npud() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "on an A2 part");
 }
 
+/// A program that registers stream state callbacks (aclrtRegStreamStateCallback, as GE
+/// and AscendC's runtime do) hears of every stream made and about to go, default streams
+/// and a context's teardown included, in the order of the callbacks' names, and gets the
+/// priorities aclrtCreateStreamWithConfig clamps into aclrtDeviceGetStreamPriorityRange's
+/// 7..0 (`native/acl_stream_state.c` checks each itself). It runs the same on the fake
+/// library and under npud, which counts what the driver counts: the default stream and
+/// 4 + 10 of the program's.
+#[test]
+fn stream_state_callbacks_and_priorities_behave_as_the_runtime_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        native::acl_stream_state_app(),
+        "10",
+        "ok state streams 14",
+        15,
+    );
+}
+
 /// The program says hello to npud at aclInit, before it uses a device, so npud identifies
 /// it and opens its session while the program goes on (a framework imports and builds its
 /// model in between); a program that then never uses a device exits cleanly.

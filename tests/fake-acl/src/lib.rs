@@ -19,11 +19,13 @@ mod last_error;
 mod memory;
 mod numbering;
 mod state;
+mod stream_state;
 
 pub use callbacks::*;
 pub use events::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetLastError, aclrtPeekAtLastError};
+pub use stream_state::aclrtRegStreamStateCallback;
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
@@ -185,12 +187,35 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(ctx: *mut Handle) -> AclError {
     }
 }
 
+/// The runtime's stream priorities: 0, the greatest, to 7, the least
+/// (`RT_STREAM_GREATEST_PRIORITY`, `RT_STREAM_LEAST_PRIORITY`).
+const GREATEST_PRIORITY: i32 = 0;
+const LEAST_PRIORITY: i32 = 7;
+
+/// aclrtDeviceGetStreamPriorityRange(leastPriority, greatestPriority): 7 and 0, whatever
+/// the device (the open runtime's `ApiImpl::DeviceGetStreamPriorityRange`); either
+/// out-pointer may be NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> AclError {
+    for (out, v) in [(least, LEAST_PRIORITY), (greatest, GREATEST_PRIORITY)] {
+        if !out.is_null() {
+            // SAFETY: a non-null out-pointer from the caller.
+            unsafe { out.write(v) };
+        }
+    }
+    ACL_SUCCESS
+}
+
+/// aclrtCreateStreamWithConfig. The priority reaches the runtime as an `int32_t` and is
+/// clamped into 0..=7, not refused (`ApiErrorDecorator::StreamCreate`: "Input priority is
+/// out of range, adjusted"); on A2/A3 the page calls it reserved, to be set to 0.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priority: u32, flag: u32) -> AclError {
     if stream.is_null() {
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
+    let priority = (priority as i32).clamp(GREATEST_PRIORITY, LEAST_PRIORITY) as u32;
     match r.create_stream(priority, flag) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(h) => unsafe { put(stream, h) },

@@ -292,14 +292,19 @@ impl Rt {
         let h = Self::mint(&mut inner);
         inner.contexts.insert(h, dev.id());
         *inner.retains.entry(dev.id()).or_default() += 1;
+        let mut made = Vec::with_capacity(2);
         if let Some(id) = device_default {
             let s = Self::register_default(&mut inner, dev.id(), id);
             inner.device_default.insert(dev.id(), s);
+            made.push(s);
         }
         if let Some(id) = own_default {
             let s = Self::register_default(&mut inner, dev.id(), id);
             inner.context_default.insert(h, s);
+            made.push(s);
         }
+        drop(inner);
+        made.into_iter().for_each(|s| crate::stream_state::notify(s, crate::stream_state::CREATE_POST));
         Ok(h as Handle)
     }
 
@@ -344,6 +349,7 @@ impl Rt {
     /// waits for the tasks of the streams it frees. Its slot goes with the context's count.
     fn drop_default(&self, h: Option<usize>) {
         let Some(h) = h else { return };
+        crate::stream_state::notify(h, crate::stream_state::DESTROY_PRE);
         let found = {
             let mut inner = self.lock();
             let found = inner.streams.remove(&h);
@@ -497,6 +503,7 @@ impl Rt {
         inner.by_sim.insert((dev.id(), id), h);
         drop(inner);
         self.stream_made(h, flags);
+        crate::stream_state::notify(h, crate::stream_state::CREATE_POST);
         Ok(h as Handle)
     }
 
@@ -541,6 +548,7 @@ impl Rt {
     /// Frees a stream whatever context is current (a context's teardown frees its own).
     fn drop_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
         let (dev, id) = self.stream(h)?;
+        crate::stream_state::notify(h as usize, crate::stream_state::DESTROY_PRE);
         {
             let h = h as usize;
             let mut inner = self.lock();
