@@ -42,6 +42,9 @@ pub mod acl {
     pub const RT_STREAM_CAPTURED: AclError = 107027;
     pub const RT_EVENT_CAPTURED: AclError = 107028;
     pub const RT_STREAM_NOT_CAPTURED: AclError = 107029;
+    /// An "unsafe" call (aclrtMemcpy, aclrtMemset, ...) the capture modes forbid the
+    /// calling thread while a capture is under way.
+    pub const RT_CAPTURE_MODE_NOT_SUPPORT: AclError = 107030;
     pub const STREAM_CAPTURE_CONFLICT: AclError = 107032;
     pub const RT_STREAM_CAPTURE_UNMATCHED: AclError = 107036;
     pub const RT_STREAM_CAPTURE_WRONG_THREAD: AclError = 107038;

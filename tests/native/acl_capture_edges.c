@@ -1,7 +1,7 @@
 /* Graph capture where the streams a model holds are not what a program's calls suggest,
  * as the open runtime implements the aclmdlRI pages (hicann/runtime, aclgraph):
  *
- *   acl_capture_edges long|wrong-thread|unjoined
+ *   acl_capture_edges long|wrong-thread|unjoined|modes
  *
  * long          captures LONG memsets on one stream. A capture stream takes 2016 tasks
  *               (an SQ of 2048 less 32 kept for the model), and the runtime binds one more
@@ -16,12 +16,19 @@
  *               own cannot wait on that capture's event (ACL_ERROR_STREAM_CAPTURE_CONFLICT,
  *               107032). The same capture with the side stream joined back then ends,
  *               holding 2.
+ * modes         the unsafe calls (aclrtMemset, aclrtMemcpy) under each capture mode
+ *               (aclmdlRICaptureThreadExchangeMode's page): in a GLOBAL capture no thread
+ *               in GLOBAL exchange mode may make them (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+ *               107030), a RELAXED thread may, and another thread in THREAD_LOCAL mode
+ *               may; in a THREAD_LOCAL capture only the capturing thread may not; in a
+ *               RELAXED one every thread may. The last capture's model is kept: 1 stream.
  *
  * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "acl_rt.h"
@@ -33,6 +40,33 @@
 static aclrtStream g_stream;
 static aclError g_end_rc;
 static aclmdlRI g_ended;
+
+static void *g_buf;
+static aclrtContext g_ctx;
+static uint32_t g_thread_mode;
+static aclError g_memset_rc;
+
+/* aclrtMemset from another thread in the main thread's context, in exchange mode
+ * g_thread_mode (set back after). */
+static void *memset_elsewhere(void *unused) {
+    (void)unused;
+    uint32_t mode = g_thread_mode;
+    if (aclrtSetCurrentContext(g_ctx) != 0 || aclmdlRICaptureThreadExchangeMode(&mode) != 0) {
+        g_memset_rc = -1;
+        return NULL;
+    }
+    g_memset_rc = aclrtMemset(g_buf, N, 3, N);
+    (void)aclmdlRICaptureThreadExchangeMode(&mode);
+    return NULL;
+}
+
+static aclError memset_on_another_thread(uint32_t mode) {
+    pthread_t t;
+    g_thread_mode = mode;
+    g_memset_rc = -2;
+    if (pthread_create(&t, NULL, memset_elsewhere, NULL) != 0 || pthread_join(t, NULL) != 0) return -3;
+    return g_memset_rc;
+}
 
 static void *end_elsewhere(void *unused) {
     (void)unused;
@@ -55,7 +89,7 @@ static uint32_t streams_of(aclmdlRI model) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s long|wrong-thread|unjoined\n", argv[0]);
+        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -113,6 +147,31 @@ int main(int argc, char **argv) {
                 CHECK(capturing_into(side) == NULL && aclrtSynchronizeStream(side) == 0, "the side stream left");
             }
         }
+    } else if (strcmp(mode, "modes") == 0) {
+        uint32_t exchange = ACL_MODEL_RI_CAPTURE_MODE_RELAXED;
+        void *host = NULL;
+        g_buf = buf;
+        CHECK(aclrtGetCurrentContext(&g_ctx) == 0, "aclrtGetCurrentContext");
+        CHECK((host = malloc(N)) != NULL, "malloc");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-global");
+        CHECK(aclrtMemset(buf, N, 1, N) == 107030, "global: ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT");
+        CHECK(aclrtMemcpy(host, N, buf, N, ACL_MEMCPY_DEVICE_TO_HOST) == 107030, "global: aclrtMemcpy");
+        CHECK(aclmdlRICaptureThreadExchangeMode(&exchange) == 0, "exchange");
+        CHECK(aclrtMemset(buf, N, 1, N) == 0, "global, this thread relaxed");
+        CHECK(aclmdlRICaptureThreadExchangeMode(&exchange) == 0, "exchange-back");
+        CHECK(memset_on_another_thread(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 107030, "global, another thread");
+        CHECK(memset_on_another_thread(ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL) == 0, "global, another thread local");
+        CHECK(aclmdlRICaptureEnd(stream, &kept) == 0 && aclmdlRIDestroy(kept) == 0, "end-global");
+        CHECK(aclrtMemset(buf, N, 1, N) == 0, "no capture");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL) == 0, "begin-thread-local");
+        CHECK(aclrtMemset(buf, N, 1, N) == 107030, "thread local: the capturing thread");
+        CHECK(memset_on_another_thread(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "thread local, another thread");
+        CHECK(aclmdlRICaptureEnd(stream, &kept) == 0 && aclmdlRIDestroy(kept) == 0, "end-thread-local");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "begin-relaxed");
+        CHECK(aclrtMemcpy(host, N, buf, N, ACL_MEMCPY_DEVICE_TO_HOST) == 0, "relaxed: any call");
+        CHECK(memset_on_another_thread(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "relaxed, another thread");
+        CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "end-relaxed");
+        free(host);
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

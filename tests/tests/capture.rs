@@ -248,3 +248,20 @@ fn a_capture_whose_side_stream_never_joins_back_fails_and_frees_its_streams() {
         5,
     );
 }
+
+/// The capture modes decide which thread may make the "unsafe" calls (aclrtMemset,
+/// aclrtMemcpy) while a capture is under way: none in GLOBAL exchange mode during a GLOBAL
+/// capture (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT), a thread switched to RELAXED or
+/// another thread in THREAD_LOCAL mode may; in a THREAD_LOCAL capture only the capturing
+/// thread may not; in a RELAXED one any may (`native/acl_capture_edges.c modes` checks
+/// each). The same natively and under npud, which counts what the driver counts: the
+/// default stream, the program's and the last model's.
+#[test]
+fn capture_modes_decide_who_may_make_unsafe_calls_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_edges_app(),
+        "modes",
+        "ok modes streams 1",
+        3,
+    );
+}

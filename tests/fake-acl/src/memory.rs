@@ -157,7 +157,16 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: u32,
 ) -> AclError {
+    if let Err(e) = unsafe_call_allowed() {
+        return crate::failed(e);
+    }
     copy(dst, dest_max, src, count, kind)
+}
+
+/// Whether the capture modes let the calling thread make a synchronous copy or memset now
+/// (`capture::modes`); always, before aclInit.
+fn unsafe_call_allowed() -> Result<(), AclError> {
+    rt().map_or(Ok(()), Rt::unsafe_call_allowed)
 }
 
 /// aclrtMemcpyAsync: the copy is done at once (there is no device memory to wait for); the
@@ -190,6 +199,9 @@ fn set_task(dev_ptr: *mut c_void, max_count: usize, value: i32, count: usize) ->
 /// aclrtMemset(devPtr, maxCount, value, count).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemset(dev_ptr: *mut c_void, max_count: usize, value: i32, count: usize) -> AclError {
+    if let Err(e) = unsafe_call_allowed() {
+        return crate::failed(e);
+    }
     match set_task(dev_ptr, max_count, value, count) {
         Ok(task) => {
             make(&task);

@@ -339,6 +339,11 @@ impl Rt {
         self.stream(self.resolve(h)?)
     }
 
+    /// The context a stream made with aclrtCreateStream(WithConfig) belongs to.
+    pub fn stream_context(&self, h: Handle) -> Option<usize> {
+        self.lock().stream_ctx.get(&(h as usize)).copied()
+    }
+
     /// Whether `h` is a context's default stream (aclrtCtxGetCurrentDefaultStream's handle).
     pub fn is_default_stream(&self, h: Handle) -> bool {
         let inner = self.lock();

@@ -35,13 +35,17 @@
 //! `aclmdlRIExecuteAsync` and
 //! `aclmdlRIExecute`. So a program that captures once and replays with new inputs sees each
 //! replay's result, as on the device. Event records, waits and callbacks still run when
-//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) are checked, and decide which thread
-//! may end a capture; the fake does not restrict the "unsafe" calls by them.
+//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) decide which thread may end a
+//! capture, and which may call the "unsafe" functions meanwhile (`modes`).
 
+mod modes;
 mod tasks;
+
+pub use modes::exchange_thread_mode;
 
 use crate::Handle;
 use crate::state::{NO_STREAM_RESOURCE, Rt};
+use modes::RELAXED;
 use npu_sim::StreamId;
 use npud_proto::codes::acl::{
     AclError, INVALID_PARAM, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_INVALIDATED,
@@ -54,26 +58,6 @@ use tasks::Member;
 /// aclmdlRICaptureStatus.
 pub const STATUS_NONE: u32 = 0;
 pub const STATUS_ACTIVE: u32 = 1;
-
-/// aclmdlRICaptureMode RELAXED, the highest.
-const RELAXED: u32 = 2;
-const MAX_MODE: u32 = RELAXED;
-
-thread_local! {
-    /// The calling thread's capture mode (aclmdlRICaptureThreadExchangeMode); a thread
-    /// starts in GLOBAL, the strictest.
-    static THREAD_MODE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// aclmdlRICaptureThreadExchangeMode: sets the calling thread's mode to `mode` and returns
-/// the one it had. The fake keeps the mode per thread as the vendor describes; like the
-/// modes aclmdlRICaptureBegin takes, it does not restrict the "unsafe" calls by it.
-pub fn exchange_thread_mode(mode: u32) -> Result<u32, AclError> {
-    if mode > MAX_MODE {
-        return Err(INVALID_PARAM);
-    }
-    Ok(THREAD_MODE.with(|m| m.replace(mode)))
-}
 
 /// A memory task issued to a stream (its arguments as the call took them, already
 /// checked): made at once, or, issued to a stream in capture, each time the model is
@@ -88,6 +72,8 @@ pub enum Task {
 
 struct Capture {
     device: u32,
+    /// The context of the stream it began on, whose capture mode it counts in (`modes`).
+    context: usize,
     model: usize,
     /// The mode it began in, and the thread that began it: in a mode other than RELAXED
     /// only that thread may end it (`CheckCaptureStreamThreadIsMatch`).
@@ -123,6 +109,8 @@ pub struct Captures {
     /// An event last recorded in a capturing stream → the stream that capture began on.
     recorded_in: HashMap<usize, usize>,
     models: HashMap<usize, Model>,
+    /// Per context, its captures under way by mode (`modes`).
+    modes: HashMap<usize, [u32; 3]>,
 }
 
 impl Rt {
@@ -143,7 +131,7 @@ impl Rt {
     }
 
     pub fn capture_begin(&self, stream: Handle, mode: u32) -> Result<(), AclError> {
-        if mode > MAX_MODE {
+        if mode > RELAXED {
             return Err(INVALID_PARAM);
         }
         let (dev, _) = self.stream(stream)?;
@@ -156,10 +144,14 @@ impl Rt {
         }
         let first = self.take_capture_stream(device)?;
         let model = self.mint_handle();
+        let context = self.stream_context(stream).or(crate::state::current_context().map(|c| c as usize));
+        let context = context.unwrap_or(0);
         let mut c = self.captures();
         c.member_of.insert(stream as usize, stream as usize);
+        c.mode_entered(context, mode);
         let capture = Capture {
             device,
+            context,
             model,
             mode,
             thread: std::thread::current().id(),
@@ -191,6 +183,7 @@ impl Rt {
         };
         c.member_of.retain(|_, origin| *origin != stream as usize);
         c.recorded_in.retain(|_, origin| *origin != stream as usize);
+        c.mode_exited(capture.context, capture.mode, true);
         drop(c);
         let wrong_thread = capture.mode != RELAXED && capture.thread != std::thread::current().id();
         let failed = if capture.invalidated {
@@ -284,8 +277,9 @@ impl Rt {
         let freed: Vec<Vec<StreamId>> = {
             let mut c = self.captures();
             let origins: Vec<usize> = c.active.iter().filter(|(_, k)| k.device == device).map(|(o, _)| *o).collect();
-            let mut freed: Vec<Vec<StreamId>> =
-                origins.iter().filter_map(|o| c.active.remove(o)).map(|k| k.held).collect();
+            let ended: Vec<Capture> = origins.iter().filter_map(|o| c.active.remove(o)).collect();
+            ended.iter().for_each(|k| c.mode_exited(k.context, k.mode, false));
+            let mut freed: Vec<Vec<StreamId>> = ended.into_iter().map(|k| k.held).collect();
             c.member_of.retain(|_, o| !origins.contains(o));
             c.recorded_in.retain(|_, o| !origins.contains(o));
             let models: Vec<usize> = c.models.iter().filter(|(_, m)| m.device == device).map(|(h, _)| *h).collect();
