@@ -1,8 +1,9 @@
 /* The part of the AscendCL runtime API the test programs that include it use (graphs,
- * models, host functions, processes that end in unusual ways, stream state callbacks), declared with the vendor's
- * signatures (shared/reference/acl.md and the pages cited in each program) in place of
- * the vendor's acl/acl.h, which CI does not have. The programs link against libascendcl by
- * these names, as any AscendCL program does.
+ * models, host functions, processes that end in unusual ways, stream state callbacks, peer
+ * access between devices), declared with the vendor's signatures (shared/reference/acl.md
+ * and the pages cited in each program) in place of the vendor's acl/acl.h, which CI does
+ * not have. The programs link against libascendcl by these names, as any AscendCL program
+ * does.
  * Also holds(): whether a device buffer holds one byte value throughout; and replay(): a
  * model executed round after round with new input, checked each time. */
 #ifndef NPUD_TEST_ACL_RT_H
@@ -39,6 +40,12 @@ aclError aclrtSetCurrentContext(aclrtContext);
 aclError aclrtGetCurrentContext(aclrtContext *);
 aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *);
 aclError aclrtDeviceGetStreamPriorityRange(int32_t *, int32_t *);
+aclError aclrtGetVersion(int32_t *, int32_t *, int32_t *);
+aclError aclrtGetDeviceCount(uint32_t *);
+aclError aclrtDeviceCanAccessPeer(int32_t *, int32_t, int32_t);
+aclError aclrtDeviceEnablePeerAccess(int32_t, uint32_t);
+aclError aclrtDeviceDisablePeerAccess(int32_t);
+aclError aclrtDevicePeerAccessStatus(int32_t, int32_t, int32_t *);
 
 aclError aclrtCreateStream(aclrtStream *);
 aclError aclrtCreateStreamWithConfig(aclrtStream *, uint32_t, uint32_t);

@@ -347,6 +347,13 @@ pub fn acl_stream_state_app() -> &'static PathBuf {
     build("acl_stream_state.c", "ascendcl", "acl_stream_state", &[])
 }
 
+/// `native/acl_peer.c` built once per process: `STREAMS`; uses devices 0 and 1 and the
+/// peer access between them, keeps STREAMS streams on each, prints `ok peer streams
+/// STREAMS` (or `fail WHAT`), then holds until stdin closes.
+pub fn acl_peer_app() -> &'static PathBuf {
+    build("acl_peer.c", "ascendcl", "acl_peer", &[])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::native::{
-    App, Shared, acl_apps, acl_builder, acl_command, cuda_apps, cuda_command, native_created, native_created_on,
-    native_held, release_as_granted, release_as_granted_checking,
+    App, Shared, acl_apps, acl_builder, acl_command, acl_peer_app, cuda_apps, cuda_command, native_created,
+    native_created_on, native_held, release_as_granted, release_as_granted_checking,
 };
 use npud_tests::{Daemon, bin, eventually, fake_library, free_port, metric};
 use std::collections::HashMap;
@@ -133,6 +133,42 @@ fn programs_that_renumber_physical_device_1_are_booked_on_it_and_all_start() {
         assert_eq!(figure(&d, 0, "queued_requests"), 0);
         assert_eq!(shared.held_on(0, npud), 0, "nor does the driver");
     });
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && shared.held_by_others(npud) == 0));
+}
+
+/// A program on two devices with peer access between them (`native/acl_peer.c`, which
+/// checks the vendor's refusals and that access goes one way only), its device 0
+/// renumbered to physical 1 (ASCEND_RT_VISIBLE_DEVICES=1,0), runs the same natively and
+/// under npud. npud books each device's default stream and streams on the physical device
+/// that holds them, as the driver counts them, and has nothing left once it exits.
+#[test]
+fn a_program_on_two_devices_with_peer_access_is_booked_on_each_as_the_driver_holds() {
+    let shared = Shared::new();
+    let d = two_device_daemon(&shared, &[], &[]);
+    let npud = d.pid();
+    let env = [("NPU_SIM_DEVICES", "2"), ("ASCEND_RT_VISIBLE_DEVICES", "1,0")];
+    let mut native = App::spawn({
+        let mut c = acl_command(acl_peer_app(), &shared.path, None);
+        c.envs(env).arg("7");
+        c
+    });
+    assert_eq!(native.line(), "ok peer streams 7");
+    native.release();
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.envs(env).arg("--socket").arg(&d.socket).args(["run", "--"]).arg(acl_peer_app()).arg("7");
+    let app = {
+        let mut app = App::spawn(cmd);
+        assert_eq!(app.line(), "ok peer streams 7");
+        app
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || (0..2u32)
+            .all(|dev| native_created_on(&d, u64::from(dev)) == 8 && shared.held_on(dev, npud) == 8)),
+        "npud and the driver count a default stream and 7 on each: {:?}",
+        devices(&d)
+    );
+    assert!((0..2).all(|dev| figure(&d, dev, "untracked") == 0), "{:?}", devices(&d));
+    app.release();
     assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && shared.held_by_others(npud) == 0));
 }
 

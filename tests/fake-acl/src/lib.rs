@@ -18,6 +18,7 @@ mod host_func;
 mod last_error;
 mod memory;
 mod numbering;
+mod peer;
 mod state;
 mod stream_state;
 
@@ -25,6 +26,7 @@ pub use callbacks::*;
 pub use events::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetLastError, aclrtPeekAtLastError};
+pub use peer::*;
 pub use stream_state::aclrtRegStreamStateCallback;
 
 use state::{Rt, rt};
@@ -100,6 +102,22 @@ pub extern "C" fn aclInit(_config: *const c_char) -> AclError {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclFinalize() -> AclError {
+    ACL_SUCCESS
+}
+
+/// aclrtGetVersion(major, minor, patch): the AscendCL version of the runtime's headers the
+/// fake follows, 1.17.0 (`ACL_MAJOR_VERSION` ... in acl_rt.h); each pointer is required.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetVersion(major: *mut i32, minor: *mut i32, patch: *mut i32) -> AclError {
+    if major.is_null() || minor.is_null() || patch.is_null() {
+        return failed(INVALID_PARAM);
+    }
+    // SAFETY: three checked non-null out-pointers from the caller.
+    unsafe {
+        major.write(1);
+        minor.write(17);
+        patch.write(0);
+    }
     ACL_SUCCESS
 }
 
