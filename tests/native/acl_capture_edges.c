@@ -1,7 +1,7 @@
 /* Graph capture where the streams a model holds are not what a program's calls suggest,
  * as the open runtime implements the aclmdlRI pages (hicann/runtime, aclgraph):
  *
- *   acl_capture_edges long|wrong-thread|unjoined|modes
+ *   acl_capture_edges long|wrong-thread|unjoined|modes|refusals
  *
  * long          captures LONG memsets on one stream. A capture stream takes 2016 tasks
  *               (an SQ of 2048 less 32 kept for the model), and the runtime binds one more
@@ -22,6 +22,11 @@
  *               107030), a RELAXED thread may, and another thread in THREAD_LOCAL mode
  *               may; in a THREAD_LOCAL capture only the capturing thread may not; in a
  *               RELAXED one every thread may. The last capture's model is kept: 1 stream.
+ * refusals      what Begin refuses before any stream is taken (ApiImpl::StreamBeginCapture):
+ *               a thread with no current context (ACL_ERROR_RT_CONTEXT_NULL), a stream of
+ *               another context (ACL_ERROR_RT_STREAM_CONTEXT), a stream bound to a model
+ *               (ACL_ERROR_RT_STREAM_MODEL), the default stream
+ *               (ACL_ERROR_RT_FEATURE_NOT_SUPPORT). No model is kept: 0.
  *
  * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
@@ -46,6 +51,15 @@ static aclrtContext g_ctx;
 static uint32_t g_thread_mode;
 static aclError g_memset_rc;
 
+static aclError g_begin_rc;
+
+/* aclmdlRICaptureBegin from a thread with no current context. */
+static void *begin_without_context(void *unused) {
+    (void)unused;
+    g_begin_rc = aclmdlRICaptureBegin(g_stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    return NULL;
+}
+
 /* aclrtMemset from another thread in the main thread's context, in exchange mode
  * g_thread_mode (set back after). */
 static void *memset_elsewhere(void *unused) {
@@ -68,9 +82,12 @@ static aclError memset_on_another_thread(uint32_t mode) {
     return g_memset_rc;
 }
 
+/* aclmdlRICaptureEnd from another thread, in the main thread's context (a thread with no
+ * current context gets ACL_ERROR_RT_CONTEXT_NULL first). */
 static void *end_elsewhere(void *unused) {
     (void)unused;
-    g_end_rc = aclmdlRICaptureEnd(g_stream, &g_ended);
+    g_end_rc = aclrtSetCurrentContext(g_ctx);
+    if (g_end_rc == 0) g_end_rc = aclmdlRICaptureEnd(g_stream, &g_ended);
     return NULL;
 }
 
@@ -89,7 +106,7 @@ static uint32_t streams_of(aclmdlRI model) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes\n", argv[0]);
+        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes|refusals\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -109,6 +126,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(mode, "wrong-thread") == 0) {
         pthread_t t;
         g_stream = stream;
+        CHECK(aclrtGetCurrentContext(&g_ctx) == 0, "aclrtGetCurrentContext");
         CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "begin-relaxed");
         CHECK(pthread_create(&t, NULL, end_elsewhere, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
         CHECK(g_end_rc == 0 && g_ended != NULL, "a RELAXED capture ends from any thread");
@@ -172,6 +190,26 @@ int main(int argc, char **argv) {
         CHECK(memset_on_another_thread(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "relaxed, another thread");
         CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "end-relaxed");
         free(host);
+    } else if (strcmp(mode, "refusals") == 0) {
+        pthread_t t;
+        aclrtContext primary = NULL, other = NULL;
+        aclrtStream persistent = NULL, default_stream = NULL;
+        aclmdlRI built = NULL;
+        g_stream = stream;
+        CHECK(pthread_create(&t, NULL, begin_without_context, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+        CHECK(g_begin_rc == 107002, "no context: ACL_ERROR_RT_CONTEXT_NULL");
+        CHECK(aclrtGetCurrentContext(&primary) == 0 && aclrtCreateContext(&other, 0) == 0, "aclrtCreateContext");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 107003, "ACL_ERROR_RT_STREAM_CONTEXT");
+        CHECK(aclrtDestroyContext(other) == 0 && aclrtSetCurrentContext(primary) == 0, "aclrtDestroyContext");
+        CHECK(aclrtCreateStreamWithConfig(&persistent, 0, ACL_STREAM_PERSISTENT) == 0, "persistent stream");
+        CHECK(aclmdlRIBuildBegin(&built, 0) == 0, "aclmdlRIBuildBegin");
+        CHECK(aclmdlRIBindStream(built, persistent, ACL_MODEL_STREAM_FLAG_HEAD) == 0, "aclmdlRIBindStream");
+        CHECK(aclmdlRICaptureBegin(persistent, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 107005, "ACL_ERROR_RT_STREAM_MODEL");
+        CHECK(aclmdlRIUnbindStream(built, persistent) == 0 && aclmdlRIDestroy(built) == 0, "aclmdlRIDestroy");
+        CHECK(aclrtDestroyStream(persistent) == 0, "aclrtDestroyStream");
+        CHECK(aclrtCtxGetCurrentDefaultStream(&default_stream) == 0, "aclrtCtxGetCurrentDefaultStream");
+        CHECK(aclmdlRICaptureBegin(default_stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 207000, "the default stream");
+        CHECK(capturing_into(stream) == NULL, "nothing began");
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
@@ -182,7 +220,7 @@ int main(int argc, char **argv) {
     char line[64];
     while (fgets(line, sizeof line, stdin)) {
     }
-    CHECK(aclmdlRIDestroy(kept) == 0, "aclmdlRIDestroy");
+    if (kept) CHECK(aclmdlRIDestroy(kept) == 0, "aclmdlRIDestroy");
     if (side) CHECK(aclrtDestroyStream(side) == 0, "aclrtDestroyStream");
     if (fork) CHECK(aclrtDestroyEvent(fork) == 0 && aclrtDestroyEvent(join) == 0, "aclrtDestroyEvent");
     CHECK(aclrtFree(buf) == 0, "aclrtFree");

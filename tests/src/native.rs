@@ -334,7 +334,8 @@ pub fn acl_capture_app() -> &'static PathBuf {
     build("acl_capture.c", "ascendcl", "acl_capture", &[])
 }
 
-/// `native/acl_capture_edges.c` built once per process: `long|wrong-thread|unjoined|modes`;
+/// `native/acl_capture_edges.c` built once per process:
+/// `long|wrong-thread|unjoined|modes|refusals`;
 /// prints `ok MODE streams S` (or `fail WHAT`), then holds until stdin closes.
 pub fn acl_capture_edges_app() -> &'static PathBuf {
     build("acl_capture_edges.c", "ascendcl", "acl_capture_edges", &["-pthread"])

@@ -265,3 +265,19 @@ fn capture_modes_decide_who_may_make_unsafe_calls_natively_and_under_npud() {
         3,
     );
 }
+
+/// Begin refuses, before any stream is taken, a thread with no current context, a stream
+/// of another context, a stream bound to a model and the default stream
+/// (`ApiImpl::StreamBeginCapture`; `native/acl_capture_edges.c refusals` checks each
+/// code). So a capture's streams are always on the current device, where the interposer
+/// admits them; under npud a refused Begin leaves nothing booked: the books hold what the
+/// driver holds, the default stream and the program's.
+#[test]
+fn a_refused_capture_takes_nothing_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_edges_app(),
+        "refusals",
+        "ok refusals streams 0",
+        2,
+    );
+}

@@ -103,6 +103,11 @@ impl Rt {
         b.unbind(stream);
     }
 
+    /// Whether `stream` is bound to a model built by hand.
+    pub fn bound_to_model(&self, stream: Handle) -> bool {
+        self.builds().bound.contains_key(&(stream as usize))
+    }
+
     /// Keeps `task` when `stream` is persistent; false when the task is to be made now.
     pub fn kept_task(&self, stream: Handle, task: Task) -> bool {
         let mut guard = self.builds();

@@ -48,8 +48,9 @@ use crate::state::{NO_STREAM_RESOURCE, Rt};
 use modes::RELAXED;
 use npu_sim::StreamId;
 use npud_proto::codes::acl::{
-    AclError, INVALID_PARAM, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_INVALIDATED,
-    RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED, RT_STREAM_NOT_CAPTURED,
+    AclError, INVALID_PARAM, RT_CONTEXT_NULL, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_INVALIDATED,
+    RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED, RT_STREAM_CONTEXT,
+    RT_STREAM_MODEL, RT_STREAM_NOT_CAPTURED,
 };
 use std::collections::HashMap;
 use std::thread::ThreadId;
@@ -130,22 +131,38 @@ impl Rt {
         self.give_shared(device, held.len() as u32);
     }
 
+    /// What Begin and End check of the stream before anything else (`ApiImpl::StreamBeginCapture`
+    /// and `StreamEndCapture`): a current context (ACL_ERROR_RT_CONTEXT_NULL), the stream
+    /// made in it (ACL_ERROR_RT_STREAM_CONTEXT), not bound to a model
+    /// (ACL_ERROR_RT_STREAM_MODEL), not a default stream ("cannot be used in the ACL
+    /// Graph": ACL_ERROR_RT_FEATURE_NOT_SUPPORT). So a capture's streams are always on the
+    /// current device.
+    fn capturable(&self, stream: Handle) -> Result<u32, AclError> {
+        let (dev, _) = self.stream(stream)?;
+        let current = crate::state::current_context().ok_or(RT_CONTEXT_NULL)? as usize;
+        if self.stream_context(stream).is_some_and(|made_in| made_in != current) {
+            return Err(RT_STREAM_CONTEXT);
+        }
+        if self.bound_to_model(stream) {
+            return Err(RT_STREAM_MODEL);
+        }
+        if self.is_default_stream(stream) {
+            return Err(RT_FEATURE_NOT_SUPPORT);
+        }
+        Ok(dev.id())
+    }
+
     pub fn capture_begin(&self, stream: Handle, mode: u32) -> Result<(), AclError> {
         if mode > RELAXED {
             return Err(INVALID_PARAM);
         }
-        let (dev, _) = self.stream(stream)?;
-        let device = dev.id();
-        if self.is_default_stream(stream) {
-            return Err(RT_FEATURE_NOT_SUPPORT); // "cannot be used in the ACL Graph"
-        }
+        let device = self.capturable(stream)?;
         if self.in_capture(stream) {
             return Err(RT_STREAM_CAPTURED);
         }
         let first = self.take_capture_stream(device)?;
         let model = self.mint_handle();
-        let context = self.stream_context(stream).or(crate::state::current_context().map(|c| c as usize));
-        let context = context.unwrap_or(0);
+        let context = crate::state::current_context().map_or(0, |c| c as usize);
         let mut c = self.captures();
         c.member_of.insert(stream as usize, stream as usize);
         c.mode_entered(context, mode);
@@ -168,10 +185,7 @@ impl Rt {
     /// Ends the capture begun on `stream`: the model now holds its streams. The checks
     /// and what each failure leaves are `Context::StreamEndCapture`'s (module docs).
     pub fn capture_end(&self, stream: Handle) -> Result<Handle, AclError> {
-        self.stream(stream)?;
-        if self.is_default_stream(stream) {
-            return Err(RT_FEATURE_NOT_SUPPORT);
-        }
+        self.capturable(stream)?;
         let mut c = self.captures();
         let Some(capture) = c.active.remove(&(stream as usize)) else {
             // Joined, not begun, here: the capture ends on the stream that began it.
