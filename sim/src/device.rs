@@ -318,6 +318,11 @@ impl SimDevice {
         self.with(|s, _| s.engine.elapsed_ms(start, end))
     }
 
+    /// When a timed event's latest record completed; the errors are `elapsed_ms`'s.
+    pub fn completed_at(&self, event: EventId) -> SimResult<Instant> {
+        self.with(|s, _| s.engine.timestamp_of(event))
+    }
+
     /// Fault: the device stops executing tasks (or resumes). Calls are still accepted,
     /// as a hung device accepts work it never does.
     pub fn set_stalled(&self, stalled: bool) {

@@ -494,7 +494,8 @@ impl Engine {
         Ok(ms as f32)
     }
 
-    fn timestamp_of(&mut self, id: EventId) -> SimResult<Instant> {
+    /// When a timed event's latest record completed (`elapsed_ms`'s errors otherwise).
+    pub(crate) fn timestamp_of(&mut self, id: EventId) -> SimResult<Instant> {
         let e = self.live_event(id)?;
         if !e.timing {
             return Err(SimError::new(

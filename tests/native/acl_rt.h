@@ -63,6 +63,10 @@ aclError aclrtDestroyEvent(aclrtEvent);
 aclError aclrtRecordEvent(aclrtEvent, aclrtStream);
 aclError aclrtSynchronizeEvent(aclrtEvent);
 aclError aclrtQueryEventStatus(aclrtEvent, uint32_t *);
+aclError aclrtEventElapsedTime(float *, aclrtEvent, aclrtEvent);
+aclError aclrtEventGetTimestamp(aclrtEvent, uint64_t *);
+aclError aclrtGetEventId(aclrtEvent, uint32_t *);
+aclError aclrtStreamWaitEventWithTimeout(aclrtStream, aclrtEvent, int32_t);
 
 aclError aclrtSubscribeReport(uint64_t, aclrtStream);
 aclError aclrtUnSubscribeReport(uint64_t, aclrtStream);

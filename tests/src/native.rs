@@ -355,6 +355,13 @@ pub fn acl_peer_app() -> &'static PathBuf {
     build("acl_peer.c", "ascendcl", "acl_peer", &[])
 }
 
+/// `native/acl_event_times.c` built once per process: `STREAMS`; reads events' ids and
+/// completion times and makes STREAMS streams wait with a timeout, prints `ok times
+/// streams STREAMS` (or `fail WHAT`), then holds until stdin closes.
+pub fn acl_event_times_app() -> &'static PathBuf {
+    build("acl_event_times.c", "ascendcl", "acl_event_times", &[])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

@@ -376,6 +376,21 @@ fn a_program_on_the_null_stream_runs_on_the_fake_library_and_under_npud() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "on an A2 part");
 }
 
+/// Events' ids and completion times (aclrtGetEventId, aclrtEventGetTimestamp, agreeing
+/// with aclrtEventElapsedTime) and waits with a timeout (aclrtStreamWaitEventWithTimeout,
+/// a negative one refused), as `native/acl_event_times.c` checks them, the same on the
+/// fake library and under npud, which counts what the driver counts: the default stream,
+/// the program's and the 6 that wait.
+#[test]
+fn event_ids_times_and_timed_waits_behave_as_the_runtime_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        native::acl_event_times_app(),
+        "6",
+        "ok times streams 6",
+        8,
+    );
+}
+
 /// A program that registers stream state callbacks (aclrtRegStreamStateCallback, as GE
 /// and AscendC's runtime do) hears of every stream made and about to go, default streams
 /// and a context's teardown included, in the order of the callbacks' names, and gets the

@@ -125,3 +125,34 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(ms: *mut f32, start: Handle, end:
         Err(e) => failed(e),
     }
 }
+
+/// aclrtEventGetTimestamp(event, timestamp): when the event's latest record completed, in
+/// microseconds since the device started (in the fake: since aclInit). The event must be
+/// timed, recorded and complete (the errors aclrtEventElapsedTime gives), and not recorded
+/// in a capture under way (ACL_ERROR_RT_EVENT_CAPTURED, `ApiErrorDecorator::EventGetTimeStamp`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtEventGetTimestamp(event: Handle, timestamp: *mut u64) -> AclError {
+    if timestamp.is_null() || event.is_null() {
+        return failed(INVALID_PARAM);
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.waitable_event(event).and_then(|(dev, id)| dev.completed_at(id).map_err(|e| e.code)) {
+        // SAFETY: checked non-null out-pointer from the caller.
+        Ok(at) => unsafe { put(timestamp, at.saturating_duration_since(r.started).as_micros() as u64) },
+        Err(e) => failed(e),
+    }
+}
+
+/// aclrtGetEventId(event, eventId): the event's id on its device.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetEventId(event: Handle, id: *mut u32) -> AclError {
+    if id.is_null() || event.is_null() {
+        return failed(INVALID_PARAM);
+    }
+    let Some(r) = rt() else { return UNINITIALIZE };
+    match r.event(event) {
+        // SAFETY: checked non-null out-pointer from the caller.
+        Ok((_, e)) => unsafe { put(id, e as u32) },
+        Err(e) => failed(e),
+    }
+}

@@ -281,6 +281,18 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: Handle, status: *mut u32) -> A
     }
 }
 
+/// aclrtStreamWaitEventWithTimeout(stream, event, timeout): as aclrtStreamWaitEvent; the
+/// timeout is in seconds, 0 for none, and a negative one is ACL_ERROR_RT_PARAM_INVALID.
+/// The fake does not time the wait out: a wait that outlasts its timeout still ends when
+/// the record completes.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEventWithTimeout(stream: Handle, event: Handle, timeout: i32) -> AclError {
+    if timeout < 0 {
+        return failed(RT_PARAM_INVALID);
+    }
+    aclrtStreamWaitEvent(stream, event)
+}
+
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> AclError {
     with_rt(|r| {

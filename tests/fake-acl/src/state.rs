@@ -80,6 +80,9 @@ pub struct Rt {
     /// with no other of these locks held.
     builds: Mutex<crate::build::Builds>,
     due: Condvar,
+    /// When aclInit made the runtime: what aclrtEventGetTimestamp counts from, in place of
+    /// the device's start.
+    pub started: std::time::Instant,
 }
 
 static RT: OnceLock<Rt> = OnceLock::new();
@@ -149,6 +152,7 @@ pub fn init() -> bool {
             captures: Mutex::new(crate::capture::Captures::default()),
             builds: Mutex::new(crate::build::Builds::default()),
             due: Condvar::new(),
+            started: std::time::Instant::now(),
         }
     });
     first
