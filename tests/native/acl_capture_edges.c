@@ -26,7 +26,9 @@
  *               a thread with no current context (ACL_ERROR_RT_CONTEXT_NULL), a stream of
  *               another context (ACL_ERROR_RT_STREAM_CONTEXT), a stream bound to a model
  *               (ACL_ERROR_RT_STREAM_MODEL), the default stream
- *               (ACL_ERROR_RT_FEATURE_NOT_SUPPORT). No model is kept: 0.
+ *               (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); and End refused the same way (no
+ *               context, a NULL out-pointer), after which the capture goes on and ends
+ *               properly: its model is kept, 1 stream.
  *
  * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
@@ -53,10 +55,16 @@ static aclError g_memset_rc;
 
 static aclError g_begin_rc;
 
-/* aclmdlRICaptureBegin from a thread with no current context. */
+/* aclmdlRICaptureBegin, or End, from a thread with no current context. */
 static void *begin_without_context(void *unused) {
     (void)unused;
     g_begin_rc = aclmdlRICaptureBegin(g_stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL);
+    return NULL;
+}
+
+static void *end_without_context(void *unused) {
+    (void)unused;
+    g_end_rc = aclmdlRICaptureEnd(g_stream, &g_ended);
     return NULL;
 }
 
@@ -210,6 +218,12 @@ int main(int argc, char **argv) {
         CHECK(aclrtCtxGetCurrentDefaultStream(&default_stream) == 0, "aclrtCtxGetCurrentDefaultStream");
         CHECK(aclmdlRICaptureBegin(default_stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 207000, "the default stream");
         CHECK(capturing_into(stream) == NULL, "nothing began");
+        CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "aclmdlRICaptureBegin");
+        CHECK(pthread_create(&t, NULL, end_without_context, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+        CHECK(g_end_rc == 107002, "End with no context: ACL_ERROR_RT_CONTEXT_NULL");
+        CHECK(aclmdlRICaptureEnd(stream, NULL) != 0, "End with a NULL out-pointer");
+        CHECK(capturing_into(stream) != NULL, "the refused Ends left the capture going");
+        CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

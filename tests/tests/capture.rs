@@ -270,14 +270,17 @@ fn capture_modes_decide_who_may_make_unsafe_calls_natively_and_under_npud() {
 /// of another context, a stream bound to a model and the default stream
 /// (`ApiImpl::StreamBeginCapture`; `native/acl_capture_edges.c refusals` checks each
 /// code). So a capture's streams are always on the current device, where the interposer
-/// admits them; under npud a refused Begin leaves nothing booked: the books hold what the
-/// driver holds, the default stream and the program's.
+/// admits them. End refused the same way (no context, a NULL out-pointer) leaves the
+/// capture going, and its proper End then keeps the model. Under npud a refused Begin
+/// books nothing and a refused End gives nothing back (an interposer that took it for the
+/// end of the capture never booked the model, and the driver held one stream more than
+/// npud counted): the default stream, the program's and the model's.
 #[test]
-fn a_refused_capture_takes_nothing_natively_and_under_npud() {
+fn refused_begins_and_ends_leave_the_books_as_the_device_natively_and_under_npud() {
     native::runs_natively_and_under_npud_with_the_books_equal(
         acl_capture_edges_app(),
         "refusals",
-        "ok refusals streams 0",
-        2,
+        "ok refusals streams 1",
+        3,
     );
 }

@@ -432,11 +432,15 @@ fn capturing_into(stream: Handle) -> Option<Handle> {
     (rc == 0 && status == CAPTURE_STATUS_ACTIVE && !model.is_null()).then_some(model)
 }
 
-/// aclmdlRICaptureEnd: books what the model holds. A capture ended from the wrong thread
-/// (begun in a mode other than RELAXED) fails without destroying its model: the runtime
-/// only takes the stream out of capture (`Context::StreamEndCapture`), so the model's
-/// streams stay held until aclmdlRIDestroy on the handle aclmdlRICaptureGetInfo gave, a
-/// reset of the device or exit, and stay booked as long. Any other failure destroys it.
+/// aclmdlRICaptureEnd: books what the model holds. A failed End leaves one of three
+/// things (`ApiImpl::StreamEndCapture`, `Context::StreamEndCapture`):
+/// - refused before the capture is touched (no current context, a stream of another
+///   context, a NULL out-pointer...): the capture goes on, admitted as it was;
+/// - ended from the wrong thread (begun in a mode other than RELAXED): the stream leaves
+///   capture but the model is not destroyed, so its streams stay held until aclmdlRIDestroy
+///   on the handle aclmdlRICaptureGetInfo gave, a reset of the device or exit, and stay
+///   booked as long;
+/// - any other failure destroys the model with its streams.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 {
     let Some(real) = real!(&LIBRARY, aclmdlRICaptureEnd: CaptureEndFn) else { return INTERNAL };
@@ -452,6 +456,7 @@ pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 
                 0 if !model.is_null() => unsafe { *model },
                 // Without the model's handle, the stream stands for it until a reset.
                 RT_STREAM_CAPTURE_WRONG_THREAD => into.unwrap_or(stream),
+                _ if into.is_some() && capturing_into(stream) == into => return rc,
                 _ => {
                     p.capture_abandoned(stream as usize);
                     return rc;
