@@ -248,6 +248,17 @@ impl SimDevice {
         self.with(|s, now| s.engine.enqueue_delay(stream, duration, now))
     }
 
+    /// See `Engine::set_priority`; the priority must be one the profile has.
+    pub fn set_priority(&self, stream: StreamId, priority: u32) -> SimResult<()> {
+        if priority > self.profile.priority_lowest {
+            return Err(SimError::invalid(format!(
+                "priority {priority} is outside 0..={}",
+                self.profile.priority_lowest
+            )));
+        }
+        self.with(|s, _| s.engine.set_priority(stream, priority))
+    }
+
     pub fn set_failure_mode(&self, stream: StreamId, mode: FailureMode) -> SimResult<()> {
         self.with(|s, _| s.engine.set_failure_mode(stream, mode))
     }

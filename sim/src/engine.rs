@@ -254,6 +254,13 @@ impl Engine {
         })
     }
 
+    /// A new priority for a stream's work from now on (aclrtSetStreamAttribute's
+    /// ACL_STREAM_ATTR_PRIORITY); what is ready already keeps its place.
+    pub fn set_priority(&mut self, id: StreamId, priority: u32) -> SimResult<()> {
+        self.live_stream(id)?.priority = priority;
+        Ok(())
+    }
+
     pub fn set_failure_mode(&mut self, id: StreamId, mode: FailureMode) -> SimResult<()> {
         let s = self.live_stream(id)?;
         if s.failure_mode.is_some() {

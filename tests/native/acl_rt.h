@@ -57,6 +57,18 @@ aclError aclrtStreamGetPriority(aclrtStream, uint32_t *);
 /* aclrtStreamState: ACL_RT_STREAM_STATE_CREATE_POST 1, ACL_RT_STREAM_STATE_DESTROY_PRE 2. */
 typedef void (*aclrtStreamStateCallback)(aclrtStream, uint32_t, void *);
 aclError aclrtRegStreamStateCallback(const char *, aclrtStreamStateCallback, void *);
+/* aclrtStreamAttr: FAILURE_MODE 1, FLOAT_OVERFLOW_CHECK 2, USER_CUSTOM_TAG 3,
+ * CACHE_OP_INFO 4, PRIORITY 5. */
+typedef union {
+    uint64_t failureMode;
+    uint32_t overflowSwitch;
+    uint32_t userCustomTag;
+    uint32_t cacheOpInfoSwitch;
+    uint32_t streamPriority;
+    uint32_t reserve[4];
+} aclrtStreamAttrValue;
+aclError aclrtSetStreamAttribute(aclrtStream, uint32_t, aclrtStreamAttrValue *);
+aclError aclrtGetStreamAttribute(aclrtStream, uint32_t, aclrtStreamAttrValue *);
 
 aclError aclrtCreateEvent(aclrtEvent *);
 aclError aclrtDestroyEvent(aclrtEvent);

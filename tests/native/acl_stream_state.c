@@ -10,12 +10,18 @@
  * registered twice ACL_ERROR_RT_PARAM_INVALID, a NULL callback removes the registration.
  * aclrtDeviceGetStreamPriorityRange gives 7 (least) and 0 (greatest), and
  * aclrtCreateStreamWithConfig clamps a priority outside them instead of refusing it.
+ * aclrtSetStreamAttribute / aclrtGetStreamAttribute: a stream's priority (clamped the
+ * same way, and what aclrtStreamGetPriority reads), its failure mode (once per stream),
+ * its cache-op-info switch (0 or 1), its overflow check and custom tag; an unknown
+ * attribute is ACL_ERROR_RT_PARAM_INVALID, a NULL value ACL_ERROR_INVALID_PARAM.
  *
  * Then makes MORE streams, each heard of. Prints "ok state streams S" (S: its streams
  * left, besides the default one: 4 + MORE) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "acl_rt.h"
 #include "check.h"
@@ -108,6 +114,39 @@ int main(int argc, char **argv) {
     reset_seen();
     CHECK(aclrtCreateStream(&streams[2]) == 0, "aclrtCreateStream");
     CHECK(g_made[0] == 1 && g_made[1] == 0, "only a");
+
+    /* Stream attributes, on the stream made last. */
+    aclrtStream s = streams[2];
+    aclrtStreamAttrValue v;
+    uint32_t priority = 99;
+    memset(&v, 0, sizeof v);
+    v.streamPriority = 3;
+    CHECK(aclrtSetStreamAttribute(s, 5, &v) == 0, "set priority");
+    memset(&v, 0xff, sizeof v);
+    CHECK(aclrtGetStreamAttribute(s, 5, &v) == 0 && v.streamPriority == 3, "get priority");
+    CHECK(aclrtStreamGetPriority(s, &priority) == 0 && priority == 3, "aclrtStreamGetPriority after the attribute");
+    v.streamPriority = 9;
+    CHECK(aclrtSetStreamAttribute(s, 5, &v) == 0 && aclrtGetStreamAttribute(s, 5, &v) == 0, "priority 9");
+    CHECK(v.streamPriority == 7, "priority 9 clamped to 7");
+    v.failureMode = 1;
+    CHECK(aclrtSetStreamAttribute(s, 1, &v) == 0, "set failure mode");
+    v.failureMode = 0;
+    CHECK(aclrtGetStreamAttribute(s, 1, &v) == 0 && v.failureMode == 1, "get failure mode");
+    CHECK(aclrtSetStreamAttribute(s, 1, &v) != 0, "a failure mode is set once per stream");
+    v.cacheOpInfoSwitch = 2;
+    CHECK(aclrtSetStreamAttribute(s, 4, &v) == 107000, "cache op info 2: ACL_ERROR_RT_PARAM_INVALID");
+    v.cacheOpInfoSwitch = 1;
+    CHECK(aclrtSetStreamAttribute(s, 4, &v) == 0, "cache op info on");
+    v.userCustomTag = 42;
+    CHECK(aclrtSetStreamAttribute(s, 3, &v) == 0, "custom tag");
+    v.overflowSwitch = 1;
+    CHECK(aclrtSetStreamAttribute(s, 2, &v) == 0, "overflow check");
+    CHECK(aclrtGetStreamAttribute(s, 4, &v) == 0 && v.cacheOpInfoSwitch == 1, "get cache op info");
+    CHECK(aclrtGetStreamAttribute(s, 3, &v) == 0 && v.userCustomTag == 42, "get custom tag");
+    CHECK(aclrtGetStreamAttribute(s, 2, &v) == 0 && v.overflowSwitch == 1, "get overflow check");
+    CHECK(aclrtGetStreamAttribute(streams[0], 3, &v) == 0 && v.userCustomTag == 0, "another stream's tag");
+    CHECK(aclrtSetStreamAttribute(s, 9, &v) == 107000, "attribute 9: ACL_ERROR_RT_PARAM_INVALID");
+    CHECK(aclrtSetStreamAttribute(s, 3, NULL) == 100000, "a NULL value: ACL_ERROR_INVALID_PARAM");
 
     aclrtStream *extra = calloc(more > 0 ? (size_t)more : 1, sizeof *extra);
     CHECK(extra != NULL, "calloc");

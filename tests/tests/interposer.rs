@@ -395,7 +395,9 @@ fn event_ids_times_and_timed_waits_behave_as_the_runtime_natively_and_under_npud
 /// and AscendC's runtime do) hears of every stream made and about to go, default streams
 /// and a context's teardown included, in the order of the callbacks' names, and gets the
 /// priorities aclrtCreateStreamWithConfig clamps into aclrtDeviceGetStreamPriorityRange's
-/// 7..0 (`native/acl_stream_state.c` checks each itself). It runs the same on the fake
+/// 7..0; it sets and reads stream attributes as HCCL and torch_npu do
+/// (aclrtSetStreamAttribute: priority, failure mode, cache-op-info switch, tag, overflow
+/// check). `native/acl_stream_state.c` checks each itself. It runs the same on the fake
 /// library and under npud, which counts what the driver counts: the default stream and
 /// 4 + 10 of the program's.
 #[test]

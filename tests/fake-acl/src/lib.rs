@@ -20,6 +20,7 @@ mod memory;
 mod numbering;
 mod peer;
 mod state;
+mod stream_attrs;
 mod stream_state;
 
 pub use callbacks::*;
@@ -27,6 +28,7 @@ pub use events::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetLastError, aclrtPeekAtLastError};
 pub use peer::*;
+pub use stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
 pub use stream_state::aclrtRegStreamStateCallback;
 
 use state::{Rt, rt};

@@ -359,6 +359,7 @@ impl Rt {
     fn drop_default(&self, h: Option<usize>) {
         let Some(h) = h else { return };
         crate::stream_state::notify(h, crate::stream_state::DESTROY_PRE);
+        crate::stream_attrs::forget(h);
         let found = {
             let mut inner = self.lock();
             let found = inner.streams.remove(&h);
@@ -558,6 +559,7 @@ impl Rt {
     fn drop_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
         let (dev, id) = self.stream(h)?;
         crate::stream_state::notify(h as usize, crate::stream_state::DESTROY_PRE);
+        crate::stream_attrs::forget(h as usize);
         {
             let h = h as usize;
             let mut inner = self.lock();
