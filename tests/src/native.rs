@@ -362,6 +362,20 @@ pub fn acl_event_times_app() -> &'static PathBuf {
     build("acl_event_times.c", "ascendcl", "acl_event_times", &[])
 }
 
+/// `native/acl_priorities.c` built once per process: makes five streams at several
+/// priorities, prints `ok priorities P1 .. P5` as it reads them back (or `fail WHAT`),
+/// then holds until stdin closes.
+pub fn acl_priorities_app() -> &'static PathBuf {
+    build("acl_priorities.c", "ascendcl", "acl_priorities", &[])
+}
+
+/// `native/cuda_priorities.c` built once per process: makes four streams at several
+/// priorities, prints `ok priorities P1 .. P4` as it reads them back (or `fail WHAT`),
+/// then holds until stdin closes.
+pub fn cuda_priorities_app() -> &'static PathBuf {
+    build("cuda_priorities.c", "cuda", "cuda_priorities", &[])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

@@ -376,6 +376,36 @@ fn a_program_on_the_null_stream_runs_on_the_fake_library_and_under_npud() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "ok", "on an A2 part");
 }
 
+/// A tenant's limit on priorities (`highest_priority`) holds for the streams its programs
+/// make themselves, which npud never sees: a program asking for a more urgent priority
+/// gets a stream at the tenant's limit, as the runtime clamps a priority out of its range
+/// (`native/acl_priorities.c` reads back each stream's: aclrtCreateStream's 0, 0, 6, -1
+/// clamped to 0, and 7 raised to 1 by aclrtSetStreamAttribute). Alone and under npud
+/// without a limit they are as asked; limited to 4, none is more urgent than 4. The books
+/// stay equal to the driver's.
+#[test]
+fn a_tenants_priority_limit_holds_for_the_streams_its_programs_make() {
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let program = native::acl_priorities_app();
+    let under_npud = || {
+        let mut cmd = acl_command(&npud_tests::bin("npuctl"), &shared.path, None);
+        cmd.arg("--socket").arg(&d.socket).args(["run", "--"]).arg(program);
+        App::spawn(cmd)
+    };
+    let mut alone = App::spawn(acl_command(program, &shared.path, None));
+    assert_eq!(alone.line(), "ok priorities 0 0 6 0 1");
+    alone.release();
+    let mut app = under_npud();
+    assert_eq!(app.line(), "ok priorities 0 0 6 0 1", "no limit");
+    app.release();
+    assert!(d.npuctl(&["quota", "set", "root", "--highest-priority", "4"]).status.success());
+    let mut app = under_npud();
+    assert_eq!(app.line(), "ok priorities 4 4 6 4 4", "limited to 4");
+    native::created_as_the_driver_holds(&d, &shared, 6);
+    native::released_to_nothing(&d, &shared, app);
+}
+
 /// Events' ids and completion times (aclrtGetEventId, aclrtEventGetTimestamp, agreeing
 /// with aclrtEventElapsedTime) and waits with a timeout (aclrtStreamWaitEventWithTimeout,
 /// a negative one refused), as `native/acl_event_times.c` checks them, the same on the

@@ -241,3 +241,31 @@ fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
         assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && driver.held_by_others(d.pid()) == 0));
     }
 }
+
+/// A tenant's limit on priorities holds in CUDA too (a lower number is more urgent; the
+/// fake's range is 0 to -5, an H100's): `native/cuda_priorities.c` reads back
+/// cuStreamCreate's 0 and cuStreamCreateWithPriority's -5, -1 and -100 (clamped to -5 by
+/// the driver). Alone they are as asked; under a tenant limited to -2, none is more urgent
+/// than -2, and the books stay equal to the driver's.
+#[test]
+fn a_tenants_priority_limit_holds_for_cuda_streams_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("budget");
+    let d = cuda_daemon(&shared, &[]);
+    let driver = Shared::at(&shared);
+    let program = npud_tests::native::cuda_priorities_app();
+    let mut alone = App::spawn(cuda_command(program, &shared, None));
+    assert_eq!(alone.line(), "ok priorities 0 -5 -1 -5");
+    alone.release();
+    assert!(d.npuctl(&["quota", "set", "root", "--highest-priority", "-2"]).status.success());
+    let mut app = App::spawn(cuda_command(program, &shared, Some((&d, 10))));
+    assert_eq!(app.line(), "ok priorities 0 -2 -1 -2", "limited to -2");
+    assert!(
+        eventually(Duration::from_secs(10), || native_created(&d) == 4 && driver.held_by_others(d.pid()) == 4),
+        "npud {} against the driver's {}",
+        native_created(&d),
+        driver.held_by_others(d.pid())
+    );
+    app.release();
+    assert!(eventually(Duration::from_secs(10), || native_held(&d) == 0 && driver.held_by_others(d.pid()) == 0));
+}

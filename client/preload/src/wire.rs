@@ -80,6 +80,8 @@ pub struct Connection {
     pub process_streams: u32,
     /// The tenant's max_streams (0: unknown).
     pub max_streams: u32,
+    /// The most urgent priority the tenant may give a stream (None: no limit).
+    pub highest_priority: Option<i32>,
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
@@ -186,6 +188,7 @@ impl Connection {
             epoch: 0,
             process_streams: 0,
             max_streams: 0,
+            highest_priority: None,
             shares: Map::default(),
             owed: VecDeque::new(),
             patience: ANSWER_TIMEOUT,
@@ -228,6 +231,7 @@ impl Connection {
                     self.epoch = w.epoch;
                     self.process_streams = w.process_streams;
                     self.max_streams = w.max_streams;
+                    self.highest_priority = w.highest_priority;
                     self.welcomed = true;
                 }
                 Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),

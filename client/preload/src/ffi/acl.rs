@@ -34,6 +34,7 @@ type CaptureBeginFn = unsafe extern "C" fn(Handle, u32) -> i32;
 type CaptureEndFn = unsafe extern "C" fn(Handle, *mut Handle) -> i32;
 type ModelStreamsFn = unsafe extern "C" fn(Handle, *mut Handle, *mut u32) -> i32;
 type CaptureInfoFn = unsafe extern "C" fn(Handle, *mut u32, *mut Handle) -> i32;
+type AttrFn = unsafe extern "C" fn(Handle, u32, *mut [u32; 4]) -> i32;
 
 /// The physical device the process calls `user`, by the vendor's own call:
 /// aclrtGetPhyDevIdByUserDevId where the library has it, else aclrtGetPhyDevIdByLogicDevId,
@@ -241,20 +242,59 @@ pub extern "C" fn aclrtDestroyContext(ctx: Handle) -> i32 {
     )
 }
 
+/// aclrtCreateStream makes a stream of priority 0, the most urgent; for a tenant that may
+/// not ask for that, the same stream is made with aclrtCreateStreamWithConfig at the
+/// tenant's limit (flags 0 make the stream aclrtCreateStream makes: its page).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtCreateStream(stream: *mut Handle) -> i32 {
     let Some(real) = real!(&LIBRARY, aclrtCreateStream: OutFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's out-pointer.
-    hook(|p| create_one(p, stream, || unsafe { real(stream) }), || unsafe { real(stream) })
+    let with_config = real!(&LIBRARY, aclrtCreateStreamWithConfig: ConfigFn);
+    // SAFETY (all three calls): the vendor functions with the caller's out-pointer.
+    hook(
+        |p| {
+            create_one(p, stream, || match (p.priority(0), with_config) {
+                (cap, Some(config)) if cap > 0 => unsafe { config(stream, cap as u32, 0) },
+                _ => unsafe { real(stream) },
+            })
+        },
+        || unsafe { real(stream) },
+    )
 }
 
+/// aclrtCreateStreamWithConfig, at a priority no more urgent than the tenant's limit. The
+/// priority reaches the runtime as an `int32_t` and is clamped into the device's range
+/// there, so it is compared as one here.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priority: u32, flag: u32) -> i32 {
     let Some(real) = real!(&LIBRARY, aclrtCreateStreamWithConfig: ConfigFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's arguments.
     hook(
-        |p| create_one(p, stream, || unsafe { real(stream, priority, flag) }),
+        |p| create_one(p, stream, || unsafe { real(stream, p.priority(priority as i32) as u32, flag) }),
         || unsafe { real(stream, priority, flag) },
+    )
+}
+
+/// ACL_STREAM_ATTR_PRIORITY of aclrtStreamAttr.
+const STREAM_ATTR_PRIORITY: u32 = 5;
+
+/// aclrtSetStreamAttribute: a stream's priority can be raised after it was made
+/// (ACL_STREAM_ATTR_PRIORITY), so that one is held to the tenant's limit as at creation;
+/// every other attribute goes through as it is.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetStreamAttribute(stream: Handle, attribute: u32, value: *mut [u32; 4]) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtSetStreamAttribute: AttrFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments, or with a
+    // copy of the caller's aclrtStreamAttrValue (16 bytes, read only when non-null).
+    hook(
+        |p| {
+            if attribute != STREAM_ATTR_PRIORITY || value.is_null() {
+                return unsafe { real(stream, attribute, value) };
+            }
+            let mut copy = unsafe { value.read_unaligned() };
+            copy[0] = p.priority(copy[0] as i32) as u32;
+            unsafe { real(stream, attribute, &mut copy) }
+        },
+        || unsafe { real(stream, attribute, value) },
     )
 }
 
@@ -502,6 +542,7 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtDestroyContext" => aclrtDestroyContext as *mut c_void,
         b"aclrtCreateStream" => aclrtCreateStream as *mut c_void,
         b"aclrtCreateStreamWithConfig" => aclrtCreateStreamWithConfig as *mut c_void,
+        b"aclrtSetStreamAttribute" => aclrtSetStreamAttribute as *mut c_void,
         b"aclrtDestroyStream" => aclrtDestroyStream as *mut c_void,
         b"aclrtDestroyStreamForce" => aclrtDestroyStreamForce as *mut c_void,
         b"aclrtGetStreamAvailableNum" => aclrtGetStreamAvailableNum as *mut c_void,

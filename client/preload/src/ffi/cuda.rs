@@ -111,11 +111,14 @@ pub extern "C" fn cuStreamCreate(stream: *mut Handle, flags: u32) -> CuResult {
     create(stream, || unsafe { real(stream, flags) })
 }
 
+/// cuStreamCreateWithPriority, at a priority no more urgent than the tenant's limit (the
+/// driver clamps one out of its range the same way). cuStreamCreate makes the least
+/// urgent, which no limit touches.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamCreateWithPriority(stream: *mut Handle, flags: u32, priority: i32) -> CuResult {
     let Some(real) = real!(&LIBRARY, cuStreamCreateWithPriority: CreatePriorityFn) else { return UNKNOWN };
     // SAFETY: the driver function with the caller's arguments.
-    create(stream, || unsafe { real(stream, flags, priority) })
+    create(stream, || unsafe { real(stream, flags, super::capped_priority(priority)) })
 }
 
 fn destroy(stream: Handle, real: HandleFn) -> CuResult {
@@ -255,7 +258,7 @@ pub extern "C" fn cuGreenCtxStreamCreate(stream: *mut Handle, ctx: Handle, flags
     let Some(real) = real!(&LIBRARY, cuGreenCtxStreamCreate: GreenStreamFn) else { return UNKNOWN };
     let place = |p: &'static Process| p.green_device(ctx as usize).map(|d| (ctx as usize, d));
     // SAFETY: the driver function with the caller's arguments.
-    create_in(stream, place, || unsafe { real(stream, ctx, flags, priority) })
+    create_in(stream, place, || unsafe { real(stream, ctx, flags, super::capped_priority(priority)) })
 }
 
 /// cuGreenCtxDestroy: the context goes; the streams made in it stay booked until each is

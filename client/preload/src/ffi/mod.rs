@@ -163,6 +163,14 @@ macro_rules! real {
 }
 use real;
 
+/// `asked`, no more urgent than the process's tenant may give a stream
+/// (`Process::priority`); as asked before the process has heard from npud.
+pub(crate) fn capped_priority(asked: i32) -> i32 {
+    let p = PROCESS.load(Ordering::Acquire);
+    // SAFETY: PROCESS only ever holds a leaked Box, never freed.
+    unsafe { p.as_ref() }.map_or(asked, |p| p.priority(asked))
+}
+
 /// The calling process's state; a forked child gets a fresh one. The parent's is leaked in
 /// the child on purpose: its locks may be held by threads that do not exist there.
 ///

@@ -22,7 +22,7 @@ use crate::settings::{DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
 use crate::{Map, Set};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once, OnceLock};
 use std::time::Duration;
 
@@ -56,6 +56,9 @@ pub struct Process {
     tenant_streams: AtomicU32,
     /// The tenant's max_streams as the welcome said (0: not heard yet).
     tenant_max: AtomicU32,
+    /// The most urgent priority the tenant may give a stream, as the welcome said
+    /// (i32::MIN: no limit, or not heard yet).
+    tenant_priority: AtomicI32,
     /// Whether npud has been asked for it (once, before the first plan).
     asked_tenant: AtomicBool,
     warned: AtomicBool,
@@ -99,6 +102,7 @@ impl Process {
             captures: Mutex::new(Captures::default()),
             tenant_streams: AtomicU32::new(0),
             tenant_max: AtomicU32::new(0),
+            tenant_priority: AtomicI32::new(i32::MIN),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -128,6 +132,15 @@ impl Process {
             0 => ask,
             max => ask.min(max),
         }
+    }
+
+    /// The priority a stream the program asks `asked` for is made with: no more urgent
+    /// (a lower number) than its tenant may ask for. npud never sees the priorities of the
+    /// streams a process makes, so its tenant's limit is kept here; the vendors clamp a
+    /// priority out of the device's range the same way, rather than refuse the stream.
+    /// Read after admission, when npud's welcome is in.
+    pub fn priority(&self, asked: i32) -> i32 {
+        asked.max(self.tenant_priority.load(Ordering::Relaxed))
     }
 
     /// Admits `n` new streams on `device` (a context's default stream is one).

@@ -187,12 +187,14 @@ impl NativeSession {
         if h.reports_created {
             self.daemon.natives.set_reports_created(self.id);
         }
+        let quota = self.daemon.quotas.get(&self.caller.tenant).0;
         Ok(Reply::Welcome(pb::BudgetWelcome {
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
             process_streams: self.daemon.process_streams(&self.caller.tenant).unwrap_or(0),
-            max_streams: self.daemon.quotas.get(&self.caller.tenant).0.max_streams,
+            max_streams: quota.max_streams,
+            highest_priority: (quota.highest_priority != i32::MIN).then_some(quota.highest_priority),
         }))
     }
 

@@ -63,18 +63,20 @@ class BudgetHello(_message.Message):
     def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
-    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams")
+    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DECLARE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     PROCESS_STREAMS_FIELD_NUMBER: _ClassVar[int]
     MAX_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    HIGHEST_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     epoch: int
     declare_grace_ms: int
     process_streams: int
     max_streams: int
-    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ...) -> None: ...
+    highest_priority: int
+    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
     __slots__ = ("device", "count", "wait_ms", "identity", "created")
