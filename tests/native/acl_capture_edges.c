@@ -1,7 +1,7 @@
 /* Graph capture where the streams a model holds are not what a program's calls suggest,
  * as the open runtime implements the aclmdlRI pages (hicann/runtime, aclgraph):
  *
- *   acl_capture_edges long|wrong-thread|unjoined|modes|refusals
+ *   acl_capture_edges long|wrong-thread|unjoined|modes|refusals|context
  *
  * long          captures LONG memsets on one stream. A capture stream takes 2016 tasks
  *               (an SQ of 2048 less 32 kept for the model), and the runtime binds one more
@@ -29,6 +29,10 @@
  *               (ACL_ERROR_RT_FEATURE_NOT_SUPPORT); and End refused the same way (no
  *               context, a NULL out-pointer), after which the capture goes on and ends
  *               properly: its model is kept, 1 stream.
+ * context       a capture made in a context of its own (aclrtCreateContext), whose model
+ *               is not destroyed before the context is: the context's teardown frees it
+ *               with the context's streams (the runtime's TearDownModelsOnContextTearDown),
+ *               so the device has as many free as before the context. No model kept: 0.
  *
  * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
@@ -114,7 +118,7 @@ static uint32_t streams_of(aclmdlRI model) {
 
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes|refusals\n", argv[0]);
+        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes|refusals|context\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -224,6 +228,21 @@ int main(int argc, char **argv) {
         CHECK(aclmdlRICaptureEnd(stream, NULL) != 0, "End with a NULL out-pointer");
         CHECK(capturing_into(stream) != NULL, "the refused Ends left the capture going");
         CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
+    } else if (strcmp(mode, "context") == 0) {
+        aclrtContext primary = NULL, own = NULL;
+        aclrtStream in_own = NULL;
+        aclmdlRI model = NULL;
+        uint32_t before = 0, after = 0;
+        CHECK(aclrtGetCurrentContext(&primary) == 0, "aclrtGetCurrentContext");
+        CHECK(aclrtGetStreamAvailableNum(&before) == 0, "aclrtGetStreamAvailableNum");
+        CHECK(aclrtCreateContext(&own, 0) == 0 && aclrtCreateStream(&in_own) == 0, "a context of its own");
+        CHECK(aclmdlRICaptureBegin(in_own, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+        CHECK(aclrtMemsetAsync(buf, N, 4, N, in_own) == 0, "aclrtMemsetAsync");
+        CHECK(aclmdlRICaptureEnd(in_own, &model) == 0 && streams_of(model) == 1, "aclmdlRICaptureEnd");
+        CHECK(aclrtDestroyContext(own) == 0, "aclrtDestroyContext, the model and the stream still there");
+        CHECK(aclrtSetCurrentContext(primary) == 0, "aclrtSetCurrentContext");
+        CHECK(aclrtGetStreamAvailableNum(&after) == 0, "aclrtGetStreamAvailableNum");
+        CHECK(after == before, "the context's model went with it");
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

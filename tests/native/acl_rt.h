@@ -54,6 +54,7 @@ aclError aclrtSynchronizeStream(aclrtStream);
 aclError aclrtStreamQuery(aclrtStream, uint32_t *);
 aclError aclrtStreamWaitEvent(aclrtStream, aclrtEvent);
 aclError aclrtStreamGetPriority(aclrtStream, uint32_t *);
+aclError aclrtGetStreamAvailableNum(uint32_t *);
 /* aclrtStreamState: ACL_RT_STREAM_STATE_CREATE_POST 1, ACL_RT_STREAM_STATE_DESTROY_PRE 2. */
 typedef void (*aclrtStreamStateCallback)(aclrtStream, uint32_t, void *);
 aclError aclrtRegStreamStateCallback(const char *, aclrtStreamStateCallback, void *);

@@ -335,7 +335,7 @@ pub fn acl_capture_app() -> &'static PathBuf {
 }
 
 /// `native/acl_capture_edges.c` built once per process:
-/// `long|wrong-thread|unjoined|modes|refusals`;
+/// `long|wrong-thread|unjoined|modes|refusals|context`;
 /// prints `ok MODE streams S` (or `fail WHAT`), then holds until stdin closes.
 pub fn acl_capture_edges_app() -> &'static PathBuf {
     build("acl_capture_edges.c", "ascendcl", "acl_capture_edges", &["-pthread"])

@@ -284,3 +284,20 @@ fn refused_begins_and_ends_leave_the_books_as_the_device_natively_and_under_npud
         3,
     );
 }
+
+/// A graph goes with its context: a capture made in a context of its own
+/// (aclrtCreateContext) whose model was never destroyed is freed by aclrtDestroyContext,
+/// with the context's streams (the runtime's `TearDownModelsOnContextTearDown`;
+/// `native/acl_capture_edges.c context` checks the device has as many free as before the
+/// context). npud gives the model's streams back then too (an interposer that kept them
+/// until a device reset counted one stream more than the driver held), and counts the
+/// default stream and the program's.
+#[test]
+fn a_graph_goes_with_its_context_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_edges_app(),
+        "context",
+        "ok context streams 0",
+        2,
+    );
+}

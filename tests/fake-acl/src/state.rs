@@ -387,11 +387,12 @@ impl Rt {
         self.drop_context(ctx, false)
     }
 
-    /// Destroys a context (`sets` held) with the streams left in it, its own default
-    /// stream unless it is the device's default context, and the device's default stream
-    /// when it was the last context on the device.
+    /// Destroys a context (`sets` held) with its graphs (`capture`), the streams left in it,
+    /// its own default stream unless it is the device's default context, and the device's
+    /// default stream when it was the last context on the device.
     fn drop_context(&self, ctx: Handle, default: bool) -> Result<(), AclError> {
         let device = self.lock().contexts.remove(&(ctx as usize)).ok_or(INVALID_PARAM)?;
+        self.drop_captures_in(ctx as usize);
         let left: Vec<usize> =
             self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx as usize).map(|(s, _)| *s).collect();
         for s in left {
@@ -473,7 +474,6 @@ impl Rt {
                 for e in events {
                     let _ = self.destroy_event(e as Handle);
                 }
-                self.drop_captures_of(id);
                 self.drop_builds_of(id);
                 self.drop_context(ctx as Handle, true)
             }

@@ -452,7 +452,8 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
             let free_before = if counted { None } else { vendor_free() };
             let rc = unsafe { real(stream, mode) };
             if rc == 0 {
-                p.capture_begun(stream as usize, crate::capture::Active { device, admitted, free_before });
+                let context = current_context();
+                p.capture_begun(stream as usize, crate::capture::Active { device, context, admitted, free_before });
             } else {
                 p.not_created(device, admitted);
             }

@@ -323,8 +323,13 @@ impl Process {
         lock(&self.books).context_adds(device)
     }
 
+    /// aclrtDestroyContext succeeded: the context's default stream, the streams left in it,
+    /// and its graphs are gone (lock order: books, captures).
     pub fn context_destroyed(&self, ctx: usize) {
-        self.streams_gone(|books| books.context_destroyed(ctx));
+        self.streams_gone(|books| {
+            let (device, streams) = books.context_destroyed(ctx)?;
+            Some((device, streams + lock(&self.captures).drop_context(device, ctx, false)))
+        });
     }
 
     /// A CUDA primary context was retained.
@@ -421,8 +426,10 @@ impl Process {
         let (back, last) = {
             let mut books = lock(&self.books);
             if force || books.device(device).set_count == 1 {
-                // The last reset frees the device's graphs too (lock order: books, captures).
-                let models = lock(&self.captures).drop_device(device);
+                // The last reset frees the default context's graphs too (lock order: books,
+                // captures).
+                let ctx = books.device(device).default_ctx;
+                let models = lock(&self.captures).drop_context(device, ctx, true);
                 books.freed(device, models);
             }
             let back = books.reset_device(device, force);

@@ -13,8 +13,9 @@
 //!   event recorded in a capturing stream takes one more;
 //! - a stream in capture whose capture stream is full takes one more too (`tasks`:
 //!   the runtime's cascade capture streams);
-//! - the model holds them from End until it is destroyed, its device is reset, or the
-//!   process exits (the cross-process budget frees a dead process's streams);
+//! - the model holds them from End until it is destroyed, its context is (aclrtDestroyContext,
+//!   or the device's default context at its last reset), or the process exits (the
+//!   cross-process budget frees a dead process's streams);
 //! - when the device has none left, the call that needed one fails with 207008.
 //!
 //! End fails as the runtime's `Context::StreamEndCapture` does, and what a failed End
@@ -95,6 +96,8 @@ struct Capture {
 
 struct Model {
     device: u32,
+    /// The context the capture was made in: the model goes with it.
+    context: usize,
     held: Vec<StreamId>,
     /// What aclmdlRIGetStreams hands out for them.
     handles: Vec<usize>,
@@ -213,7 +216,13 @@ impl Rt {
             (wrong_thread, _) => {
                 let model = capture.model;
                 let handles = capture.held.iter().map(|_| self.mint_handle()).collect();
-                let kept = Model { device: capture.device, held: capture.held, handles, tasks: capture.tasks };
+                let kept = Model {
+                    device: capture.device,
+                    context: capture.context,
+                    held: capture.held,
+                    handles,
+                    tasks: capture.tasks,
+                };
                 self.captures().models.insert(model, kept);
                 if wrong_thread { Err(RT_STREAM_CAPTURE_WRONG_THREAD) } else { Ok(model as Handle) }
             }
@@ -286,21 +295,23 @@ impl Rt {
         Ok(())
     }
 
-    /// A reset device frees its models and abandons its captures, like its streams.
-    pub fn drop_captures_of(&self, device: u32) {
-        let freed: Vec<Vec<StreamId>> = {
+    /// A context's teardown (aclrtDestroyContext, or the default context at the device's
+    /// last reset) frees its models and abandons its captures before its streams go, as the
+    /// runtime's `TearDownModelsOnContextTearDown` does.
+    pub fn drop_captures_in(&self, ctx: usize) {
+        let freed: Vec<(u32, Vec<StreamId>)> = {
             let mut c = self.captures();
-            let origins: Vec<usize> = c.active.iter().filter(|(_, k)| k.device == device).map(|(o, _)| *o).collect();
+            let origins: Vec<usize> = c.active.iter().filter(|(_, k)| k.context == ctx).map(|(o, _)| *o).collect();
             let ended: Vec<Capture> = origins.iter().filter_map(|o| c.active.remove(o)).collect();
             ended.iter().for_each(|k| c.mode_exited(k.context, k.mode, false));
-            let mut freed: Vec<Vec<StreamId>> = ended.into_iter().map(|k| k.held).collect();
             c.member_of.retain(|_, o| !origins.contains(o));
             c.recorded_in.retain(|_, o| !origins.contains(o));
-            let models: Vec<usize> = c.models.iter().filter(|(_, m)| m.device == device).map(|(h, _)| *h).collect();
-            freed.extend(models.iter().filter_map(|h| c.models.remove(h)).map(|m| m.held));
+            let mut freed: Vec<(u32, Vec<StreamId>)> = ended.into_iter().map(|k| (k.device, k.held)).collect();
+            let models: Vec<usize> = c.models.iter().filter(|(_, m)| m.context == ctx).map(|(h, _)| *h).collect();
+            freed.extend(models.iter().filter_map(|h| c.models.remove(h)).map(|m| (m.device, m.held)));
             freed
         };
-        for held in freed {
+        for (device, held) in freed {
             self.free_capture_streams(device, &held);
         }
     }
