@@ -657,7 +657,11 @@ fn creations_and_destroys_after_the_start_up_reach_npuds_count() {
 /// The quiet moment is 20 ms, and on a loaded machine the program can be descheduled that
 /// long between its destroys and its stop: the report then arrives first and there is no
 /// unreported destroy to test. The test sees which happened and sets the case up again
-/// then, rather than counting on the scheduler.
+/// then, rather than counting on the scheduler. And npud must have measured the device
+/// after the creations were reported, before the destroys: a measurement that sees both
+/// the books rise by the 40 reported and the device rise by only 10 cannot tell that from
+/// reported streams it had counted as untracked (the case npud believes at once), so the
+/// test waits for two more measurements (`npud_device_measurements_total`) first.
 #[test]
 fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
     const OUTSIDE: u32 = 100 + 1;
@@ -667,6 +671,12 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
     let metrics = format!("127.0.0.1:{port}");
     let d = acl_builder(&shared.path, &["--metrics", &metrics]).config("[budget]\nuntracked_hold = \"10m\"\n").start();
     let held = || metric(port, "npud_untracked_held_streams{device=\"0\"}");
+    let measurements = || metric(port, "npud_device_measurements_total{device=\"0\"}").unwrap_or(0.0);
+    // One measurement may be under way, begun before the books settled; the next began after.
+    let measured_again = || {
+        let now = measurements();
+        assert!(eventually(Duration::from_secs(10), || measurements() >= now + 2.0), "npud measures: {}", d.log());
+    };
     let npud = d.pid();
     let (outside, mut app) = steps_beside_an_outside_program(&shared, &d);
     let settled = |on_device: u32| {
@@ -682,6 +692,7 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
     app.send("+40");
     assert_eq!(app.line(), "held 40");
     assert!(eventually(Duration::from_secs(10), || settled(41)), "{}", d.log());
+    measured_again();
     for attempt in 1.. {
         app.send("-30");
         app.send("stop");
@@ -692,9 +703,12 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
         let unreported = || held() == Some(30.0) && native_created(&d) == 41;
         assert!(
             eventually(Duration::from_secs(10), || unreported() || native_created(&d) == 11),
-            "neither held nor reported: held {:?}, {} created",
+            "neither held nor reported: held {:?}, {} created; attempt {attempt}; device {}; driver {}; log:\n{}",
             held(),
-            native_created(&d)
+            native_created(&d),
+            d.device0(),
+            shared.held_by_others(npud),
+            d.log()
         );
         if unreported() {
             break;
@@ -704,6 +718,7 @@ fn a_destroy_not_yet_reported_does_not_free_an_outside_program_s_streams() {
         app.send("+30");
         assert_eq!(app.line(), "held 40");
         assert!(eventually(Duration::from_secs(10), || settled(41) && held() == Some(0.0)), "{}", d.log());
+        measured_again();
     }
     // npud measures every half second: several more measurements fall in this wait.
     let fell = eventually(Duration::from_secs(3), || d.device0()["untracked"].as_u64() < Some(u64::from(OUTSIDE)));

@@ -50,6 +50,7 @@ pub struct Metrics {
     hardware_create: Histogram,
     reclaimed: Family<KindLabels, Counter>,
     connections_refused: Family<LimitLabels, Counter>,
+    measurements: Family<DeviceLabels, Counter>,
 }
 
 impl Metrics {
@@ -63,6 +64,7 @@ impl Metrics {
             hardware_create: Histogram::new(exponential_buckets(0.00001, 4.0, 11)),
             reclaimed: Family::default(),
             connections_refused: Family::default(),
+            measurements: Family::default(),
         }
     }
 
@@ -91,6 +93,11 @@ impl Metrics {
         self.connections_refused.get_or_create(&LimitLabels { limit: limit.to_string() }).inc();
     }
 
+    /// npud compared its books with `device`'s own count once more (reconciliation).
+    pub fn measured(&self, device: u32) {
+        self.measurements.get_or_create(&DeviceLabels { device: device.to_string() }).inc();
+    }
+
     /// A create request waited this long for budget.
     pub fn grant_waited(&self, seconds: f64) {
         self.grant_wait.observe(seconds);
@@ -114,6 +121,11 @@ impl Metrics {
             "connections_refused",
             "Unix-socket connections closed at once, by the limit they met",
             self.connections_refused.clone(),
+        );
+        r.register(
+            "device_measurements",
+            "Times npud compared its books with the device's own count of streams (reconciliation)",
+            self.measurements.clone(),
         );
         r.register("grant_wait_seconds", "Time create requests waited for budget", self.grant_wait.clone());
         r.register("hardware_create_seconds", "Time one paced creation batch took", self.hardware_create.clone());

@@ -99,6 +99,7 @@ pub async fn run(daemon: Arc<Daemon>) {
         for &device in &devices {
             if let Some((measured, lowered)) = daemon.untracked_now(device).await {
                 daemon.apply_untracked(device, measured, lowered).await;
+                daemon.metrics.measured(device);
             }
         }
         daemon.admission.round_finished();
