@@ -479,7 +479,7 @@ fn capturing_into(stream: Handle) -> Option<Handle> {
 ///   context, a NULL out-pointer...): the capture goes on, admitted as it was;
 /// - ended from the wrong thread (begun in a mode other than RELAXED): the stream leaves
 ///   capture but the model is not destroyed, so its streams stay held until aclmdlRIDestroy
-///   on the handle aclmdlRICaptureGetInfo gave, a reset of the device or exit, and stay
+///   on the handle aclmdlRICaptureGetInfo gave, the end of its context or exit, and stay
 ///   booked as long;
 /// - any other failure destroys the model with its streams.
 #[unsafe(no_mangle)]
@@ -495,7 +495,7 @@ pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 
             let kept = match rc {
                 // SAFETY: the vendor filled the caller's out-pointer (checked non-null).
                 0 if !model.is_null() => unsafe { *model },
-                // Without the model's handle, the stream stands for it until a reset.
+                // Without the model's handle, the stream stands for it until its context ends.
                 RT_STREAM_CAPTURE_WRONG_THREAD => into.unwrap_or(stream),
                 _ if into.is_some() && capturing_into(stream) == into => return rc,
                 _ => {
