@@ -171,12 +171,7 @@ impl SimDevice {
     /// Creates one hardware stream (aclrtCreateStreamWithConfig).
     pub fn create_stream(&self, priority: u32, stream_flags: u32) -> SimResult<StreamId> {
         let stream_flags = flags::effective_stream_flags(stream_flags).map_err(SimError::invalid)?;
-        if priority > self.profile.priority_lowest {
-            return Err(SimError::invalid(format!(
-                "priority {priority} is outside 0..={}",
-                self.profile.priority_lowest
-            )));
-        }
+        self.check_priority(priority)?;
         {
             let mut state = self.lock();
             state.engine.advance(Instant::now());
@@ -248,14 +243,20 @@ impl SimDevice {
         self.with(|s, now| s.engine.enqueue_delay(stream, duration, now))
     }
 
-    /// See `Engine::set_priority`; the priority must be one the profile has.
-    pub fn set_priority(&self, stream: StreamId, priority: u32) -> SimResult<()> {
+    /// A priority the profile has (0 is the most urgent), for a stream made or changed.
+    fn check_priority(&self, priority: u32) -> SimResult<()> {
         if priority > self.profile.priority_lowest {
             return Err(SimError::invalid(format!(
                 "priority {priority} is outside 0..={}",
                 self.profile.priority_lowest
             )));
         }
+        Ok(())
+    }
+
+    /// See `Engine::set_priority`; the priority must be one the profile has.
+    pub fn set_priority(&self, stream: StreamId, priority: u32) -> SimResult<()> {
+        self.check_priority(priority)?;
         self.with(|s, _| s.engine.set_priority(stream, priority))
     }
 

@@ -226,17 +226,22 @@ pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(least: *mut i32, grea
     ACL_SUCCESS
 }
 
-/// aclrtCreateStreamWithConfig. The priority reaches the runtime as an `int32_t` and is
-/// clamped into 0..=7, not refused (`ApiErrorDecorator::StreamCreate`: "Input priority is
-/// out of range, adjusted"); on A2/A3 the page calls it reserved, to be set to 0.
+/// A priority as the runtime takes it: an `int32_t`, clamped into 0..=7, not refused
+/// (`ApiErrorDecorator::StreamCreate` and `SetStreamPriorityValue`: "Input priority is out
+/// of range, adjusted").
+pub(crate) fn clamped_priority(priority: u32) -> u32 {
+    (priority as i32).clamp(GREATEST_PRIORITY, LEAST_PRIORITY) as u32
+}
+
+/// aclrtCreateStreamWithConfig, at the priority clamped (`clamped_priority`); on A2/A3 the
+/// page calls it reserved, to be set to 0.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priority: u32, flag: u32) -> AclError {
     if stream.is_null() {
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
-    let priority = (priority as i32).clamp(GREATEST_PRIORITY, LEAST_PRIORITY) as u32;
-    match r.create_stream(priority, flag) {
+    match r.create_stream(clamped_priority(priority), flag) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(h) => unsafe { put(stream, h) },
         Err(e) => failed(e),

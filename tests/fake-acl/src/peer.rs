@@ -17,7 +17,7 @@
 //! host's; programs call these first all the same, as on the device.
 
 use crate::state::rt;
-use crate::{UNINITIALIZE, failed};
+use crate::{UNINITIALIZE, code, failed};
 use npud_proto::codes::acl::{
     AclError, FEATURE_UNSUPPORTED, INVALID_PARAM, RT_INVALID_DEVICEID, RT_PARAM_INVALID, SUCCESS,
 };
@@ -46,10 +46,6 @@ fn from_current(peer: i32) -> Result<(u32, u32), AclError> {
     let r = rt().ok_or(UNINITIALIZE)?;
     let current = r.user_id(r.current_device()?.id());
     pair(current as i32, peer)
-}
-
-fn code(r: Result<(), AclError>) -> AclError {
-    r.err().map_or(SUCCESS, failed)
 }
 
 /// aclrtDeviceCanAccessPeer(canAccessPeer, deviceId, peerDeviceId): 1 for every pair.

@@ -167,6 +167,13 @@ pub fn current_context() -> Option<Handle> {
     (c != 0).then_some(c as Handle)
 }
 
+/// A stream, default or not, is about to be freed: its state callbacks hear of it while it
+/// still exists (DESTROY_PRE), then its kept attributes go.
+fn stream_going(h: usize) {
+    crate::stream_state::notify(h, crate::stream_state::DESTROY_PRE);
+    crate::stream_attrs::forget(h);
+}
+
 /// The calling OS thread, as aclrtSubscribeReport identifies threads.
 pub fn thread_id() -> u64 {
     // SAFETY: pthread_self has no preconditions and cannot fail.
@@ -358,8 +365,7 @@ impl Rt {
     /// waits for the tasks of the streams it frees. Its slot goes with the context's count.
     fn drop_default(&self, h: Option<usize>) {
         let Some(h) = h else { return };
-        crate::stream_state::notify(h, crate::stream_state::DESTROY_PRE);
-        crate::stream_attrs::forget(h);
+        stream_going(h);
         let found = {
             let mut inner = self.lock();
             let found = inner.streams.remove(&h);
@@ -558,8 +564,7 @@ impl Rt {
     /// Frees a stream whatever context is current (a context's teardown frees its own).
     fn drop_stream(&self, h: Handle, force: bool) -> Result<(), AclError> {
         let (dev, id) = self.stream(h)?;
-        crate::stream_state::notify(h as usize, crate::stream_state::DESTROY_PRE);
-        crate::stream_attrs::forget(h as usize);
+        stream_going(h as usize);
         {
             let h = h as usize;
             let mut inner = self.lock();

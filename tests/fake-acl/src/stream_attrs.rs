@@ -18,10 +18,11 @@
 //! stream calls.
 
 use crate::state::{Rt, rt};
-use crate::{Handle, UNINITIALIZE, aclrtSetStreamFailureMode, failed};
+use crate::{Handle, UNINITIALIZE, aclrtSetStreamFailureMode, clamped_priority, code, failed};
+use npu_sim::{SimDevice, StreamId};
 use npud_proto::codes::acl::{AclError, INVALID_PARAM, RT_PARAM_INVALID, SUCCESS};
 use std::collections::BTreeMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 const FAILURE_MODE: u32 = 1;
 const FLOAT_OVERFLOW_CHECK: u32 = 2;
@@ -59,14 +60,11 @@ pub fn forget(stream: usize) {
     kept().remove(&stream);
 }
 
-fn code(r: Result<(), AclError>) -> AclError {
-    r.err().map_or(SUCCESS, failed)
-}
-
-/// The live stream a call names (NULL: the current context's default one).
-fn named(r: &Rt, stream: Handle) -> Result<Handle, AclError> {
+/// The live stream a call names (NULL: the current context's default one): its handle,
+/// device and id on the device.
+fn named(r: &Rt, stream: Handle) -> Result<(usize, &Arc<SimDevice>, StreamId), AclError> {
     let h = r.resolve(stream)?;
-    r.stream(h).map(|_| h)
+    r.stream(h).map(|(dev, id)| (h as usize, dev, id))
 }
 
 /// aclrtSetStreamAttribute(stream, stmAttrType, value).
@@ -82,14 +80,11 @@ pub unsafe extern "C" fn aclrtSetStreamAttribute(stream: Handle, attribute: u32,
         return aclrtSetStreamFailureMode(stream, mode);
     }
     let Some(r) = rt() else { return UNINITIALIZE };
-    code(named(r, stream).and_then(|h| match attribute {
-        PRIORITY => {
-            let (dev, id) = r.stream(h)?;
-            dev.set_priority(id, (word as i32).clamp(0, 7) as u32).map_err(|e| e.code)
-        }
+    code(named(r, stream).and_then(|(h, dev, id)| match attribute {
+        PRIORITY => dev.set_priority(id, clamped_priority(word)).map_err(|e| e.code),
         CACHE_OP_INFO if word > 1 => Err(RT_PARAM_INVALID),
         FLOAT_OVERFLOW_CHECK | USER_CUSTOM_TAG | CACHE_OP_INFO => {
-            kept().entry(h as usize).or_default()[(attribute - 2) as usize] = word;
+            kept().entry(h).or_default()[(attribute - 2) as usize] = word;
             Ok(())
         }
         _ => Err(RT_PARAM_INVALID),
@@ -103,8 +98,7 @@ pub unsafe extern "C" fn aclrtGetStreamAttribute(stream: Handle, attribute: u32,
         return failed(INVALID_PARAM);
     }
     let Some(r) = rt() else { return UNINITIALIZE };
-    let read = named(r, stream).and_then(|h| {
-        let (dev, id) = r.stream(h)?;
+    let read = named(r, stream).and_then(|(h, dev, id)| {
         Ok(match attribute {
             FAILURE_MODE => Read::Mode(match dev.stream_status(id).map_err(|e| e.code)?.failure_mode {
                 npu_sim::FailureMode::Continue => 0,
@@ -112,7 +106,7 @@ pub unsafe extern "C" fn aclrtGetStreamAttribute(stream: Handle, attribute: u32,
             }),
             PRIORITY => Read::Word(dev.stream_status(id).map_err(|e| e.code)?.priority),
             FLOAT_OVERFLOW_CHECK | USER_CUSTOM_TAG | CACHE_OP_INFO => {
-                Read::Word(kept().get(&(h as usize)).map_or(0, |k| k[(attribute - 2) as usize]))
+                Read::Word(kept().get(&h).map_or(0, |k| k[(attribute - 2) as usize]))
             }
             _ => return Err(RT_PARAM_INVALID),
         })
