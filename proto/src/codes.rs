@@ -87,10 +87,15 @@ pub mod cuda {
     pub const NOT_FOUND: CuResult = 500;
     pub const NOT_READY: CuResult = 600;
     pub const ILLEGAL_ADDRESS: CuResult = 700;
+    /// A call on a stream whose context is gone: an H100's driver answers it for the
+    /// streams a destroyed green context leaves (docs/hardware.md).
+    pub const CONTEXT_IS_DESTROYED: CuResult = 709;
     pub const LAUNCH_FAILED: CuResult = 719;
     /// A CUDA call from a stream callback or host function (cuStreamAddCallback's page).
     pub const NOT_PERMITTED: CuResult = 800;
     pub const NOT_SUPPORTED: CuResult = 801;
     pub const TIMEOUT: CuResult = 909;
+    /// cuDeviceGetDevResource of a resource type the device does not have.
+    pub const INVALID_RESOURCE_TYPE: CuResult = 914;
     pub const UNKNOWN: CuResult = 999;
 }

@@ -10,9 +10,12 @@
  *   cuda_green N [current]
  *
  * Prints "ok N SMS" once all N exist (SMS: the resource's SM count), or "fail CODE after K"
- * when creation K+1 failed (the process then exits without cleaning up). On a line of
- * input it destroys the green context, which leaves its streams to cuStreamDestroy
- * ("detached RC"); when input ends it destroys the streams and prints "done".
+ * when creation K+1 failed (the process then exits without cleaning up). On a first line
+ * of input it destroys the green context ("detached RC"), which leaves its streams behind;
+ * on a second it tries to destroy them ("destroyed D RC": D destroyed, RC the last
+ * refusal; an H100 answers 709, CUDA_ERROR_CONTEXT_IS_DESTROYED, for each, and the
+ * streams stay until the process exits). When input ends it destroys the streams if
+ * nothing has tried yet (all must go) and prints "done".
  * Built as is, it links against libcuda; with -DUSE_PROC_ADDRESS it fetches every entry
  * point through cuGetProcAddress_v2 from a driver it dlopen()ed RTLD_LOCAL, as a static
  * cudart or cuda.bindings does. */
@@ -21,25 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef unsigned int CUresult;
-typedef void *CUstream;
-typedef void *CUcontext;
-typedef void *CUgreenCtx;
-typedef void *CUdevResourceDesc;
-/* cuda.h's CUdevResource: its type, 92 bytes the driver keeps, then the SM figures. */
-typedef struct {
-    int type;
-    unsigned char internal[92];
-    union {
-        struct {
-            unsigned int smCount;
-        } sm;
-        unsigned char oversize[48];
-    };
-} CUdevResource;
-#define CU_DEV_RESOURCE_TYPE_SM 1
-#define CU_GREEN_CTX_DEFAULT_STREAM 0x1u
-#define CU_STREAM_NON_BLOCKING 0x1u
+#include "cuda_green.h"
 
 #define DRIVER_CALLS(X)                                                   \
     X(cuInit, (unsigned))                                                 \
@@ -85,6 +70,17 @@ static void load(void) {}
 
 #define MAX_STREAMS 4096
 
+/* Destroys all N streams: GONE counts those destroyed, LAST is the last refusal. */
+static void destroy_all(CUstream *streams, int n, int *gone, CUresult *last) {
+    for (int i = 0; i < n; i++) {
+        CUresult rc = cuStreamDestroy(streams[i]);
+        if (rc == 0)
+            (*gone)++;
+        else
+            *last = rc;
+    }
+}
+
 int main(int argc, char **argv) {
     static CUstream streams[MAX_STREAMS];
     int n = argc > 1 ? atoi(argv[1]) : 0;
@@ -120,17 +116,29 @@ int main(int argc, char **argv) {
     printf("ok %d %u\n", n, sms.sm.smCount);
     fflush(stdout);
     char line[64];
-    if (fgets(line, sizeof line, stdin)) {
-        printf("detached %u\n", cuGreenCtxDestroy(green));
-        fflush(stdout);
-        while (fgets(line, sizeof line, stdin)) {
+    int detached = 0, destroyed = 0;
+    while (fgets(line, sizeof line, stdin)) {
+        if (!detached) {
+            printf("detached %u\n", cuGreenCtxDestroy(green));
+            detached = 1;
+        } else if (!destroyed) {
+            int gone = 0;
+            CUresult last = 0;
+            destroy_all(streams, n, &gone, &last);
+            printf("destroyed %d %u\n", gone, last);
+            destroyed = 1;
         }
+        fflush(stdout);
     }
-    for (int i = 0; i < n; i++)
-        if (cuStreamDestroy(streams[i]) != 0) {
-            printf("fail cuStreamDestroy\n");
+    if (!destroyed) {
+        int gone = 0;
+        CUresult last = 0;
+        destroy_all(streams, n, &gone, &last);
+        if (gone != n) {
+            printf("fail cuStreamDestroy %u\n", last);
             return 1;
         }
+    }
     printf("done\n");
     return 0;
 }

@@ -169,6 +169,12 @@ pub fn cuda_edges_app() -> &'static PathBuf {
     build("cuda_edges.c", "cuda", "cuda_edges", &[])
 }
 
+/// `native/cuda_green_edges.c` built once per process against libcuda: green contexts'
+/// edge cases, each in a child process; prints `ok` or `fail <case> ...`.
+pub fn cuda_green_edges_app() -> &'static PathBuf {
+    build("cuda_green_edges.c", "cuda", "cuda_green_edges", &[])
+}
+
 /// `native/cuda_green.c` built once per process against libcuda: (linked, fetching the
 /// driver through cuGetProcAddress_v2). ARG N: N streams in a green context of device 0;
 /// prints `ok N SMS` (or `fail CODE after K`), on a line destroys the green context

@@ -107,6 +107,14 @@ fn the_drivers_edge_cases_answer_as_on_a_gpu_alone_and_under_npud() {
     says_ok_alone_and_under_npud(npud_tests::native::cuda_edges_app());
 }
 
+/// Green contexts' edge cases (bad resource types and flags, clamped priorities, streams
+/// that outlive their green context, which green context a stream names) answer alike on
+/// the fake and under npud.
+#[test]
+fn green_contexts_edge_cases_answer_alike_alone_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_green_edges_app());
+}
+
 /// Runs a program that prints `ok` or `fail <what>` on the fake driver, then under npud,
 /// and checks that npud's books and the driver hold nothing for it once it has exited.
 fn says_ok_alone_and_under_npud(program: &std::path::Path) {
@@ -186,12 +194,15 @@ fn a_reset_or_released_primary_context_gives_its_streams_back() {
 
 /// Streams made in a green context (cuGreenCtxStreamCreate, CUDA 12.4+, or cuStreamCreate
 /// with the green context current as a CUcontext) are admitted on the green context's
-/// device like any other, through a linked driver and through cuGetProcAddress alike. cuGreenCtxDestroy leaves them to cuStreamDestroy, so they stay
-/// booked, as the driver keeps them, until each is destroyed. The best-known interposer
-/// hooks none of this (shared/reference/interposition.md, section 2): a tenant could
-/// create past its quota there.
+/// device like any other, through a linked driver and through cuGetProcAddress alike.
+/// cuGreenCtxDestroy does not destroy them, and once it has run cuStreamDestroy cannot
+/// either (709 on an H100, docs/hardware.md): the driver holds them until the process
+/// exits, and so do npud's books. Destroyed before their context, they are counted back
+/// at once. The best-known interposer hooks none of this
+/// (shared/reference/interposition.md, section 2): a tenant could create past its quota
+/// there.
 #[test]
-fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
+fn streams_made_in_a_green_context_are_admitted_and_kept_while_the_driver_holds_them() {
     let (linked, fetched) = npud_tests::native::cuda_green_apps();
     let dir = tempfile::tempdir().unwrap();
     let shared = dir.path().join("budget");
@@ -199,34 +210,41 @@ fn streams_made_in_a_green_context_are_admitted_and_kept_until_destroyed() {
     let driver = Shared::at(&shared);
     for (program, how) in [(linked, "green"), (fetched, "green"), (linked, "current"), (fetched, "current")] {
         for npud in [None, Some((&d, STREAMS))] {
-            let mut cmd = cuda_command(program, &shared, npud);
-            cmd.args([STREAMS.to_string().as_str(), how]);
-            let mut app = App::spawn(cmd);
-            assert_eq!(app.started(), Ok(vec![STREAMS.to_string(), "108".to_string()]), "{} {how}", program.display());
             let booked = || if npud.is_some() { native_created(&d) } else { 0 };
             let counted = |n: u32| {
                 eventually(Duration::from_secs(10), || {
                     driver.held_by_others(d.pid()) == n && booked() == u64::from(if npud.is_some() { n } else { 0 })
                 })
             };
-            assert!(counted(STREAMS), "npud {} against the driver's {}", booked(), driver.held_by_others(d.pid()));
+            let against = || format!("npud {} against the driver's {}", booked(), driver.held_by_others(d.pid()));
+            let spawn = || {
+                let mut cmd = cuda_command(program, &shared, npud);
+                cmd.args([STREAMS.to_string().as_str(), how]);
+                let mut app = App::spawn(cmd);
+                assert_eq!(
+                    app.started(),
+                    Ok(vec![STREAMS.to_string(), "108".to_string()]),
+                    "{} {how}",
+                    program.display()
+                );
+                app
+            };
+            // Destroyed while their green context lives, they go as any stream does.
+            let app = spawn();
+            assert!(counted(STREAMS), "{}", against());
+            app.release();
+            assert!(counted(0), "destroyed first: {}", against());
+            // Left behind by cuGreenCtxDestroy: held, by the driver and by npud, until exit.
+            let mut app = spawn();
             app.say("go");
             assert_eq!(app.line(), "detached 0");
-            assert!(
-                counted(STREAMS),
-                "after cuGreenCtxDestroy: npud {} against the driver's {}",
-                booked(),
-                driver.held_by_others(d.pid())
-            );
+            app.say("destroy");
+            assert_eq!(app.line(), format!("destroyed 0 {}", npud_proto::codes::cuda::CONTEXT_IS_DESTROYED));
+            assert!(counted(STREAMS), "left by their green context: {}", against());
             drop(app.child.stdin.take());
             assert_eq!(app.line(), "done");
             assert!(app.child.wait().unwrap().success());
-            assert!(
-                counted(0),
-                "all destroyed: npud {} against the driver's {}",
-                booked(),
-                driver.held_by_others(d.pid())
-            );
+            assert!(counted(0), "after the process exits: {}", against());
         }
     }
     // A tenant's quota holds in a green context too: the 11th stream is refused as the

@@ -9,8 +9,12 @@
 //! specified"; the context current to the thread is ignored; out-of-range priorities are
 //! clamped), or from cuStreamCreate with the CUcontext cuCtxFromGreenCtx gives current.
 //! cuGreenCtxDestroy "does not destroy streams created via cuGreenCtxStreamCreate,
-//! cuStreamCreate, or cuStreamCreateWithPriority": they stay, and take the device's budget,
-//! until cuStreamDestroy.
+//! cuStreamCreate, or cuStreamCreateWithPriority. Users are expected to destroy these
+//! streams explicitly using cuStreamDestroy to avoid resource leaks." Once it has run it
+//! is too late: on an H100 (driver 580.159.04, docs/hardware.md) every call on such a
+//! stream, cuStreamDestroy included, answers CUDA_ERROR_CONTEXT_IS_DESTROYED (709), and
+//! the streams keep their device memory (about 0.5 MiB each there) until the process
+//! exits. So here they stay in the device's budget, answering 709, until the process ends.
 //! Splitting resources (cuDevSmResourceSplitByCount) is not modelled.
 //!
 //! `CUdevResource` is 144 bytes: its type, 92 bytes the driver keeps for itself (here: a
@@ -18,6 +22,8 @@
 //! (`sm.smCount` at byte 96).
 
 use crate::*;
+use npud_proto::codes::cuda::INVALID_RESOURCE_TYPE;
+use std::collections::HashSet;
 
 /// CU_DEV_RESOURCE_TYPE_SM, the one type there is to ask for.
 const RESOURCE_SM: u32 = 1;
@@ -36,9 +42,16 @@ pub(crate) struct Green {
     contexts: HashMap<usize, i32>,
     /// Each green context's CUcontext (cuCtxFromGreenCtx): green handle → context handle.
     converted: HashMap<usize, usize>,
+    /// Streams whose green context was destroyed: held until the process exits.
+    orphans: HashSet<usize>,
 }
 
 impl Green {
+    /// Whether stream `s` was left behind by its destroyed green context.
+    pub(crate) fn orphaned(&self, s: usize) -> bool {
+        self.orphans.contains(&s)
+    }
+
     /// The green context a stream made in context `ctx` belongs to: `ctx` itself, or the
     /// one `ctx` was converted from.
     fn of(&self, ctx: usize) -> Option<usize> {
@@ -56,8 +69,11 @@ impl Green {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuDeviceGetDevResource(dev: i32, resource: *mut u8, kind: u32) -> CuResult {
     let r = runtime!();
-    if resource.is_null() || kind != RESOURCE_SM {
+    if resource.is_null() {
         return INVALID_VALUE;
+    }
+    if kind != RESOURCE_SM {
+        return INVALID_RESOURCE_TYPE;
     }
     if let Err(e) = r.physical(dev) {
         return e;
@@ -169,16 +185,21 @@ pub unsafe extern "C" fn cuCtxFromGreenCtx(out: *mut usize, green: usize) -> CuR
 }
 
 /// cuGreenCtxDestroy: the context (and its CUcontext) goes, and its primary-context retain
-/// with it; streams made in it stay until cuStreamDestroy.
+/// with it; the streams made in it stay, answering CONTEXT_IS_DESTROYED, until the
+/// process exits.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxDestroy(ctx: usize) -> CuResult {
     let r = runtime!();
     let dev = {
         let mut inner = r.lock();
         let Some(dev) = inner.green.contexts.remove(&ctx) else { return INVALID_CONTEXT };
-        if let Some(c) = inner.green.converted.remove(&ctx) {
+        let converted = inner.green.converted.remove(&ctx);
+        if let Some(c) = converted {
             inner.contexts.remove(&c);
         }
+        let left: Vec<usize> =
+            inner.stream_ctx.iter().filter(|(_, c)| **c == ctx || Some(**c) == converted).map(|(s, _)| *s).collect();
+        inner.green.orphans.extend(left);
         dev
     };
     cuDevicePrimaryCtxRelease_v2(dev)
@@ -190,8 +211,8 @@ pub extern "C" fn cuGreenCtxDestroy(ctx: usize) -> CuResult {
 pub unsafe extern "C" fn cuStreamGetGreenCtx(s: usize, ctx: *mut usize) -> CuResult {
     let r = runtime!();
     let inner = r.lock();
-    if !inner.streams.contains_key(&s) {
-        return INVALID_HANDLE;
+    if let Err(e) = inner.stream(s) {
+        return e;
     }
     let made_in = inner.stream_ctx.get(&s).and_then(|c| inner.green.of(*c));
     drop(inner);

@@ -40,8 +40,8 @@ pub use events::*;
 pub use green::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
-    ILLEGAL_STATE, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED, NOT_FOUND,
-    NOT_PERMITTED, NOT_READY, NOT_SUPPORTED,
+    CONTEXT_IS_DESTROYED, ILLEGAL_STATE, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED,
+    NOT_FOUND, NOT_PERMITTED, NOT_READY, NOT_SUPPORTED,
 };
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
@@ -91,6 +91,17 @@ struct Inner {
     green: green::Green,
 }
 
+impl Inner {
+    /// A stream's (physical device, id, flags, priority): INVALID_HANDLE for one that does
+    /// not exist, CONTEXT_IS_DESTROYED for one its green context left behind.
+    fn stream(&self, h: usize) -> Result<(u32, StreamId, u32, i32), CuResult> {
+        if self.green.orphaned(h) {
+            return Err(CONTEXT_IS_DESTROYED);
+        }
+        self.streams.get(&h).copied().ok_or(INVALID_HANDLE)
+    }
+}
+
 pub(crate) struct Rt {
     /// Every GPU of the host (NPU_SIM_DEVICES), indexed by physical index.
     devices: Vec<Arc<SimDevice>>,
@@ -117,6 +128,15 @@ struct ForkHolds {
 
 static RT: OnceLock<Rt> = OnceLock::new();
 
+/// Set in a child forked after cuInit. CUDA does not follow a process across fork(): on
+/// an H100 (driver 580.159.04, docs/hardware.md) every call such a child made, cuInit
+/// itself included, answered CUDA_ERROR_NOT_INITIALIZED, and so does every call here.
+static FORKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn forked() {
+    FORKED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 thread_local! {
     static CURRENT: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
     /// Set while this thread runs a program's stream callback or host function.
@@ -130,6 +150,9 @@ thread_local! {
 pub(crate) fn rt() -> Result<&'static Rt, CuResult> {
     if IN_HOST_CALL.with(std::cell::Cell::get) {
         return Err(NOT_PERMITTED);
+    }
+    if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(NOT_INITIALIZED);
     }
     RT.get().ok_or(NOT_INITIALIZED)
 }
@@ -187,7 +210,7 @@ impl Rt {
         Ok(&self.devices[d as usize])
     }
     pub(crate) fn stream(&self, h: usize) -> Result<(&Arc<SimDevice>, StreamId), CuResult> {
-        let (d, id, _, _) = *self.lock().streams.get(&h).ok_or(INVALID_HANDLE)?;
+        let (d, id, _, _) = self.lock().stream(h)?;
         Ok((&self.devices[d as usize], id))
     }
     fn event(&self, h: usize) -> Result<(&Arc<SimDevice>, EventId, bool), CuResult> {
@@ -329,6 +352,9 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
     if flags != 0 {
         return INVALID_VALUE;
     }
+    if FORKED.load(std::sync::atomic::Ordering::Relaxed) {
+        return NOT_INITIALIZED;
+    }
     RT.get_or_init(|| {
         let devices = npu_sim::fleet::devices_from_env(&Profile::default());
         let reports = npu_sim::fleet::deliver_reports_on_thread(&devices, "fake-cuda-hostfn", |device, report| {
@@ -338,6 +364,9 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
         })
         .ok();
         npu_sim::fork::register(|| RT.get().map(|r| Box::new(r.hold_for_fork()) as Box<dyn std::any::Any>));
+        // SAFETY: a plain function that lives as long as the library and only stores to an
+        // atomic (async-signal-safe); pthread_atfork only records it.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
         let visible = visible::visible(devices.len() as u32, std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
         let primary = (0..visible.len()).map(|i| 0x5000_0000 + i * 0x100).collect();
         let retains = Mutex::new(vec![0; visible.len()]);
@@ -514,10 +543,10 @@ pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult 
 pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
     let r = runtime!();
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
-    match r.lock().streams.get(&s) {
+    match r.lock().stream(s) {
         // SAFETY: out-pointer from the caller.
-        Some((_, _, _, prio)) => unsafe { put(p, *prio) },
-        None => INVALID_HANDLE,
+        Ok((_, _, _, prio)) => unsafe { put(p, prio) },
+        Err(e) => e,
     }
 }
 
@@ -556,11 +585,11 @@ fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -
 pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
     let r = runtime!();
     let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
-    let found = r.lock().streams.get(&s).map(|(_, _, f, _)| *f);
+    let found = r.lock().stream(s).map(|(_, _, f, _)| f);
     match found {
         // SAFETY: out-pointer from the caller.
-        Some(f) => unsafe { put(flags, f) },
-        None => INVALID_HANDLE,
+        Ok(f) => unsafe { put(flags, f) },
+        Err(e) => e,
     }
 }
 

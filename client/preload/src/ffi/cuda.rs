@@ -261,8 +261,10 @@ pub extern "C" fn cuGreenCtxStreamCreate(stream: *mut Handle, ctx: Handle, flags
     create_in(stream, place, || unsafe { real(stream, ctx, flags, super::capped_priority(priority)) })
 }
 
-/// cuGreenCtxDestroy: the context goes; the streams made in it stay booked until each is
-/// destroyed ("The API does not destroy streams created via cuGreenCtxStreamCreate").
+/// cuGreenCtxDestroy: the context goes; the streams made in it stay booked ("The API does
+/// not destroy streams created via cuGreenCtxStreamCreate"). After it, an H100 refuses
+/// to destroy them (709) and holds them until the process exits: only a destroy that
+/// succeeds gives one back (`destroy`), so the books follow the driver.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxDestroy(ctx: Handle) -> CuResult {
     let Some(real) = real!(&LIBRARY, cuGreenCtxDestroy: HandleFn) else { return UNKNOWN };
