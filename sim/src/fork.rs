@@ -3,9 +3,10 @@
 //!
 //! The vendor does not support AscendCL calls in processes made with fork: they may fail
 //! or hang (the AscendCL usage constraints, "关于进程": 不支持使用fork函数创建多个进程，且在
-//! 进程中调用AscendCL接口的场景，否则进程运行时会报错或者卡死). The fakes still let a
+//! 进程中调用AscendCL接口的场景，否则进程运行时会报错或者卡死). fake-acl still lets a
 //! child make and destroy streams, deterministically, because the interposer's fork
-//! handling is tested through them; what they must not do is hang at random.
+//! handling is tested through it; what it must not do is hang at random. (fake-cuda
+//! answers a child CUDA_ERROR_NOT_INITIALIZED, as an H100's driver was seen to.)
 //!
 //! The child has only the forking thread: a lock that one of the simulator's own threads
 //! (a device's timer, the report thread) held at that moment stays locked in the child for

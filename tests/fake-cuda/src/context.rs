@@ -183,6 +183,10 @@ pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuCtxGetCurrent(ctx: *mut usize) -> CuResult {
+    // Before cuInit, in a forked child and in a host function, as every call.
+    if let Err(e) = crate::rt() {
+        return e;
+    }
     // SAFETY: out-pointer from the caller.
     unsafe { put(ctx, CURRENT.with(std::cell::Cell::get)) }
 }
