@@ -35,10 +35,12 @@ echo "driver library: $lib"
 [[ -e $lib ]] || { echo "no libcuda.so.1 found; set CUDA_LIBRARY"; exit 1; }
 
 section "C programs built against the real driver"
-for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost; do
+for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost cuda_priorities cuda_green cuda_green_edges; do
     cc -O1 -o "$work/$p" "$repo/tests/native/$p.c" "$lib" -ldl || exit 1
 done
-cc -O1 -DUSE_PROC_ADDRESS -o "$work/cuda_app_pa" "$repo/tests/native/cuda_app.c" -ldl || exit 1
+for p in cuda_app cuda_green; do
+    cc -O1 -DUSE_PROC_ADDRESS -o "$work/${p}_pa" "$repo/tests/native/$p.c" -ldl || exit 1
+done
 echo built
 
 section "npud on the cuda backend"
@@ -81,6 +83,14 @@ ctl quota set root --max-streams 16 >/dev/null
 out=$(ctl run --streams 4 -- "$work/cuda_app" 20 0); echo "$out"
 expect "quota refusal is the driver's code 2" '^fail 2 after 1[0-9]' "$out"
 ctl quota set root --max-streams 256 >/dev/null
+
+section "a tenant's priority limit: no stream more urgent than it, as the driver reads them back"
+out=$("$work/cuda_priorities" </dev/null 2>&1); echo "bare: $out"
+expect "priorities on the bare driver (0, -5, -1, -100 clamped to -5)" '^ok priorities 0 -5 -1 -5' "$out"
+ctl quota set root --highest-priority -2 >/dev/null
+out=$(ctl run --streams 5 -- "$work/cuda_priorities" </dev/null 2>&1); echo "limited to -2: $out"
+expect "priorities under a tenant limited to -2" '^ok priorities 0 -2 -1 -2' "$out"
+ctl quota set root --highest-priority -5 >/dev/null
 
 section "a holder shows in status; SIGKILL gives its streams back"
 sleep 30 | ctl run --streams 40 -- "$work/cuda_app" 40 -1 >"$work/holder.out" &
@@ -143,6 +153,49 @@ for visible in "$uuid" "${uuid:0:12}" 0; do
         expect "CUDA_VISIBLE_DEVICES=$visible books device 0's UUID" '^0:11:10$' "$during"
         expect "$teardown gives the streams back while the program runs" '^gone 0' "$(cat "$work/id.out")"
         expect "$teardown: npud counts them back" '^none$|:0$' "$after"
+    done
+done
+
+section "green contexts: streams made in one are booked while the driver holds them"
+# Destroyed before their green context, the streams go at once. cuGreenCtxDestroy leaves
+# them behind, and then cuStreamDestroy cannot destroy them either (709): the driver holds
+# them, and npud books them, until the process exits. Linked and through
+# cuGetProcAddress_v2; with "current" every other stream is made by cuStreamCreate with
+# the green context current as a CUcontext.
+out=$("$work/cuda_green" 8 </dev/null 2>&1); echo "bare, destroyed first: $(tr '\n' ' ' <<<"$out")"
+expect "a green context's streams on the bare driver" '^ok 8 [0-9]+' "$out"
+expect "destroyed before their green context" '^done' "$out"
+out=$(printf 'go\ndestroy\n' | "$work/cuda_green" 8 2>&1); echo "bare, left behind: $(tr '\n' ' ' <<<"$out")"
+expect "cuGreenCtxDestroy on the bare driver" '^detached 0' "$out"
+expect "streams left by their green context cannot be destroyed (709)" '^destroyed 0 709' "$out"
+out=$("$work/cuda_green_edges" 2>&1); echo "$out"
+expect "green contexts' edge cases answer as fake-cuda expects them" '^ok' "$out"
+out=$(ctl run -- "$work/cuda_green_edges" 2>&1); echo "$out"
+expect "green contexts' edge cases under the interposer" '^ok' "$out"
+for prog in cuda_green cuda_green_pa; do
+    for how in green current; do
+        rm -f "$work/in"; mkfifo "$work/in"
+        CUDA_APP_LIBRARY=$lib ctl run --streams 9 -- "$work/$prog" 8 $how <"$work/in" >"$work/green.out" 2>&1 &
+        app=$!
+        exec 3>"$work/in"
+        for _ in $(seq 100); do grep -qE '^(ok|fail)' "$work/green.out" && break; sleep 0.1; done
+        for _ in $(seq 50); do [[ $(held) == *":8" ]] && break; sleep 0.1; done
+        during=$(held)
+        echo go >&3
+        echo destroy >&3
+        for _ in $(seq 100); do grep -q '^destroyed' "$work/green.out" && break; sleep 0.1; done
+        sleep 1
+        left=$(held)
+        exec 3>&-
+        wait $app
+        for _ in $(seq 50); do [[ $(held) == none || $(held) == *":0" ]] && break; sleep 0.1; done
+        after=$(held)
+        echo "$prog $how: $(tr '\n' ' ' <"$work/green.out")| holders during [$during] left [$left] after [$after]"
+        expect "$prog $how: booked while made" '^0:9:8$' "$during"
+        expect "$prog $how: the driver refuses to destroy what its green context left" '^destroyed 0 709' "$(cat "$work/green.out")"
+        expect "$prog $how: still booked while the process lives" ':8$' "$left"
+        expect "$prog $how: ran to the end" '^done' "$(cat "$work/green.out")"
+        expect "$prog $how: counted back when the process exits" '^none$|:0$' "$after"
     done
 done
 
