@@ -80,6 +80,14 @@ aclError aclrtEventElapsedTime(float *, aclrtEvent, aclrtEvent);
 aclError aclrtEventGetTimestamp(aclrtEvent, uint64_t *);
 aclError aclrtGetEventId(aclrtEvent, uint32_t *);
 aclError aclrtStreamWaitEventWithTimeout(aclrtStream, aclrtEvent, int32_t);
+#define ACL_EVENT_SYNC 0x00000001u
+#define ACL_EVENT_RECORD_DEFAULT 0x00u
+#define ACL_EVENT_RECORD_EXTERNAL 0x01u
+#define ACL_EVENT_WAIT_DEFAULT 0x00u
+#define ACL_EVENT_WAIT_EXTERNAL 0x01u
+aclError aclrtCreateEventExWithFlag(aclrtEvent *, uint32_t);
+aclError aclrtRecordEventWithFlag(aclrtEvent, aclrtStream, uint32_t);
+aclError aclrtStreamWaitEventWithFlag(aclrtStream, aclrtEvent, uint32_t, uint32_t);
 
 aclError aclrtSubscribeReport(uint64_t, aclrtStream);
 aclError aclrtUnSubscribeReport(uint64_t, aclrtStream);

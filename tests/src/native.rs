@@ -340,6 +340,13 @@ pub fn acl_capture_app() -> &'static PathBuf {
     build("acl_capture.c", "ascendcl", "acl_capture", &[])
 }
 
+/// `native/acl_capture_external.c` built once per process: `ROUNDS`; graphs synchronised
+/// with outside streams and each other by EXTERNAL event flags, and what is refused;
+/// prints `ok external streams S` (or `fail WHAT`), then holds until stdin closes.
+pub fn acl_capture_external_app() -> &'static PathBuf {
+    build("acl_capture_external.c", "ascendcl", "acl_capture_external", &[])
+}
+
 /// `native/acl_capture_edges.c` built once per process:
 /// `long|wrong-thread|unjoined|modes|refusals|context`;
 /// prints `ok MODE streams S` (or `fail WHAT`), then holds until stdin closes.

@@ -7,7 +7,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::native::{
-    self, App, Shared, acl_build_app, acl_capture_app, acl_capture_edges_app, acl_command, acl_graph_app,
+    self, App, Shared, acl_build_app, acl_capture_app, acl_capture_edges_app, acl_capture_external_app, acl_command,
+    acl_graph_app,
 };
 use npud_tests::wire::{Wire, frame};
 use npud_tests::{Daemon, bin, eventually};
@@ -206,6 +207,23 @@ fn a_captured_graph_replays_with_new_inputs_natively_and_under_npud() {
 #[test]
 fn a_model_built_by_hand_runs_natively_and_under_npud_with_the_books_equal() {
     native::runs_natively_and_under_npud_with_the_books_equal(acl_build_app(), "4", "ok 4 streams 2", 4);
+}
+
+/// Graphs synchronised with streams outside them and with each other through events with
+/// the EXTERNAL flags (aclrtRecordEventWithFlag, aclrtStreamWaitEventWithFlag, as
+/// vLLM-Ascend's graphs meet the eager streams around them): `native/acl_capture_external.c`
+/// checks each result and each refusal's code itself, natively and under npud. An external
+/// record or wait joins no stream into the capture, so each of its four models holds one
+/// stream, and npud counts what the driver counts: the default stream, the program's three
+/// and the models' four.
+#[test]
+fn graphs_synchronised_by_external_events_hold_one_stream_each_natively_and_under_npud() {
+    native::runs_natively_and_under_npud_with_the_books_equal(
+        acl_capture_external_app(),
+        "3",
+        "ok external streams 4",
+        8,
+    );
 }
 
 /// A capture grows with its tasks, not only with the streams that join it: a capture

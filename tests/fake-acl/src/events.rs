@@ -1,5 +1,6 @@
 //! Events: created, recorded and reset on streams, queried, waited for and timed.
 
+use crate::capture::{EVENT_FLAG_DEFAULT, EVENT_FLAG_EXTERNAL};
 use crate::state::rt;
 use crate::*;
 
@@ -42,7 +43,11 @@ pub unsafe extern "C" fn aclrtCreateEvent(event: *mut Handle) -> AclError {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
-    with_rt(|r| r.destroy_event(event))
+    with_rt(|r| {
+        r.destroy_event(event)?;
+        r.event_forgotten(event);
+        Ok(())
+    })
 }
 
 #[unsafe(no_mangle)]
@@ -51,7 +56,60 @@ pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
         let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
         r.capture_recorded(event, stream)?;
-        dev.record_event(e, s).map_err(|e| e.code)
+        dev.record_event(e, s).map_err(|e| e.code)?;
+        r.event_recorded(event);
+        Ok(())
+    })
+}
+
+/// aclrtRecordEventWithFlag(event, stream, flag): ACL_EVENT_RECORD_DEFAULT (0) is
+/// aclrtRecordEvent; ACL_EVENT_RECORD_EXTERNAL (1) records, in a capture, an event that
+/// streams outside the graph (or another graph) may wait on (`capture::external`).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtRecordEventWithFlag(event: Handle, stream: Handle, flag: u32) -> AclError {
+    if event.is_null() || (flag != EVENT_FLAG_DEFAULT && flag != EVENT_FLAG_EXTERNAL) {
+        return INVALID_PARAM;
+    }
+    with_event_flag(event, stream, flag, true, || aclrtRecordEvent(event, stream))
+}
+
+/// aclrtStreamWaitEventWithFlag(stream, event, timeout, flag): ACL_EVENT_WAIT_DEFAULT (0)
+/// is aclrtStreamWaitEventWithTimeout (seconds, 0 for none; unsigned here);
+/// ACL_EVENT_WAIT_EXTERNAL (1) makes a graph being captured wait on an event recorded
+/// outside it, with a timeout of 0 only (`capture::external`).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEventWithFlag(stream: Handle, event: Handle, timeout: u32, flag: u32) -> AclError {
+    let known = flag == EVENT_FLAG_DEFAULT || flag == EVENT_FLAG_EXTERNAL;
+    if event.is_null() || !known || (flag == EVENT_FLAG_EXTERNAL && timeout != 0) {
+        return INVALID_PARAM;
+    }
+    with_event_flag(event, stream, flag, false, || aclrtStreamWaitEvent(stream, event))
+}
+
+/// The two calls above once the ACL layer's checks passed: the event must exist, its
+/// records (`record`) or waits keep the flag of their first call, the default flag is the
+/// `ordinary` call, and EXTERNAL a task of the capture the stream is in.
+fn with_event_flag(
+    event: Handle,
+    stream: Handle,
+    flag: u32,
+    record: bool,
+    ordinary: impl FnOnce() -> AclError,
+) -> AclError {
+    let Some(r) = rt() else { return UNINITIALIZE };
+    if let Err(e) = r.event(event) {
+        return failed(e);
+    }
+    if !r.flag_kept(event, flag, record) {
+        return failed(RT_PARAM_INVALID);
+    }
+    if flag == EVENT_FLAG_DEFAULT {
+        return ordinary();
+    }
+    with_rt(|r| {
+        let stream = r.resolve(stream)?;
+        same_device(r, event, stream)?;
+        r.capture_external(event, stream, record)
     })
 }
 

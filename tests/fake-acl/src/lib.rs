@@ -623,6 +623,7 @@ pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclErro
         let tasks = r.model_tasks(model)?;
         r.stream(r.not_capturing(stream)?)?;
         memory::replay(&tasks);
+        r.replay_external_records(model);
         Ok(())
     })
 }
@@ -636,6 +637,7 @@ pub extern "C" fn aclmdlRIExecute(model: Handle, timeout_ms: i32) -> AclError {
     }
     with_rt(|r| {
         memory::replay(&r.model_tasks(model)?);
+        r.replay_external_records(model);
         Ok(())
     })
 }

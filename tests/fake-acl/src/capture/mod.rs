@@ -36,12 +36,14 @@
 //! `aclmdlRIExecuteAsync` and
 //! `aclmdlRIExecute`. So a program that captures once and replays with new inputs sees each
 //! replay's result, as on the device. Event records, waits and callbacks still run when
-//! issued. Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) decide which thread may end a
+//! issued, but for those that cross the capture's edge (`external`). Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) decide which thread may end a
 //! capture, and which may call the "unsafe" functions meanwhile (`modes`).
 
+mod external;
 mod modes;
 mod tasks;
 
+pub use external::{DEFAULT as EVENT_FLAG_DEFAULT, EXTERNAL as EVENT_FLAG_EXTERNAL};
 pub use modes::exchange_thread_mode;
 
 use crate::Handle;
@@ -92,6 +94,9 @@ struct Capture {
     /// A stream could not grow into one more capture stream (`SingleStreamTerminateCapture`):
     /// the capture can only fail to end.
     invalidated: bool,
+    /// Events recorded and waited on with the EXTERNAL flags (`external`).
+    external_records: Vec<usize>,
+    external_waits: Vec<usize>,
 }
 
 struct Model {
@@ -102,6 +107,8 @@ struct Model {
     /// What aclmdlRIGetStreams hands out for them.
     handles: Vec<usize>,
     tasks: Vec<Task>,
+    /// Events its execution records (`external`).
+    external_records: Vec<usize>,
 }
 
 #[derive(Default)]
@@ -115,6 +122,8 @@ pub struct Captures {
     models: HashMap<usize, Model>,
     /// Per context, its captures under way by mode (`modes`).
     modes: HashMap<usize, [u32; 3]>,
+    /// Each event's uses with and without the EXTERNAL flags (`external`).
+    event_use: HashMap<usize, external::EventUse>,
 }
 
 impl Rt {
@@ -180,6 +189,8 @@ impl Rt {
             members: HashMap::from([(stream as usize, Member::default())]),
             waits: HashMap::new(),
             invalidated: false,
+            external_records: Vec::new(),
+            external_waits: Vec::new(),
         };
         c.active.insert(stream as usize, capture);
         Ok(())
@@ -222,6 +233,7 @@ impl Rt {
                     held: capture.held,
                     handles,
                     tasks: capture.tasks,
+                    external_records: capture.external_records,
                 };
                 self.captures().models.insert(model, kept);
                 if wrong_thread { Err(RT_STREAM_CAPTURE_WRONG_THREAD) } else { Ok(model as Handle) }

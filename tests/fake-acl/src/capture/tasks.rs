@@ -31,11 +31,18 @@ pub struct Member {
     last_record: Option<usize>,
 }
 
+impl Member {
+    /// Its last task is not an event record (a join point).
+    pub(super) fn clear_record(&mut self) {
+        self.last_record = None;
+    }
+}
+
 impl Capture {
     /// One more task from `stream`: on its capture stream, or, that one full, on another
     /// the capture takes (and the model holds) for it. Without one the capture is
     /// invalidated and the task fails as the stream's creation did (207008).
-    fn issue(&mut self, rt: &Rt, stream: usize) -> Result<&mut Member, AclError> {
+    pub(super) fn issue(&mut self, rt: &Rt, stream: usize) -> Result<&mut Member, AclError> {
         let member = self.members.entry(stream).or_default();
         if member.queued >= TASKS_PER_CAPTURE_STREAM {
             match rt.take_capture_stream(self.device) {
