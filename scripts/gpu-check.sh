@@ -35,7 +35,7 @@ echo "driver library: $lib"
 [[ -e $lib ]] || { echo "no libcuda.so.1 found; set CUDA_LIBRARY"; exit 1; }
 
 section "C programs built against the real driver"
-for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost cuda_priorities cuda_green cuda_green_edges; do
+for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost cuda_priorities cuda_green cuda_green_edges cuda_basics; do
     cc -O1 -o "$work/$p" "$repo/tests/native/$p.c" "$lib" -ldl || exit 1
 done
 for p in cuda_app cuda_green; do
@@ -77,6 +77,10 @@ out=$("$work/cuda_edges" 2>&1); echo "$out"
 expect "the driver's edge cases answer as fake-cuda expects them" '^ok' "$out"
 out=$(ctl run -- "$work/cuda_edges" 2>&1); echo "$out"
 expect "the edge cases under the interposer" '^ok' "$out"
+out=$("$work/cuda_basics" 2>&1); echo "$out"
+expect "the everyday calls around streams answer as fake-cuda expects them" '^ok' "$out"
+out=$(ctl run -- "$work/cuda_basics" 2>&1); echo "$out"
+expect "the everyday calls under the interposer" '^ok' "$out"
 
 section "a quota of 16 refuses the 17th stream with CUDA_ERROR_OUT_OF_MEMORY"
 ctl quota set root --max-streams 16 >/dev/null

@@ -81,6 +81,8 @@ pub mod cuda {
     pub const STUB_LIBRARY: CuResult = 34;
     pub const INVALID_DEVICE: CuResult = 101;
     pub const INVALID_IMAGE: CuResult = 200;
+    /// cuModuleLoad of a file that is not there.
+    pub const FILE_NOT_FOUND: CuResult = 301;
     pub const INVALID_CONTEXT: CuResult = 201;
     pub const INVALID_HANDLE: CuResult = 400;
     pub const ILLEGAL_STATE: CuResult = 401;

@@ -169,6 +169,13 @@ pub fn cuda_edges_app() -> &'static PathBuf {
     build("cuda_edges.c", "cuda", "cuda_edges", &[])
 }
 
+/// `native/cuda_basics.c` built once per process against libcuda: the everyday calls
+/// around streams (context state and flags, a stream's context, memsets, modules from a
+/// file) against an H100's answers; prints `ok` or `fail <what>`.
+pub fn cuda_basics_app() -> &'static PathBuf {
+    build("cuda_basics.c", "cuda", "cuda_basics", &[])
+}
+
 /// `native/cuda_green_edges.c` built once per process against libcuda: green contexts'
 /// edge cases, each in a child process; prints `ok` or `fail <case> ...`.
 pub fn cuda_green_edges_app() -> &'static PathBuf {

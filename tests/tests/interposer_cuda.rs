@@ -107,6 +107,15 @@ fn the_drivers_edge_cases_answer_as_on_a_gpu_alone_and_under_npud() {
     says_ok_alone_and_under_npud(npud_tests::native::cuda_edges_app());
 }
 
+/// The everyday driver calls a program makes around its streams (the primary context's
+/// state and flags, a context's flags and API version, a stream's context, the device's
+/// memory, 32-bit and stream-ordered memsets and copies, a module loaded from a file and
+/// unloaded) answer as an H100's driver does, refusals included, on the fake and under npud.
+#[test]
+fn everyday_driver_calls_answer_as_on_a_gpu_alone_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_basics_app());
+}
+
 /// Green contexts' edge cases (bad resource types and flags, clamped priorities, streams
 /// that outlive their green context, which green context a stream names) answer alike on
 /// the fake and under npud.

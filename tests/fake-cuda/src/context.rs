@@ -20,7 +20,7 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> 
     }
 }
 
-/// Releasing the primary context: the last release destroys it, and its streams with it
+/// Releasing the primary context: the last release destroys it, its streams and its flags
 /// (the handle stays valid for a later retain, as the driver's does). A release with no
 /// retain left does nothing and succeeds, as an H100's driver answers it.
 #[unsafe(no_mangle)]
@@ -36,7 +36,12 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
             *n -= 1;
             *n == 0
         };
-        if last { r.destroy_primary_streams(dev as usize) } else { Ok(()) }
+        if !last {
+            return Ok(());
+        }
+        // The context ends, and the flags set for it with it (`ctx_state`).
+        r.lock().primary_flags.remove(&(dev as usize));
+        r.destroy_primary_streams(dev as usize)
     })
 }
 
@@ -143,9 +148,9 @@ pub unsafe extern "C" fn cuCtxPopCurrent(ctx: *mut usize) -> CuResult {
 
 /// cuCtxCreate_v2: a new context on `dev`, pushed on this thread's context stack.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) -> CuResult {
+pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, flags: u32, dev: i32) -> CuResult {
     let r = runtime!();
-    if ctx.is_null() {
+    if ctx.is_null() || !ctx_state::valid_flags(flags) {
         return INVALID_VALUE;
     }
     let device = match r.physical(dev) {
@@ -156,6 +161,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) 
         let mut inner = r.lock();
         let h = Rt::mint(&mut inner);
         inner.contexts.insert(h, device as u32);
+        inner.ctx_flags.insert(h, flags);
         h
     };
     push(h);
@@ -168,6 +174,7 @@ pub unsafe extern "C" fn cuCtxCreate_v2(ctx: *mut usize, _flags: u32, dev: i32) 
 pub extern "C" fn cuCtxDestroy_v2(ctx: usize) -> CuResult {
     with(|r| {
         r.lock().contexts.remove(&ctx).ok_or(INVALID_CONTEXT)?;
+        r.lock().ctx_flags.remove(&ctx);
         let streams: Vec<usize> = r.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx).map(|(s, _)| *s).collect();
         for s in streams {
             r.destroy_stream(s)?;

@@ -16,8 +16,8 @@
 use crate::*;
 
 /// `CU_STREAM_LEGACY` and `CU_STREAM_PER_THREAD`, the driver's handles for the two kinds.
-const LEGACY: usize = 0x1;
-const PER_THREAD: usize = 0x2;
+pub(crate) const LEGACY: usize = 0x1;
+pub(crate) const PER_THREAD: usize = 0x2;
 
 /// What a default stream is to its context: the legacy one, or a thread's.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

@@ -20,24 +20,28 @@ macro_rules! runtime {
 
 mod attributes;
 mod context;
+mod ctx_state;
 mod defaults;
 mod events;
 mod gate;
 mod green;
 mod memory;
+mod modules;
 mod proc_address;
 mod visible;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
 use std::collections::HashMap;
-use std::ffi::{CStr, c_char, c_void};
+use std::ffi::{c_char, c_void};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 pub use attributes::cuDeviceGetAttribute;
 pub use context::*;
+pub use ctx_state::*;
 pub use events::*;
 pub use green::*;
+pub use modules::*;
 pub use npud_proto::codes::cuda::CuResult;
 use npud_proto::codes::cuda::{
     CONTEXT_IS_DESTROYED, ILLEGAL_STATE, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_IMAGE, LAUNCH_FAILED,
@@ -89,6 +93,10 @@ struct Inner {
     stream_ctx: HashMap<usize, usize>,
     /// Green contexts and the resource descriptors they are made from (`green`).
     green: green::Green,
+    /// The flags set for each ordinal's primary context (`ctx_state`); 0 when unset.
+    primary_flags: HashMap<usize, u32>,
+    /// The flags each context made with cuCtxCreate was made with.
+    ctx_flags: HashMap<usize, u32>,
 }
 
 impl Inner {
@@ -591,44 +599,6 @@ pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult
         Ok(f) => unsafe { put(flags, f) },
         Err(e) => e,
     }
-}
-
-/// Accepts NUL-terminated PTX text with at least one `.entry`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuModuleLoadData(m: *mut usize, image: *const c_void) -> CuResult {
-    let r = runtime!();
-    if image.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: the caller passes a NUL-terminated PTX image.
-    let text = unsafe { CStr::from_ptr(image.cast::<c_char>()) }.to_string_lossy().into_owned();
-    if !text.contains(".entry") {
-        return INVALID_IMAGE;
-    }
-    let mut inner = r.lock();
-    let h = Rt::mint(&mut inner);
-    inner.modules.insert(h, text);
-    // SAFETY: out-pointer from the caller.
-    unsafe { put(m, h) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuModuleGetFunction(f: *mut usize, m: usize, name: *const c_char) -> CuResult {
-    let r = runtime!();
-    if name.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: the caller passes a NUL-terminated name.
-    let name = unsafe { CStr::from_ptr(name) }.to_string_lossy().into_owned();
-    let mut inner = r.lock();
-    let Some(ptx) = inner.modules.get(&m) else { return INVALID_HANDLE };
-    if !ptx.contains(&format!(".entry {name}")) {
-        return NOT_FOUND;
-    }
-    let h = Rt::mint(&mut inner);
-    inner.functions.insert(h, name);
-    // SAFETY: out-pointer from the caller.
-    unsafe { put(f, h) }
 }
 
 /// The spin kernel (`npud_spin(u64 ns)`) becomes a sim delay; other kernels are refused.

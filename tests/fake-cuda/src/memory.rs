@@ -130,6 +130,49 @@ pub unsafe extern "C" fn cuMemsetD8_v2(dst: u64, value: u8, n: usize) -> CuResul
     SUCCESS
 }
 
+/// cuMemsetD32_v2: `n` 32-bit words set to `value`; the address must be 4-byte aligned.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD32_v2(dst: u64, value: u32, n: usize) -> CuResult {
+    if let Err(e) = rt() {
+        return e;
+    }
+    if dst == 0 || !dst.is_multiple_of(4) {
+        return INVALID_VALUE;
+    }
+    // SAFETY: the program passes an aligned buffer of at least `n` words (checked aligned).
+    unsafe { std::slice::from_raw_parts_mut(dst as *mut u32, n) }.fill(value);
+    SUCCESS
+}
+
+/// cuMemsetD8Async: as cuMemsetD8, on stream `s` (made at once, as the fake's copies are).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemsetD8Async(dst: u64, value: u8, n: usize, s: usize) -> CuResult {
+    match check_stream(s) {
+        // SAFETY: forwarded from the caller.
+        SUCCESS => unsafe { cuMemsetD8_v2(dst, value, n) },
+        e => e,
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuMemcpyDtoDAsync_v2(dst: u64, src: u64, n: usize, s: usize) -> CuResult {
+    match check_stream(s) {
+        SUCCESS => copy(dst as *mut c_void, src as *const c_void, n),
+        e => e,
+    }
+}
+
+/// cuDeviceTotalMem_v2: the device's memory, as cuMemGetInfo's total.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cuDeviceTotalMem_v2(bytes: *mut usize, dev: i32) -> CuResult {
+    let r = runtime!();
+    if let Err(e) = r.physical(dev) {
+        return e;
+    }
+    // SAFETY: out-pointer from the caller (checked non-null by put).
+    unsafe { put(bytes, TOTAL_MEMORY) }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuMemGetInfo_v2(free: *mut usize, total: *mut usize) -> CuResult {
     with(|r| {
