@@ -26,7 +26,7 @@ mod stream_state;
 pub use callbacks::*;
 pub use events::*;
 pub(crate) use last_error::failed;
-pub use last_error::{aclrtGetLastError, aclrtPeekAtLastError};
+pub use last_error::{aclrtGetErrorVerbose, aclrtGetLastError, aclrtPeekAtLastError};
 pub use peer::*;
 pub use stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
 pub use stream_state::aclrtRegStreamStateCallback;
