@@ -99,6 +99,14 @@ aclError aclrtMemset(void *, size_t, int32_t, size_t);
 aclError aclrtMemcpy(void *, size_t, const void *, size_t, int);
 aclError aclrtMemcpyAsync(void *, size_t, const void *, size_t, int, aclrtStream);
 aclError aclrtMemsetAsync(void *, size_t, int32_t, size_t, aclrtStream);
+aclError aclrtMallocHost(void **, size_t);
+aclError aclrtFreeHost(void *);
+#define ACL_STREAM_WAIT_VALUE_GEQ 0x0u
+#define ACL_STREAM_WAIT_VALUE_EQ 0x1u
+#define ACL_STREAM_WAIT_VALUE_AND 0x2u
+#define ACL_STREAM_WAIT_VALUE_NOR 0x3u
+aclError aclrtValueWrite(void *, uint64_t, uint32_t, aclrtStream);
+aclError aclrtValueWait(void *, uint64_t, uint32_t, aclrtStream);
 
 aclError aclmdlRICaptureBegin(aclrtStream, uint32_t);
 aclError aclmdlRICaptureEnd(aclrtStream, aclmdlRI *);

@@ -313,6 +313,14 @@ pub fn acl_build_app() -> &'static PathBuf {
     build("acl_build.c", "ascendcl", "acl_build", &[])
 }
 
+/// `native/acl_value_ops.c` built once per process: `supported|unsupported`; streams
+/// synchronised through device memory (aclrtValueWrite, aclrtValueWait) and what is
+/// refused; prints `ok values` or `ok unsupported` (or `fail WHAT`), then holds until
+/// stdin closes.
+pub fn acl_value_ops_app() -> &'static PathBuf {
+    build("acl_value_ops.c", "ascendcl", "acl_value_ops", &["-pthread"])
+}
+
 /// `native/acl_host_func.c` built once per process: `COUNT`; runs host functions in stream
 /// order with aclrtLaunchHostFunc, prints `ok COUNT` (or `fail WHAT`), then holds until
 /// stdin closes.
@@ -581,16 +589,32 @@ pub fn says_hello_at_init(d: &Daemon, metrics_port: u16, shared: &Shared, cmd: C
 /// streams for it, as the driver does, with nothing outside the books; once it exits,
 /// everything returns.
 pub fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, arg: &str, ok: &str, created: u32) {
+    runs_natively_and_under_npud_on(None, program, arg, ok, created);
+}
+
+/// [`runs_natively_and_under_npud_with_the_books_equal`] on the parts of `profile`
+/// (`NPU_SIM_PROFILE`: the daemon's devices and the program's alike), or the default.
+pub fn runs_natively_and_under_npud_on(profile: Option<&str>, program: &Path, arg: &str, ok: &str, created: u32) {
     let shared = Shared::new();
-    let d = shared.daemon(&[]);
+    let mut builder = acl_builder(&shared.path, &[]);
+    if let Some(p) = profile {
+        builder = builder.env("NPU_SIM_PROFILE", p);
+    }
+    let d = builder.start();
+    let on_profile = |mut c: Command| {
+        if let Some(p) = profile {
+            c.env("NPU_SIM_PROFILE", p);
+        }
+        c
+    };
     let mut native = App::spawn({
-        let mut c = acl_command(program, &shared.path, None);
+        let mut c = on_profile(acl_command(program, &shared.path, None));
         c.arg(arg);
         c
     });
     assert_eq!(native.line(), ok);
     native.release();
-    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    let mut cmd = on_profile(acl_command(&bin("npuctl"), &shared.path, None));
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).arg(arg);
     let mut app = App::spawn(cmd);
     assert_eq!(app.line(), ok);

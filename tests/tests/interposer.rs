@@ -329,6 +329,19 @@ fn host_functions_run_in_stream_order_natively_and_under_npud() {
     native::runs_natively_and_under_npud_with_the_books_equal(native::acl_host_func_app(), "16", "ok 16", 3);
 }
 
+/// Streams synchronised through device memory (aclrtValueWrite, aclrtValueWait): on an A2
+/// part a wait holds its stream's later work until another stream writes the value it
+/// waits for, waits already met hold nothing, and the runtime's refusals are its own
+/// (`native/acl_value_ops.c` checks each); on a part without value tasks both calls are
+/// ACL_ERROR_RT_FEATURE_NOT_SUPPORT. Natively and under npud alike, npud counting what the
+/// driver counts: the default stream and the program's two.
+#[test]
+fn streams_synchronised_through_device_memory_natively_and_under_npud() {
+    let program = native::acl_value_ops_app();
+    native::runs_natively_and_under_npud_on(Some("atlas-a2"), program, "supported", "ok values", 3);
+    native::runs_natively_and_under_npud_on(None, program, "unsupported", "ok unsupported", 3);
+}
+
 /// The open runtime's other way to set a device on Ascend 910 parts,
 /// aclrtSetDeviceWithoutTsdVXX, makes the same default context and default stream as
 /// aclrtSetDevice: npud admits the process's start-up there too and counts what the

@@ -22,6 +22,7 @@ mod peer;
 mod state;
 mod stream_attrs;
 mod stream_state;
+mod value_ops;
 
 pub use callbacks::*;
 pub use events::*;
@@ -30,6 +31,7 @@ pub use last_error::{aclrtGetErrorVerbose, aclrtGetLastError, aclrtPeekAtLastErr
 pub use peer::*;
 pub use stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
 pub use stream_state::aclrtRegStreamStateCallback;
+pub use value_ops::{aclrtValueWait, aclrtValueWrite};
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};

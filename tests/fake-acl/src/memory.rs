@@ -73,6 +73,27 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
     allocate(host_ptr, size, Kind::Host)
 }
 
+/// Whether `[addr, addr + len)` lies inside one device block the process holds.
+pub(crate) fn is_device(addr: usize, len: usize) -> bool {
+    blocks().as_ref().is_some_and(|b| inside_device_block(b, addr, len))
+}
+
+fn inside_device_block(b: &HashMap<usize, (Kind, usize)>, addr: usize, len: usize) -> bool {
+    b.iter().any(|(start, (kind, size))| {
+        *kind == Kind::Device && addr >= *start && addr.checked_add(len).is_some_and(|end| end <= start + size)
+    })
+}
+
+/// The 64-bit value at `addr` while it lies in a device block of the process (read under
+/// the books' lock, so a free cannot race the read); None once it does not.
+pub(crate) fn read_device_u64(addr: usize) -> Option<u64> {
+    let books = blocks();
+    let held = books.as_ref().is_some_and(|b| inside_device_block(b, addr, 8));
+    // SAFETY: 8 bytes inside a live block of this process's, which cannot be freed while
+    // the lock is held; unaligned reads are allowed.
+    held.then(|| unsafe { std::ptr::read_volatile(addr as *const [u8; 8]) }).map(u64::from_ne_bytes)
+}
+
 /// Frees `p` if it is a block of `kind` the process holds.
 fn release(p: *mut c_void, kind: Kind) -> AclError {
     let held = blocks().as_mut().and_then(|b| match b.get(&(p as usize)) {
@@ -114,6 +135,9 @@ fn make(t: &Task) {
         Task::Copy { dst, src, count } => unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, count) },
         // SAFETY: as above, for a buffer of at least max_count >= count bytes.
         Task::Set { dst, value, count } => unsafe { std::ptr::write_bytes(dst as *mut u8, value, count) },
+        // SAFETY: an aligned address inside a device block of the process (`value_ops`
+        // checked both); volatile, as a watcher thread reads it (`read_device_u64`).
+        Task::Value { dst, value } => unsafe { std::ptr::write_volatile(dst as *mut u64, value) },
     }
 }
 
@@ -134,7 +158,7 @@ pub(crate) fn replay(tasks: &[Task]) {
 
 /// Issues `task` to `stream` (null: the current context's default stream): made at once,
 /// or kept by the capture the stream is in, or by the stream when it is persistent.
-fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
+pub(crate) fn issue(r: &Rt, stream: Handle, task: Task) -> AclError {
     let stream = match r.resolve(stream).and_then(|s| r.stream(s).map(|_| s)) {
         Ok(s) => s,
         Err(e) => return e,

@@ -49,6 +49,8 @@ struct Inner {
     per_thread: HashMap<u64, u32>,
     due: HashMap<u64, VecDeque<u64>>,
     callbacks: HashMap<u64, Pending>,
+    /// aclrtValueWait's tasks not yet reached, by their callback (`value_ops`).
+    value_waits: HashMap<u64, crate::value_ops::Wait>,
     next_callback: u64,
     on_exception: Option<unsafe extern "C" fn(*mut AclrtExceptionInfo)>,
 }
@@ -696,11 +698,32 @@ impl Rt {
         })
     }
 
+    /// An aclrtValueWait: a blocking task on the wait's stream, watched once reached.
+    pub fn launch_value_wait(&self, wait: crate::value_ops::Wait) -> Result<(), AclError> {
+        let (device, stream) = wait.place();
+        let callback = {
+            let mut inner = self.lock();
+            inner.next_callback += 1;
+            let cb = inner.next_callback;
+            inner.value_waits.insert(cb, wait);
+            cb
+        };
+        self.devices[device as usize].launch_callback(stream, callback, true).map(drop).map_err(|e| {
+            self.lock().value_waits.remove(&callback);
+            e.code
+        })
+    }
+
     /// Called by the report thread for everything the devices report.
-    fn dispatch(&self, device: u32, report: SimReport) {
+    fn dispatch(&'static self, device: u32, report: SimReport) {
         match report {
             SimReport::Callback { callback, .. } => {
                 let mut inner = self.lock();
+                if let Some(wait) = inner.value_waits.remove(&callback) {
+                    drop(inner);
+                    crate::value_ops::reached(self, callback, wait);
+                    return;
+                }
                 let thread = inner.callbacks.get(&callback).and_then(|p| inner.subscribed.get(&p.stream).copied());
                 if let Some(thread) = thread {
                     inner.due.entry(thread).or_default().push_back(callback);

@@ -72,6 +72,8 @@ pub enum Task {
     Copy { dst: usize, src: usize, count: usize },
     /// aclrtMemsetAsync: `count` bytes at `dst` set to `value`.
     Set { dst: usize, value: u8, count: usize },
+    /// aclrtValueWrite: the 64-bit `value` at `dst` (8-byte aligned).
+    Value { dst: usize, value: u64 },
 }
 
 struct Capture {
