@@ -16,6 +16,7 @@ pub mod fleet;
 pub mod fork;
 pub mod profile;
 pub mod shared;
+pub mod watch;
 
 pub use device::{DeviceCounts, ForkHold, ReportSink, SimDevice, SimOptions};
 pub use engine::{EventId, EventState, FailureMode, SimReport, StreamId, StreamStatus, Waiter};
