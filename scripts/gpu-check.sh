@@ -35,8 +35,9 @@ echo "driver library: $lib"
 [[ -e $lib ]] || { echo "no libcuda.so.1 found; set CUDA_LIBRARY"; exit 1; }
 
 section "C programs built against the real driver"
-for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost cuda_priorities cuda_green cuda_green_edges cuda_basics; do
-    cc -O1 -o "$work/$p" "$repo/tests/native/$p.c" "$lib" -ldl || exit 1
+for p in cuda_app cuda_callbacks cuda_default_stream cuda_edges cuda_create_cost cuda_priorities cuda_green \
+    cuda_green_edges cuda_basics cuda_value_ops; do
+    cc -O1 -pthread -o "$work/$p" "$repo/tests/native/$p.c" "$lib" -ldl || exit 1
 done
 for p in cuda_app cuda_green; do
     cc -O1 -DUSE_PROC_ADDRESS -o "$work/${p}_pa" "$repo/tests/native/$p.c" -ldl || exit 1
@@ -81,6 +82,10 @@ out=$("$work/cuda_basics" 2>&1); echo "$out"
 expect "the everyday calls around streams answer as fake-cuda expects them" '^ok' "$out"
 out=$(ctl run -- "$work/cuda_basics" 2>&1); echo "$out"
 expect "the everyday calls under the interposer" '^ok' "$out"
+out=$("$work/cuda_value_ops" 2>&1); echo "$out"
+expect "streams synchronised through memory, as fake-cuda expects" '^ok' "$out"
+out=$(ctl run -- "$work/cuda_value_ops" 2>&1); echo "$out"
+expect "streams synchronised through memory under the interposer" '^ok' "$out"
 
 section "a quota of 16 refuses the 17th stream with CUDA_ERROR_OUT_OF_MEMORY"
 ctl quota set root --max-streams 16 >/dev/null

@@ -116,6 +116,15 @@ fn everyday_driver_calls_answer_as_on_a_gpu_alone_and_under_npud() {
     says_ok_alone_and_under_npud(npud_tests::native::cuda_basics_app());
 }
 
+/// Streams synchronised through memory with the driver's stream memory operations: a wait
+/// holds its stream's later work until another stream writes the value, waits already met
+/// hold nothing, and the driver's refusals (alignment, unknown memory, flags, the pre-12
+/// entry points) are an H100's, on the fake and under npud.
+#[test]
+fn streams_synchronised_through_memory_answer_as_on_a_gpu_alone_and_under_npud() {
+    says_ok_alone_and_under_npud(npud_tests::native::cuda_value_ops_app());
+}
+
 /// Green contexts' edge cases (bad resource types and flags, clamped priorities, streams
 /// that outlive their green context, which green context a stream names) answer alike on
 /// the fake and under npud.

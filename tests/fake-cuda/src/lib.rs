@@ -28,6 +28,7 @@ mod green;
 mod memory;
 mod modules;
 mod proc_address;
+mod stream_memops;
 mod visible;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
@@ -49,6 +50,7 @@ use npud_proto::codes::cuda::{
 };
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
+pub use stream_memops::*;
 
 const LEAST_PRIORITY: i32 = 0;
 const GREATEST_PRIORITY: i32 = -5;
@@ -69,6 +71,8 @@ enum HostCall {
     Callback(StreamCallback, usize),
     /// A cross-device wait (gate.rs): released by the other device's event, not here.
     Gate(Arc<gate::Gate>),
+    /// A wait for a value in memory (stream_memops.rs): released once the value is there.
+    Watch(stream_memops::Watch),
 }
 
 struct Pending {
@@ -288,6 +292,14 @@ impl Rt {
                 g.reached(self);
                 return;
             }
+            if let Some(Pending { call: HostCall::Watch(w), .. }) = pending {
+                w.start(move || {
+                    if let Some(rt) = runtime() {
+                        let _ = rt.devices[device as usize].ack_callback(stream, callback);
+                    }
+                });
+                return;
+            }
             // CUDA's errors are sticky: once a task of the stream failed, every later
             // host call sees the error.
             let failed =
@@ -307,7 +319,7 @@ impl Rt {
                     HostCall::Callback(f, h) => unsafe {
                         f(h, if failed { LAUNCH_FAILED } else { SUCCESS }, p.user_data as *mut c_void)
                     },
-                    HostCall::Gate(_) => {}
+                    HostCall::Gate(_) | HostCall::Watch(_) => {}
                 }
                 IN_HOST_CALL.with(|c| c.set(false));
             }

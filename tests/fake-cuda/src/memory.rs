@@ -3,7 +3,61 @@
 //! (argument checks, error codes, the data after a copy and a sync) is the driver's.
 
 use crate::{CuResult, INVALID_VALUE, OUT_OF_MEMORY, SUCCESS, put, rt, with};
+use std::collections::HashMap;
 use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard};
+
+/// The blocks cuMemAlloc and cuMemAllocHost gave, by address: what the driver knows as its
+/// memory (a stream memory operation on anything else is refused), and freed only once.
+static BLOCKS: Mutex<Option<HashMap<usize, usize>>> = Mutex::new(None);
+
+fn blocks() -> MutexGuard<'static, Option<HashMap<usize, usize>>> {
+    BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn inside(b: &Option<HashMap<usize, usize>>, addr: usize, len: usize) -> bool {
+    b.as_ref().is_some_and(|b| {
+        b.iter().any(|(start, size)| addr >= *start && addr.checked_add(len).is_some_and(|end| end <= start + size))
+    })
+}
+
+/// Whether `[addr, addr + len)` lies in one block the driver gave.
+pub(crate) fn known(addr: usize, len: usize) -> bool {
+    inside(&blocks(), addr, len)
+}
+
+/// The `bytes`-wide (4 or 8) value at `addr` while it lies in a block the driver gave,
+/// read under the blocks' lock so a free cannot race it; None once it does not.
+pub(crate) fn read_value(addr: usize, bytes: usize) -> Option<u64> {
+    let b = blocks();
+    if !inside(&b, addr, bytes) {
+        return None;
+    }
+    // SAFETY: `bytes` bytes inside a live block, which cannot be freed while the lock is
+    // held; volatile, as another thread writes it (`write_value`).
+    Some(unsafe {
+        match bytes {
+            4 => u64::from(std::ptr::read_volatile(addr as *const u32)),
+            _ => std::ptr::read_volatile(addr as *const u64),
+        }
+    })
+}
+
+/// Writes the `bytes`-wide (4 or 8) `value` at `addr`, an aligned address in a block the
+/// driver gave (checked by the caller).
+pub(crate) fn write_value(addr: usize, value: u64, bytes: usize) {
+    let b = blocks();
+    if !inside(&b, addr, bytes) {
+        return;
+    }
+    // SAFETY: as `read_value`; the caller checked the alignment.
+    unsafe {
+        match bytes {
+            4 => std::ptr::write_volatile(addr as *mut u32, value as u32),
+            _ => std::ptr::write_volatile(addr as *mut u64, value),
+        }
+    }
+}
 
 /// What cuMemGetInfo reports for the simulated device.
 const TOTAL_MEMORY: usize = 80 << 30;
@@ -14,7 +68,11 @@ fn allocate(size: usize) -> Result<*mut c_void, CuResult> {
     }
     // SAFETY: malloc has no preconditions; a null result is handled.
     let p = unsafe { libc::malloc(size) };
-    if p.is_null() { Err(OUT_OF_MEMORY) } else { Ok(p) }
+    if p.is_null() {
+        return Err(OUT_OF_MEMORY);
+    }
+    blocks().get_or_insert_with(HashMap::new).insert(p as usize, size);
+    Ok(p)
 }
 
 /// cuMemAlloc_v2: needs a current context.
@@ -50,10 +108,11 @@ fn release(p: *mut c_void) -> CuResult {
     if let Err(e) = rt() {
         return e;
     }
-    if p.is_null() {
+    // A block the driver did not give, or gave and took back, is refused, not freed.
+    if blocks().as_mut().and_then(|b| b.remove(&(p as usize))).is_none() {
         return INVALID_VALUE;
     }
-    // SAFETY: the program frees what cuMemAlloc/cuMemAllocHost gave it, once.
+    // SAFETY: a block malloc gave, taken out of the books above, so freed once.
     unsafe { libc::free(p) };
     SUCCESS
 }
