@@ -92,12 +92,16 @@ pub extern "C" fn aclrtValueWait(addr: Handle, value: u64, flag: u32, stream: Ha
 }
 
 /// A stream reached the wait under `callback`: watched until its condition holds (or its
-/// block is freed), then the stream goes on.
+/// block is freed, or the stream destroyed by force), then the stream goes on.
 pub fn reached(r: &'static Rt, callback: u64, wait: Wait) {
+    let dev = &r.devices[wait.device as usize];
     npu_sim::watch::until(
-        move || memory::read_device_u64(wait.addr).is_none_or(|v| wait.compare.holds(v, wait.value, 64)),
         move || {
-            let _ = r.devices[wait.device as usize].ack_callback(wait.stream, callback);
+            dev.stream_status(wait.stream).is_err()
+                || memory::read_device_u64(wait.addr).is_none_or(|v| wait.compare.holds(v, wait.value, 64))
+        },
+        move || {
+            let _ = dev.ack_callback(wait.stream, callback);
         },
     );
 }

@@ -293,11 +293,9 @@ impl Rt {
                 return;
             }
             if let Some(Pending { call: HostCall::Watch(w), .. }) = pending {
-                w.start(move || {
-                    if let Some(rt) = runtime() {
-                        let _ = rt.devices[device as usize].ack_callback(stream, callback);
-                    }
-                });
+                if let Some(rt) = runtime() {
+                    w.start(&rt.devices[device as usize], stream, callback);
+                }
                 return;
             }
             // CUDA's errors are sticky: once a task of the stream failed, every later

@@ -66,13 +66,18 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Watches until the value meets the condition (or its memory is freed), then calls
-    /// `release`.
-    pub(crate) fn start(self, release: impl FnOnce() + Send + 'static) {
+    /// Watches until the value meets the condition (or its memory is freed, or the stream
+    /// is gone), then lets `stream` of `dev` go on past the wait's `callback`.
+    pub(crate) fn start(self, dev: &'static Arc<SimDevice>, stream: StreamId, callback: u64) {
         let bytes = (self.bits / 8) as usize;
         npu_sim::watch::until(
-            move || memory::read_value(self.addr, bytes).is_none_or(|v| self.compare.holds(v, self.value, self.bits)),
-            release,
+            move || {
+                dev.stream_status(stream).is_err()
+                    || memory::read_value(self.addr, bytes).is_none_or(|v| self.compare.holds(v, self.value, self.bits))
+            },
+            move || {
+                let _ = dev.ack_callback(stream, callback);
+            },
         );
     }
 }
