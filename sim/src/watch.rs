@@ -8,7 +8,7 @@
 //! counts as past; EQ 1, `*addr == value`; AND 2, `(*addr & value) != 0`; NOR 3,
 //! `~(*addr | value) != 0`.
 
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 /// How a waited-for value is compared.
@@ -57,17 +57,32 @@ struct Watcher {
     more: Condvar,
 }
 
-static WATCHER: OnceLock<Option<&'static Watcher>> = OnceLock::new();
+/// The watcher of this process, by the process it was started in: a child made by fork()
+/// has not the thread, and may have the watcher's lock held by it for ever, so it starts
+/// one of its own (None: no thread could be started).
+static WATCHER: Mutex<Option<(u32, Option<&'static Watcher>)>> = Mutex::new(None);
+
+fn watcher() -> Option<&'static Watcher> {
+    let pid = std::process::id();
+    let mut current = WATCHER.lock().unwrap_or_else(|e| e.into_inner());
+    match *current {
+        Some((started_in, w)) if started_in == pid => w,
+        _ => {
+            let w: &'static Watcher =
+                Box::leak(Box::new(Watcher { waits: Mutex::new(Vec::new()), more: Condvar::new() }));
+            let started = std::thread::Builder::new().name("npu-sim-watch".into()).spawn(move || watch(w)).is_ok();
+            let w = started.then_some(w);
+            *current = Some((pid, w));
+            w
+        }
+    }
+}
 
 /// Calls `then` once `ready` returns true, on the watcher thread (which reads every
 /// pending wait each 50 µs). Without a thread to watch with, `then` runs at once: a
 /// stream let go early is a fake's fault a program can see; one held for ever hangs it.
 pub fn until(ready: impl FnMut() -> bool + Send + 'static, then: impl FnOnce() + Send + 'static) {
-    let watcher = WATCHER.get_or_init(|| {
-        let w: &'static Watcher = Box::leak(Box::new(Watcher { waits: Mutex::new(Vec::new()), more: Condvar::new() }));
-        std::thread::Builder::new().name("npu-sim-watch".into()).spawn(move || watch(w)).ok().map(|_| w)
-    });
-    match watcher {
+    match watcher() {
         Some(w) => {
             w.waits.lock().unwrap_or_else(|e| e.into_inner()).push((Box::new(ready), Box::new(then)));
             w.more.notify_one();
@@ -114,6 +129,41 @@ mod tests {
         assert!(Compare::Nor.holds(0, 0, 64) && !Compare::Nor.holds(u64::MAX, 0, 64));
         assert!(!Compare::Nor.holds(u32::MAX as u64, 0, 32), "NOR in 32 bits");
         assert_eq!((Compare::from_flag(1), Compare::from_flag(4)), (Some(Compare::Eq), None));
+    }
+
+    /// A child forked while the parent's watcher runs (and may hold its lock) watches with
+    /// a thread of its own: its wait ends.
+    #[test]
+    #[allow(unsafe_code)]
+    fn a_forked_child_watches_with_a_thread_of_its_own() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        // The parent's watcher is busy with a wait that never ends.
+        until(|| false, || {});
+        // SAFETY: the child only calls `until`, reads an atomic and sleeps, then leaves
+        // with _exit, never returning into the test harness; alarm ends a child that hangs.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork");
+        if child == 0 {
+            let done = Arc::new(AtomicBool::new(false));
+            let d = Arc::clone(&done);
+            // SAFETY: as above.
+            unsafe { libc::alarm(20) };
+            until(|| true, move || d.store(true, Ordering::SeqCst));
+            for _ in 0..10_000 {
+                if done.load(Ordering::SeqCst) {
+                    // SAFETY: as above.
+                    unsafe { libc::_exit(0) };
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // SAFETY: as above.
+            unsafe { libc::_exit(1) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for the child just forked, with an out-pointer to a local.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child's wait ended: {status:#x}");
     }
 
     #[test]
