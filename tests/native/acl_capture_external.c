@@ -19,6 +19,7 @@
  * an event recorded the ordinary way, then externally; and an event whose first record
  * with a flag was EXTERNAL (refused, outside a capture) recorded with the default flag
  * (all 107000, ACL_ERROR_RT_PARAM_INVALID). The refusals leave the capture going: it ends.
+ * An event recorded inside a capture may still be recorded externally in a later one.
  *
  * The four models of 1-3 are kept: prints "ok external streams S" (S: the streams they
  * hold, by aclmdlRIGetStreams) or "fail WHAT", waits for standard input to close,
@@ -112,8 +113,8 @@ int main(int argc, char **argv) {
     }
 
     /* What is refused. */
-    aclrtEvent e[5];
-    for (int i = 0; i < 5; i++) CHECK(aclrtCreateEventExWithFlag(&e[i], ACL_EVENT_SYNC) == 0, "more events");
+    aclrtEvent e[6];
+    for (int i = 0; i < 6; i++) CHECK(aclrtCreateEventExWithFlag(&e[i], ACL_EVENT_SYNC) == 0, "more events");
     CHECK(aclrtRecordEventWithFlag(e[0], outside, ACL_EVENT_RECORD_EXTERNAL) == NOT_CAPTURED, "record outside a capture");
     CHECK(aclrtStreamWaitEventWithFlag(outside, e[1], 0, ACL_EVENT_WAIT_EXTERNAL) == NOT_CAPTURED,
           "wait outside a capture");
@@ -136,6 +137,15 @@ int main(int argc, char **argv) {
           "e3 recorded the ordinary way first");
     CHECK(aclmdlRICaptureEnd(graph, &refused) == 0, "the capture ends after its refusals");
     CHECK(aclmdlRIDestroy(refused) == 0, "destroy the refusals' model");
+    /* A record made in a capture records the capture's event, not this one: it does not
+     * stand in the way of a later external use. */
+    aclmdlRI recorded = NULL;
+    CHECK(aclmdlRICaptureBegin(graph, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "begin a captured record");
+    CHECK(aclrtRecordEvent(e[5], graph) == 0, "a record in a capture");
+    CHECK(aclmdlRICaptureEnd(graph, &recorded) == 0 && aclmdlRIDestroy(recorded) == 0, "end it");
+    CHECK(aclmdlRICaptureBegin(graph, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "begin again");
+    CHECK(aclrtRecordEventWithFlag(e[5], graph, ACL_EVENT_RECORD_EXTERNAL) == 0, "then an external record");
+    CHECK(aclmdlRICaptureEnd(graph, &recorded) == 0 && aclmdlRIDestroy(recorded) == 0, "end that");
 
     printf("ok external streams %u\n", streams_of(waits) + streams_of(records) + streams_of(a) + streams_of(b));
     fflush(stdout);
@@ -145,7 +155,7 @@ int main(int argc, char **argv) {
     CHECK(aclmdlRIDestroy(waits) == 0 && aclmdlRIDestroy(records) == 0 && aclmdlRIDestroy(a) == 0 &&
               aclmdlRIDestroy(b) == 0,
           "aclmdlRIDestroy");
-    for (int i = 0; i < 5; i++) CHECK(aclrtDestroyEvent(e[i]) == 0, "destroy events");
+    for (int i = 0; i < 6; i++) CHECK(aclrtDestroyEvent(e[i]) == 0, "destroy events");
     for (int i = 0; i < 3; i++) CHECK(aclrtDestroyEvent(ev[i]) == 0, "destroy the scenarios' events");
     CHECK(aclrtFree(src) == 0 && aclrtFree(mid) == 0 && aclrtFree(dst) == 0, "aclrtFree");
     CHECK(aclrtDestroyStream(graph) == 0 && aclrtDestroyStream(outside) == 0 && aclrtDestroyStream(graph2) == 0,

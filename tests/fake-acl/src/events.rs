@@ -55,9 +55,14 @@ pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> AclError {
     with_rt(|r| {
         let stream = r.resolve(stream)?;
         let (dev, e, s) = same_device(r, event, stream)?;
+        // A record in a capture records the capture's own event, not this one (the
+        // runtime's `CaptureEventRecord`): it does not count as this event's record.
+        let captured = r.in_capture(stream);
         r.capture_recorded(event, stream)?;
         dev.record_event(e, s).map_err(|e| e.code)?;
-        r.event_recorded(event);
+        if !captured {
+            r.event_recorded(event);
+        }
         Ok(())
     })
 }
