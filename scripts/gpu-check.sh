@@ -28,6 +28,15 @@ expect() { # expect NAME PATTERN OUTPUT
 reject() { # reject NAME PATTERN OUTPUT: the check fails when OUTPUT matches
     if grep -qE "$2" <<<"$3"; then verdicts+=("FAIL  $1: ${3//$'\n'/ | }"); else verdicts+=("pass  $1"); fi
 }
+# says_ok PROGRAM BARE INTERPOSED: PROGRAM prints "ok" on the bare driver (the check named
+# BARE) and under npuctl run (INTERPOSED).
+says_ok() {
+    local out
+    out=$("$work/$1" 2>&1); echo "$out"
+    expect "$2" '^ok' "$out"
+    out=$(ctl run -- "$work/$1" 2>&1); echo "$out"
+    expect "$3" '^ok' "$out"
+}
 
 section hardware
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -70,22 +79,14 @@ expect "interposed cuda_app (cuGetProcAddress)" '^ok 8' "$out"
 section "callbacks, flags, memory under npuctl run"
 out=$(ctl run -- "$work/cuda_callbacks" 2>&1); echo "$out"
 expect "cuda_callbacks under the interposer" '^ok' "$out"
-out=$("$work/cuda_default_stream" 2>&1); echo "$out"
-expect "the NULL stream's ordering on the bare driver (what fake-cuda models)" '^ok' "$out"
-out=$(ctl run -- "$work/cuda_default_stream" 2>&1); echo "$out"
-expect "the NULL stream under the interposer" '^ok' "$out"
-out=$("$work/cuda_edges" 2>&1); echo "$out"
-expect "the driver's edge cases answer as fake-cuda expects them" '^ok' "$out"
-out=$(ctl run -- "$work/cuda_edges" 2>&1); echo "$out"
-expect "the edge cases under the interposer" '^ok' "$out"
-out=$("$work/cuda_basics" 2>&1); echo "$out"
-expect "the everyday calls around streams answer as fake-cuda expects them" '^ok' "$out"
-out=$(ctl run -- "$work/cuda_basics" 2>&1); echo "$out"
-expect "the everyday calls under the interposer" '^ok' "$out"
-out=$("$work/cuda_value_ops" 2>&1); echo "$out"
-expect "streams synchronised through memory, as fake-cuda expects" '^ok' "$out"
-out=$(ctl run -- "$work/cuda_value_ops" 2>&1); echo "$out"
-expect "streams synchronised through memory under the interposer" '^ok' "$out"
+says_ok cuda_default_stream "the NULL stream's ordering on the bare driver (what fake-cuda models)" \
+    "the NULL stream under the interposer"
+says_ok cuda_edges "the driver's edge cases answer as fake-cuda expects them" \
+    "the edge cases under the interposer"
+says_ok cuda_basics "the everyday calls around streams answer as fake-cuda expects them" \
+    "the everyday calls under the interposer"
+says_ok cuda_value_ops "streams synchronised through memory, as fake-cuda expects" \
+    "streams synchronised through memory under the interposer"
 
 section "a quota of 16 refuses the 17th stream with CUDA_ERROR_OUT_OF_MEMORY"
 ctl quota set root --max-streams 16 >/dev/null
@@ -177,10 +178,8 @@ expect "destroyed before their green context" '^done' "$out"
 out=$(printf 'go\ndestroy\n' | "$work/cuda_green" 8 2>&1); echo "bare, left behind: $(tr '\n' ' ' <<<"$out")"
 expect "cuGreenCtxDestroy on the bare driver" '^detached 0' "$out"
 expect "streams left by their green context cannot be destroyed (709)" '^destroyed 0 709' "$out"
-out=$("$work/cuda_green_edges" 2>&1); echo "$out"
-expect "green contexts' edge cases answer as fake-cuda expects them" '^ok' "$out"
-out=$(ctl run -- "$work/cuda_green_edges" 2>&1); echo "$out"
-expect "green contexts' edge cases under the interposer" '^ok' "$out"
+says_ok cuda_green_edges "green contexts' edge cases answer as fake-cuda expects them" \
+    "green contexts' edge cases under the interposer"
 for prog in cuda_green cuda_green_pa; do
     for how in green current; do
         rm -f "$work/in"; mkfifo "$work/in"
