@@ -104,12 +104,19 @@ pub fn soc_name() -> &'static std::ffi::CStr {
     }
 }
 
+/// Whether the part is an Atlas A2 or A3 or an Ascend 950: the parts several pages (and
+/// the open runtime's feature tables) set apart from the training, inference and 200I/500
+/// A2 parts.
+pub fn a2_a3_or_950() -> bool {
+    let soc = soc_name().to_bytes();
+    soc.starts_with(b"Ascend910B") || soc.starts_with(b"Ascend910_93") || soc.starts_with(b"Ascend950")
+}
+
 /// Whether aclrtSetStreamFailureMode takes the default stream (NULL): on Ascend 950, A3
 /// and A2 parts (its page: "支持指定默认Stream（即stream参数传入NULL）"), not on the
 /// training, inference and 200I/500 A2 parts.
 pub fn default_failure_mode_allowed() -> bool {
-    let soc = soc_name().to_bytes();
-    soc.starts_with(b"Ascend910B") || soc.starts_with(b"Ascend910_93") || soc.starts_with(b"Ascend950")
+    a2_a3_or_950()
 }
 
 /// aclInit: true the first time.

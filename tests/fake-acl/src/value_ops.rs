@@ -18,7 +18,7 @@
 //! there; a fake that hung would hide the bug).
 
 use crate::capture::Task;
-use crate::state::{Rt, rt, soc_name};
+use crate::state::{Rt, a2_a3_or_950, rt};
 use crate::{AclError, Handle, INVALID_PARAM, UNINITIALIZE, failed, memory, with_rt};
 use npu_sim::StreamId;
 use npu_sim::watch::Compare;
@@ -41,19 +41,14 @@ impl Wait {
     }
 }
 
-/// Whether the chip runs value tasks.
-fn supported() -> bool {
-    let soc = soc_name().to_bytes();
-    soc.starts_with(b"Ascend910B") || soc.starts_with(b"Ascend910_93") || soc.starts_with(b"Ascend950")
-}
-
 /// The checks both calls make before the stream is looked at.
 fn precheck(addr: usize) -> Result<&'static Rt, AclError> {
     if addr == 0 {
         return Err(INVALID_PARAM);
     }
     let r = rt().ok_or(UNINITIALIZE)?;
-    if !supported() {
+    // The chips with value tasks (`RT_FEATURE_TASK_VALUE_WAIT`).
+    if !a2_a3_or_950() {
         return Err(failed(RT_FEATURE_NOT_SUPPORT));
     }
     Ok(r)
@@ -62,14 +57,14 @@ fn precheck(addr: usize) -> Result<&'static Rt, AclError> {
 /// aclrtValueWrite(devAddr, value, flag, stream).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtValueWrite(addr: Handle, value: u64, flag: u32, stream: Handle) -> AclError {
-    if let Err(e) = precheck(addr as usize) {
-        return e;
-    }
+    let r = match precheck(addr as usize) {
+        Ok(r) => r,
+        Err(e) => return e,
+    };
     let wrong = flag != 0 || !memory::is_device(addr as usize, 8) || !(addr as usize).is_multiple_of(8);
     if wrong {
         return failed(RT_PARAM_INVALID);
     }
-    let Some(r) = rt() else { return UNINITIALIZE };
     memory::issue(r, stream, Task::Value { dst: addr as usize, value })
 }
 
