@@ -67,9 +67,11 @@ pub fn check_tenant_name(name: &str) -> Result<(), String> {
 pub const TCP_ANONYMOUS: &str = "tcp-anonymous";
 
 /// Whether npud gives `name` to peers no tenant maps: `root`, `uid-N`, `container-ID`,
-/// `cert-NAME`, `tcp-anonymous`.
+/// `pod-UID`, `cert-NAME`, `tcp-anonymous`.
 pub fn is_derived(name: &str) -> bool {
-    name == "root" || name == TCP_ANONYMOUS || ["uid-", "container-", "cert-"].iter().any(|p| name.starts_with(p))
+    name == "root"
+        || name == TCP_ANONYMOUS
+        || ["uid-", "container-", "pod-", "cert-"].iter().any(|p| name.starts_with(p))
 }
 
 /// A configured tenant may not map peers into a derived name, or its members would share
@@ -80,7 +82,7 @@ pub fn is_derived(name: &str) -> bool {
 pub fn check_not_derived(name: &str, maps_peers: bool) -> Result<(), String> {
     if is_derived(name) && maps_peers {
         Err(format!(
-            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, cert-NAME, {TCP_ANONYMOUS}); \
+            "{name:?} is a name npud gives unmapped peers (root, uid-N, container-ID, pod-UID, cert-NAME, {TCP_ANONYMOUS}); \
              an entry with that name may set its quota only: give the tenant another name and map the uid, \
              container or certificate to it"
         ))

@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod contention;
 pub mod inproc;
+pub mod kubelet;
 pub mod native;
 pub mod pki;
 pub mod wire;
@@ -588,8 +589,18 @@ impl Peer {
     }
 
     pub fn ask(&mut self, command: &str) -> serde_json::Value {
+        self.send(command);
+        self.answer()
+    }
+
+    /// Sends a command without waiting for its answer (one that waits in npud's queue).
+    pub fn send(&mut self, command: &str) {
         use std::io::Write;
         writeln!(self.stdin, "{command}").expect("write command");
+    }
+
+    /// The answer to the command sent last.
+    pub fn answer(&mut self) -> serde_json::Value {
         let line = self.stdout.next().expect("an answer").expect("line");
         serde_json::from_str(&line).expect("json answer")
     }

@@ -84,7 +84,8 @@ fn two_containers_running_as_root_are_two_isolated_tenants() {
         ),
     );
     assert_eq!(a.ask("tenant")["tenant"], "team-a");
-    assert_eq!(b.ask("tenant")["tenant"], format!("container-{}", &CONTAINER_B[..12]));
+    // A pod's containers are one tenant, named by the pod.
+    assert_eq!(b.ask("tenant")["tenant"], "pod-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
     assert_isolated(&mut a, &mut b);
     assert_isolated(&mut b, &mut a);
     // Root inside a container is not an admin of the host's daemon.
@@ -126,7 +127,7 @@ fn a_client_in_its_own_pid_namespace_gets_its_containers_tenant() {
     );
     let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap();
     assert_ne!(ns(&pod.pid.to_string()), ns("self"), "the client runs in a pid namespace of its own");
-    assert_eq!(pod.ask("tenant")["tenant"], format!("container-{}", &CONTAINER_B[..12]));
+    assert_eq!(pod.ask("tenant")["tenant"], "pod-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
     let deployed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes/daemonset.yaml"));
     assert!(
         deployed.unwrap().lines().any(|l| l.trim() == "hostPID: true"),

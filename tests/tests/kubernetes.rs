@@ -7,137 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_proto::deviceplugin as dp;
-use npud_proto::podresources as pr;
+use npud_tests::kubelet::{HOST_CGROUP, Kubelet, Pods, plant, plugin};
 use npud_tests::{Client, Daemon, SessionOptions, StreamOptions, Target, eventually_async};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
 use std::time::Duration;
 use tokio_stream::StreamExt;
-
-/// The kubelet's Registration service: records what registers.
-struct Kubelet {
-    registered: tokio::sync::mpsc::UnboundedReceiver<dp::RegisterRequest>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    socket: PathBuf,
-}
-
-/// Records registrations; refuses the first `refuse` of them (a kubelet not ready yet).
-#[derive(Clone)]
-struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>, Arc<std::sync::atomic::AtomicU32>);
-
-#[tonic::async_trait]
-impl dp::registration_server::Registration for Registration {
-    async fn register(
-        &self,
-        r: tonic::Request<dp::RegisterRequest>,
-    ) -> Result<tonic::Response<dp::Empty>, tonic::Status> {
-        let refusals_left =
-            self.1.fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
-                n.checked_sub(1)
-            });
-        if refusals_left.is_ok() {
-            return Err(tonic::Status::unavailable("the kubelet is not ready"));
-        }
-        let _ = self.0.send(r.into_inner());
-        Ok(tonic::Response::new(dp::Empty {}))
-    }
-}
-
-impl Kubelet {
-    /// Listens on `dir/kubelet.sock`, as a (re)starting kubelet does.
-    fn start(dir: &Path) -> Kubelet {
-        Kubelet::start_refusing(dir, 0)
-    }
-
-    /// The same, refusing the first `refuse` registrations.
-    fn start_refusing(dir: &Path, refuse: u32) -> Kubelet {
-        let socket = dir.join("kubelet.sock");
-        let _ = std::fs::remove_file(&socket);
-        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
-        let (tx, registered) = tokio::sync::mpsc::unbounded_channel();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(dp::registration_server::RegistrationServer::new(Registration(
-                    tx,
-                    Arc::new(std::sync::atomic::AtomicU32::new(refuse)),
-                )))
-                .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async {
-                    let _ = stopped.await;
-                }),
-        );
-        Kubelet { registered, stop: Some(stop), socket }
-    }
-
-    /// Stops listening and removes the socket (a kubelet going down).
-    fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
-
-/// The kubelet's pod-resources service: lists whatever the test says is running.
-#[derive(Clone, Default)]
-struct Pods(Arc<Mutex<Vec<pr::PodResources>>>);
-
-#[tonic::async_trait]
-impl pr::pod_resources_lister_server::PodResourcesLister for Pods {
-    async fn list(
-        &self,
-        _: tonic::Request<pr::ListPodResourcesRequest>,
-    ) -> Result<tonic::Response<pr::ListPodResourcesResponse>, tonic::Status> {
-        Ok(tonic::Response::new(pr::ListPodResourcesResponse { pod_resources: self.0.lock().unwrap().clone() }))
-    }
-}
-
-impl Pods {
-    fn serve(socket: &Path) -> Pods {
-        let pods = Pods::default();
-        let listener = tokio::net::UnixListener::bind(socket).unwrap();
-        tokio::spawn(
-            tonic::transport::Server::builder()
-                .add_service(pr::pod_resources_lister_server::PodResourcesListerServer::new(pods.clone()))
-                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
-        );
-        pods
-    }
-
-    /// One pod with one container holding `ids` of npud.io/streams (or none).
-    fn set(&self, ids: Option<&[String]>) {
-        *self.0.lock().unwrap() = ids
-            .map(|ids| {
-                vec![pr::PodResources {
-                    name: "server".into(),
-                    namespace: "default".into(),
-                    containers: vec![pr::ContainerResources {
-                        name: "main".into(),
-                        devices: vec![pr::ContainerDevices {
-                            resource_name: "npud.io/streams".into(),
-                            device_ids: ids.to_vec(),
-                            topology: None,
-                        }],
-                        cpu_ids: vec![],
-                    }],
-                }]
-            })
-            .unwrap_or_default();
-    }
-}
-
-/// What npud reads (through the proc-root double) as process `pid`'s cgroup.
-fn plant(proc_root: &Path, pid: u32, cgroup: &str) {
-    std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
-    std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
-}
-
-/// A host session's cgroup.
-const HOST_CGROUP: &str = "0::/user.slice/user-0.slice/session-1.scope\n";
-
-async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel> {
-    dp::device_plugin_client::DevicePluginClient::new(npud_tests::npud_channel(&dir.join("npud.sock")).await)
-}
 
 async fn next_devices(watch: &mut tonic::Streaming<dp::ListAndWatchResponse>) -> Vec<dp::Device> {
     tokio::time::timeout(Duration::from_secs(15), watch.next())
@@ -201,7 +75,10 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let answer = p.allocate(request).await.unwrap().into_inner();
     assert_eq!(answer.container_responses.len(), 1);
     let container = &answer.container_responses[0];
-    assert_eq!(container.envs["NPUD_STREAMS"], "32");
+    assert_eq!(
+        (container.envs["NPUD_STREAMS"].as_str(), container.envs["NPUD_ALLOCATED_STREAMS"].as_str()),
+        ("32", "32")
+    );
     assert_eq!(Path::new(&container.envs["NPUD_SOCKET"]), d.socket.as_path());
     let token_mount = container.mounts.iter().find(|m| m.container_path == container.envs["NPUD_ALLOCATION"]).unwrap();
     assert!(token_mount.read_only);
@@ -223,8 +100,8 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let tenant = d.npuctl_json(&["tenant", "list"]);
     let mine = tenant.as_array().unwrap().iter().find(|t| t["name"] == pod.tenant()).unwrap().clone();
     let quota = &mine["quota"];
-    assert_eq!(quota["max_streams"].as_u64(), Some(32), "{mine}");
-    // Reserved on the device it was booked on (the first it used), not on every device.
+    assert_eq!((quota["max_streams"].as_u64(), mine["source"].as_str()), (Some(32), Some("allocation")), "{mine}");
+    // Reserved on its device (the node's one device).
     assert_eq!(d.device0()["reserved"], 32, "{}", d.device0());
     // npuctl status shows the pod its share.
     let status = d.npuctl_json(&["status"]);
@@ -409,25 +286,37 @@ async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() 
     assert_eq!(first.ask("create 32")["handles"].as_array().map(Vec::len), Some(32), "its allocation");
     assert!(first.ask("create 1")["handles"].is_null(), "not a stream more");
     assert!(refused(in_pod(&d.socket, pod_b, 'b').ask("tenant")), "another pod's container");
+    // Two containers of one pod are one tenant: while the first holds the allocation, a
+    // second gets nothing more.
+    let mut second = in_pod(&d.socket, pod_a, 'c');
+    assert!(second.ask("create 1")["handles"].is_null(), "one allocation, however many containers present it");
+    drop(second);
     drop(first);
-    let mut restarted = in_pod(&d.socket, pod_a, 'c');
-    let made = restarted.ask("create 32");
+    // A restarted container (a new container id in the same pod) gets the allocation once
+    // the old one's streams are back (its session's lease lapsed).
+    let mut restarted = in_pod(&d.socket, pod_a, 'd');
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut made = restarted.ask("create 32");
+    while made["handles"].as_array().map(Vec::len) != Some(32) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        made = restarted.ask("create 32");
+    }
     assert_eq!(made["handles"].as_array().map(Vec::len), Some(32), "a restarted container keeps it: {made}");
     drop(restarted);
     d.kill9();
     let d = start();
-    assert!(refused(in_pod(&d.socket, pod_b, 'd').ask("tenant")), "still refused after npud restarts");
-    let mut again = in_pod(&d.socket, pod_a, 'e');
+    assert!(refused(in_pod(&d.socket, pod_b, 'e').ask("tenant")), "still refused after npud restarts");
+    let mut again = in_pod(&d.socket, pod_a, 'f');
     assert_eq!(again.ask("create 32")["handles"].as_array().map(Vec::len), Some(32), "{}", d.log());
     drop(kubelet);
 }
 
 /// Units are a node-level credit: the kubelet's unit ids say nothing about the device a
-/// pod opens. An allocation is booked on the first device its processes use, reserved
-/// there only (so one as large as a whole device binds, where reservations copied to every
-/// device were refused as over-committing), and gives nothing on another device.
+/// pod opens. Where npud cannot learn the pod's devices (here no pod-resources at all), the
+/// allocation is booked per acquisition: on whatever device the pod asks, never refused a
+/// second device because of the first, and capped at the allocation over all of them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_allocation_is_booked_on_the_device_the_pod_opens() {
+async fn without_its_devices_a_pod_is_booked_per_acquisition_up_to_its_allocation() {
     let dir = tempfile::tempdir().unwrap();
     let dp_dir = dir.path().join("dp");
     std::fs::create_dir(&dp_dir).unwrap();
@@ -438,162 +327,37 @@ async fn an_allocation_is_booked_on_the_device_the_pod_opens() {
         .args(&["--sim-devices", "2", "--device-plugin-dir", dp_dir.to_str().unwrap()])
         .config("[kubernetes]\nenabled = true\n")
         .start();
-    assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
+    assert!(kubelet.registration().await.is_some());
     let mut p = plugin(&dp_dir).await;
-    let mut allocate = async |units: u32| {
-        let ids: Vec<String> = (0..units).map(|i| format!("npud-0-{i}")).collect();
-        let request =
-            dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
-        let answer = p.allocate(request).await.unwrap().into_inner();
-        let c = &answer.container_responses[0];
-        let mount = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap();
-        std::fs::read_to_string(&mount.host_path).unwrap()
-    };
-    let reserved = || -> Vec<u64> {
-        let list = d.npuctl_json(&["device", "list"]);
-        list.as_array().unwrap().iter().map(|x| x["reserved"].as_u64().unwrap()).collect()
-    };
-    // 4 units the kubelet took from "device 0"; the pod opens device 1.
-    let options = SessionOptions { allocation: Some(allocate(4).await), ..Default::default() };
+    // 4 units the kubelet took from "device 0"; the pod opens both devices.
+    let ids: Vec<String> = (0..4).map(|i| format!("npud-0-{i}")).collect();
+    let token = std::fs::read_to_string(npud_tests::kubelet::allocate(&mut p, &ids).await.token).unwrap();
+    let options = SessionOptions { allocation: Some(token), ..Default::default() };
     let pod = Client::connect_with(Target::Socket(d.socket.clone()), options).await.unwrap();
-    let _held = pod.device(1).create_streams(32, StreamOptions::default()).await.expect("its 32, on device 1");
-    assert_eq!(reserved(), [0, 32], "reserved where it is booked, only there");
-    let e = pod.device(0).create_stream(StreamOptions::default()).await.unwrap_err();
-    assert_eq!(e.reason(), Some(npud_tests::proto::ErrorReason::QuotaExceeded), "{e}");
-    assert!(e.to_string().contains("booked on device 1"), "{e}");
-    // A whole device's units for another pod: it binds, and is reserved on its device.
-    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
-    let whole = SessionOptions { allocation: Some(allocate(capacity / 8).await), ..Default::default() };
-    let big = Client::connect_with(Target::Endpoint(d.endpoint.clone().unwrap()), whole).await.expect("it binds");
-    let _mine = big.device(0).create_streams(8, StreamOptions::default()).await.expect("booked on device 0");
-    assert_eq!(reserved(), [u64::from(capacity / 8 * 8), 32]);
-}
-
-/// An 8-NPU node, end to end: eight pods, each allocated 200 streams and each seeing only
-/// its own NPU as device 0 (`NPU_SIM_CONTAINER_DEVICES`, as a container runtime shows it),
-/// run unmodified AscendCL programs under the interposer, all at once. Each is booked on
-/// the physical device it really uses, npud's count equals the driver's on every device,
-/// and a ninth pod whose allocation does not fit beside the one on its device waits in
-/// that device's queue until the room is there.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_pods_on_an_eight_npu_node_are_each_booked_on_their_own_device() {
-    use npud_tests::native::{App, Shared, acl_apps, acl_builder, acl_command};
-    let dir = tempfile::tempdir().unwrap();
-    let (dp_dir, proc_root, budget) = (dir.path().join("dp"), dir.path().join("proc"), dir.path().join("budget"));
-    std::fs::create_dir_all(&dp_dir).unwrap();
-    let mut kubelet = Kubelet::start(&dp_dir);
-    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
-    let d = acl_builder(&budget, &["--device-plugin-dir", dp_dir.to_str().unwrap()])
-        .env("NPU_SIM_DEVICES", "8")
-        .state_dir(&dir.path().join("state"))
-        .config(&config)
-        .start();
-    assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
-    let shared = Shared::at(&budget);
-    // This test process is on the host (its cgroup planted so): it reads npud's figures.
-    plant(&proc_root, std::process::id(), HOST_CGROUP);
-    let host = d.client().await;
-    let capacity = host.devices().await.unwrap()[0].capacity;
-    let mut plugin = plugin(&dp_dir).await;
-    let (program, _) = acl_apps();
-    let mut pods = Vec::new();
-    // Pod `i` on physical device `device` with `units` units: its program waits for `go`,
-    // then becomes the program (same pid), so npud reads its pod's cgroup, planted here
-    // before `go` exists (a pod npud met before its cgroup would be a host process).
-    let mut start_pod = async |i: u32, device: u32, units: u32, go: &std::path::Path| -> App {
-        let ids: Vec<String> = (0..units).map(|u| format!("npud-{device}-{u}")).collect();
-        let request =
-            dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids }] };
-        let answer = plugin.allocate(request).await.unwrap().into_inner();
-        let c = &answer.container_responses[0];
-        let token = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap().host_path.clone();
-        let streams = units * 8;
-        let inner = acl_command(program, &budget, Some((&d, streams)));
-        let mut cmd = std::process::Command::new("sh");
-        let script = format!("while [ ! -e {} ]; do sleep 0.01; done; exec \"$0\" \"$@\"", go.display());
-        cmd.arg("-c").arg(script).arg(inner.get_program()).args([(streams - 1).to_string(), "-1".into()]);
-        for (k, v) in inner.get_envs() {
-            if let Some(v) = v {
-                cmd.env(k, v);
-            }
-        }
-        cmd.env("NPUD_ALLOCATION", &token)
-            .env("NPU_SIM_DEVICES", "8")
-            .env("NPU_SIM_CONTAINER_DEVICES", device.to_string());
-        cmd.env("NPUD_WAIT", "120s");
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let app = App::spawn(cmd);
-        let pid = app.child.id();
-        let cgroup = format!(
-            "0::/kubepods.slice/kubepods-pod{i:08x}_0000_0000_0000_000000000000.slice/cri-containerd-{}.scope\n",
-            format!("{i:x}").repeat(64)
-        );
-        plant(&proc_root, pid, &cgroup);
-        app
-    };
-    let go = dir.path().join("go");
-    for i in 0..8 {
-        pods.push(start_pod(i + 1, i, 25, &go).await);
-    }
-    std::fs::write(&go, b"").unwrap(); // all eight start at once
-    let pods = tokio::task::spawn_blocking(move || {
-        for app in &mut pods {
-            assert_eq!(app.started().unwrap()[0], "199", "each pod made its 199 streams and has its default one");
-        }
-        pods
-    })
-    .await
-    .unwrap();
-    let booked =
-        async || -> Vec<(u32, u32)> { host.devices().await.unwrap().iter().map(|x| (x.in_use, x.reserved)).collect() };
-    assert!(
-        eventually_async(Duration::from_secs(20), || async { booked().await == vec![(200, 200); 8] }).await,
-        "each pod on its own device: {:?}",
-        booked().await
-    );
-    for device in 0..8 {
-        assert_eq!(shared.held_on(device, d.pid()), 200, "the driver counts 200 on physical device {device}");
-    }
-    // A host program holds 400 more on device 3; a ninth pod lands there, allocated more
-    // than the device has left beside pod 4 and the host's streams (within what pod 4's
-    // reservation leaves, so it can be granted once the room is back).
-    let hosted = host.device(3).create_streams(400, StreamOptions::default()).await.unwrap();
-    let units = (capacity - 600) / 8 + 1;
-    let go = dir.path().join("go-ninth");
-    let mut ninth = start_pod(9, 3, units, &go).await;
-    std::fs::write(&go, b"").unwrap();
-    let queued = async || host.devices().await.unwrap()[3].queued_requests;
-    assert!(
-        eventually_async(Duration::from_secs(20), || async { queued().await == 1 }).await,
-        "the ninth pod waits on device 3"
-    );
-    // `status` says whose allocation waits, for how many streams, on which device; the
-    // device's row says how much room there is.
-    let status = host.status().await.unwrap();
-    let row = status.tenants.iter().find(|t| t.tenant == format!("container-{}", "9".repeat(12)) && t.device == 3);
-    let row = row.expect("the ninth pod's row on device 3");
-    assert_eq!((row.waiting_streams, row.allocated_streams), (units * 8, units * 8), "{row:?}");
-    let room = status.devices[3].capacity - status.devices[3].in_use;
-    assert!(room < units * 8, "less room ({room}) than it waits for");
-    drop(hosted);
-    let started = tokio::task::spawn_blocking(move || (ninth.started(), ninth)).await.unwrap();
-    assert_eq!(started.0.map(|w| w[0].clone()), Ok((units * 8 - 1).to_string()), "it starts once the room is there");
-    tokio::task::spawn_blocking(move || {
-        started.1.release();
-        for app in pods {
-            app.release();
-        }
-    })
-    .await
-    .unwrap();
-    assert!(
-        eventually_async(Duration::from_secs(20), || async {
-            host.devices().await.unwrap().iter().all(|x| x.in_use == 0)
-        })
+    let now = StreamOptions { wait: Duration::ZERO, ..Default::default() };
+    let on_1 = pod.device(1).create_streams(20, now.clone()).await.expect("20 on device 1");
+    let on_0 = pod
+        .device(0)
+        .create_streams(12, now.clone())
         .await
+        .expect("the rest on device 0: never refused a second device");
+    for device in [0, 1] {
+        let e = pod.device(device).create_stream(now.clone()).await.unwrap_err();
+        assert_eq!(e.code(), Some(tonic::Code::ResourceExhausted), "32 in all: {e}");
+    }
+    drop(on_1);
+    assert!(
+        eventually_async(Duration::from_secs(10), || async {
+            pod.device(0).create_streams(20, now.clone()).await.map(drop).is_ok()
+        })
+        .await,
+        "what device 1 gave back can be taken on device 0"
     );
+    drop(on_0);
+    let list = d.npuctl_json(&["status"]);
+    let rows = list["allocations"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "a row per device: {list}");
+    assert!(rows.iter().all(|r| r["mode"] == "fallback" && r["allocated"] == 32 && r["reserved"] == 0), "{list}");
 }
 
 /// A pod's end is its allocation's end: once the kubelet stops listing the pod (it kills

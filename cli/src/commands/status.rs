@@ -63,6 +63,11 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,
             "device": h.device, "streams": h.streams, "created": h.created, "events": h.events,
         })).collect::<Vec<_>>(),
+        "allocations": s.allocations.iter().map(|a| json!({
+            "namespace": a.namespace, "pod": a.pod, "container": a.container, "tenant": a.tenant,
+            "device": a.device, "booked": a.booked, "reserved": a.reserved, "in_use": a.in_use,
+            "waiting": a.waiting, "allocated": a.allocated, "mode": a.mode,
+        })).collect::<Vec<_>>(),
     });
     emit(ctx.output, json, || {
         let mut out =
@@ -109,6 +114,10 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             .collect();
         out.push('\n');
         out.push_str(&table(&["TENANT", "DEVICE", "USED", "RESERVED", "MAX", "WAITING", "EVENTS", "SESSIONS"], &rows));
+        if !s.allocations.is_empty() {
+            out.push_str("\npod allocations (npud.io/streams), oldest binding first\n");
+            out.push_str(&allocation_table(&s.allocations));
+        }
         if !s.native_holders.is_empty() {
             let rows: Vec<Vec<String>> = s
                 .native_holders
@@ -135,4 +144,30 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
         }
         out
     });
+}
+
+/// One row per allocation and device: whose it is, where, booked, in use, waiting.
+fn allocation_table(rows: &[pb::AllocationBooking]) -> String {
+    let dash = |s: &str| if s.is_empty() { "-".to_string() } else { s.to_string() };
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|a| {
+            let pod = match a.pod.is_empty() {
+                true => a.tenant.clone(),
+                false => format!("{}/{}", a.namespace, a.pod),
+            };
+            vec![
+                pod,
+                dash(&a.container),
+                a.device.to_string(),
+                a.booked.to_string(),
+                a.reserved.to_string(),
+                a.in_use.to_string(),
+                a.waiting.to_string(),
+                a.allocated.to_string(),
+                a.mode.clone(),
+            ]
+        })
+        .collect();
+    table(&["POD", "CONTAINER", "DEVICE", "BOOKED", "RESERVED", "IN USE", "WAITING", "ALLOCATED", "MODE"], &rows)
 }

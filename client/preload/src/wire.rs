@@ -82,6 +82,9 @@ pub struct Connection {
     pub max_streams: u32,
     /// The most urgent priority the tenant may give a stream (None: no limit).
     pub highest_priority: Option<i32>,
+    /// On Kubernetes, the most a process of this pod may ask for at once on each device
+    /// (empty: no allocation bound).
+    pub bookings: Vec<pb::DeviceBooking>,
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
@@ -188,6 +191,7 @@ impl Connection {
             epoch: 0,
             process_streams: 0,
             max_streams: 0,
+            bookings: Vec::new(),
             highest_priority: None,
             shares: Map::default(),
             owed: VecDeque::new(),
@@ -232,6 +236,7 @@ impl Connection {
                     self.process_streams = w.process_streams;
                     self.max_streams = w.max_streams;
                     self.highest_priority = w.highest_priority;
+                    self.bookings = w.bookings;
                     self.welcomed = true;
                 }
                 Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),

@@ -27,7 +27,7 @@ impl AdminService for Api {
                 let fig = view.tenants.get(name).cloned().unwrap_or_default();
                 let (sessions, events) =
                     counts.get(name).map_or((0, 0), |(s, per_dev)| (*s, per_dev.get(&desc.id).copied().unwrap_or(0)));
-                let (quota, _) = d.quotas().get(name);
+                let quota = d.quota_on(name, desc.id);
                 tenants.push(pb::TenantUsage {
                     tenant: name.to_string(),
                     device: desc.id,
@@ -37,7 +37,10 @@ impl AdminService for Api {
                     waiting_streams: fig.waiting_streams,
                     quota: Some(convert::quota(&quota)),
                     sessions,
-                    allocated_streams: d.allocations().map_or(0, |a| a.bound_streams(name, desc.id)),
+                    allocated_streams: match d.allocations().is_some_and(|a| a.booking(name).is_some()) {
+                        true => d.quota_on(name, desc.id).max_streams,
+                        false => 0,
+                    },
                 });
             }
         }
@@ -56,6 +59,7 @@ impl AdminService for Api {
             callbacks_in_flight: d.reports().pending_callbacks() as u32,
             invariant_violations: d.health().violations(),
             native_holders: d.natives().rows((!caller.admin).then_some(caller.tenant.as_ref())),
+            allocations: d.booking_rows((!caller.admin).then_some(caller.tenant.as_ref())),
         }))
     }
 
@@ -69,13 +73,25 @@ impl AdminService for Api {
             let (q, src) = self.daemon.quotas().get(&caller.tenant);
             all.insert(Arc::clone(&caller.tenant), (q, src));
         }
+        // A pod with an allocation bound: its quota is the allocation, over all devices.
+        let pods = self.daemon.allocations().map(|a| a.bound_tenants()).unwrap_or_default();
+        for pod in &pods {
+            all.entry(Arc::clone(pod)).or_insert_with(|| self.daemon.quotas().get(pod));
+        }
         let tenants = all
             .into_iter()
             .filter(|(t, _)| caller.admin || t.as_ref() == caller.tenant.as_ref())
-            .map(|(t, (q, src))| pb::TenantInfo {
-                name: t.to_string(),
-                quota: Some(convert::quota(&q)),
-                source: src.name().into(),
+            .map(|(t, (mut q, src))| {
+                let booking = self.daemon.allocations().and_then(|a| a.booking(&t));
+                let source = match booking {
+                    Some(b) => {
+                        q.max_streams = b.total;
+                        q.reserved_streams = b.devices.values().fold(0u32, |n, r| n.saturating_add(*r));
+                        "allocation"
+                    }
+                    None => src.name(),
+                };
+                pb::TenantInfo { name: t.to_string(), quota: Some(convert::quota(&q)), source: source.into() }
             })
             .collect();
         Ok(Response::new(pb::ListTenantsResponse { tenants }))

@@ -10,7 +10,7 @@ impl SessionService for Api {
         if let Some(token) = req.metadata().get(npud_proto::ALLOCATION_METADATA_KEY) {
             let token = token.to_str().map_err(|_| Status::invalid_argument("the allocation token is not text"))?;
             let pod = super::unix_peer(&req).and_then(|p| p.container.as_ref()).and_then(|c| c.pod_uid.as_deref());
-            self.daemon.bind_allocation(&caller.tenant, token, pod)?;
+            self.daemon.bind_allocation(&caller.tenant, token, pod).await?;
         }
         let r = req.into_inner();
         let (session, lease, attached) = self.daemon.open_session(&caller, &r.name, r.lease_ms)?;

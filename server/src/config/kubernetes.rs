@@ -2,6 +2,7 @@
 //! says `enabled = true` or `--device-plugin-dir` is given.
 
 use crate::config::ConfigError;
+use crate::config::device_ids::{DeviceResource, FileDeviceResource, default_resources};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -22,12 +23,20 @@ pub struct FileKubernetes {
     stream_unit: Option<u32>,
     device_plugin_dir: Option<PathBuf>,
     pod_resources_socket: Option<PathBuf>,
+    /// How often pod-resources is read (a humantime duration, 1s..=60s).
+    pod_resources_period: Option<String>,
     /// The interposer on the host, mounted read-only into allocated containers and set
     /// in their LD_PRELOAD when it exists.
     preload_library: Option<PathBuf>,
     /// Streams a pod's container may hold without an `npud.io/streams` allocation.
     unallocated_quota: Option<u32>,
+    /// The vendors' device resources and how their ids name devices (replaces the
+    /// defaults when given; an empty list books every allocation per acquisition).
+    device_resources: Option<Vec<FileDeviceResource>>,
 }
+
+/// How often pod-resources is read: far under the kubelet's 100 requests a second.
+pub const DEFAULT_POD_RESOURCES_PERIOD: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A pod's container without an allocation gets no streams: identity fails closed.
 pub const DEFAULT_UNALLOCATED_QUOTA: u32 = 0;
@@ -38,9 +47,13 @@ pub struct KubernetesConfig {
     pub stream_unit: u32,
     pub device_plugin_dir: PathBuf,
     pub pod_resources_socket: Option<PathBuf>,
+    /// How often pod-resources is read: a pod's end is seen within two periods.
+    pub pod_resources_period: std::time::Duration,
     pub preload_library: PathBuf,
     /// Streams a pod's container may hold without a bound allocation.
     pub unallocated_quota: u32,
+    /// The vendors' device resources: which devices the kubelet gave a container.
+    pub device_resources: Vec<DeviceResource>,
 }
 
 impl FileKubernetes {
@@ -57,11 +70,28 @@ impl FileKubernetes {
                 .or_else(|| self.device_plugin_dir.clone())
                 .unwrap_or_else(|| DEFAULT_DEVICE_PLUGIN_DIR.into()),
             pod_resources_socket: self.pod_resources_socket.clone(),
+            pod_resources_period: crate::config::parse::duration(
+                "kubernetes.pod_resources_period",
+                self.pod_resources_period.as_deref(),
+                DEFAULT_POD_RESOURCES_PERIOD,
+            )?,
             preload_library: self
                 .preload_library
                 .clone()
                 .unwrap_or_else(|| "/usr/local/lib/npud/libnpud_preload.so".into()),
             unallocated_quota: self.unallocated_quota.unwrap_or(DEFAULT_UNALLOCATED_QUOTA),
+            device_resources: match &self.device_resources {
+                None => default_resources(),
+                Some(list) if list.len() > 32 => {
+                    return Err(ConfigError::new(format!(
+                        "kubernetes.device_resources lists {} resources; at most 32",
+                        list.len()
+                    )));
+                }
+                Some(list) => {
+                    list.iter().map(FileDeviceResource::resolve).collect::<Result<_, _>>().map_err(ConfigError::new)?
+                }
+            },
         };
         c.validate()?;
         Ok(Some(c))
@@ -73,6 +103,12 @@ impl KubernetesConfig {
         let bad = |m: String| Err(ConfigError::new(m));
         if self.unallocated_quota > 65_536 {
             return bad(format!("kubernetes.unallocated_quota must be 0..=65536, got {}", self.unallocated_quota));
+        }
+        if !(1..=60).contains(&self.pod_resources_period.as_secs()) {
+            return bad(format!(
+                "kubernetes.pod_resources_period must be 1s..=60s, got {}",
+                humantime::format_duration(self.pod_resources_period)
+            ));
         }
         if !(1..=1024).contains(&self.stream_unit) {
             return bad(format!("kubernetes.stream_unit must be 1..=1024, got {}", self.stream_unit));

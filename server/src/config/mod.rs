@@ -8,10 +8,11 @@
 
 pub mod defaults;
 pub mod descriptors;
+pub mod device_ids;
 mod file;
 pub mod flags;
 pub mod kubernetes;
-mod parse;
+pub(crate) mod parse;
 mod reload;
 mod validate;
 

@@ -51,7 +51,7 @@ pub(super) fn bounded(key: &str, d: Duration, max: Duration) -> Result<Duration,
     Ok(d)
 }
 
-pub(super) fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
+pub(crate) fn duration(key: &str, text: Option<&str>, default: Duration) -> Result<Duration, ConfigError> {
     match text {
         None => Ok(default),
         Some(t) => {

@@ -1,110 +1,212 @@
-//! What the daemon does when a container presents its allocation token, and when its pod
-//! is gone.
+//! What the daemon does when a container presents its allocation token (it is booked on
+//! the devices its pod was given), what a pod may then hold on each device, and what goes
+//! when its pod is gone.
 
 use super::Daemon;
+use crate::config::device_ids::{Named, name_device};
 use crate::error::{NpudError, NpudResult, Reason};
-use crate::policy::allocations::{Allocation, Booking};
-use crate::types::Tenant;
+use crate::policy::allocations::{Allocation, Listed, Placement, PodNames};
+use crate::types::{Quota, Tenant};
+use std::collections::BTreeSet;
 
 impl Daemon {
     /// A caller presents an allocation token from `pod` (its pod uid, if it runs in one):
-    /// bind it and make the allocation its quota. When the binding moved from another
-    /// container of the same pod (it restarted), that tenant's quota goes.
-    pub fn bind_allocation(&self, tenant: &Tenant, token: &str, pod: Option<&str>) -> NpudResult<()> {
+    /// bind it to the caller's tenant (its pod's) and book it. The first binding places it:
+    /// on the devices the vendor's plugin gave its container, as pod-resources lists them,
+    /// else per acquisition (see `Placement`).
+    pub async fn bind_allocation(&self, tenant: &Tenant, token: &str, pod: Option<&str>) -> NpudResult<()> {
         let Some(allocations) = &self.allocations else {
             return Err(NpudError::new(
                 Reason::TenantRefused,
                 "an allocation token was presented but this daemon is not the node's device plugin",
             ));
         };
-        let bound = allocations.bind(token, tenant, pod)?;
+        let current = allocations.presentable(token, tenant, pod)?;
+        let (placement, names) = match (&current.placement, &current.names) {
+            (Some(_), Some(_)) => (None, None),
+            _ => {
+                let (placement, names) = self.locate(&current.ids).await;
+                (current.placement.is_none().then_some(placement), names)
+            }
+        };
+        if let Some(p) = &placement {
+            tracing::info!(%tenant, streams = current.total(), placement = ?p, "a pod's allocation is placed");
+        }
+        let bound = allocations.bind(token, tenant, pod, placement, names)?;
         if let Some(old) = &bound.moved_from {
-            tracing::info!(from = %old, to = %tenant, "an allocation moved to a restarted container of its pod");
-            if let Err(e) = self.remove_quota(old) {
-                tracing::warn!(tenant = %old, error = %e, "removing the quota of a restarted container");
+            // The config names this container a tenant of its own: the booking is the new
+            // presenter's now, and the old one's sessions go, so one token never buys two
+            // tenants its streams.
+            tracing::info!(from = %old, to = %tenant, "an allocation moved to another container of its pod");
+            self.sync_booking(old);
+            let sessions: Vec<u64> = self.registry.sessions(Some(old)).into_iter().map(|s| s.id).collect();
+            for id in sessions {
+                self.reclaim(id, "its pod's allocation moved to another container").await;
             }
         }
-        let streams = bound.allocation.total();
-        // The reservation is not the quota's (that would hold room on every device): it is
-        // made on the device the allocation is booked on (see `apply_reservations`).
-        let change = crate::policy::quota::QuotaChange {
-            max_streams: Some(streams),
-            reserved_streams: Some(0),
-            ..Default::default()
-        };
-        let (current, _) = self.quotas.get(tenant);
-        if current.max_streams != streams || current.reserved_streams != 0 {
-            self.set_quota(tenant, change)?;
-            tracing::info!(%tenant, streams, "a container presented its allocation: its quota is the allocation");
-        }
-        self.apply_reservations();
+        self.sync_booking(tenant);
         Ok(())
     }
 
-    /// Every ledger's reservations: the tenants' quotas, and on each device the allocations
-    /// booked there, each within the room other reservations leave on that device (so a
-    /// whole-device allocation binds; its process waits in the queue if the room is taken).
+    /// Where the allocation with unit ids `ids` belongs: its container in pod-resources,
+    /// and the devices the vendor's resources there name. Read from the last listing, and
+    /// listed afresh once when the container is not in it (it may have started since).
+    async fn locate(&self, ids: &[String]) -> (Placement, Option<PodNames>) {
+        // Where the node has one device, that is where the pod is.
+        let every = match self.devices().len() {
+            1 => Placement::Devices(vec![0]),
+            n => Placement::Fallback { spread: n.max(1) as u32 },
+        };
+        let (Some(k8s), Some(lister)) = (&self.config.kubernetes, self.pod_lister.get()) else { return (every, None) };
+        let find = |listing: &[Listed]| listing.iter().find(|c| c.ids_of(&k8s.resource_name) == ids).cloned();
+        let cached = find(&self.pod_listing());
+        let found = match cached {
+            Some(c) => Some(c),
+            None => match lister.list().await {
+                Ok(listing) => {
+                    let found = find(&listing);
+                    self.saw_listing(listing);
+                    found
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read pod resources to place an allocation; it is booked per acquisition");
+                    None
+                }
+            },
+        };
+        let Some(container) = found else {
+            tracing::warn!(
+                ids = ids.len(),
+                "pod resources does not list the allocation's container; it is booked per acquisition"
+            );
+            return (every, None);
+        };
+        (self.placement_of(&container, every), Some(container.names))
+    }
+
+    /// The devices `container`'s vendor resources name, mapped through npud's device
+    /// identities (never by index); `otherwise` when it has none, or an id names no device
+    /// npud owns, with a spread of its vendor device count.
+    fn placement_of(&self, container: &Listed, otherwise: Placement) -> Placement {
+        let Some(k8s) = &self.config.kubernetes else { return otherwise };
+        let mut devices = BTreeSet::new();
+        let mut vendor_ids = 0u32;
+        for (resource, ids) in &container.devices {
+            if !k8s.device_resources.iter().any(|r| &r.name == resource) {
+                continue;
+            }
+            for id in ids {
+                vendor_ids += 1;
+                let device = match name_device(&k8s.device_resources, resource, id) {
+                    Some(Named::PhysicalId(p)) => self.device_by_identity(Some(p), None).ok(),
+                    Some(Named::Uuid(u)) => self.device_by_identity(None, Some(&u)).ok(),
+                    Some(Named::Unplaceable) | None => None,
+                };
+                match device {
+                    Some(d) => {
+                        devices.insert(d);
+                    }
+                    None => {
+                        tracing::warn!(
+                            resource,
+                            id,
+                            "a vendor device id names no device of npud's; the allocation is booked per acquisition"
+                        );
+                        return match otherwise {
+                            Placement::Devices(one) => Placement::Devices(one),
+                            Placement::Fallback { .. } => {
+                                Placement::Fallback { spread: vendor_ids.max(ids.len() as u32) }
+                            }
+                        };
+                    }
+                }
+            }
+        }
+        match devices.is_empty() {
+            true => otherwise,
+            false => Placement::Devices(devices.into_iter().collect()),
+        }
+    }
+
+    /// The bookings of `tenant` changed (bound, moved, gone): its cap over every device
+    /// and every device's reservations follow.
+    pub(crate) fn sync_booking(&self, tenant: &Tenant) {
+        let booking = self.allocations.as_ref().and_then(|a| a.booking(tenant));
+        self.admission.set_spread_cap(tenant, booking.map(|b| b.total));
+        self.apply_reservations();
+    }
+
+    /// Every ledger's reservations: the tenants' quotas, then the pods' bookings in binding
+    /// order, oldest first, each within the room the ones before it leave on its device (a
+    /// pod whose device is taken waits in its queue, holding nothing, until room returns).
     pub(crate) fn apply_reservations(&self) {
         let base = self.quotas.reservations();
-        let booked = self.allocations.as_ref().map(|a| a.booked()).unwrap_or_default();
+        let booked = self.allocations.as_ref().map(|a| a.in_binding_order()).unwrap_or_default();
         for device in 0..self.devices().len() as u32 {
             let mut map = base.clone();
             let capacity = self.admission.capacity(device);
             for (tenant, _, streams) in booked.iter().filter(|(_, d, _)| *d == device) {
-                let others: u32 = map.iter().filter(|(t, _)| *t != tenant).fold(0u32, |n, (_, r)| n.saturating_add(*r));
-                map.insert(Tenant::clone(tenant), (*streams).min(capacity.saturating_sub(others)));
+                let taken = map.values().fold(0u32, |n, r| n.saturating_add(*r));
+                let slot = map.entry(Tenant::clone(tenant)).or_insert(0);
+                *slot = slot.saturating_add((*streams).min(capacity.saturating_sub(taken)));
             }
-            self.admission.set_reservations_on(device, map);
+            self.admission.set_reservations_on(device, map, base.clone());
         }
     }
-}
 
-impl Daemon {
-    /// An allocation's pod is gone: its tenant's quota returns to the default, and any
-    /// session it left is reclaimed now rather than when its lease lapses.
+    /// An allocation's pod is gone: its booking goes, and any session its pod left is
+    /// reclaimed now rather than when its lease lapses (the pod's other allocations, if
+    /// any, stay).
     pub async fn forget_allocation(&self, a: &Allocation) {
         let Some(tenant) = &a.bound else { return };
-        if let Err(e) = self.remove_quota(tenant) {
-            tracing::warn!(%tenant, error = %e, "removing a gone pod's quota");
+        self.sync_booking(tenant);
+        if self.allocations.as_ref().is_some_and(|all| all.booking(tenant).is_some()) {
+            return;
         }
         let sessions: Vec<u64> = self.registry.sessions(Some(tenant)).into_iter().map(|s| s.id).collect();
         for id in sessions {
             self.reclaim(id, "its pod is gone").await;
         }
-        tracing::info!(%tenant, "a pod's allocation is gone: its quota and holdings with it");
+        tracing::info!(%tenant, "a pod's allocation is gone: its booking and holdings with it");
+    }
+
+    /// The last pod-resources listing read.
+    pub fn pod_listing(&self) -> std::sync::Arc<Vec<Listed>> {
+        std::sync::Arc::clone(&self.pod_listing.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A pod-resources listing was read: kept for placing allocations, and the names of
+    /// bound allocations that have none yet are filled in.
+    pub fn saw_listing(&self, listing: Vec<Listed>) {
+        if let (Some(all), Some(k8s)) = (&self.allocations, &self.config.kubernetes) {
+            all.name_from(&listing, &k8s.resource_name);
+        }
+        *self.pod_listing.lock().unwrap_or_else(|e| e.into_inner()) = std::sync::Arc::new(listing);
     }
 }
 
 impl Daemon {
-    /// The quota of `tenant`, refusing at once, with the reason a pod's owner needs, an ask
-    /// of `count` streams by a pod's container that has no allocation beyond what
-    /// `[kubernetes] unallocated_quota` allows.
-    /// An allocation not yet booked is booked on `device` now; one booked on another device
-    /// gives nothing here.
-    pub(crate) fn quota_for_streams(
-        &self,
-        tenant: &Tenant,
-        device: u32,
-        count: u32,
-    ) -> NpudResult<crate::types::Quota> {
+    /// The quota of `tenant` on `device` for an ask of `count` streams. A pod with an
+    /// allocation bound may hold its booking there (and what its unplaced allocations
+    /// leave), reserved as booked; a device it is not booked on gives it nothing. A pod's
+    /// container without an allocation gets `[kubernetes] unallocated_quota`, refused with
+    /// the reason its owner needs.
+    pub(crate) fn quota_for_streams(&self, tenant: &Tenant, device: u32, count: u32) -> NpudResult<Quota> {
         let (quota, source) = self.quotas.get(tenant);
-        if let Some(allocations) = &self.allocations {
-            match allocations.book(tenant, device) {
-                Booking::Elsewhere(booked, streams) => {
-                    return Err(NpudError::new(
-                        Reason::QuotaExceeded,
-                        format!(
-                            "this pod's allocation of {streams} streams is booked on device {booked}, the first it \
-                             used; it gets none on device {device}"
-                        ),
-                    ));
-                }
-                Booking::Here { new: true } => {
-                    tracing::info!(%tenant, device, streams = quota.max_streams, "a pod's allocation is booked on the device it opened");
-                    self.apply_reservations();
-                }
-                Booking::Here { new: false } | Booking::None => {}
+        if let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
+            let on = self.quota_on(tenant, device);
+            if on.max_streams == 0 {
+                let list: Vec<String> = b.devices.keys().map(u32::to_string).collect();
+                return Err(NpudError::new(
+                    Reason::QuotaExceeded,
+                    format!(
+                        "this pod's allocation of {} streams is booked on device(s) {}; it gets none on device {device}",
+                        b.total,
+                        list.join(", ")
+                    ),
+                ));
             }
+            return Ok(on);
         }
         if source == crate::policy::quota::Source::Unallocated && count > quota.max_streams {
             let resource = self.config.kubernetes.as_ref().map_or("npud.io/streams", |k| k.resource_name.as_str());
@@ -118,5 +220,64 @@ impl Daemon {
             ));
         }
         Ok(quota)
+    }
+
+    /// The quota of `tenant` on `device`: its pod's booking there where it has one (max
+    /// and reserved), else its own quota.
+    pub fn quota_on(&self, tenant: &str, device: u32) -> Quota {
+        let (mut quota, _) = self.quotas.get(tenant);
+        if let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
+            quota.max_streams = b.on(device);
+            quota.reserved_streams = b.devices.get(&device).copied().unwrap_or(0);
+        }
+        quota
+    }
+
+    /// What each device's first ask of a process of `tenant` may be, where its pod has an
+    /// allocation bound (the welcome's `bookings`); empty otherwise.
+    pub fn first_asks(&self, tenant: &str) -> Vec<(u32, u32)> {
+        let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) else { return Vec::new() };
+        (0..self.devices().len() as u32)
+            .filter(|d| b.on(*d) > 0)
+            .map(|d| (d, b.first_ask(d).min(b.on(d)).min(self.admission.capacity(d))))
+            .collect()
+    }
+}
+
+impl Daemon {
+    /// Every bound allocation's booking per device, oldest binding first, with what its
+    /// pod holds and waits for there (only `tenant`'s, when given). An allocation booked
+    /// per acquisition has a row on every device, booked with what it may take there.
+    pub fn booking_rows(&self, tenant: Option<&str>) -> Vec<npud_proto::v1::AllocationBooking> {
+        let Some(all) = &self.allocations else { return Vec::new() };
+        let views: Vec<_> = (0..self.devices().len() as u32).map(|d| self.admission.view(d)).collect();
+        let mut out = Vec::new();
+        for row in all.rows().into_iter().filter(|r| tenant.is_none_or(|t| t == r.tenant.as_ref())) {
+            let names = row.names.clone().unwrap_or_default();
+            let (held_all, cap) = self.admission.spread(&row.tenant);
+            let left = cap.unwrap_or(row.allocated).saturating_sub(held_all);
+            let devices: Vec<(u32, u32, bool)> = match row.device {
+                Some(d) => vec![(d, row.booked, true)],
+                None => (0..views.len() as u32).map(|d| (d, 0, false)).collect(),
+            };
+            for (device, booked, placed) in devices {
+                let Some(view) = views.get(device as usize) else { continue };
+                let fig = view.tenants.get(&row.tenant).cloned().unwrap_or_default();
+                out.push(npud_proto::v1::AllocationBooking {
+                    namespace: names.namespace.clone(),
+                    pod: names.pod.clone(),
+                    container: names.container.clone(),
+                    tenant: row.tenant.to_string(),
+                    device,
+                    booked: if placed { booked } else { fig.streams.saturating_add(left) },
+                    reserved: if placed { self.admission.reserved_for(device, &row.tenant).min(booked) } else { 0 },
+                    in_use: fig.streams,
+                    waiting: fig.waiting_streams,
+                    allocated: row.allocated,
+                    mode: if placed { "devices" } else { "fallback" }.into(),
+                });
+            }
+        }
+        out
     }
 }

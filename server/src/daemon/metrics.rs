@@ -51,11 +51,17 @@ pub fn render(daemon: &Daemon) -> String {
     gauge_family(&mut r, "device_reserved_streams", "Streams reserved by tenants", per_device(&|v| v.reserved));
     gauge_family(&mut r, "device_queued_requests", "Create requests waiting for budget", per_device(&|v| v.queued));
     let counts = daemon.registry.tenant_counts();
+    // A pod's tenant is labelled with its namespace and name where pod-resources said them.
+    let names: std::collections::HashMap<String, String> = daemon
+        .allocations()
+        .map(|a| a.bound_tenants().into_iter().filter_map(|t| Some((t.to_string(), a.pod_name(&t)?))).collect())
+        .unwrap_or_default();
+    let label = |t: &str| names.get(t).cloned().unwrap_or_else(|| t.to_string());
     let mut streams = Vec::new();
     let mut queued = Vec::new();
     for (id, v) in &devices {
         for (t, f) in &v.tenants {
-            let labels = TenantLabels { tenant: t.to_string(), device: id.to_string() };
+            let labels = TenantLabels { tenant: label(t), device: id.to_string() };
             streams.push((labels.clone(), i64::from(f.streams)));
             queued.push((labels, i64::from(f.waiting_requests)));
         }
@@ -63,9 +69,9 @@ pub fn render(daemon: &Daemon) -> String {
     let mut events = Vec::new();
     let mut sessions = Vec::new();
     for (t, (n, per_dev)) in &counts {
-        sessions.push((TenantOnly { tenant: t.to_string() }, i64::from(*n)));
+        sessions.push((TenantOnly { tenant: label(t) }, i64::from(*n)));
         for (d, e) in per_dev {
-            events.push((TenantLabels { tenant: t.to_string(), device: d.to_string() }, i64::from(*e)));
+            events.push((TenantLabels { tenant: label(t), device: d.to_string() }, i64::from(*e)));
         }
     }
     gauge_family(&mut r, "tenant_streams", "Streams a tenant holds", streams);
@@ -76,13 +82,33 @@ pub fn render(daemon: &Daemon) -> String {
         .natives
         .totals()
         .into_iter()
-        .map(|((d, t), n)| (TenantLabels { tenant: t.to_string(), device: d.to_string() }, i64::from(n)))
+        .map(|((d, t), n)| (TenantLabels { tenant: label(&t), device: d.to_string() }, i64::from(n)))
         .collect();
     gauge_family(
         &mut r,
         "tenant_native_streams",
         "Streams a tenant's processes created in their own context (admitted through the budget API)",
         native,
+    );
+    let rows = daemon.booking_rows(None);
+    let booked = |f: &dyn Fn(&npud_proto::v1::AllocationBooking) -> u32| -> Vec<(TenantLabels, i64)> {
+        let mut sum: std::collections::BTreeMap<(String, u32), i64> = std::collections::BTreeMap::new();
+        for row in &rows {
+            *sum.entry((label(&row.tenant), row.device)).or_insert(0) += i64::from(f(row));
+        }
+        sum.into_iter().map(|((tenant, d), n)| (TenantLabels { tenant, device: d.to_string() }, n)).collect()
+    };
+    gauge_family(
+        &mut r,
+        "pod_booked_streams",
+        "Streams a pod's device-plugin allocations may hold on the device (booked there, or left to an allocation whose devices are unknown)",
+        booked(&|row| row.booked),
+    );
+    gauge_family(
+        &mut r,
+        "pod_reserved_streams",
+        "Of a pod's booked streams on the device, those reserved there now",
+        booked(&|row| row.reserved),
     );
     let processes: Gauge = Gauge::default();
     processes.set(daemon.natives.connections() as i64);

@@ -55,6 +55,10 @@ pub struct Daemon {
     drift: std::sync::Mutex<std::collections::BTreeMap<u32, reconcile::Drift>>,
     /// Device-plugin allocations and the containers bound to them (`[kubernetes]`).
     allocations: Option<Arc<crate::policy::allocations::Allocations>>,
+    /// The kubelet's pod-resources reader, once the Kubernetes front end has one, and its
+    /// last listing: where an allocation's container is, and which devices it was given.
+    pod_lister: std::sync::OnceLock<Arc<dyn crate::policy::allocations::PodLister>>,
+    pod_listing: std::sync::Mutex<Arc<Vec<crate::policy::allocations::Listed>>>,
     draining: AtomicBool,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
@@ -174,12 +178,19 @@ impl Daemon {
             released: crate::daemon::released::Released::default(),
             drift: std::sync::Mutex::default(),
             allocations,
+            pod_lister: std::sync::OnceLock::new(),
+            pod_listing: std::sync::Mutex::default(),
             draining: AtomicBool::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),
         });
         daemon.restore_books();
-        // Allocations read back may be booked on a device: reserve there.
+        // Allocations read back are booked: their pods' caps and reservations hold again.
+        for tenant in daemon.allocations.as_ref().map(|a| a.bound_tenants()).unwrap_or_default() {
+            daemon
+                .admission
+                .set_spread_cap(&tenant, daemon.allocations.as_ref().and_then(|a| a.booking(&tenant)).map(|b| b.total));
+        }
         daemon.apply_reservations();
         Ok(daemon)
     }
@@ -240,6 +251,12 @@ impl Daemon {
 
     pub fn reports(&self) -> &ReportHub {
         &self.reports
+    }
+
+    /// Hands the daemon the kubelet's pod-resources reader (once; the Kubernetes front end
+    /// makes it when it starts).
+    pub fn set_pod_lister(&self, lister: Arc<dyn crate::policy::allocations::PodLister>) {
+        let _ = self.pod_lister.set(lister);
     }
 
     /// Device-plugin allocations, when npud is the node's device plugin.

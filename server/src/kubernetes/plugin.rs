@@ -63,7 +63,7 @@ impl Plugin {
     fn container(&self, ids: &[String]) -> Result<dp::ContainerAllocateResponse, Status> {
         let units = self.units(ids)?;
         let streams: Vec<(u32, u32)> = units.iter().map(|(d, u)| (*d, u * self.config.stream_unit)).collect();
-        let most = streams.iter().map(|(_, s)| *s).max().unwrap_or(0);
+        let total = streams.iter().fold(0u32, |n, (_, s)| n.saturating_add(*s));
         let (_, file) = self
             .allocations
             .allocate(ids.to_vec(), streams)
@@ -72,7 +72,10 @@ impl Plugin {
         let socket_dir = socket.parent().unwrap_or(Path::new("/"));
         let mut envs = std::collections::HashMap::from([
             ("NPUD_SOCKET".to_string(), socket.display().to_string()),
-            ("NPUD_STREAMS".to_string(), most.to_string()),
+            // What a process asks for at once: the whole allocation, which the interposer
+            // lowers to its own device's booking (npud's welcome says it) once bound.
+            ("NPUD_STREAMS".to_string(), total.to_string()),
+            ("NPUD_ALLOCATED_STREAMS".to_string(), total.to_string()),
             ("NPUD_ALLOCATION".to_string(), CONTAINER_TOKEN_PATH.to_string()),
         ]);
         let mut mounts = vec![

@@ -1,69 +1,109 @@
-//! Which allocations' pods are gone: the kubelet's pod-resources API lists every active
-//! container with the unit ids it was given; an allocation no listed container holds (two
-//! reads in a row) has lost its pod, and its quota and holdings go with it.
+//! The kubelet's pod-resources API: it lists every active container with the device ids
+//! of each resource it was given. npud reads it to place an allocation on the devices the
+//! vendor's plugin gave the same container, and to see which allocations' pods are gone:
+//! an allocation no listed container holds (two reads in a row) has lost its pod, and its
+//! booking and holdings go with it.
 
 use crate::daemon::Daemon;
-use crate::policy::allocations::Allocations;
+use crate::policy::allocations::listing::clean_name;
+use crate::policy::allocations::{Allocations, Listed, PodLister, PodNames};
 use npud_proto::podresources as pr;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How often pod-resources is read: once a second at most, far under the kubelet's
-/// 100 requests a second.
-pub const PERIOD: Duration = Duration::from_secs(2);
 /// A big node's answer can pass tonic's 4 MiB default (kubelet.md §8).
 const MAX_ANSWER: usize = 16 << 20;
+/// The most containers, and device ids per container, one answer is read for.
+const MAX_CONTAINERS: usize = 16_384;
+const MAX_IDS: usize = 4096;
 
+/// Reads `List` on the kubelet's pod-resources socket.
+pub struct Lister {
+    pub socket: PathBuf,
+}
+
+impl PodLister for Lister {
+    fn list(&self) -> Pin<Box<dyn Future<Output = Result<Vec<Listed>, String>> + Send + '_>> {
+        Box::pin(async move {
+            let channel = super::register::unix_channel(&self.socket).await?;
+            let mut client = pr::pod_resources_lister_client::PodResourcesListerClient::new(channel)
+                .max_decoding_message_size(MAX_ANSWER);
+            let answer = tokio::time::timeout(Duration::from_secs(5), client.list(pr::ListPodResourcesRequest {}))
+                .await
+                .map_err(|_| "List took longer than 5 s".to_string())?
+                .map_err(|s| format!("List failed: {}", s.message()))?
+                .into_inner();
+            Ok(listed(answer))
+        })
+    }
+}
+
+/// The answer as npud keeps it: names cleaned, ids sorted, sizes bounded.
+fn listed(answer: pr::ListPodResourcesResponse) -> Vec<Listed> {
+    let mut out = Vec::new();
+    for p in &answer.pod_resources {
+        for c in &p.containers {
+            if out.len() >= MAX_CONTAINERS {
+                return out;
+            }
+            let names = PodNames {
+                namespace: clean_name(&p.namespace),
+                pod: clean_name(&p.name),
+                container: clean_name(&c.name),
+            };
+            let mut devices: Vec<(String, Vec<String>)> = Vec::new();
+            for d in &c.devices {
+                let mut ids: Vec<String> = d.device_ids.iter().take(MAX_IDS).cloned().collect();
+                ids.sort();
+                match devices.iter_mut().find(|(r, _)| *r == d.resource_name) {
+                    // The kubelet lists one entry per resource; merge should one repeat.
+                    Some((_, known)) => {
+                        known.extend(ids);
+                        known.sort();
+                    }
+                    None => devices.push((d.resource_name.clone(), ids)),
+                }
+            }
+            out.push(Listed { names, devices });
+        }
+    }
+    out
+}
+
+/// Every `period`: lists, hands the daemon the listing, and ends the allocations whose
+/// pods are gone. Until `List` answers, allocations are kept.
 pub async fn watch(
     daemon: Arc<Daemon>,
     allocations: Arc<Allocations>,
-    socket: PathBuf,
+    lister: Arc<Lister>,
     resource: String,
+    period: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut failing = false;
     loop {
-        if tokio::time::timeout(PERIOD, stop.wait_for(|s| *s)).await.is_ok() {
+        if tokio::time::timeout(period, stop.wait_for(|s| *s)).await.is_ok() {
             return;
         }
-        match live_units(&socket, &resource).await {
-            Ok(live) => {
+        match lister.list().await {
+            Ok(listing) => {
                 failing = false;
+                let live: HashSet<Vec<String>> =
+                    listing.iter().map(|c| c.ids_of(&resource).to_vec()).filter(|ids| !ids.is_empty()).collect();
+                daemon.saw_listing(listing);
                 for gone in allocations.sweep(&live) {
                     daemon.forget_allocation(&gone).await;
                 }
             }
             Err(e) if !failing => {
                 failing = true;
-                tracing::warn!(socket = %socket.display(), error = %e, "cannot read pod resources; allocations are kept until it answers");
+                tracing::warn!(socket = %lister.socket.display(), error = %e, "cannot read pod resources; allocations are kept until it answers");
             }
             Err(_) => {}
         }
     }
-}
-
-/// The unit-id sets (sorted) of every listed container for `resource`.
-async fn live_units(socket: &Path, resource: &str) -> Result<HashSet<Vec<String>>, String> {
-    let channel = super::register::unix_channel(socket).await?;
-    let mut client =
-        pr::pod_resources_lister_client::PodResourcesListerClient::new(channel).max_decoding_message_size(MAX_ANSWER);
-    let answer = tokio::time::timeout(Duration::from_secs(5), client.list(pr::ListPodResourcesRequest {}))
-        .await
-        .map_err(|_| "List took longer than 5 s".to_string())?
-        .map_err(|s| format!("List failed: {}", s.message()))?
-        .into_inner();
-    Ok(answer
-        .pod_resources
-        .iter()
-        .flat_map(|p| &p.containers)
-        .flat_map(|c| &c.devices)
-        .filter(|d| d.resource_name == resource)
-        .map(|d| {
-            let mut ids = d.device_ids.clone();
-            ids.sort();
-            ids
-        })
-        .collect())
 }

@@ -313,11 +313,14 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         };
         tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
         if let Some(socket) = &k8s.pod_resources_socket {
+            let lister = Arc::new(crate::kubernetes::pods::Lister { socket: socket.clone() });
+            daemon.set_pod_lister(Arc::clone(&lister) as Arc<dyn crate::policy::allocations::PodLister>);
             tokio::spawn(crate::kubernetes::pods::watch(
                 Arc::clone(&daemon),
                 Arc::clone(allocations),
-                socket.clone(),
+                lister,
                 k8s.resource_name.clone(),
+                k8s.pod_resources_period,
                 stop_rx.clone(),
             ));
         }

@@ -154,6 +154,11 @@ impl Identities {
                 ));
             }
             None => match &peer.container {
+                // Every container of a pod is one tenant: a pod holds what its containers'
+                // allocations give, whichever container presents a token or restarts.
+                Some(c) if let Some(uid) = c.pod_uid.as_ref().filter(|u| u.len() <= 36) => {
+                    Arc::from(format!("pod-{}", uid.to_ascii_lowercase()))
+                }
                 Some(c) => Arc::from(format!("container-{}", &c.id[..12])),
                 None if peer.uid == 0 => Arc::from("root"),
                 None => Arc::from(format!("uid-{}", peer.uid)),

@@ -1,7 +1,8 @@
 //! Test helper: a scriptable client in its own process. It reads one command per line on
 //! stdin and answers one JSON line each; it connects only on its first command, so a test
 //! can first plant a fake cgroup for its pid (container identity) or run it under another
-//! uid. Commands: tenant, create N, list, get H, destroy H, sync H, query H,
+//! uid. Commands: tenant, create N, create-on DEVICE N WAIT_MS, destroy-all, list, get H,
+//! destroy H, sync H, query H,
 //! event-create, event-record E S, event-sync E, wait-event S E, reports MS, set-quota T N,
 //! launch S, subscribe T S.
 
@@ -23,6 +24,19 @@ async fn run(client: &Client, words: &[&str]) -> Result<Value, npud_client::Erro
         "create" => {
             let streams = client.device(0).create_streams(num(1) as u32, StreamOptions::default()).await?;
             json!({ "handles": streams.into_iter().map(|s| s.leak()).collect::<Vec<_>>() })
+        }
+        "create-on" => {
+            let options = StreamOptions { wait: Duration::from_millis(num(3)), ..Default::default() };
+            let streams = client.device(num(1) as u32).create_streams(num(2) as u32, options).await?;
+            json!({ "handles": streams.into_iter().map(|s| s.leak()).collect::<Vec<_>>() })
+        }
+        "destroy-all" => {
+            let list = client.streams().list(proto::ListStreamsRequest {}).await?.into_inner().streams;
+            let handles: Vec<u64> = list.iter().map(|s| s.handle).collect();
+            if !handles.is_empty() {
+                client.streams().destroy(proto::DestroyStreamsRequest { handles: handles.clone() }).await?;
+            }
+            json!({ "destroyed": handles.len() })
         }
         "list" => {
             let list = client.streams().list(proto::ListStreamsRequest {}).await?.into_inner().streams;

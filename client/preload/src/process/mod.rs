@@ -59,6 +59,9 @@ pub struct Process {
     /// The most urgent priority the tenant may give a stream, as the welcome said
     /// (i32::MIN: no limit, or not heard yet).
     tenant_priority: AtomicI32,
+    /// On Kubernetes, the most the process asks for at once on each device its pod is
+    /// booked on, as the welcome said (empty: no allocation, or not heard yet).
+    bookings: Mutex<Vec<pb::DeviceBooking>>,
     /// Whether npud has been asked for it (once, before the first plan).
     asked_tenant: AtomicBool,
     warned: AtomicBool,
@@ -103,6 +106,7 @@ impl Process {
             tenant_streams: AtomicU32::new(0),
             tenant_max: AtomicU32::new(0),
             tenant_priority: AtomicI32::new(i32::MIN),
+            bookings: Mutex::new(Vec::new()),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -121,17 +125,30 @@ impl Process {
         Ok(())
     }
 
-    /// The process's whole start-up need per device: `NPUD_STREAMS`, else its tenant's
+    /// The process's whole start-up need on `device`: `NPUD_STREAMS`, else its tenant's
     /// `process_streams` in npud's config, else a torch_npu process's.
     /// Never more than the tenant may hold: a larger ask could never be granted, and an
-    /// unmodified process would fail at its first aclrtSetDevice under a small quota.
-    fn startup(&self) -> u32 {
+    /// unmodified process would fail at its first aclrtSetDevice under a small quota. On
+    /// Kubernetes, never more than its pod's booking on that device (NPUD_STREAMS there is
+    /// the whole allocation, which a pod of several NPUs books a part of on each).
+    fn startup(&self, device: u32) -> u32 {
         let tenant = self.tenant_streams.load(Ordering::Relaxed);
         let ask = self.settings.streams.or((tenant > 0).then_some(tenant)).unwrap_or(DEFAULT_STREAMS);
-        match self.tenant_max.load(Ordering::Relaxed) {
+        let ask = match self.tenant_max.load(Ordering::Relaxed) {
             0 => ask,
             max => ask.min(max),
+        };
+        let bookings = lock(&self.bookings);
+        if bookings.is_empty() {
+            return ask;
         }
+        let identity = self.devices.identity(device);
+        let booked = bookings.iter().find(|b| match (&identity, &b.identity) {
+            (Some(mine), Some(theirs)) => mine.id == theirs.id,
+            // A device whose vendor name is unknown is taken by its number.
+            _ => identity.is_none() && b.device == device,
+        });
+        booked.map_or(ask, |b| ask.min(b.streams))
     }
 
     /// The priority a stream the program asks `asked` for is made with: no more urgent
@@ -149,7 +166,9 @@ impl Process {
         // otherwise the welcome, which carries the tenant's start-up ask and quota, comes
         // first. An unreachable npud is dealt with by the acquire below.
         let first = !self.asked_tenant.swap(true, Ordering::Relaxed);
-        let with_hello = first && self.settings.streams.is_some();
+        // On Kubernetes the welcome says how much of the allocation is this device's, so it
+        // comes first there.
+        let with_hello = first && self.settings.streams.is_some() && self.settings.allocation.is_empty();
         if first && !with_hello {
             let _ = self.with_conn(|_| Ok(()));
         }
@@ -157,7 +176,7 @@ impl Process {
             return self.unadmitted(device, n);
         }
         self.flush_reset(device);
-        if let Plan::Covered = lock(&self.books).plan(device, n, self.startup()) {
+        if let Plan::Covered = lock(&self.books).plan(device, n, self.startup(device)) {
             self.creating(device, false);
             return Ok(());
         }
@@ -166,7 +185,7 @@ impl Process {
         // each ask for a whole start-up before the first grant is booked, and hold several
         // times what the process uses.
         let _asking = lock(&self.asking);
-        let plan = lock(&self.books).plan(device, n, self.startup());
+        let plan = lock(&self.books).plan(device, n, self.startup(device));
         let Plan::Ask { count, wait, needed } = plan else {
             self.creating(device, false);
             return Ok(());
@@ -188,9 +207,9 @@ impl Process {
         // within it, as it would have been had the welcome come first.
         let answer = match answer {
             Err(WireError::Refused { reason, .. })
-                if with_hello && reason == pb::ErrorReason::QuotaExceeded as i32 && count > self.startup() =>
+                if with_hello && reason == pb::ErrorReason::QuotaExceeded as i32 && count > self.startup(device) =>
             {
-                let Plan::Ask { count: again, .. } = lock(&self.books).plan(device, n, self.startup()) else {
+                let Plan::Ask { count: again, .. } = lock(&self.books).plan(device, n, self.startup(device)) else {
                     return Ok(());
                 };
                 return self.acquired(device, again, n, self.with_conn(|c| c.call(ask(again), wait)));

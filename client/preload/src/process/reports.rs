@@ -105,7 +105,7 @@ impl Process {
             let (reset_streams, reset_events) = lock(&self.resets).remove(&device).unwrap_or((0, 0));
             let (count, created) = {
                 let mut books = lock(&self.books);
-                (books.surplus(device, self.startup()).saturating_add(reset_streams), books.device(device).used)
+                (books.surplus(device, self.startup(device)).saturating_add(reset_streams), books.device(device).used)
             };
             // Nothing to give back still says what the process now has created: npud's
             // reconciliation would otherwise count destroyed streams as still held, and

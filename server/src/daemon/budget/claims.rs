@@ -13,6 +13,8 @@ impl NativeSession {
     pub(super) async fn declare(&self, d: &pb::DeclareBudgetRequest) -> Result<Reply, NpudError> {
         let daemon = &self.daemon;
         self.check_device(d.device)?;
+        // A pod's process declares only where its pod is booked, as it asks there.
+        daemon.quota_for_streams(&self.caller.tenant, d.device, 0)?;
         if !daemon.natives.accepts_declarations() {
             return Err(NpudError::new(
                 Reason::InvalidArgumentOther,
@@ -71,7 +73,7 @@ impl NativeSession {
                 format!("a capture of {} streams; 1..={MAX_CAPTURED} per call", c.count),
             ));
         }
-        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
+        let quota = self.daemon.quota_for_streams(&self.caller.tenant, c.device, 0)?;
         let _mutation = self.daemon.health.mutation();
         // Booked and recorded together, before anything can cancel this call.
         let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count);

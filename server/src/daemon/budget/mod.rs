@@ -122,7 +122,7 @@ impl NativeSession {
         };
         self.daemon.metrics.budget_call(kind);
         let reply = match call.call {
-            Some(Call::Hello(h)) => self.hello(h),
+            Some(Call::Hello(h)) => self.hello(h).await,
             Some(Call::Acquire(a)) => self.acquire(&a).await,
             Some(Call::Release(r)) => self.release(&r),
             Some(Call::Declare(d)) => self.declare(&d).await,
@@ -175,9 +175,9 @@ impl NativeSession {
         Ok(())
     }
 
-    fn hello(&self, h: pb::BudgetHello) -> Result<Reply, NpudError> {
+    async fn hello(&self, h: pb::BudgetHello) -> Result<Reply, NpudError> {
         if !h.allocation.is_empty() {
-            self.daemon.bind_allocation(&self.caller.tenant, &h.allocation, self.pod.as_deref())?;
+            self.daemon.bind_allocation(&self.caller.tenant, &h.allocation, self.pod.as_deref()).await?;
         }
         // Shown to an admin by `npuctl status`: a control character (an escape sequence
         // for the admin's terminal, a newline that forges a row) is replaced.
@@ -187,8 +187,23 @@ impl NativeSession {
         if h.reports_created {
             self.daemon.natives.set_reports_created(self.id);
         }
-        let quota = self.daemon.quotas.get(&self.caller.tenant).0;
+        let mut quota = self.daemon.quotas.get(&self.caller.tenant).0;
+        if let Some(b) = self.daemon.allocations().and_then(|a| a.booking(&self.caller.tenant)) {
+            // A pod's own quota is its allocation, over all its devices.
+            quota.max_streams = b.total;
+        }
+        let bookings = self
+            .daemon
+            .first_asks(&self.caller.tenant)
+            .into_iter()
+            .map(|(device, streams)| pb::DeviceBooking {
+                device,
+                identity: self.daemon.device(device).ok().and_then(|d| identity_of(&d.identity)),
+                streams,
+            })
+            .collect();
         Ok(Reply::Welcome(pb::BudgetWelcome {
+            bookings,
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
@@ -308,7 +323,7 @@ impl NativeSession {
     }
 
     fn share(&self, device: u32) -> pb::BudgetShare {
-        let (quota, _) = self.daemon.quotas.get(&self.caller.tenant);
+        let quota = self.daemon.quota_on(&self.caller.tenant, device);
         let s = self.daemon.admission.native_share(device, &self.caller.tenant, &quota);
         let d = &self.daemon;
         let event_capacity = d.device(device).map_or(0, |desc| desc.event_limit);
@@ -375,6 +390,16 @@ impl Drop for NativeSession {
             tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");
         }
     }
+}
+
+/// A device's vendor name as the budget wire carries it.
+fn identity_of(identity: &crate::backend::Identity) -> Option<pb::DeviceIdentity> {
+    let id = match (identity.physical_id, &identity.uuid) {
+        (Some(p), _) => pb::device_identity::Id::PhysicalId(p),
+        (None, Some(u)) => pb::device_identity::Id::Uuid(u.clone()),
+        (None, None) => return None,
+    };
+    Some(pb::DeviceIdentity { id: Some(id) })
 }
 
 fn millis(d: Duration) -> u32 {

@@ -10,7 +10,7 @@ use crate::backend::{Backend, RawStream};
 use crate::config::{BudgetConfig, Policy};
 use crate::error::{NpudError, NpudResult, Reason};
 use crate::observe::metrics::Metrics;
-use crate::policy::ledger::{Admit, Ledger, TenantFigures};
+use crate::policy::ledger::{Admit, Ledger, Spread, TenantFigures};
 use crate::types::{Quota, Tenant};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -27,6 +27,7 @@ const LARGEST_HOLDERS: usize = 3;
 /// native batches are not paced.
 pub const CONTENDED_FROM: (u64, u64) = (3, 4);
 
+mod across;
 mod create;
 mod native;
 mod release;
@@ -107,6 +108,8 @@ pub struct Admission {
     pub remeasure: tokio::sync::Notify,
     /// Reconciliation's rounds, started and finished (see [`Admission::measured_since_now`]).
     rounds: tokio::sync::watch::Sender<Rounds>,
+    /// Tenants' holdings over every device and their caps there, shared by the ledgers.
+    spread: Arc<Spread>,
 }
 
 /// How many rounds of measurement reconciliation has started and finished: an ask can
@@ -127,11 +130,12 @@ impl Admission {
         max_pending: u32,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let spread = Arc::new(Spread::default());
         let devices = capacities
             .iter()
             .map(|&c| DeviceBudget {
                 state: Mutex::new(DeviceState {
-                    ledger: Ledger::with_pending_limit(c, max_pending),
+                    ledger: Ledger::shared(c, max_pending, Arc::clone(&spread)),
                     pool: HashMap::new(),
                 }),
                 pacer: tokio::sync::Mutex::new(()),
@@ -147,6 +151,7 @@ impl Admission {
             metrics,
             remeasure: tokio::sync::Notify::new(),
             rounds: tokio::sync::watch::Sender::new(Rounds::default()),
+            spread,
         }
     }
 
@@ -167,10 +172,10 @@ impl Admission {
     }
 
     /// Sets one device's reservations (they may differ by device: an allocation is
-    /// reserved only where it is booked).
-    pub fn set_reservations_on(&self, device: u32, reservations: HashMap<Tenant, u32>) {
+    /// reserved only where it is booked): `all`, of which `fixed` are the tenants' quotas'.
+    pub fn set_reservations_on(&self, device: u32, all: HashMap<Tenant, u32>, fixed: HashMap<Tenant, u32>) {
         let mut st = self.lock(device);
-        st.ledger.set_reservations(reservations);
+        st.ledger.set_reservations_with(all, fixed);
         grant_queued(&mut st.ledger);
     }
 

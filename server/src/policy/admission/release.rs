@@ -34,6 +34,7 @@ impl Admission {
         let n = streams.len() as u32;
         let managed = self.policy == Policy::Managed;
         self.lock(device).ledger.release(tenant, n, managed);
+        self.wake_others(device, tenant);
         let this = Arc::clone(self);
         let mut job = Box::pin(async move {
             let failed = if managed {
@@ -66,6 +67,7 @@ impl Admission {
         st.ledger.release(tenant, count, false);
         grant_queued(&mut st.ledger);
         drop(st);
+        self.wake_others(device, tenant);
         for (s, _) in made {
             if let Err(e) = self.backend.destroy_stream(device, s) {
                 tracing::warn!(device, error = %e, "destroying a stream of a failed grant");

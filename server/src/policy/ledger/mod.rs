@@ -7,6 +7,17 @@
 //! one; global virtual time `V` only moves forward, so every request eventually becomes the
 //! head. Requests covered by their tenant's reservation go first, and requests held back
 //! only by their own tenant's quota step aside instead of blocking others.
+//!
+//! A request is refused at once only when nothing but a change of configuration could
+//! grant it: more than the device holds, than the tenant may hold, or than others' fixed
+//! reservations (their quotas') leave. One that pods' reservations keep out waits: those
+//! come and go with the pods.
+
+mod figures;
+mod spread;
+
+pub use figures::TenantFigures;
+pub use spread::Spread;
 
 use crate::error::{NpudError, Reason};
 use crate::types::{Quota, Tenant};
@@ -47,14 +58,6 @@ pub enum Admit<W> {
     Queued(u64),
 }
 
-/// Per-tenant figures for `status`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TenantFigures {
-    pub streams: u32,
-    pub waiting_requests: u32,
-    pub waiting_streams: u32,
-}
-
 pub struct Ledger<W> {
     capacity: u32,
     /// Requests one tenant may have waiting at once.
@@ -79,11 +82,17 @@ pub struct Ledger<W> {
     lowered: u64,
     used: HashMap<Tenant, u32>,
     reservations: HashMap<Tenant, u32>,
+    /// Of the reservations, those that stay until the configuration changes (tenants'
+    /// quotas), as opposed to pods' bookings.
+    fixed: HashMap<Tenant, u32>,
     queue: BTreeMap<(Tag, u64), Pending<W>>,
     tickets: HashMap<u64, (Tag, u64)>,
     tenant_tag: HashMap<Tenant, f64>,
     virtual_time: f64,
     seq: u64,
+    /// Every tenant's holdings over all devices and their caps there (shared by all
+    /// devices' ledgers).
+    spread: Arc<Spread>,
 }
 
 impl<W> Ledger<W> {
@@ -92,6 +101,12 @@ impl<W> Ledger<W> {
     }
 
     pub fn with_pending_limit(capacity: u32, max_pending: u32) -> Self {
+        Self::shared(capacity, max_pending, Arc::default())
+    }
+
+    /// A ledger whose tenants' totals over every device are kept in `spread`, with the
+    /// other devices' ledgers.
+    pub fn shared(capacity: u32, max_pending: u32, spread: Arc<Spread>) -> Self {
         Self {
             capacity,
             max_pending,
@@ -103,11 +118,13 @@ impl<W> Ledger<W> {
             lowered: 0,
             used: HashMap::new(),
             reservations: HashMap::new(),
+            fixed: HashMap::new(),
             queue: BTreeMap::new(),
             tickets: HashMap::new(),
             tenant_tag: HashMap::new(),
             virtual_time: 0.0,
             seq: 0,
+            spread,
         }
     }
 
@@ -167,9 +184,22 @@ impl<W> Ledger<W> {
         self.used.get(tenant).copied().unwrap_or(0)
     }
 
-    /// Replaces the reservation table (after a quota change).
+    /// What the device reserves for `tenant`.
+    pub fn reservation_of(&self, tenant: &str) -> u32 {
+        self.reservations.get(tenant).copied().unwrap_or(0)
+    }
+
+    /// Replaces the reservation table (after a quota change): every reservation fixed.
     pub fn set_reservations(&mut self, reservations: HashMap<Tenant, u32>) {
+        self.fixed = reservations.clone();
         self.reservations = reservations;
+    }
+
+    /// Replaces the reservation table: `all` of them, of which `fixed` stay until the
+    /// configuration changes (pods' bookings are the rest).
+    pub fn set_reservations_with(&mut self, all: HashMap<Tenant, u32>, fixed: HashMap<Tenant, u32>) {
+        self.reservations = all;
+        self.fixed = fixed;
     }
 
     /// Reserved streams other tenants have not taken yet: room a claim may never use.
@@ -195,7 +225,7 @@ impl<W> Ledger<W> {
     }
 
     fn fits_quota(&self, tenant: &str, count: u32, quota: &Quota) -> bool {
-        self.used_by(tenant).saturating_add(count) <= quota.max_streams
+        self.used_by(tenant).saturating_add(count) <= quota.max_streams && self.spread.fits(tenant, count)
     }
 
     fn fits_budget(&self, tenant: &str, count: u32) -> bool {
@@ -203,22 +233,6 @@ impl<W> Ledger<W> {
         let committed = self.committed() - u64::from(self.claim(tenant, used))
             + u64::from(self.claim(tenant, used.saturating_add(count)));
         committed + u64::from(self.draining) + u64::from(self.untracked()) <= u64::from(self.capacity)
-    }
-
-    /// The numbers a refusal explains itself with.
-    pub fn figures(&self, tenant: &str, quota: &Quota) -> Vec<(&'static str, i64)> {
-        vec![
-            ("capacity", i64::from(self.capacity)),
-            ("in_use", i64::from(self.in_use)),
-            ("pooled", i64::from(self.pooled)),
-            // Released streams still finishing their work: they hold budget until they do.
-            ("draining", i64::from(self.draining)),
-            // Streams the device holds outside npud's books (reconciliation).
-            ("untracked", i64::from(self.untracked())),
-            ("tenant_in_use", i64::from(self.used_by(tenant))),
-            ("tenant_max_streams", i64::from(quota.max_streams)),
-            ("tenant_reserved", i64::from(quota.reserved_streams)),
-        ]
     }
 
     /// Admits, queues or refuses a request for `count` streams.
@@ -244,15 +258,28 @@ impl<W> Ledger<W> {
             )
             .with_figures(self.figures(tenant, quota)));
         }
-        let others_reserved: u32 =
-            self.reservations.iter().filter(|(t, _)| t.as_ref() != tenant.as_ref()).map(|(_, &r)| r).sum();
-        let reachable = self.capacity.saturating_sub(others_reserved);
-        if count > reachable {
+        let others_fixed: u32 = self
+            .fixed
+            .iter()
+            .filter(|(t, _)| t.as_ref() != tenant.as_ref())
+            .fold(0u32, |n, (_, &r)| n.saturating_add(r));
+        if count > self.capacity.saturating_sub(others_fixed) {
             return Err(NpudError::new(
                 Reason::BudgetExhausted,
                 format!(
-                    "request for {count} streams can never be granted: device capacity is {} and other tenants reserve {others_reserved}",
+                    "request for {count} streams can never be granted: device capacity is {} and other tenants' quotas reserve {others_fixed}",
                     self.capacity
+                ),
+            )
+            .with_figures(self.figures(tenant, quota)));
+        }
+        if let Some(cap) = self.spread.cap(tenant)
+            && count > cap
+        {
+            return Err(NpudError::new(
+                Reason::QuotaExceeded,
+                format!(
+                    "request for {count} streams can never be granted: tenant {tenant} may hold {cap} over all devices"
                 ),
             )
             .with_figures(self.figures(tenant, quota)));
@@ -298,6 +325,7 @@ impl<W> Ledger<W> {
         let used = self.used.entry(Arc::clone(tenant)).or_insert(0);
         *used = used.saturating_add(count);
         self.in_use = self.in_use.saturating_add(count);
+        self.spread.add(tenant, count);
         if tag.0.is_finite() {
             self.virtual_time = self.virtual_time.max(tag.0);
         }
@@ -347,6 +375,7 @@ impl<W> Ledger<W> {
     /// A tenant gives streams back to the device; they start draining.
     pub fn release(&mut self, tenant: &str, count: u32, draining: bool) {
         if let Some(used) = self.used.get_mut(tenant) {
+            self.spread.sub(tenant, count.min(*used));
             *used = used.saturating_sub(count);
             if *used == 0 {
                 self.used.remove(tenant);
@@ -382,27 +411,9 @@ impl<W> Ledger<W> {
         self.take(tenant, count, Tag(f64::NEG_INFINITY));
     }
 
-    /// The `n` tenants holding the most streams, most first (ties by name), for a
-    /// diagnosis that says who has the device.
-    pub fn largest_holders(&self, n: usize) -> Vec<(Tenant, u32)> {
-        let mut all: Vec<(Tenant, u32)> =
-            self.used.iter().filter(|(_, u)| **u > 0).map(|(t, u)| (Arc::clone(t), *u)).collect();
-        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        all.truncate(n);
-        all
-    }
-
-    pub fn tenant_figures(&self) -> HashMap<Tenant, TenantFigures> {
-        let mut out: HashMap<Tenant, TenantFigures> = HashMap::new();
-        for (t, &u) in &self.used {
-            out.entry(Arc::clone(t)).or_default().streams = u;
-        }
-        for p in self.queue.values() {
-            let f = out.entry(Arc::clone(&p.tenant)).or_default();
-            f.waiting_requests += 1;
-            f.waiting_streams += p.count;
-        }
-        out
+    /// Whether `tenant` has an ask waiting here.
+    pub fn tenant_waits(&self, tenant: &str) -> bool {
+        self.pending.get(tenant).is_some_and(|n| *n > 0)
     }
 }
 

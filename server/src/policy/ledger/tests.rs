@@ -165,3 +165,43 @@ fn a_tenant_over_its_quota_is_refused_at_once_until_it_is_back_under() {
     l.release("a", 3, false);
     granted(l.request(&t("a"), 1, &q, 3));
 }
+
+/// Pods' reservations come and go with the pods: an ask they keep out waits (it is granted
+/// when one goes), where one that tenants' quotas keep out is refused at once, as is one
+/// larger than the device.
+#[test]
+fn an_ask_kept_out_by_reservations_waits_for_them() {
+    let mut l = Ledger::new(100);
+    l.set_reservations_with(HashMap::from([(t("older"), 90)]), HashMap::new());
+    let ticket = queued(l.request(&t("newer"), 50, &quota(100, 0, 1), 7));
+    assert!(ticket > 0 && l.process().is_empty(), "the older pod's room is not taken");
+    l.set_reservations(HashMap::new());
+    let g = l.process();
+    assert_eq!(g.iter().map(|(t, n, w)| (t.to_string(), *n, *w)).collect::<Vec<_>>(), [("newer".into(), 50, 7)]);
+    let err = l.request(&t("newer"), 101, &quota(1000, 0, 1), 0).err().unwrap();
+    assert_eq!(err.reason, Reason::BudgetExhausted, "{err}");
+    l.set_reservations(HashMap::from([(t("configured"), 90)]));
+    let err = l.request(&t("newer"), 50, &quota(1000, 0, 1), 0).err().unwrap();
+    assert!(err.message.contains("quotas reserve 90"), "{err}");
+}
+
+/// Ledgers sharing a spread hold a capped tenant to its total over every device: what it
+/// holds on one device leaves the other less, an ask over what is left waits (stepping
+/// aside) until a release on the other device, and an ask over the whole cap is refused.
+#[test]
+fn a_cap_over_devices_holds_across_ledgers() {
+    let spread = Arc::new(Spread::default());
+    let (mut d0, mut d1) =
+        (Ledger::shared(100, u32::MAX, Arc::clone(&spread)), Ledger::shared(100, u32::MAX, Arc::clone(&spread)));
+    let pod = t("pod-a");
+    spread.set_cap(&pod, Some(60));
+    let q = quota(60, 0, 1);
+    granted(d0.request(&pod, 40, &q, 0));
+    queued(d1.request(&pod, 30, &q, 1));
+    assert!(d1.process().is_empty(), "40 + 30 is over 60");
+    d0.release("pod-a", 20, false);
+    assert_eq!(d1.process().len(), 1, "granted once device 0 gave 20 back");
+    assert_eq!(spread.held("pod-a"), 50);
+    let err = d0.request(&pod, 61, &quota(100, 0, 1), 3).err().unwrap();
+    assert_eq!(err.reason, Reason::QuotaExceeded, "{err}");
+}

@@ -48,8 +48,34 @@ class TenantUsage(_message.Message):
     allocated_streams: int
     def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ..., allocated_streams: _Optional[int] = ...) -> None: ...
 
+class AllocationBooking(_message.Message):
+    __slots__ = ("namespace", "pod", "container", "tenant", "device", "booked", "reserved", "in_use", "waiting", "allocated", "mode")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    POD_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    TENANT_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    BOOKED_FIELD_NUMBER: _ClassVar[int]
+    RESERVED_FIELD_NUMBER: _ClassVar[int]
+    IN_USE_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATED_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    pod: str
+    container: str
+    tenant: str
+    device: int
+    booked: int
+    reserved: int
+    in_use: int
+    waiting: int
+    allocated: int
+    mode: str
+    def __init__(self, namespace: _Optional[str] = ..., pod: _Optional[str] = ..., container: _Optional[str] = ..., tenant: _Optional[str] = ..., device: _Optional[int] = ..., booked: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., waiting: _Optional[int] = ..., allocated: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
+
 class StatusResponse(_message.Message):
-    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations", "native_holders")
+    __slots__ = ("devices", "tenants", "policy", "epoch", "pool_hits", "hardware_creations", "sessions", "streams", "events", "callbacks_in_flight", "invariant_violations", "native_holders", "allocations")
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     TENANTS_FIELD_NUMBER: _ClassVar[int]
     POLICY_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +88,7 @@ class StatusResponse(_message.Message):
     CALLBACKS_IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     INVARIANT_VIOLATIONS_FIELD_NUMBER: _ClassVar[int]
     NATIVE_HOLDERS_FIELD_NUMBER: _ClassVar[int]
+    ALLOCATIONS_FIELD_NUMBER: _ClassVar[int]
     devices: _containers.RepeatedCompositeFieldContainer[_device_pb2.Device]
     tenants: _containers.RepeatedCompositeFieldContainer[TenantUsage]
     policy: str
@@ -74,7 +101,8 @@ class StatusResponse(_message.Message):
     callbacks_in_flight: int
     invariant_violations: int
     native_holders: _containers.RepeatedCompositeFieldContainer[_budget_pb2.NativeHolder]
-    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ..., sessions: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., callbacks_in_flight: _Optional[int] = ..., invariant_violations: _Optional[int] = ..., native_holders: _Optional[_Iterable[_Union[_budget_pb2.NativeHolder, _Mapping]]] = ...) -> None: ...
+    allocations: _containers.RepeatedCompositeFieldContainer[AllocationBooking]
+    def __init__(self, devices: _Optional[_Iterable[_Union[_device_pb2.Device, _Mapping]]] = ..., tenants: _Optional[_Iterable[_Union[TenantUsage, _Mapping]]] = ..., policy: _Optional[str] = ..., epoch: _Optional[int] = ..., pool_hits: _Optional[int] = ..., hardware_creations: _Optional[int] = ..., sessions: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., callbacks_in_flight: _Optional[int] = ..., invariant_violations: _Optional[int] = ..., native_holders: _Optional[_Iterable[_Union[_budget_pb2.NativeHolder, _Mapping]]] = ..., allocations: _Optional[_Iterable[_Union[AllocationBooking, _Mapping]]] = ...) -> None: ...
 
 class ListTenantsRequest(_message.Message):
     __slots__ = ()

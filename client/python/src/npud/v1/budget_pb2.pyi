@@ -1,7 +1,8 @@
 from npud.v1 import errors_pb2 as _errors_pb2
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
@@ -63,20 +64,32 @@ class BudgetHello(_message.Message):
     def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
-    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority")
+    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DECLARE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
     PROCESS_STREAMS_FIELD_NUMBER: _ClassVar[int]
     MAX_STREAMS_FIELD_NUMBER: _ClassVar[int]
     HIGHEST_PRIORITY_FIELD_NUMBER: _ClassVar[int]
+    BOOKINGS_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     epoch: int
     declare_grace_ms: int
     process_streams: int
     max_streams: int
     highest_priority: int
-    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ...) -> None: ...
+    bookings: _containers.RepeatedCompositeFieldContainer[DeviceBooking]
+    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ...) -> None: ...
+
+class DeviceBooking(_message.Message):
+    __slots__ = ("device", "identity", "streams")
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    STREAMS_FIELD_NUMBER: _ClassVar[int]
+    device: int
+    identity: DeviceIdentity
+    streams: int
+    def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., streams: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
     __slots__ = ("device", "count", "wait_ms", "identity", "created")

@@ -1,0 +1,147 @@
+//! What a pod may hold where: the bookings of the allocations bound to it. Every container
+//! of a pod is one tenant, so a pod holds at most the sum of its containers' allocations,
+//! however many containers present one token. A regular init container's unit ids, which
+//! the kubelet hands on to the app container (calling Allocate again), count once.
+
+use super::{Allocation, Allocations, Placement, PodNames};
+use crate::types::Tenant;
+use std::collections::{BTreeMap, HashMap};
+
+/// `total` split over `n` devices: evenly, the remainder one each to the lowest.
+pub fn split(total: u32, n: usize) -> Vec<u32> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let n32 = n as u32;
+    (0..n32).map(|i| total / n32 + u32::from(i < total % n32)).collect()
+}
+
+/// A pod's bookings, summed over its allocations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodBooking {
+    /// Streams booked (and reserved) on each device, by npud's device id.
+    pub devices: BTreeMap<u32, u32>,
+    /// Streams of allocations whose devices are unknown: usable on any device.
+    pub floating: u32,
+    /// Everything: the most the pod may hold over all devices.
+    pub total: u32,
+    /// Over how many devices the floating streams are expected to be used.
+    pub spread: u32,
+}
+
+impl PodBooking {
+    /// The most the pod may hold on `device` (what the other devices hold aside).
+    pub fn on(&self, device: u32) -> u32 {
+        self.devices.get(&device).copied().unwrap_or(0).saturating_add(self.floating)
+    }
+
+    /// What one of its processes asks for at once on `device` at most: its booking there,
+    /// and an even share of the floating streams.
+    pub fn first_ask(&self, device: u32) -> u32 {
+        let share = self.floating.div_ceil(self.spread.max(1));
+        self.devices.get(&device).copied().unwrap_or(0).saturating_add(share)
+    }
+}
+
+/// One allocation's booking on one device, for `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BookingRow {
+    pub names: Option<PodNames>,
+    pub tenant: Tenant,
+    /// The device (npud's id), or None for an allocation booked per acquisition, which
+    /// may take its streams on any device.
+    pub device: Option<u32>,
+    pub booked: u32,
+    pub allocated: u32,
+}
+
+impl Allocations {
+    /// The bound allocations that count, oldest binding first: per pod, one of each set of
+    /// unit ids (the latest bound).
+    fn counted(&self) -> Vec<Allocation> {
+        let inner = self.lock();
+        let mut latest: HashMap<(&Tenant, &[String]), &Allocation> = HashMap::new();
+        for a in inner.map.values() {
+            let Some(t) = &a.bound else { continue };
+            let slot = latest.entry((t, a.ids.as_slice())).or_insert(a);
+            if a.seq > slot.seq {
+                *slot = a;
+            }
+        }
+        let mut out: Vec<Allocation> = latest.into_values().cloned().collect();
+        out.sort_by_key(|a| a.seq);
+        out
+    }
+
+    /// What the pod `tenant` may hold where; None when no allocation is bound to it.
+    pub fn booking(&self, tenant: &str) -> Option<PodBooking> {
+        let mine: Vec<Allocation> = self.counted().into_iter().filter(|a| a.bound.as_deref() == Some(tenant)).collect();
+        if mine.is_empty() {
+            return None;
+        }
+        let mut b = PodBooking { spread: 1, ..Default::default() };
+        for a in &mine {
+            let total = a.total();
+            b.total = b.total.saturating_add(total);
+            match &a.placement {
+                Some(Placement::Devices(devices)) => {
+                    for (d, n) in devices.iter().zip(split(total, devices.len())) {
+                        let slot = b.devices.entry(*d).or_insert(0);
+                        *slot = slot.saturating_add(n);
+                    }
+                }
+                Some(Placement::Fallback { spread }) => {
+                    b.floating = b.floating.saturating_add(total);
+                    b.spread = b.spread.max(*spread);
+                }
+                // Bound but not placed yet (only while a presentation is under way).
+                None => b.floating = b.floating.saturating_add(total),
+            }
+        }
+        Some(b)
+    }
+
+    /// Every pod's booked streams per device, oldest binding first: the order in which
+    /// their reservations are made, so a newer pod never takes an older one's room.
+    pub fn in_binding_order(&self) -> Vec<(Tenant, u32, u32)> {
+        let mut out = Vec::new();
+        for a in self.counted() {
+            let (Some(t), Some(Placement::Devices(devices))) = (&a.bound, &a.placement) else { continue };
+            for (d, n) in devices.iter().zip(split(a.total(), devices.len())) {
+                out.push((Tenant::clone(t), *d, n));
+            }
+        }
+        out
+    }
+
+    /// Every counted allocation's rows, oldest binding first.
+    pub fn rows(&self) -> Vec<BookingRow> {
+        let mut out = Vec::new();
+        for a in self.counted() {
+            let Some(tenant) = a.bound.clone() else { continue };
+            let allocated = a.total();
+            let row = |device, booked| BookingRow {
+                names: a.names.clone(),
+                tenant: Tenant::clone(&tenant),
+                device,
+                booked,
+                allocated,
+            };
+            match &a.placement {
+                Some(Placement::Devices(devices)) => {
+                    out.extend(devices.iter().zip(split(allocated, devices.len())).map(|(d, n)| row(Some(*d), n)));
+                }
+                _ => out.push(row(None, allocated)),
+            }
+        }
+        out
+    }
+
+    /// Every pod tenant with an allocation bound (the pods npud books).
+    pub fn bound_tenants(&self) -> Vec<Tenant> {
+        let mut out: Vec<Tenant> = self.counted().into_iter().filter_map(|a| a.bound).collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}

@@ -1,0 +1,273 @@
+//! Device-plugin allocations: what each Allocate call granted, the token that binds it to
+//! the pod that presents it, the devices it is booked on, and the files that carry all of
+//! it across restarts. Pure books and files; the kubelet-facing plugin is in
+//! `crate::kubernetes`, and what binding does to the ledgers in `crate::daemon`.
+
+mod booking;
+pub mod listing;
+mod records;
+#[cfg(test)]
+mod tests;
+
+pub use booking::{BookingRow, PodBooking, split};
+pub use listing::{Listed, PodLister};
+
+use crate::error::{NpudError, NpudResult, Reason};
+use crate::types::Tenant;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Where an allocation's token file appears inside the container.
+pub const CONTAINER_TOKEN_PATH: &str = "/run/npud-allocation/token";
+
+/// Where an allocation is booked, decided when it is first bound.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// The devices the vendor's plugin gave its container (npud's ids, ascending, each
+    /// once): the streams are split over them and reserved there.
+    Devices(Vec<u32>),
+    /// Those devices are unknown (no vendor resource listed, or ids that name no device):
+    /// booked per acquisition, on any device, up to the allocation in all. `spread` is over
+    /// how many devices it is expected to be used (the vendor's device count where listed,
+    /// else every device), which sizes a process's first ask.
+    Fallback { spread: u32 },
+}
+
+/// The names the kubelet's pod-resources API lists an allocation's container under.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodNames {
+    pub namespace: String,
+    pub pod: String,
+    pub container: String,
+}
+
+/// One Allocate call's grant to one container.
+#[derive(Debug, Clone)]
+pub struct Allocation {
+    /// The file holding the token on the host (mounted into the container).
+    pub file: PathBuf,
+    /// The unit ids the kubelet gave the container, sorted: how pod-resources names it.
+    pub ids: Vec<String>,
+    /// Consecutive pod-resources reads that did not list it (gone after two).
+    pub missing: u8,
+    /// Units by the device their ids came from (units × stream_unit): only their sum
+    /// means anything, since the kubelet picks unit ids from any device.
+    pub streams: Vec<(u32, u32)>,
+    /// The tenant it is bound to: its pod's (every container of a pod is one tenant).
+    pub bound: Option<Tenant>,
+    /// The pod it is bound to (the first presenter's pod uid, from its cgroup): every
+    /// container of that pod, and no one else, may present it from then on.
+    pub pod: Option<String>,
+    /// Its place in binding order (0: never bound): reservations are made oldest first.
+    pub seq: u64,
+    /// Where it is booked, once bound.
+    pub placement: Option<Placement>,
+    /// Its container's names, once pod-resources listed it.
+    pub names: Option<PodNames>,
+}
+
+impl Allocation {
+    /// The streams the allocation gives: all its units.
+    pub fn total(&self) -> u32 {
+        self.streams.iter().fold(0u32, |n, (_, s)| n.saturating_add(*s))
+    }
+}
+
+/// What a presentation did: the allocation, and the tenant it was bound to before when it
+/// moved (a container of the same pod that the config maps to a tenant of its own).
+pub struct Bound {
+    pub allocation: Allocation,
+    pub moved_from: Option<Tenant>,
+}
+
+pub(crate) struct Books {
+    map: HashMap<String, Allocation>,
+    /// Tokens, oldest Allocate first (what is dropped first past the bound).
+    order: Vec<String>,
+    /// The next binding's place in binding order.
+    next_seq: u64,
+}
+
+/// Allocations by token. Bounded: the kubelet allocates per container, so a node holds at
+/// most a few hundred; past [`MAX_ALLOCATIONS`] the oldest unbound ones go.
+pub struct Allocations {
+    dir: PathBuf,
+    inner: Mutex<Books>,
+}
+
+pub const MAX_ALLOCATIONS: usize = 4096;
+
+impl Allocations {
+    /// Token files go in `dir` (created 0700, so only their bind mounts show them; each
+    /// file 0444 for the container's user). Allocations made before a restart are read
+    /// back from there: the kubelet does not call Allocate again for running containers.
+    pub fn new(dir: PathBuf) -> Self {
+        let books = records::reload(&dir);
+        if !books.order.is_empty() {
+            tracing::info!(allocations = books.order.len(), "device-plugin allocations read back");
+        }
+        Allocations { dir, inner: Mutex::new(books) }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Mints a token for a container's units (the kubelet's `ids`, and streams per
+    /// device) and writes its files; returns the token and the token file.
+    pub fn allocate(&self, mut ids: Vec<String>, streams: Vec<(u32, u32)>) -> std::io::Result<(String, PathBuf)> {
+        ids.sort();
+        let (token, file) = records::write_new(&self.dir, &ids, &streams)?;
+        let mut inner = self.lock();
+        let Books { map, order, .. } = &mut *inner;
+        while order.len() >= MAX_ALLOCATIONS {
+            // The oldest never presented, else the oldest (its pod is long gone).
+            let pos = order.iter().position(|t| map.get(t).is_some_and(|a| a.bound.is_none())).unwrap_or(0);
+            let old = order.remove(pos);
+            if let Some(a) = map.remove(&old) {
+                records::remove_files(&a.file);
+            }
+        }
+        let fresh = Allocation {
+            file: file.clone(),
+            ids,
+            missing: 0,
+            streams,
+            bound: None,
+            pod: None,
+            seq: 0,
+            placement: None,
+            names: None,
+        };
+        map.insert(token.clone(), fresh);
+        order.push(token.clone());
+        Ok((token, file))
+    }
+
+    /// The allocation `token` names, if `tenant` presenting it from `pod` may bind it:
+    /// the first presentation binds the pod; from then on only that pod may present it
+    /// (before and after npud restarts, since the binding is written beside the token).
+    pub fn presentable(&self, token: &str, tenant: &Tenant, pod: Option<&str>) -> NpudResult<Allocation> {
+        let inner = self.lock();
+        let Some(a) = inner.map.get(token.trim()) else {
+            return Err(NpudError::new(
+                Reason::TenantRefused,
+                "the allocation token is not one this daemon handed out (was the pod's allocation made by another npud?)",
+            ));
+        };
+        let same_pod = match (&a.pod, pod) {
+            (Some(bound), Some(p)) => bound == p,
+            (Some(_), None) => false,
+            (None, _) => a.bound.as_ref().is_none_or(|t| t == tenant),
+        };
+        if !same_pod {
+            return Err(NpudError::new(
+                Reason::TenantRefused,
+                "this allocation is bound to another pod; a token is good only in the pod it was allocated to",
+            ));
+        }
+        Ok(a.clone())
+    }
+
+    /// Binds `token` to `tenant` presenting from `pod` (checked as [`Self::presentable`]),
+    /// placing it where `placement` says if it has no place yet, and naming it `names` if
+    /// known. Its first binding fixes its place in binding order.
+    pub fn bind(
+        &self,
+        token: &str,
+        tenant: &Tenant,
+        pod: Option<&str>,
+        placement: Option<Placement>,
+        names: Option<PodNames>,
+    ) -> NpudResult<Bound> {
+        self.presentable(token, tenant, pod)?;
+        let mut inner = self.lock();
+        let seq = inner.next_seq;
+        let Some(a) = inner.map.get_mut(token.trim()) else {
+            return Err(NpudError::new(Reason::TenantRefused, "the allocation went while it was presented"));
+        };
+        let moved_from = a.bound.as_ref().filter(|t| *t != tenant).cloned();
+        let mut changed = a.bound.as_ref() != Some(tenant) || (a.pod.is_none() && pod.is_some());
+        a.bound = Some(Tenant::clone(tenant));
+        a.pod = a.pod.clone().or_else(|| pod.map(str::to_string));
+        let first = a.seq == 0;
+        if first {
+            a.seq = seq;
+            changed = true;
+        }
+        if a.placement.is_none() && placement.is_some() {
+            a.placement = placement;
+            changed = true;
+        }
+        if names.is_some() && a.names != names {
+            a.names = names;
+            changed = true;
+        }
+        if changed {
+            records::write_binding(a);
+        }
+        let allocation = a.clone();
+        if first {
+            inner.next_seq += 1;
+        }
+        Ok(Bound { allocation, moved_from })
+    }
+
+    /// Given the unit-id sets pod-resources lists for npud's resource now, removes (with
+    /// their files) the allocations missing from two reads in a row and returns them: their
+    /// pods are gone. (Two, because a container appears there only after Allocate returns.)
+    pub fn sweep(&self, live: &std::collections::HashSet<Vec<String>>) -> Vec<Allocation> {
+        let mut inner = self.lock();
+        let Books { map, order, .. } = &mut *inner;
+        let mut gone = Vec::new();
+        map.retain(|_, a| {
+            if live.contains(&a.ids) {
+                a.missing = 0;
+                return true;
+            }
+            a.missing = a.missing.saturating_add(1);
+            if a.missing < 2 {
+                return true;
+            }
+            records::remove_files(&a.file);
+            gone.push(a.clone());
+            false
+        });
+        order.retain(|t| map.contains_key(t));
+        gone
+    }
+
+    /// Names the bound allocations pod-resources now lists under `resource` (by their unit
+    /// ids) and that have no names yet.
+    pub fn name_from(&self, listing: &[Listed], resource: &str) {
+        let mut inner = self.lock();
+        for c in listing {
+            let ids = c.ids_of(resource);
+            if ids.is_empty() {
+                continue;
+            }
+            for a in inner.map.values_mut().filter(|a| a.bound.is_some() && a.names.is_none() && a.ids == ids) {
+                a.names = Some(c.names.clone());
+                records::write_binding(a);
+            }
+        }
+    }
+
+    /// The pod `tenant`'s namespace and name, where pod-resources named one of its
+    /// allocations (`namespace/pod`).
+    pub fn pod_name(&self, tenant: &str) -> Option<String> {
+        let inner = self.lock();
+        let a = inner.map.values().find(|a| a.bound.as_deref() == Some(tenant) && a.names.is_some())?;
+        a.names.as_ref().map(|n| format!("{}/{}", n.namespace, n.pod))
+    }
+
+    /// Every allocation (for `status` and tests).
+    pub fn list(&self) -> Vec<Allocation> {
+        self.lock().map.values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Books> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

@@ -1,0 +1,56 @@
+//! What a ledger tells about itself: the figures a refusal explains itself with, who holds
+//! the most, and each tenant's row for `status`.
+
+use super::Ledger;
+use crate::types::{Quota, Tenant};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Per-tenant figures for `status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TenantFigures {
+    pub streams: u32,
+    pub waiting_requests: u32,
+    pub waiting_streams: u32,
+}
+
+impl<W> Ledger<W> {
+    /// The numbers a refusal explains itself with.
+    pub fn figures(&self, tenant: &str, quota: &Quota) -> Vec<(&'static str, i64)> {
+        vec![
+            ("capacity", i64::from(self.capacity)),
+            ("in_use", i64::from(self.in_use)),
+            ("pooled", i64::from(self.pooled)),
+            // Released streams still finishing their work: they hold budget until they do.
+            ("draining", i64::from(self.draining)),
+            // Streams the device holds outside npud's books (reconciliation).
+            ("untracked", i64::from(self.untracked())),
+            ("tenant_in_use", i64::from(self.used_by(tenant))),
+            ("tenant_max_streams", i64::from(quota.max_streams)),
+            ("tenant_reserved", i64::from(quota.reserved_streams)),
+        ]
+    }
+
+    /// The `n` tenants holding the most streams, most first (ties by name), for a
+    /// diagnosis that says who has the device.
+    pub fn largest_holders(&self, n: usize) -> Vec<(Tenant, u32)> {
+        let mut all: Vec<(Tenant, u32)> =
+            self.used.iter().filter(|(_, u)| **u > 0).map(|(t, u)| (Arc::clone(t), *u)).collect();
+        all.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        all.truncate(n);
+        all
+    }
+
+    pub fn tenant_figures(&self) -> HashMap<Tenant, TenantFigures> {
+        let mut out: HashMap<Tenant, TenantFigures> = HashMap::new();
+        for (t, &u) in &self.used {
+            out.entry(Arc::clone(t)).or_default().streams = u;
+        }
+        for p in self.queue.values() {
+            let f = out.entry(Arc::clone(&p.tenant)).or_default();
+            f.waiting_requests += 1;
+            f.waiting_streams += p.count;
+        }
+        out
+    }
+}

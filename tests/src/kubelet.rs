@@ -1,0 +1,215 @@
+//! A fake kubelet written from the published APIs (shared/reference/kubelet.md): its
+//! Registration service on a temporary `kubelet.sock`, its pod-resources `List` on a
+//! socket of its own listing whatever the test says runs (npud's units and a vendor's
+//! devices per container), and the device plugin client the kubelet uses to call npud.
+//! Plus the proc-root double through which npud reads a process's cgroup.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_proto::deviceplugin as dp;
+use npud_proto::podresources as pr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The kubelet's Registration service: records what registers.
+pub struct Kubelet {
+    pub registered: tokio::sync::mpsc::UnboundedReceiver<dp::RegisterRequest>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    socket: PathBuf,
+}
+
+/// Records registrations; refuses the first `refuse` of them (a kubelet not ready yet).
+#[derive(Clone)]
+struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>, Arc<std::sync::atomic::AtomicU32>);
+
+#[tonic::async_trait]
+impl dp::registration_server::Registration for Registration {
+    async fn register(
+        &self,
+        r: tonic::Request<dp::RegisterRequest>,
+    ) -> Result<tonic::Response<dp::Empty>, tonic::Status> {
+        let refusals_left =
+            self.1.fetch_update(std::sync::atomic::Ordering::AcqRel, std::sync::atomic::Ordering::Acquire, |n| {
+                n.checked_sub(1)
+            });
+        if refusals_left.is_ok() {
+            return Err(tonic::Status::unavailable("the kubelet is not ready"));
+        }
+        let _ = self.0.send(r.into_inner());
+        Ok(tonic::Response::new(dp::Empty {}))
+    }
+}
+
+impl Kubelet {
+    /// Listens on `dir/kubelet.sock`, as a (re)starting kubelet does.
+    pub fn start(dir: &Path) -> Kubelet {
+        Kubelet::start_refusing(dir, 0)
+    }
+
+    /// The same, refusing the first `refuse` registrations.
+    pub fn start_refusing(dir: &Path, refuse: u32) -> Kubelet {
+        let socket = dir.join("kubelet.sock");
+        let _ = std::fs::remove_file(&socket);
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let (tx, registered) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(dp::registration_server::RegistrationServer::new(Registration(
+                    tx,
+                    Arc::new(std::sync::atomic::AtomicU32::new(refuse)),
+                )))
+                .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async {
+                    let _ = stopped.await;
+                }),
+        );
+        Kubelet { registered, stop: Some(stop), socket }
+    }
+
+    /// Waits (10 s at most) for npud to register.
+    pub async fn registration(&mut self) -> Option<dp::RegisterRequest> {
+        tokio::time::timeout(Duration::from_secs(10), self.registered.recv()).await.ok().flatten()
+    }
+
+    /// Stops listening and removes the socket (a kubelet going down).
+    pub fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// One container as `List` shows it: its name and, per resource, its device ids.
+#[derive(Clone, Debug, Default)]
+pub struct Container {
+    pub name: String,
+    pub devices: Vec<(String, Vec<String>)>,
+}
+
+impl Container {
+    /// A container holding `ids` of npud.io/streams and, when given, `vendor` ids of the
+    /// vendor's `resource`.
+    pub fn new(name: &str, ids: &[String], vendor: Option<(&str, Vec<String>)>) -> Container {
+        let mut devices = vec![("npud.io/streams".to_string(), ids.to_vec())];
+        devices.extend(vendor.map(|(r, v)| (r.to_string(), v)));
+        Container { name: name.into(), devices }
+    }
+}
+
+/// The kubelet's pod-resources service: lists whatever the test says is running.
+#[derive(Clone, Default)]
+pub struct Pods(Arc<Mutex<Vec<pr::PodResources>>>);
+
+#[tonic::async_trait]
+impl pr::pod_resources_lister_server::PodResourcesLister for Pods {
+    async fn list(
+        &self,
+        _: tonic::Request<pr::ListPodResourcesRequest>,
+    ) -> Result<tonic::Response<pr::ListPodResourcesResponse>, tonic::Status> {
+        Ok(tonic::Response::new(pr::ListPodResourcesResponse { pod_resources: self.0.lock().unwrap().clone() }))
+    }
+}
+
+impl Pods {
+    pub fn serve(socket: &Path) -> Pods {
+        let pods = Pods::default();
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(pr::pod_resources_lister_server::PodResourcesListerServer::new(pods.clone()))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+        );
+        pods
+    }
+
+    /// One pod with one container holding `ids` of npud.io/streams (or none).
+    pub fn set(&self, ids: Option<&[String]>) {
+        let list = ids.map(|ids| vec![("default", "server", vec![Container::new("main", ids, None)])]);
+        self.set_pods(&list.unwrap_or_default());
+    }
+
+    /// The pods now running: (namespace, name, containers).
+    pub fn set_pods(&self, pods: &[(&str, &str, Vec<Container>)]) {
+        *self.0.lock().unwrap() = pods.iter().map(|(ns, name, containers)| pod(ns, name, containers)).collect();
+    }
+
+    /// Adds a pod to those running.
+    pub fn add_pod(&self, namespace: &str, name: &str, containers: Vec<Container>) {
+        self.0.lock().unwrap().push(pod(namespace, name, &containers));
+    }
+}
+
+fn pod(namespace: &str, name: &str, containers: &[Container]) -> pr::PodResources {
+    pr::PodResources {
+        name: name.into(),
+        namespace: namespace.into(),
+        containers: containers
+            .iter()
+            .map(|c| pr::ContainerResources {
+                name: c.name.clone(),
+                devices: c
+                    .devices
+                    .iter()
+                    .map(|(r, ids)| pr::ContainerDevices {
+                        resource_name: r.clone(),
+                        device_ids: ids.clone(),
+                        topology: None,
+                    })
+                    .collect(),
+                cpu_ids: vec![],
+            })
+            .collect(),
+    }
+}
+
+/// What npud reads (through the proc-root double) as process `pid`'s cgroup.
+pub fn plant(proc_root: &Path, pid: u32, cgroup: &str) {
+    std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
+    std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+}
+
+/// A host session's cgroup.
+pub const HOST_CGROUP: &str = "0::/user.slice/user-0.slice/session-1.scope\n";
+
+/// The cgroup of container `container` (a hex digit, repeated) of pod `pod` (the uid with
+/// `_` for `-`, as the systemd driver writes it), under containerd.
+pub fn pod_cgroup(pod: &str, container: char) -> String {
+    format!("0::/kubepods.slice/kubepods-pod{pod}.slice/cri-containerd-{}.scope\n", container.to_string().repeat(64))
+}
+
+/// The tenant npud names pod `pod` (as [`pod_cgroup`] takes it).
+pub fn pod_tenant(pod: &str) -> String {
+    format!("pod-{}", pod.replace('_', "-"))
+}
+
+/// The kubelet's client of npud's device plugin socket in `dir`.
+pub async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel> {
+    dp::device_plugin_client::DevicePluginClient::new(crate::npud_channel(&dir.join("npud.sock")).await)
+}
+
+/// What Allocate gave one container: its variables and the token file on the host.
+pub struct Allocated {
+    pub envs: std::collections::HashMap<String, String>,
+    pub token: PathBuf,
+}
+
+/// Allocate for one container with unit ids `ids`.
+pub async fn allocate(
+    plugin: &mut dp::device_plugin_client::DevicePluginClient<tonic::transport::Channel>,
+    ids: &[String],
+) -> Allocated {
+    let request =
+        dp::AllocateRequest { container_requests: vec![dp::ContainerAllocateRequest { devices_ids: ids.to_vec() }] };
+    let answer = plugin.allocate(request).await.unwrap().into_inner();
+    let c = answer.container_responses.into_iter().next().unwrap();
+    let token = c.mounts.iter().find(|m| m.container_path == c.envs["NPUD_ALLOCATION"]).unwrap().host_path.clone();
+    Allocated { envs: c.envs, token: token.into() }
+}
+
+/// `n` unit ids taken from npud's devices round-robin, as a kubelet picking from any device
+/// might: `npud-<d>-<i>` for `d` in `0..devices`, numbered from `first`.
+pub fn spread_ids(n: u32, devices: u32, first: u32) -> Vec<String> {
+    (0..n).map(|i| format!("npud-{}-{}", i % devices, first + i / devices)).collect()
+}
