@@ -8,6 +8,9 @@ use std::time::Duration;
 pub const DEFAULT_STREAMS: u32 = 71;
 /// How long a process's first ask may wait in npud's queue.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+/// How long a process that requires npud waits for it to come back (an npud restart or
+/// upgrade takes a second or two) before its stream creation is refused.
+pub const DEFAULT_CONNECT_WAIT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -22,6 +25,9 @@ pub struct Settings {
     /// `NPUD_REQUIRED=1`: refuse with 207008 when npud cannot be reached, instead of
     /// letting the vendor call through.
     pub required: bool,
+    /// `NPUD_CONNECT_WAIT`: how long a process that requires npud waits for it to be
+    /// reachable before it is refused.
+    pub connect_wait: Duration,
     /// On Kubernetes, the allocation token mounted into the container: the contents of
     /// the file `NPUD_ALLOCATION` names (empty when unset or unreadable).
     pub allocation: String,
@@ -53,13 +59,17 @@ impl Settings {
             }
             n
         });
-        let wait = var("NPUD_WAIT").and_then(|text| {
-            let d = parse_duration(text.trim());
-            if d.is_none() {
-                note("NPUD_WAIT", &text, "a duration such as 30s, 10m or a number of seconds");
-            }
-            d
-        });
+        let mut duration = |name: &str| {
+            var(name).and_then(|text| {
+                let d = parse_duration(text.trim());
+                if d.is_none() {
+                    note(name, &text, "a duration such as 30s, 10m or a number of seconds");
+                }
+                d
+            })
+        };
+        let wait = duration("NPUD_WAIT");
+        let connect_wait = duration("NPUD_CONNECT_WAIT");
         Settings {
             socket: var("NPUD_SOCKET")
                 .filter(|s| !s.is_empty())
@@ -67,6 +77,7 @@ impl Settings {
             streams,
             wait: wait.unwrap_or(DEFAULT_WAIT),
             required: var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true")),
+            connect_wait: connect_wait.unwrap_or(DEFAULT_CONNECT_WAIT),
             allocation: var("NPUD_ALLOCATION")
                 .filter(|p| !p.is_empty())
                 .and_then(|p| npud_proto::read_allocation_token(std::path::Path::new(&p)))
@@ -95,11 +106,12 @@ mod tests {
             "NPUD_STREAMS" => Some("61".into()),
             "NPUD_WAIT" => Some("30s".into()),
             "NPUD_REQUIRED" => Some("1".into()),
+            "NPUD_CONNECT_WAIT" => Some("2s".into()),
             _ => None,
         });
         assert_eq!(
-            (s.socket, s.streams, s.wait, s.required),
-            ("/tmp/x.sock".into(), Some(61), Duration::from_secs(30), true)
+            (s.socket, s.streams, s.wait, s.required, s.connect_wait),
+            ("/tmp/x.sock".into(), Some(61), Duration::from_secs(30), true, Duration::from_secs(2))
         );
         assert!(s.ignored.is_empty(), "{:?}", s.ignored);
         let d = Settings::from_vars(|k| match k {

@@ -70,6 +70,19 @@ impl Lib {
         Ok(Lib { lib, path: path.to_path_buf(), symbols: Mutex::new(HashMap::new()) })
     }
 
+    /// Opens the first of `candidates` that loads; else says, for every one, why not.
+    pub fn open_first(what: &str, candidates: &[PathBuf]) -> Result<Lib, String> {
+        let mut tried = Vec::new();
+        for path in candidates {
+            match Lib::open(path) {
+                Ok(lib) => return Ok(lib),
+                Err(LoadError::Library { message, .. }) => tried.push(format!("{}: {message}", path.display())),
+                Err(e) => tried.push(e.to_string()),
+            }
+        }
+        Err(format!("cannot load {what}; tried, in this order:\n  {}", tried.join("\n  ")))
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

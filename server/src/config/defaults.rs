@@ -66,6 +66,9 @@ pub const MAX_PENDING_REPORTS: usize = 65536;
 
 pub const SOCKET_MODE: u32 = 0o660;
 pub const SOCKET_DIR_MODE: u32 = 0o750;
+/// The same as the node's device plugin: every uid may connect (docs/security.md).
+pub const PLUGIN_SOCKET_MODE: u32 = 0o666;
+pub const PLUGIN_SOCKET_DIR_MODE: u32 = 0o755;
 /// Lease of anonymous sessions.
 pub const LEASE: Duration = Duration::from_secs(10);
 /// Lease of named sessions, which outlive one process.

@@ -25,9 +25,11 @@ pub struct FileKubernetes {
     pod_resources_socket: Option<PathBuf>,
     /// How often pod-resources is read (a humantime duration, 1s..=60s).
     pod_resources_period: Option<String>,
-    /// The interposer on the host, mounted read-only into allocated containers and set
-    /// in their LD_PRELOAD when it exists.
+    /// The interposer npud ships (in its image), installed on the host under its content
+    /// hash and mounted into allocated containers when it exists.
     preload_library: Option<PathBuf>,
+    /// The host directory it is installed in (default: `<state_dir>/lib`).
+    preload_dir: Option<PathBuf>,
     /// Streams a pod's container may hold without an `npud.io/streams` allocation.
     unallocated_quota: Option<u32>,
     /// The vendors' device resources and how their ids name devices (replaces the
@@ -50,6 +52,8 @@ pub struct KubernetesConfig {
     /// How often pod-resources is read: a pod's end is seen within two periods.
     pub pod_resources_period: std::time::Duration,
     pub preload_library: PathBuf,
+    /// Where it is installed on the host (None: `<state_dir>/lib`).
+    pub preload_dir: Option<PathBuf>,
     /// Streams a pod's container may hold without a bound allocation.
     pub unallocated_quota: u32,
     /// The vendors' device resources: which devices the kubelet gave a container.
@@ -57,6 +61,11 @@ pub struct KubernetesConfig {
 }
 
 impl FileKubernetes {
+    /// Whether the section turns the device plugin on.
+    pub fn enabled(&self) -> bool {
+        self.enabled.unwrap_or(false)
+    }
+
     /// The section with the flag applied; `None` when the device plugin is off.
     pub fn resolve(&self, flag_dir: Option<&PathBuf>) -> Result<Option<KubernetesConfig>, ConfigError> {
         if !self.enabled.unwrap_or(false) && flag_dir.is_none() {
@@ -79,6 +88,7 @@ impl FileKubernetes {
                 .preload_library
                 .clone()
                 .unwrap_or_else(|| "/usr/local/lib/npud/libnpud_preload.so".into()),
+            preload_dir: self.preload_dir.clone(),
             unallocated_quota: self.unallocated_quota.unwrap_or(DEFAULT_UNALLOCATED_QUOTA),
             device_resources: match &self.device_resources {
                 None => default_resources(),

@@ -341,11 +341,18 @@ impl Config {
             max_wait,
             cuda_streams_per_device: b.cuda_streams_per_device.unwrap_or(d::CUDA_STREAMS_PER_DEVICE),
         };
+        // As a node's device plugin, pods' processes of any uid (runAsUser, user
+        // namespaces, rootless runtimes) connect: the socket accepts every uid, and who a
+        // peer is comes from the kernel (SO_PEERCRED and its cgroup), not from file modes.
+        let plugin = f.kubernetes.enabled() || args.device_plugin_dir.is_some();
+        let (socket_mode, dir_mode) = match plugin {
+            true => (d::PLUGIN_SOCKET_MODE, d::PLUGIN_SOCKET_DIR_MODE),
+            false => (d::SOCKET_MODE, d::SOCKET_DIR_MODE),
+        };
         Some(Config {
             socket: args.socket.clone().or(f.socket.clone()).unwrap_or_else(npud_proto::default_socket_path),
-            socket_mode: p.take(mode("socket_mode", f.socket_mode.as_deref(), d::SOCKET_MODE), d::SOCKET_MODE),
-            socket_dir_mode: p
-                .take(mode("socket_dir_mode", f.socket_dir_mode.as_deref(), d::SOCKET_DIR_MODE), d::SOCKET_DIR_MODE),
+            socket_mode: p.take(mode("socket_mode", f.socket_mode.as_deref(), socket_mode), socket_mode),
+            socket_dir_mode: p.take(mode("socket_dir_mode", f.socket_dir_mode.as_deref(), dir_mode), dir_mode),
             socket_group: p.take(f.socket_group.as_deref().map(group_id).transpose(), None),
             listen: p.take(addr("listen", args.listen.as_deref().or(f.listen.as_deref())), None),
             insecure_tcp: args.insecure_tcp || f.insecure_tcp.unwrap_or(false),

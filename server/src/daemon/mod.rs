@@ -85,16 +85,16 @@ impl Daemon {
                     .map_err(|e| StartError::Backend { backend: "sim", message: e.to_string() })?,
             ),
             BackendKind::Acl => {
-                let path = config.acl_library.clone().unwrap_or_else(crate::backend::acl::default_library);
+                let paths = crate::backend::acl::candidates(config.acl_library.as_deref());
                 Arc::new(
-                    crate::backend::acl::AclBackend::open(&path)
+                    crate::backend::acl::AclBackend::open(&paths)
                         .map_err(|message| StartError::Backend { backend: "acl", message })?,
                 )
             }
             BackendKind::Cuda => {
-                let path = config.cuda_library.clone().unwrap_or_else(crate::backend::cuda::default_library);
+                let paths = crate::backend::cuda::candidates(config.cuda_library.as_deref());
                 Arc::new(
-                    crate::backend::cuda::CudaBackend::open(&path, config.budget.cuda_streams_per_device)
+                    crate::backend::cuda::CudaBackend::open(&paths, config.budget.cuda_streams_per_device)
                         .map_err(|message| StartError::Backend { backend: "cuda", message })?,
                 )
             }

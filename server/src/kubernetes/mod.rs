@@ -10,6 +10,37 @@
 //! reservation of units × stream_unit. Another tenant presenting the same token is
 //! refused, so a token copied out of one container does not buy another its streams.
 
+pub mod interposer;
 pub mod plugin;
 pub mod pods;
 pub mod register;
+
+/// Installs the interposer npud ships (`preload_library`) on the host under its content
+/// hash (`preload_dir`, else `<state_dir>/lib`) and removes the ones no allocation uses
+/// any more. None, logged, when npud ships none or it cannot be installed: allocated
+/// containers then get no interposer.
+pub fn install_interposer(
+    k8s: &crate::config::kubernetes::KubernetesConfig,
+    state_dir: Option<&std::path::Path>,
+    allocations: &crate::policy::allocations::Allocations,
+) -> Option<interposer::Installed> {
+    if !k8s.preload_library.is_file() {
+        tracing::warn!(library = %k8s.preload_library.display(), "no interposer to install: allocated containers get none, and unmodified programs are not admitted");
+        return None;
+    }
+    let dir = k8s
+        .preload_dir
+        .clone()
+        .unwrap_or_else(|| state_dir.unwrap_or(std::path::Path::new("/var/lib/npud")).join("lib"));
+    match interposer::install(&k8s.preload_library, &dir) {
+        Ok(installed) => {
+            interposer::remove_unused(&dir, &installed.name(), &allocations.libraries());
+            tracing::info!(library = %installed.library.display(), "the interposer is installed for allocated containers");
+            Some(installed)
+        }
+        Err(e) => {
+            tracing::error!(dir = %dir.display(), error = %e, "cannot install the interposer: allocated containers get none");
+            None
+        }
+    }
+}

@@ -14,14 +14,14 @@ use tonic::{Request, Response, Status};
 
 /// How often ListAndWatch looks for a change in health or capacity.
 const WATCH_PERIOD: Duration = Duration::from_millis(500);
-/// Where the interposer appears inside an allocated container.
-const CONTAINER_PRELOAD: &str = "/usr/local/lib/npud/libnpud_preload.so";
 
 #[derive(Clone)]
 pub struct Plugin {
     pub daemon: Arc<Daemon>,
     pub config: KubernetesConfig,
     pub allocations: Arc<Allocations>,
+    /// The interposer installed on the host (under its content hash), when npud ships one.
+    pub interposer: Option<super::interposer::Installed>,
     /// Bumped when the plugin's server stops (a kubelet restart): its ListAndWatch
     /// streams end, so the server's graceful shutdown does not wait for them forever.
     pub generation: Arc<std::sync::atomic::AtomicU64>,
@@ -64,19 +64,24 @@ impl Plugin {
         let units = self.units(ids)?;
         let streams: Vec<(u32, u32)> = units.iter().map(|(d, u)| (*d, u * self.config.stream_unit)).collect();
         let total = streams.iter().fold(0u32, |n, (_, s)| n.saturating_add(*s));
+        let library = self.interposer.as_ref().map(super::interposer::Installed::name);
         let (_, file) = self
             .allocations
-            .allocate(ids.to_vec(), streams)
+            .allocate(ids.to_vec(), streams, library)
             .map_err(|e| Status::internal(format!("writing the allocation token: {e}")))?;
         let socket = &self.daemon.config().socket;
         let socket_dir = socket.parent().unwrap_or(Path::new("/"));
-        let mut envs = std::collections::HashMap::from([
+        let envs = std::collections::HashMap::from([
             ("NPUD_SOCKET".to_string(), socket.display().to_string()),
             // What a process asks for at once: the whole allocation, which the interposer
             // lowers to its own device's booking (npud's welcome says it) once bound.
             ("NPUD_STREAMS".to_string(), total.to_string()),
             ("NPUD_ALLOCATED_STREAMS".to_string(), total.to_string()),
             ("NPUD_ALLOCATION".to_string(), CONTAINER_TOKEN_PATH.to_string()),
+            // Fail closed: a container npud cannot be reached from (it is restarting, its
+            // socket is not there) waits for it a moment and is then refused its streams;
+            // it never takes them unadmitted.
+            ("NPUD_REQUIRED".to_string(), "1".to_string()),
         ]);
         let mut mounts = vec![
             // Read-only: clients only connect (a socket on a read-only mount still accepts
@@ -92,14 +97,20 @@ impl Plugin {
                 read_only: true,
             },
         ];
-        // An unmodified framework image is admitted when the interposer is preloaded.
-        if self.config.preload_library.is_file() {
+        // An unmodified framework image is admitted: glibc's loader preloads what
+        // /etc/ld.so.preload names in every process, after what the image's or the pod
+        // spec's own LD_PRELOAD names, which stays as it was (docs/security.md).
+        if let Some(i) = &self.interposer {
             mounts.push(dp::Mount {
-                container_path: CONTAINER_PRELOAD.into(),
-                host_path: self.config.preload_library.display().to_string(),
+                container_path: i.container_path.clone(),
+                host_path: i.library.display().to_string(),
                 read_only: true,
             });
-            envs.insert("LD_PRELOAD".into(), CONTAINER_PRELOAD.into());
+            mounts.push(dp::Mount {
+                container_path: super::interposer::LD_SO_PRELOAD.into(),
+                host_path: i.preload_file.display().to_string(),
+                read_only: true,
+            });
         }
         Ok(dp::ContainerAllocateResponse { envs, mounts, ..Default::default() })
     }

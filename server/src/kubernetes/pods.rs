@@ -79,6 +79,7 @@ fn listed(answer: pr::ListPodResourcesResponse) -> Vec<Listed> {
 pub async fn watch(
     daemon: Arc<Daemon>,
     allocations: Arc<Allocations>,
+    interposer: Option<super::interposer::Installed>,
     lister: Arc<Lister>,
     resource: String,
     period: Duration,
@@ -95,8 +96,15 @@ pub async fn watch(
                 let live: HashSet<Vec<String>> =
                     listing.iter().map(|c| c.ids_of(&resource).to_vec()).filter(|ids| !ids.is_empty()).collect();
                 daemon.saw_listing(listing);
-                for gone in allocations.sweep(&live) {
-                    daemon.forget_allocation(&gone).await;
+                let gone = allocations.sweep(&live);
+                for a in &gone {
+                    daemon.forget_allocation(a).await;
+                }
+                // An interposer an earlier npud installed goes with the last allocation
+                // that mounted it.
+                if let Some(i) = interposer.as_ref().filter(|_| !gone.is_empty()) {
+                    let dir = i.library.parent().unwrap_or(std::path::Path::new("/"));
+                    super::interposer::remove_unused(dir, &i.name(), &allocations.libraries());
                 }
             }
             Err(e) if !failing => {

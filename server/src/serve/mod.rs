@@ -52,6 +52,7 @@ pub async fn bind_socket(
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
             .map_err(|e| socket_error(path, format!("cannot set directory mode: {e}")))?;
     }
+    own_socket_dir(path, dir_mode, group)?;
     check_socket_dir(path)?;
     match std::fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
@@ -84,6 +85,27 @@ pub async fn bind_socket(
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
         .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
     Ok(listener)
+}
+
+/// A socket directory of npud's own (owned by its uid and named `npud…`, as
+/// `/run/npud` and `/tmp/npud-UID` are; never a shared one like `/run` or `/tmp`) gets the
+/// configured mode and `socket_group` every start: a connecting process needs search
+/// permission on the directory as well as write permission on the socket, so a group
+/// member of a 0750 root:root directory, or a pod's uid under an earlier npud's 0750,
+/// would get EACCES however the socket's own mode reads.
+fn own_socket_dir(path: &Path, dir_mode: u32, group: Option<u32>) -> Result<(), ServeError> {
+    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else { return Ok(()) };
+    let ours = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("npud"))
+        && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == my_uid());
+    if !ours {
+        return Ok(());
+    }
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(dir, None, Some(gid))
+            .map_err(|e| socket_error(path, format!("cannot give its directory to group {gid}: {e}")))?;
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
+        .map_err(|e| socket_error(path, format!("cannot set its directory's mode: {e}")))
 }
 
 /// The socket's directory must be one that no other uid can rename or unlink entries in:
@@ -305,10 +327,12 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     if let (Some(k8s), Some(allocations)) = (&config.kubernetes, daemon.allocations()) {
+        let interposer = crate::kubernetes::install_interposer(k8s, config.state_dir.as_deref(), allocations);
         let plugin = crate::kubernetes::plugin::Plugin {
             daemon: Arc::clone(&daemon),
             config: k8s.clone(),
             allocations: Arc::clone(allocations),
+            interposer: interposer.clone(),
             generation: Arc::default(),
         };
         tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
@@ -318,6 +342,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             tokio::spawn(crate::kubernetes::pods::watch(
                 Arc::clone(&daemon),
                 Arc::clone(allocations),
+                interposer,
                 lister,
                 k8s.resource_name.clone(),
                 k8s.pod_resources_period,

@@ -22,6 +22,12 @@ const PCI_BUS_ID: i32 = 33;
 const PCI_DEVICE_ID: i32 = 34;
 const PCI_DOMAIN_ID: i32 = 50;
 
+/// The device's compute mode (CU_COMPUTEMODE_*), as an admin set it with `nvidia-smi -c`:
+/// `NPU_SIM_CUDA_COMPUTE_MODE` (0 DEFAULT, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS), else 0.
+fn compute_mode() -> i32 {
+    std::env::var("NPU_SIM_CUDA_COMPUTE_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(0)
+}
+
 /// The value of `attribute` on physical device `physical`; None past the enumeration.
 pub fn value(attribute: i32, physical: u32) -> Option<i32> {
     if !(1..=LAST_ATTRIBUTE).contains(&attribute) {
@@ -44,6 +50,7 @@ pub fn value(attribute: i32, physical: u32) -> Option<i32> {
         15 => 1,                      // GPU_OVERLAP
         16 => MULTIPROCESSORS as i32, // MULTIPROCESSOR_COUNT
         19 => 1,                      // CAN_MAP_HOST_MEMORY
+        20 => compute_mode(),         // COMPUTE_MODE
         30 => 512,                    // SURFACE_ALIGNMENT
         31 => 1,                      // CONCURRENT_KERNELS
         32 => 1,                      // ECC_ENABLED

@@ -8,6 +8,9 @@ use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// How often a required npud that is not there is tried again while the process waits.
+const CONNECT_RETRY: Duration = Duration::from_millis(100);
+
 /// A connection just opened, and the answer to the call sent with it, if one was.
 type Opened = Result<(Connection, Option<Result<Reply, WireError>>), WireError>;
 
@@ -92,7 +95,20 @@ impl Process {
             true => (ahead, None),
             false => (None, ahead),
         };
-        let open = |ahead| Connection::open(&self.settings.socket, &program(), &self.settings.allocation, ahead);
+        // Where npud is required (a Kubernetes pod's container), it may be restarting: wait
+        // for its socket a moment (NPUD_CONNECT_WAIT) before the process is refused.
+        let patience = if self.settings.required { self.settings.connect_wait } else { Duration::ZERO };
+        let open = |ahead: Option<(Call, Duration)>| {
+            let deadline = std::time::Instant::now() + patience;
+            loop {
+                match Connection::open(&self.settings.socket, &program(), &self.settings.allocation, ahead.clone()) {
+                    Err(WireError::Unreachable(_)) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(CONNECT_RETRY);
+                    }
+                    opened => return opened,
+                }
+            }
+        };
         let (mut conn, mut answered) = match started {
             // A connection started at aclInit that broke meanwhile is opened again, once.
             Some(started) => match started.finish(with_hello.clone()) {

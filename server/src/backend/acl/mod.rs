@@ -14,7 +14,7 @@ mod result;
 mod shared;
 mod soc;
 
-pub use open::default_library;
+pub use open::{candidates, default_library};
 
 use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, ReportSink,

@@ -13,16 +13,32 @@ use std::sync::{Arc, Mutex};
 
 /// Where CANN installs the library, then the loader's search path.
 pub fn default_library() -> PathBuf {
-    std::env::var_os("ASCEND_HOME_PATH")
-        .map(|home| PathBuf::from(home).join("lib64/libascendcl.so"))
-        .filter(|p| p.exists())
-        .unwrap_or_else(|| PathBuf::from("libascendcl.so"))
+    PathBuf::from("libascendcl.so")
+}
+
+/// Where AscendCL is looked for: `explicit` (`--acl-library`) alone when given; else the
+/// CANN install `ASCEND_HOME_PATH` names (what the toolkit's set_env.sh exports), the
+/// toolkit's, the inference runtime's (nnrt) and the training runtime's (nnae) default
+/// install directories, then the loader's own search (LD_LIBRARY_PATH, ld.so.cache).
+pub fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(p) = explicit {
+        return vec![p.to_path_buf()];
+    }
+    let mut out: Vec<PathBuf> = std::env::var_os("ASCEND_HOME_PATH")
+        .map(|h| PathBuf::from(h).join("lib64/libascendcl.so"))
+        .into_iter()
+        .collect();
+    for install in ["ascend-toolkit", "nnrt", "nnae"] {
+        out.push(PathBuf::from(format!("/usr/local/Ascend/{install}/latest/lib64/libascendcl.so")));
+    }
+    out.push(default_library());
+    out
 }
 
 impl AclBackend {
     /// Loads the library, initialises AscendCL and opens every device with a context.
-    pub fn open(path: &Path) -> Result<AclBackend, String> {
-        let lib = Lib::open(path).map_err(|e| e.to_string())?;
+    pub fn open(candidates: &[PathBuf]) -> Result<AclBackend, String> {
+        let lib = Lib::open_first("AscendCL (libascendcl.so)", candidates)?;
         let rc = lib.init().map_err(|e| e.to_string())?;
         if rc != acl::SUCCESS && rc != acl::REPEAT_INITIALIZE {
             return Err(format!("aclInit failed with {rc}"));

@@ -37,6 +37,10 @@ pub trait Cuda {
     fn device_get(&self, dev: &mut i32, ordinal: i32) -> Result<CuResult, LoadError> {
         call!(self.lib(), "cuDeviceGet", fn(*mut i32, i32) -> CuResult, dev, ordinal)
     }
+    /// cuDeviceGetAttribute(value, attribute, dev).
+    fn device_get_attribute(&self, value: &mut i32, attribute: i32, dev: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuDeviceGetAttribute", fn(*mut i32, i32, i32) -> CuResult, value, attribute, dev)
+    }
     fn device_get_name(&self, buf: &mut [u8; 128], dev: i32) -> Result<CuResult, LoadError> {
         call!(
             self.lib(),

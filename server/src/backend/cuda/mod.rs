@@ -14,7 +14,7 @@ mod open;
 mod result;
 mod shared;
 
-pub use open::default_library;
+pub use open::{candidates, default_library};
 
 use super::{
     Backend, BackendError, BackendResult, DeviceDesc, ErrorKind, EventState, RawEvent, RawStream, Report, ReportSink,

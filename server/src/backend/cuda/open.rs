@@ -35,17 +35,25 @@ pub fn default_library() -> PathBuf {
     PathBuf::from("libcuda.so.1")
 }
 
+/// Where the CUDA driver is looked for: `explicit` (`--cuda-library`) alone when given;
+/// else the loader's own search for the driver's soname and its development name, then
+/// where the NVIDIA container toolkit and the distributions put it.
+pub fn candidates(explicit: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(p) = explicit {
+        return vec![p.to_path_buf()];
+    }
+    let mut out = vec![default_library(), PathBuf::from("libcuda.so")];
+    for dir in ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/local/nvidia/lib64"] {
+        out.push(Path::new(dir).join("libcuda.so.1"));
+    }
+    out
+}
+
 impl CudaBackend {
     /// Loads the driver and retains every device's primary context. `budget` is the
     /// number of streams npud hands out per device (CUDA itself has no fixed limit).
-    pub fn open(path: &Path, budget: u32) -> Result<CudaBackend, String> {
-        let lib = match Lib::open(path) {
-            Ok(lib) => lib,
-            Err(first) if path == Path::new("libcuda.so.1") => {
-                Lib::open(Path::new("libcuda.so")).map_err(|_| first.to_string())?
-            }
-            Err(e) => return Err(e.to_string()),
-        };
+    pub fn open(candidates: &[PathBuf], budget: u32) -> Result<CudaBackend, String> {
+        let lib = Lib::open_first("the CUDA driver (libcuda.so.1)", candidates)?;
         let rc = lib.init().map_err(|e| e.to_string())?;
         if rc == 34 {
             return Err(format!(
@@ -68,6 +76,7 @@ impl CudaBackend {
             let mut name = [0u8; 128];
             check(lib.device_get_name(&mut name, dev)).map_err(|e| e.message)?;
             let name = String::from_utf8_lossy(name.split(|b| *b == 0).next().unwrap_or(&[])).into_owned();
+            refuse_exclusive(&lib, dev, ordinal, &name)?;
             let mut ctx = 0usize;
             check(lib.primary_ctx_retain(&mut ctx, dev))
                 .map_err(|e| format!("cuDevicePrimaryCtxRetain({ordinal}): {}", e.message))?;
@@ -124,4 +133,32 @@ fn load_spin_kernel(lib: &Lib) -> Result<usize, String> {
     check(lib.module_load_data(&mut module, &ptx)).map_err(|e| format!("cuModuleLoadData: {}", e.message))?;
     check(lib.module_get_function(&mut function, module, c"npud_spin")).map_err(|e| e.message)?;
     Ok(function)
+}
+
+/// CU_DEVICE_ATTRIBUTE_COMPUTE_MODE and its values (cuda.h `CUcomputemode`).
+const COMPUTE_MODE: i32 = 20;
+const COMPUTE_MODE_PROHIBITED: i32 = 2;
+const COMPUTE_MODE_EXCLUSIVE_PROCESS: i32 = 3;
+
+/// npud holds a primary context on every GPU it owns. On a GPU in EXCLUSIVE_PROCESS
+/// compute mode that context would be the only one: every workload would fail to make its
+/// own (CUDA_ERROR_DEVICE_BUSY). In PROHIBITED mode no context can be made at all. Either
+/// way npud refuses to start, saying which GPU and what to do, rather than block the GPU.
+fn refuse_exclusive(lib: &Lib, dev: i32, ordinal: i32, name: &str) -> Result<(), String> {
+    let mut mode = 0i32;
+    // A driver that cannot say is taken as the default mode (it has always been).
+    if !matches!(lib.device_get_attribute(&mut mode, COMPUTE_MODE, dev), Ok(0)) {
+        return Ok(());
+    }
+    let why = match mode {
+        COMPUTE_MODE_EXCLUSIVE_PROCESS => {
+            "EXCLUSIVE_PROCESS: the context npud holds on it would keep every workload off it"
+        }
+        COMPUTE_MODE_PROHIBITED => "PROHIBITED: no process may make a context on it",
+        _ => return Ok(()),
+    };
+    Err(format!(
+        "GPU {ordinal} ({name}) is in compute mode {why}; set it to DEFAULT (nvidia-smi -i {ordinal} -c DEFAULT), \
+         or start npud without it (CUDA_VISIBLE_DEVICES)"
+    ))
 }

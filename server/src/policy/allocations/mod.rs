@@ -65,6 +65,9 @@ pub struct Allocation {
     pub placement: Option<Placement>,
     /// Its container's names, once pod-resources listed it.
     pub names: Option<PodNames>,
+    /// The installed interposer Allocate mounted for it (its file name), which stays on
+    /// the host while the allocation does.
+    pub library: Option<String>,
 }
 
 impl Allocation {
@@ -116,9 +119,14 @@ impl Allocations {
 
     /// Mints a token for a container's units (the kubelet's `ids`, and streams per
     /// device) and writes its files; returns the token and the token file.
-    pub fn allocate(&self, mut ids: Vec<String>, streams: Vec<(u32, u32)>) -> std::io::Result<(String, PathBuf)> {
+    pub fn allocate(
+        &self,
+        mut ids: Vec<String>,
+        streams: Vec<(u32, u32)>,
+        library: Option<String>,
+    ) -> std::io::Result<(String, PathBuf)> {
         ids.sort();
-        let (token, file) = records::write_new(&self.dir, &ids, &streams)?;
+        let (token, file) = records::write_new(&self.dir, &ids, &streams, library.as_deref())?;
         let mut inner = self.lock();
         let Books { map, order, .. } = &mut *inner;
         while order.len() >= MAX_ALLOCATIONS {
@@ -139,6 +147,7 @@ impl Allocations {
             seq: 0,
             placement: None,
             names: None,
+            library,
         };
         map.insert(token.clone(), fresh);
         order.push(token.clone());
@@ -260,6 +269,14 @@ impl Allocations {
         let inner = self.lock();
         let a = inner.map.values().find(|a| a.bound.as_deref() == Some(tenant) && a.names.is_some())?;
         a.names.as_ref().map(|n| format!("{}/{}", n.namespace, n.pod))
+    }
+
+    /// The interposers the allocations mounted (file names), which must stay on the host.
+    pub fn libraries(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.lock().map.values().filter_map(|a| a.library.clone()).collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Every allocation (for `status` and tests).

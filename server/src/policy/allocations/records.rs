@@ -1,6 +1,7 @@
 //! An allocation's files, beside each other in the allocations directory: `<name>.token`
-//! (mounted into the container), `<name>.grant` (the unit ids and streams) and, once bound,
-//! `<name>.bound` (tenant, pod, binding order, placement, names), written atomically.
+//! (mounted into the container), `<name>.grant` (the unit ids and streams), `<name>.lib`
+//! (the installed interposer mounted with it) and, once bound, `<name>.bound` (tenant,
+//! pod, binding order, placement, names), written atomically.
 
 use super::{Allocation, Books, Placement, PodNames};
 use crate::types::Tenant;
@@ -49,6 +50,10 @@ pub(super) fn reload(dir: &Path) -> Books {
             Some(streams) if books.order.len() < super::MAX_ALLOCATIONS => {
                 let token = token.trim().to_string();
                 let binding = read_binding(&path.with_extension("bound"));
+                let library = read(&path.with_extension("lib"))
+                    .ok()
+                    .map(|l| l.trim().to_string())
+                    .filter(|l| !l.is_empty() && !l.contains('/'));
                 if binding.bound.is_some() && binding.seq == 0 {
                     unordered.push(token.clone());
                 }
@@ -63,6 +68,7 @@ pub(super) fn reload(dir: &Path) -> Books {
                     seq: binding.seq,
                     placement: binding.placement,
                     names: binding.names,
+                    library,
                 };
                 books.map.insert(token.clone(), a);
                 books.order.push(token);
@@ -82,7 +88,13 @@ pub(super) fn reload(dir: &Path) -> Books {
 }
 
 /// Writes a new allocation's token and grant files; returns the token and the token file.
-pub(super) fn write_new(dir: &Path, ids: &[String], streams: &[(u32, u32)]) -> std::io::Result<(String, PathBuf)> {
+/// `library`, when given, is the installed interposer mounted with it (`<name>.lib`).
+pub(super) fn write_new(
+    dir: &Path,
+    ids: &[String],
+    streams: &[(u32, u32)],
+    library: Option<&str>,
+) -> std::io::Result<(String, PathBuf)> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let token = random_hex(16)?;
     let name = random_hex(8)?;
@@ -93,12 +105,15 @@ pub(super) fn write_new(dir: &Path, ids: &[String], streams: &[(u32, u32)]) -> s
     let grant =
         format!("ids {}\n", ids.join(" ")) + &streams.iter().map(|(d, n)| format!("{d} {n}\n")).collect::<String>();
     std::fs::write(file.with_extension("grant"), grant)?;
+    if let Some(library) = library {
+        std::fs::write(file.with_extension("lib"), format!("{library}\n"))?;
+    }
     Ok((token, file))
 }
 
 /// Removes an allocation's token, grant and binding files.
 pub(super) fn remove_files(token_file: &Path) {
-    for ext in ["grant", "bound"] {
+    for ext in ["grant", "bound", "lib"] {
         let _ = std::fs::remove_file(token_file.with_extension(ext));
     }
     let _ = std::fs::remove_file(token_file);

@@ -9,7 +9,13 @@ fn ids(list: &[&str]) -> Vec<String> {
 fn a_token_binds_to_its_pod_and_keeps_its_place_across_restarts() {
     let dir = tempfile::tempdir().unwrap();
     let a = Allocations::new(dir.path().join("allocations"));
-    let (token, file) = a.allocate(ids(&["npud-0-1", "npud-0-0", "npud-1-0"]), vec![(0, 16), (1, 8)]).unwrap();
+    let (token, file) = a
+        .allocate(
+            ids(&["npud-0-1", "npud-0-0", "npud-1-0"]),
+            vec![(0, 16), (1, 8)],
+            Some("libnpud_preload-ab.so".into()),
+        )
+        .unwrap();
     assert_eq!(std::fs::read_to_string(&file).unwrap(), token);
     let (pod_tenant, other): (Tenant, Tenant) = (Arc::from("pod-1a2b"), Arc::from("pod-9f8e"));
     let (pod, other_pod) = (Some("1a2b"), Some("9f8e"));
@@ -31,6 +37,7 @@ fn a_token_binds_to_its_pod_and_keeps_its_place_across_restarts() {
     // A restarted npud reads its allocations, bindings, order and placement back.
     let again = Allocations::new(dir.path().join("allocations"));
     assert!(again.bind(&token, &other, other_pod, None, None).is_err(), "still bound to its pod after a restart");
+    assert_eq!(again.libraries(), ["libnpud_preload-ab.so"], "the interposer it mounted, read back");
     assert_eq!(again.in_binding_order(), vec![(pod_tenant.clone(), 2, 12), (pod_tenant.clone(), 5, 12)]);
     let names = PodNames { namespace: "ml".into(), pod: "server-0".into(), container: "main".into() };
     again.name_from(
@@ -56,7 +63,7 @@ fn a_binding_an_earlier_npud_wrote_is_read_back() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("allocations");
     let a = Allocations::new(path.clone());
-    let (_, file) = a.allocate(ids(&["npud-0-0"]), vec![(0, 8)]).unwrap();
+    let (_, file) = a.allocate(ids(&["npud-0-0"]), vec![(0, 8)], None).unwrap();
     std::fs::write(file.with_extension("bound"), "tenant container-aaaaaaaaaaaa\npod 1a2b\ndevice 3\n").unwrap();
     let back = Allocations::new(path);
     assert_eq!(back.in_binding_order(), vec![(Arc::from("container-aaaaaaaaaaaa"), 3, 8)]);
@@ -71,9 +78,9 @@ fn a_pods_allocations_add_up_and_an_init_containers_count_once() {
     let dir = tempfile::tempdir().unwrap();
     let a = Allocations::new(dir.path().join("allocations"));
     let pod: Tenant = Arc::from("pod-1a2b");
-    let (init, _) = a.allocate(ids(&["npud-0-0", "npud-0-1"]), vec![(0, 16)]).unwrap();
-    let (app, _) = a.allocate(ids(&["npud-0-1", "npud-0-0"]), vec![(0, 16)]).unwrap();
-    let (sidecar, _) = a.allocate(ids(&["npud-1-0"]), vec![(1, 8)]).unwrap();
+    let (init, _) = a.allocate(ids(&["npud-0-0", "npud-0-1"]), vec![(0, 16)], None).unwrap();
+    let (app, _) = a.allocate(ids(&["npud-0-1", "npud-0-0"]), vec![(0, 16)], None).unwrap();
+    let (sidecar, _) = a.allocate(ids(&["npud-1-0"]), vec![(1, 8)], None).unwrap();
     a.bind(&init, &pod, Some("1a2b"), Some(Placement::Devices(vec![0])), None).unwrap();
     a.bind(&app, &pod, Some("1a2b"), Some(Placement::Devices(vec![1])), None).unwrap();
     a.bind(&sidecar, &pod, Some("1a2b"), Some(Placement::Fallback { spread: 4 }), None).unwrap();
