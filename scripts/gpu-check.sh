@@ -53,6 +53,16 @@ for p in cuda_app cuda_green; do
 done
 echo built
 
+section "the interposer as it ships: built against glibc 2.17's symbols"
+newest=$(readelf -V --wide "$bin/libnpud_preload.so" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -1)
+echo "the interposer needs glibc ${newest:-?} at most"
+expect "the interposer needs no glibc newer than 2.17" '^2\.(1[0-7]|[0-9])(\.[0-9]+)?$' "$newest"
+
+section "compute mode: npud refuses EXCLUSIVE_PROCESS, and starts on Default"
+mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader); echo "$mode"
+expect "the GPU is in the Default compute mode" 'Default' "$mode"
+used_before=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
+
 section "npud on the cuda backend"
 printf '[budget]\ncuda_streams_per_device = 256\n' >"$work/npud.toml"
 "$bin/npud" --socket "$sock" --state-dir "$work/state" --backend cuda --cuda-library "$lib" \
@@ -61,6 +71,9 @@ npud_pid=$!
 for _ in $(seq 300); do ctl health >/dev/null 2>&1 && break; sleep 0.1; done
 out=$(ctl -o json device list); echo "$out"
 expect "npud serves the GPU's budget" '"capacity": ?256' "$out"
+used_after=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
+echo "device memory used (MiB) per GPU before npud: $used_before; with npud's contexts: $used_after"
+expect "npud's contexts' device memory is measured" '^[0-9]' "$used_after"
 
 section "daemon-side streams and events (npuctl)"
 out=$(ctl stream create --count 4 2>&1; ctl -o json stream list 2>&1); echo "$out"

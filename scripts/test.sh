@@ -38,6 +38,8 @@ for backend in acl cuda; do
     --test semantics --test callbacks -- --test-threads "$threads"
 done
 
+step "the interposer for old glibc (2.17), built with cargo-zigbuild and tested" ./scripts/old-glibc.sh
+
 echo "== Python client"
 if [[ ! -x .venv/bin/python ]]; then
   python3 -m venv .venv

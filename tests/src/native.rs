@@ -416,9 +416,13 @@ pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()
 }
 
-/// The interposer library of this build.
+/// The interposer library of this build, or the one `NPUD_TEST_PRELOAD` names (the
+/// release build for old glibc that `scripts/old-glibc.sh` makes and tests).
 pub fn preload_library() -> PathBuf {
-    bin("libnpud_preload.so")
+    match std::env::var_os("NPUD_TEST_PRELOAD") {
+        Some(path) => PathBuf::from(path),
+        None => bin("libnpud_preload.so"),
+    }
 }
 
 /// npud on the acl backend over the fake library and the shared budget at `shared`, on

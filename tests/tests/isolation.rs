@@ -128,7 +128,8 @@ fn a_client_in_its_own_pid_namespace_gets_its_containers_tenant() {
     let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/pid")).unwrap();
     assert_ne!(ns(&pod.pid.to_string()), ns("self"), "the client runs in a pid namespace of its own");
     assert_eq!(pod.ask("tenant")["tenant"], "pod-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
-    let deployed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes/daemonset.yaml"));
+    let deployed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes/base/daemonset.yaml"));
     assert!(
         deployed.unwrap().lines().any(|l| l.trim() == "hostPID: true"),
         "the shipped DaemonSet runs in the host's pid namespace"
