@@ -188,3 +188,53 @@ fn the_socket_has_restrictive_modes_and_refuses_symlinks_and_foreign_sockets() {
         );
     }
 }
+
+/// Issue 58: identity fails closed for containers npud cannot name. Root in a container
+/// that `ctr run` made (`/default/job1`, an id that is a name) is that container's
+/// tenant and no admin; root in a runtime's cgroup npud cannot take an id from, or in a
+/// pid namespace other than the host's under a host cgroup, is refused, with its cgroup
+/// named; an unprivileged uid there (a rootless container) keeps its uid's tenant.
+#[test]
+fn root_in_a_container_npud_cannot_name_is_refused_and_never_the_host() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run peers as another uid");
+        return;
+    }
+    let proc_root = tempfile::tempdir().unwrap();
+    let config = format!("socket_mode = \"0666\"\n[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let d = Daemon::builder().config(&config).start();
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(proc_root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = d.socket.to_str().unwrap().to_string();
+    let mut named = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), named.pid, "0::/default/job1\n");
+    assert_eq!(named.ask("tenant")["tenant"], "container-default.job1");
+    assert_eq!(error_of(&named.ask("set-quota container-default.job1 1")), "PermissionDenied", "never an admin");
+    let sandbox = "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/sandbox.scope\n";
+    let mut unnamed = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), unnamed.pid, sandbox);
+    let refused = unnamed.ask("tenant");
+    assert_eq!(error_of(&refused), "Unauthenticated", "{refused}");
+    assert!(refused["message"].as_str().unwrap().contains("sandbox.scope"), "names its cgroup: {refused}");
+    // A host cgroup in a pid namespace of its own (the ns links as the kernel shows them).
+    let ns = |pid: u32, link: &str| {
+        let dir = proc_root.path().join(pid.to_string()).join("ns");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(link, dir.join("pid")).unwrap();
+    };
+    ns(1, "pid:[4026531836]");
+    let host_cgroup = "0::/user.slice/user-0.slice/session-1.scope\n";
+    let mut root_elsewhere = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), root_elsewhere.pid, host_cgroup);
+    ns(root_elsewhere.pid, "pid:[4026532999]");
+    let refused = root_elsewhere.ask("tenant");
+    assert!(refused["message"].as_str().unwrap_or("").contains("pid namespace"), "{refused}");
+    let mut rootless = Peer::spawn(&socket, Some(65534));
+    plant_cgroup(proc_root.path(), rootless.pid, host_cgroup);
+    ns(rootless.pid, "pid:[4026532999]");
+    assert_eq!(rootless.ask("tenant")["tenant"], "uid-65534", "a rootless container keeps its uid's tenant");
+    let mut host = Peer::spawn(&socket, None);
+    plant_cgroup(proc_root.path(), host.pid, host_cgroup);
+    ns(host.pid, "pid:[4026531836]");
+    assert_eq!(host.ask("tenant")["tenant"], "root");
+}

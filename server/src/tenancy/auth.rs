@@ -139,13 +139,23 @@ impl Identities {
                 ),
             ));
         }
+        if let Some(path) = &peer.unnamed {
+            let who = peer.pid.map_or_else(|| "the peer".to_string(), |p| format!("process {p}"));
+            return Err(NpudError::new(
+                Reason::NoIdentity,
+                format!(
+                    "{who} runs in a container npud cannot name (cgroup {path:?}): it gets no identity; run it \
+                     under a runtime npud knows (docs/security.md)"
+                ),
+            ));
+        }
         // A uid is only meaningful on the host: root inside a container is not root here.
         let host_admin = peer.container.is_none() && self.admin_uids.contains(&peer.uid);
         let tenant = match self.mapped(peer) {
             Some(t) => t,
             None if self.refuse_unknown && !host_admin => {
                 let who = match &peer.container {
-                    Some(c) => format!("container {}", &c.id[..12]),
+                    Some(c) => format!("container {}", c.short()),
                     None => format!("uid {}", peer.uid),
                 };
                 return Err(NpudError::new(
@@ -159,7 +169,7 @@ impl Identities {
                 Some(c) if let Some(uid) = c.pod_uid.as_ref().filter(|u| u.len() <= 36) => {
                     Arc::from(format!("pod-{}", uid.to_ascii_lowercase()))
                 }
-                Some(c) => Arc::from(format!("container-{}", &c.id[..12])),
+                Some(c) => Arc::from(format!("container-{}", c.short())),
                 None if peer.uid == 0 => Arc::from("root"),
                 None => Arc::from(format!("uid-{}", peer.uid)),
             },

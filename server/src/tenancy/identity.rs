@@ -9,21 +9,17 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UnixStream;
 
-/// The container a process runs in, as its cgroup path tells.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Container {
-    /// The runtime's 64-hex container id.
-    pub id: String,
-    /// "docker", "containerd", "crio", "podman" or "kubepods".
-    pub runtime: &'static str,
-    /// The Kubernetes pod uid, when the path names one.
-    pub pod_uid: Option<String>,
-}
+pub use super::cgroup::{Container, Place, container_of, place_of};
 
 /// Reads a process's cgroup. A trait so privileged reads can be pointed elsewhere: at a
 /// host `/proc` mounted into npud's own container, or at a directory in tests.
 pub trait PeerInspector: Send + Sync + 'static {
     fn cgroup(&self, pid: i32) -> std::io::Result<String>;
+
+    /// The pid namespace `pid` runs in (the `ns/pid` link's text), where it can be read.
+    fn pid_namespace(&self, _pid: i32) -> Option<String> {
+        None
+    }
 }
 
 /// `<root>/<pid>/cgroup`, normally under `/proc`.
@@ -36,6 +32,10 @@ impl PeerInspector for ProcFs {
         // A cgroup file is a few lines; refuse anything absurd rather than parse it.
         read_proc(&self.root.join(pid.to_string()).join("cgroup"), 64 * 1024)
     }
+
+    fn pid_namespace(&self, pid: i32) -> Option<String> {
+        std::fs::read_link(self.root.join(pid.to_string()).join("ns/pid")).ok().map(|l| l.display().to_string())
+    }
 }
 
 /// A small `/proc` file as text, refused past `limit` bytes; errors name the file.
@@ -44,46 +44,21 @@ fn read_proc(path: &std::path::Path, limit: usize) -> std::io::Result<String> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-fn is_container_id(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
-/// Finds the container in a cgroup file (v1 or v2; systemd or cgroupfs drivers).
-pub fn container_of(cgroup: &str) -> Option<Container> {
-    for line in cgroup.lines() {
-        let path = line.splitn(3, ':').nth(2).unwrap_or(line);
-        let mut pod_uid = None;
-        let mut found: Option<Container> = None;
-        for seg in path.split('/') {
-            let seg = seg.strip_suffix(".scope").or_else(|| seg.strip_suffix(".slice")).unwrap_or(seg);
-            // kubepods-besteffort-pod<uid>.slice (systemd) or pod<uid> (cgroupfs)
-            if let Some(p) = seg.rsplit_once("-pod").map(|(_, p)| p).or_else(|| seg.strip_prefix("pod"))
-                && p.len() >= 32
-                && p.bytes().all(|b| b.is_ascii_hexdigit() || b == b'_' || b == b'-')
-            {
-                pod_uid = Some(p.replace('_', "-"));
-            }
-            let candidates: [(&str, &'static str); 5] = [
-                ("cri-containerd-", "containerd"),
-                ("crio-", "crio"),
-                ("docker-", "docker"),
-                ("libpod-", "podman"),
-                ("", "docker"),
-            ];
-            for (prefix, runtime) in candidates {
-                if let Some(id) = seg.strip_prefix(prefix).filter(|id| is_container_id(id)) {
-                    let runtime = if prefix.is_empty() && path.contains("kubepods") { "kubepods" } else { runtime };
-                    found = Some(Container { id: id.to_ascii_lowercase(), runtime, pod_uid: None });
-                    break;
-                }
-            }
-        }
-        if let Some(mut c) = found {
-            c.pod_uid = pod_uid;
-            return Some(c);
-        }
+/// A process whose cgroup reads as the host's but that runs in a pid namespace other than
+/// the host init's (visible where npud shares the host's, `hostPID`) is in a container
+/// all the same. As root it is refused; a rootless container (an unprivileged host uid,
+/// whose cgroup on v1 may name no container) keeps its uid's tenant, which is what that
+/// uid gets on the host anyway.
+fn in_namespace(place: Place, inspector: &dyn PeerInspector, pid: i32, uid: u32) -> Place {
+    if place != Place::Host || uid != 0 {
+        return place;
     }
-    None
+    match (inspector.pid_namespace(pid), inspector.pid_namespace(1)) {
+        (Some(theirs), Some(hosts)) if theirs != hosts => {
+            Place::Unnamed(format!("a host cgroup, but pid namespace {theirs} (the host's is {hosts})"))
+        }
+        _ => place,
+    }
 }
 
 /// Who is on the other end of a connection: what the kernel and the cgroup say about a
@@ -94,6 +69,9 @@ pub struct Peer {
     pub gid: u32,
     pub pid: Option<i32>,
     pub container: Option<Container>,
+    /// The peer runs in a container npud cannot name: its cgroup path (and why). It is
+    /// refused (identity fails closed).
+    pub unnamed: Option<String>,
     /// The peer's cgroup could not be read (the connecting process is gone, or there is no
     /// pid): whether it runs in a container is unknown, so it gets no identity.
     pub unverified: bool,
@@ -116,15 +94,20 @@ impl PeerStream {
         let cred = stream.peer_cred()?;
         // Fail closed: a peer whose cgroup cannot be read might be in a container (root
         // there is not root here), so it is not taken for a host process.
-        let (container, unverified) = match cred.pid().map(|pid| (pid, inspector.cgroup(pid))) {
-            Some((_, Ok(text))) => (container_of(&text), false),
+        let (place, unverified) = match cred.pid().map(|pid| (pid, inspector.cgroup(pid))) {
+            Some((pid, Ok(text))) => (in_namespace(place_of(&text), inspector, pid, cred.uid()), false),
             Some((pid, Err(e))) => {
                 tracing::info!(pid, error = %e, "cannot read the peer's cgroup; it gets no identity");
-                (None, true)
+                (Place::Host, true)
             }
-            None => (None, true),
+            None => (Place::Host, true),
         };
-        let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unverified };
+        let (container, unnamed) = match place {
+            Place::Host => (None, None),
+            Place::Container(c) => (Some(c), None),
+            Place::Unnamed(path) => (None, Some(path)),
+        };
+        let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unnamed, unverified };
         Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
     }
 
@@ -229,42 +212,6 @@ pub fn process_start(proc_root: &std::path::Path, pid: u32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const ID: &str = "3f4e1c2b5a6978d0c1b2a3f4e5d6c7b8a9f0e1d2c3b4a5968778695a4b3c2d1e";
-
-    #[test]
-    fn recognises_the_runtimes() {
-        let cases = [
-            (format!("0::/system.slice/docker-{ID}.scope"), "docker", None),
-            (format!("12:pids:/docker/{ID}\n11:cpu:/docker/{ID}"), "docker", None),
-            (
-                format!(
-                    "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{ID}.scope"
-                ),
-                "containerd",
-                Some("1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"),
-            ),
-            (
-                format!("0::/kubepods/burstable/pod1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d/{ID}"),
-                "kubepods",
-                Some("1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d"),
-            ),
-            (format!("0::/machine.slice/crio-{ID}.scope"), "crio", None),
-            (format!("0::/user.slice/user-1000.slice/libpod-{ID}.scope"), "podman", None),
-        ];
-        for (text, runtime, pod) in cases {
-            let c = container_of(&text).unwrap_or_else(|| panic!("no container in {text}"));
-            assert_eq!((c.id.as_str(), c.runtime, c.pod_uid.as_deref()), (ID, runtime, pod), "{text}");
-        }
-    }
-
-    #[test]
-    fn host_processes_have_no_container() {
-        for text in ["0::/user.slice/user-1000.slice/session-2.scope", "0::/", "12:pids:/init.scope", "", "garbage"] {
-            assert_eq!(container_of(text), None, "{text}");
-        }
-        assert_eq!(container_of("0::/docker/abc"), None, "too short to be an id");
-    }
 
     /// A peer whose /proc entry is gone by the time npud reads it.
     struct Vanished;

@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod authority;
+pub mod cgroup;
 pub mod connections;
 pub mod hpack;
 pub mod identity;
