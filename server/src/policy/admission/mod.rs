@@ -190,8 +190,10 @@ impl Admission {
         self.lock(device).ledger.untracked()
     }
 
-    /// Whether creation on `device` contends (see `natives::pacing`): grants wait for it,
-    /// or at least [`CONTENDED_FROM`] of it is taken, by held, pooled, draining or
+    /// Whether creation on `device` contends (see `natives::pacing`): grants wait for its
+    /// room (an ask kept out by its own tenant's quota does not count: it could flip the
+    /// whole device into paced mode with an ask that cannot be granted), or at least
+    /// [`CONTENDED_FROM`] of it is taken, by held, pooled, draining or
     /// untracked streams (pooled ones are on the hardware until evicted).
     pub fn contended(&self, device: u32) -> bool {
         let st = self.lock(device);
@@ -199,7 +201,7 @@ impl Admission {
         let taken =
             [l.in_use(), l.pooled(), l.draining(), l.untracked()].into_iter().fold(0u64, |a, n| a + u64::from(n));
         let (num, den) = CONTENDED_FROM;
-        l.queued() > 0 || taken * den >= u64::from(l.capacity()) * num
+        l.contending() > 0 || taken * den >= u64::from(l.capacity()) * num
     }
 
     pub fn view(&self, device: u32) -> BudgetView {

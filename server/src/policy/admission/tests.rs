@@ -139,3 +139,35 @@ async fn passthrough_grants_without_counting() {
     assert_eq!(a.view(0).in_use, 0);
     assert_eq!(g.fill(CLASS).await.streams.len(), 4);
 }
+
+/// Issue 58, item 5: a tenant that parks an ask over its own quota (max 2, holding 1,
+/// asking 2) waits for its own releases; it does not make the device contended, so no
+/// other tenant's creation is paced for it. An ask the device's room keeps out does.
+#[tokio::test]
+async fn an_ask_only_its_own_quota_keeps_out_does_not_make_the_device_contended() {
+    let a = admission(Policy::Managed);
+    let small = Quota { max_streams: 2, ..Quota::default() };
+    let held = a.grant(0, &tenant("tiny"), &small, 1, PATIENT).await.expect("one of its two");
+    let parked = {
+        let a = Arc::clone(&a);
+        tokio::spawn(async move { a.grant(0, &tenant("tiny"), &small, 2, PATIENT).await.map(|g| g.waited()) })
+    };
+    while a.view(0).queued == 0 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!a.contended(0), "1 of 8 taken and an ask only its own quota keeps out");
+    let big = a.grant(0, &tenant("big"), &Quota::default(), 6, PATIENT).await.expect("the room is there");
+    let kept_out = {
+        let a = Arc::clone(&a);
+        tokio::spawn(
+            async move { a.grant(0, &tenant("other"), &Quota::default(), 3, PATIENT).await.map(|g| g.waited()) },
+        )
+    };
+    while a.view(0).queued < 2 {
+        tokio::task::yield_now().await;
+    }
+    assert!(a.contended(0), "most of the device taken, and an ask its room keeps out");
+    drop(big);
+    drop(held);
+    assert!(kept_out.await.unwrap().is_ok() && parked.await.unwrap().is_ok());
+}

@@ -180,6 +180,13 @@ impl<W> Ledger<W> {
     pub fn queued(&self) -> u32 {
         self.queue.len() as u32
     }
+
+    /// Waiting asks that the device's room (not their own tenant's quota) keeps out:
+    /// an ask over its tenant's quota waits only for its siblings' releases, and no
+    /// other tenant's creation can change that.
+    pub fn contending(&self) -> u32 {
+        self.queue.values().filter(|p| self.fits_quota(&p.tenant, p.count, &p.quota)).count() as u32
+    }
     pub fn used_by(&self, tenant: &str) -> u32 {
         self.used.get(tenant).copied().unwrap_or(0)
     }
