@@ -4,12 +4,20 @@
 //! near the limit and fail (207008 from fake-acl, CUDA_ERROR_OUT_OF_MEMORY from fake-cuda),
 //! as they do on a real device.
 //!
-//! The budget is a small text file, one `pid device streams` line per holder, read and
+//! The budget is a small text file, one `pid device streams ns` line per holder, read and
 //! rewritten in place under an exclusive `flock` (readers that want a consistent table
 //! take it shared). Like the driver, it frees what a dead process held:
-//! a line whose pid no longer exists (SIGKILL included) is dropped by the next process that
-//! takes the lock. A pid reused by a new process within one test would inherit the dead
-//! one's line; tests run far too briefly for the kernel to wrap its pid space.
+//! a line whose process no longer exists (SIGKILL included) is dropped by the next process
+//! that takes the lock. A pid reused by a new process within one test would inherit the
+//! dead one's line; tests run far too briefly for the kernel to wrap its pid space.
+//!
+//! The driver counts a device's streams across containers, whose processes each see pids
+//! of their own pid namespace (three containers' programs are all pid 1). So a line names
+//! its process by pid *and* pid namespace (`ns`, the inode `/proc/self/ns/pid` names), and
+//! a process in another namespace, whose pid this one's `/proc` cannot show, is known to
+//! live by a lock it holds for as long as it runs: `<budget>.lives/<ns>-<pid>`, locked
+//! (flock) when the process first uses the budget and released by the kernel when its last
+//! thread goes. A line without `ns` (an older table) is taken as this namespace's.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,14 +38,41 @@ pub struct SharedBudget {
     /// file descriptions, not the threads of one process, nor a process and the child it
     /// forked: they share the description (and its offset), so a second one's flock
     /// succeeds at once. The mutex serialises the threads; a forked child opens the file
-    /// again on its first update, so its flock excludes its parent's.
-    file: std::sync::Mutex<(u32, File)>,
+    /// again on its first update, so its flock excludes its parent's. The third is the
+    /// process's lives file (see the module), replaced the same way in a forked child.
+    file: std::sync::Mutex<(u32, File, Option<File>)>,
+    /// This process's pid namespace.
+    ns: u64,
     /// Streams per device, default streams and internal-sync streams included.
     limit: u32,
 }
 
-/// Holder lines: (pid, device) → streams.
-type Holders = BTreeMap<(u32, u32), u32>;
+/// Holder lines: (pid, device, pid namespace) → streams.
+type Holders = BTreeMap<(u32, u32, u64), u32>;
+
+/// The pid namespace this process runs in (0 where it cannot be read).
+fn my_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| l.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Where a process of another pid namespace shows it lives: the file it keeps locked.
+fn lives_file(path: &std::path::Path, ns: u64, pid: u32) -> std::path::PathBuf {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".lives");
+    std::path::PathBuf::from(dir).join(format!("{ns}-{pid}"))
+}
+
+/// Locks this process's lives file (kept open, close-on-exec, for as long as it runs).
+fn hold_lives(path: &std::path::Path, ns: u64, pid: u32) -> Option<File> {
+    let file = lives_file(path, ns, pid);
+    std::fs::create_dir_all(file.parent()?).ok()?;
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&file).ok()?;
+    f.try_lock().ok()?;
+    Some(f)
+}
 
 impl SharedBudget {
     /// Opens (creating) the stream budget file named by `NPU_SIM_SHARED`, if set.
@@ -60,18 +95,20 @@ impl SharedBudget {
     /// Opens (creating) the budget file at `path`.
     pub fn open(path: &std::path::Path, limit: u32) -> Option<SharedBudget> {
         let file = open_table(path).ok()?;
-        Some(SharedBudget { path: path.to_path_buf(), file: std::sync::Mutex::new((std::process::id(), file)), limit })
+        let (pid, ns) = (std::process::id(), my_namespace());
+        let lives = hold_lives(path, ns, pid);
+        Some(SharedBudget { path: path.to_path_buf(), file: std::sync::Mutex::new((pid, file, lives)), limit, ns })
     }
 
     /// Takes `n` streams on `device` for this process, or fails when the device (all
     /// processes together) has fewer than `n` left.
     pub fn take(&self, device: u32, n: u32) -> Result<(), SharedError> {
         self.update(|holders| {
-            let used: u32 = holders.iter().filter(|((_, d), _)| *d == device).map(|(_, s)| *s).sum();
+            let used: u32 = holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).sum();
             if used.saturating_add(n) > self.limit {
                 return Err(SharedError::Exhausted);
             }
-            *holders.entry((std::process::id(), device)).or_insert(0) += n;
+            *holders.entry((std::process::id(), device, self.ns)).or_insert(0) += n;
             Ok(())
         })
     }
@@ -79,7 +116,7 @@ impl SharedBudget {
     /// Gives back `n` streams this process held on `device`.
     pub fn give(&self, device: u32, n: u32) {
         let _ = self.update(|holders| {
-            let me = (std::process::id(), device);
+            let me = (std::process::id(), device, self.ns);
             if let Some(held) = holders.get_mut(&me) {
                 *held = held.saturating_sub(n);
                 if *held == 0 {
@@ -93,7 +130,7 @@ impl SharedBudget {
     /// Streams still free on `device`, all processes counted.
     pub fn available(&self, device: u32) -> u32 {
         self.update(|holders| {
-            let used: u32 = holders.iter().filter(|((_, d), _)| *d == device).map(|(_, s)| *s).sum();
+            let used: u32 = holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).sum();
             Ok(self.limit.saturating_sub(used))
         })
         .unwrap_or(0)
@@ -105,7 +142,11 @@ impl SharedBudget {
         let mut held = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id();
         if held.0 != me {
-            *held = (me, open_table(&self.path).map_err(|_| SharedError::Io)?);
+            // A forked child: its own table description, and a lives file of its own (the
+            // parent's, inherited, is let go here so the parent's death can be seen).
+            let table = open_table(&self.path).map_err(|_| SharedError::Io)?;
+            *held = (me, table, None);
+            held.2 = hold_lives(&self.path, self.ns, me);
         }
         let table = &held.1;
         // flock(2): one process at a time, released by the kernel if the holder dies.
@@ -119,15 +160,21 @@ impl SharedBudget {
             let mut holders: Holders = text
                 .lines()
                 .filter_map(|l| {
-                    let mut w = l.split_whitespace().map(str::parse::<u32>);
-                    Some(((w.next()?.ok()?, w.next()?.ok()?), w.next()?.ok()?))
+                    let mut w = l.split_whitespace();
+                    let mut num = || w.next()?.parse::<u64>().ok();
+                    let (pid, device, streams) = (num()?, num()?, num()?);
+                    let ns = num().unwrap_or(self.ns);
+                    Some(((u32::try_from(pid).ok()?, u32::try_from(device).ok()?, ns), u32::try_from(streams).ok()?))
                 })
-                .filter(|((pid, _), _)| alive(*pid))
+                .filter(|((pid, _, ns), _)| match *ns == self.ns {
+                    true => alive(*pid),
+                    false => lives_elsewhere(&self.path, *ns, *pid),
+                })
                 .collect();
             let out = op(&mut holders)?;
             let mut text = String::new();
-            for ((pid, device), streams) in &holders {
-                text.push_str(&format!("{pid} {device} {streams}\n"));
+            for ((pid, device, ns), streams) in &holders {
+                text.push_str(&format!("{pid} {device} {streams} {ns}\n"));
             }
             // Rewritten in place, and cut to its new length only when it shrank: truncating
             // the file to nothing first cost ext4 20 µs to several ms per update, in every
@@ -162,6 +209,29 @@ fn alive(pid: u32) -> bool {
         },
         Err(_) => false,
     }
+}
+
+/// Whether process `pid` of pid namespace `ns` (not this one's) still runs: its lives file
+/// is locked. One that is not (the process went) is removed.
+fn lives_elsewhere(path: &std::path::Path, ns: u64, pid: u32) -> bool {
+    let alive = holder_alive(path, pid, ns);
+    if !alive {
+        let _ = std::fs::remove_file(lives_file(path, ns, pid));
+    }
+    alive
+}
+
+/// Whether the holder line `pid … ns` of the budget at `path` names a live process: by its
+/// `/proc` entry in this pid namespace, else by its lives file (see the module). For
+/// readers of the table (tests), which change nothing.
+pub fn holder_alive(path: &std::path::Path, pid: u32, ns: u64) -> bool {
+    if ns == my_namespace() {
+        return alive(pid);
+    }
+    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lives_file(path, ns, pid)) else {
+        return false;
+    };
+    f.try_lock().is_err()
 }
 
 /// Whether process `pid` has threads besides its leader.
@@ -209,7 +279,8 @@ mod tests {
         std::fs::write(&path, "1 0 1000\n4294967295 0 700\n1 1 5\n").expect("write");
         let budget = SharedBudget::open(&path, 2048).expect("open");
         assert_eq!(budget.available(0), 1048, "the dead holder's 700 are free");
-        assert_eq!(std::fs::read_to_string(&path).expect("read"), "1 0 1000\n1 1 5\n");
+        let ns = super::my_namespace();
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), format!("1 0 1000 {ns}\n1 1 5 {ns}\n"));
         assert!(budget.take(0, 40).is_ok());
         budget.give(0, 40);
         assert_eq!(budget.available(0), 1048);
@@ -217,6 +288,24 @@ mod tests {
         assert!(budget.take(1, 2000).is_ok());
         assert_eq!(budget.available(1), 43);
         assert_eq!(budget.take(1, 44), Err(super::SharedError::Exhausted));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Lines of another pid namespace live while their process holds its lives file, and
+    /// go once it lets it go; pid 1 there is not this namespace's pid 1.
+    #[test]
+    fn another_namespaces_holder_lives_by_its_lock() {
+        let path = std::env::temp_dir().join(format!("npu-sim-ns-{}", std::process::id()));
+        let other = super::my_namespace() + 1;
+        std::fs::write(&path, format!("1 0 30 {other}\n2 0 40 {other}\n")).expect("write");
+        let lives = super::hold_lives(&path, other, 1).expect("pid 1 of the other namespace lives");
+        let budget = SharedBudget::open(&path, 2048).expect("open");
+        assert_eq!(budget.available(0), 2048 - 30, "its pid 2 never took its lock: gone");
+        drop(lives);
+        assert_eq!(budget.available(0), 2048, "and pid 1 went");
+        let mut dir = path.clone().into_os_string();
+        dir.push(".lives");
+        let _ = std::fs::remove_dir_all(dir);
         let _ = std::fs::remove_file(&path);
     }
 }

@@ -286,10 +286,16 @@ impl Shared {
         let rows: Vec<(u32, u32, u32)> = text
             .lines()
             .filter_map(|l| {
-                let w: Vec<u32> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-                // A dead process's line is dropped at the driver's next update; it holds nothing.
-                let alive = w.len() == 3 && Path::new(&format!("/proc/{}", w[0])).exists();
-                alive.then(|| (w[0], w[1], w[2]))
+                let w: Vec<u64> = l.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+                let (pid, device, streams) = (u32::try_from(*w.first()?).ok()?, *w.get(1)? as u32, *w.get(2)? as u32);
+                // A dead process's line is dropped at the driver's next update; it holds
+                // nothing. A line names its process by pid and pid namespace (containers'
+                // programs are all pid 1 in theirs): the driver's own test of life.
+                let alive = match w.get(3) {
+                    Some(ns) => npu_sim::shared::holder_alive(&self.path, pid, *ns),
+                    None => Path::new(&format!("/proc/{pid}")).exists(),
+                };
+                alive.then_some((pid, device, streams))
             })
             .collect();
         rows.into_iter()

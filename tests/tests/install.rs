@@ -286,3 +286,46 @@ fn an_images_own_preload_is_kept_and_a_program_without_a_vendor_library_stays_un
     assert!(stdout.starts_with("ok 3 wrapped 3"), "the image's preload saw every create: {stdout}\n{}", d.log());
     assert!(calls() > 0.0, "the program was admitted");
 }
+
+/// Programs in pid namespaces of their own, as containers run them (each is pid 1 there):
+/// the fake driver counts each one's streams apart, frees a program's when it exits
+/// though its pid lives on in the others' namespaces, and npud's count equals it.
+#[test]
+fn programs_in_pid_namespaces_of_their_own_are_each_counted() {
+    let root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+    let unshare = ["--pid", "--fork", "--mount-proc", "true"];
+    if !root || !Command::new("unshare").args(unshare).status().is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: needs root and unshare(1) for pid namespaces");
+        return;
+    }
+    let shared = Shared::new();
+    let d = acl_builder(&shared.path, &[]).start();
+    let (program, _) = native::acl_apps();
+    let mut apps: Vec<App> = (0..3)
+        .map(|_| {
+            let inner = native::acl_command(program, &shared.path, Some((&d, 10)));
+            let mut cmd = Command::new("unshare");
+            cmd.args(["--pid", "--fork", "--mount-proc"]).arg(inner.get_program()).args(["9", "-1"]);
+            for (k, v) in inner.get_envs() {
+                if let Some(v) = v {
+                    cmd.env(k, v);
+                }
+            }
+            cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+            App::spawn(cmd)
+        })
+        .collect();
+    for app in &mut apps {
+        assert_eq!(app.started().map(|w| w[0].clone()), Ok("9".to_string()), "{}", d.log());
+    }
+    let lines = std::fs::read_to_string(&shared.path).unwrap();
+    assert_eq!(lines.lines().filter(|l| l.starts_with("1 ")).count(), 3, "three pid 1s, apart: {lines}");
+    let counted = || (shared.held_by_others(d.pid()), d.device0()["in_use"].as_u64().unwrap() as u32);
+    assert!(eventually(Duration::from_secs(20), || counted() == (30, 30)), "{:?}", counted());
+    apps.pop().unwrap().release();
+    assert!(eventually(Duration::from_secs(20), || counted() == (20, 20)), "one went: {:?}", counted());
+    for app in apps {
+        app.release();
+    }
+    assert!(eventually(Duration::from_secs(20), || counted() == (0, 0)), "{:?}", counted());
+}
