@@ -583,7 +583,13 @@ impl Peer {
             serde_json::from_str(&stdout.next().expect("hello").expect("line")).expect("json");
         let mut pid = hello["pid"].as_u64().expect("pid") as u32;
         if !wrapper.is_empty() {
-            pid = descendant_named(child.id(), "npud-peer").expect("the peer under its wrapper");
+            // A wrapper that execs the peer (no fork) leaves it the child itself.
+            let execed =
+                std::fs::read_to_string(format!("/proc/{}/comm", child.id())).is_ok_and(|c| c.trim() == "npud-peer");
+            pid = match execed {
+                true => child.id(),
+                false => descendant_named(child.id(), "npud-peer").expect("the peer under its wrapper"),
+            };
         }
         Peer { _child: child, stdin, stdout, pid }
     }

@@ -238,3 +238,31 @@ fn root_in_a_container_npud_cannot_name_is_refused_and_never_the_host() {
     ns(host.pid, "pid:[4026531836]");
     assert_eq!(host.ask("tenant")["tenant"], "root");
 }
+
+/// Issue 56: a pod's processes run as any uid (`runAsUser`), or as root of a user
+/// namespace of their own (`hostUsers: false`, rootless runtimes). Through the socket's
+/// device-plugin modes (0666 in a 0755 directory) they connect, and the kernel's
+/// credentials and their cgroup make them their pod's tenant, not a uid's.
+#[test]
+fn a_pods_process_as_another_uid_or_in_a_user_namespace_is_its_pods_tenant() {
+    let userns = ["--reuid=1000", "--regid=1000", "--clear-groups", "unshare", "--user", "--map-root-user", "true"];
+    if !is_root() || !Command::new("setpriv").args(userns).status().is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED: needs root, setpriv(1) and user namespaces");
+        return;
+    }
+    let proc_root = tempfile::tempdir().unwrap();
+    let dp = tempfile::tempdir().unwrap();
+    let config = format!("[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let d = Daemon::builder().config(&config).args(&["--device-plugin-dir", dp.path().to_str().unwrap()]).start();
+    std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777, 0o666, "every uid may connect");
+    let socket = d.socket.to_str().unwrap().to_string();
+    let pod = |uid: &str| format!("0::/kubepods.slice/kubepods-pod{uid}.slice/cri-containerd-{CONTAINER_A}.scope\n");
+    let mut as_1000 = Peer::spawn(&socket, Some(1000));
+    plant_cgroup(proc_root.path(), as_1000.pid, &pod("0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d"));
+    assert_eq!(as_1000.ask("tenant")["tenant"], "pod-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
+    let wrapper = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "unshare", "--user", "--map-root-user"];
+    let mut in_userns = Peer::spawn_under(&socket, None, &wrapper);
+    plant_cgroup(proc_root.path(), in_userns.pid, &pod("9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0"));
+    assert_eq!(in_userns.ask("tenant")["tenant"], "pod-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0");
+}
