@@ -39,6 +39,7 @@ for backend in acl cuda; do
 done
 
 step "the interposer for old glibc (2.17), built with cargo-zigbuild and tested" ./scripts/old-glibc.sh
+step "the previous release's interposer against this npud" ./scripts/previous-interposer.sh
 
 echo "== Python client"
 if [[ ! -x .venv/bin/python ]]; then
