@@ -27,7 +27,9 @@ impl AdminService for Api {
                 let fig = view.tenants.get(name).cloned().unwrap_or_default();
                 let (sessions, events) =
                     counts.get(name).map_or((0, 0), |(s, per_dev)| (*s, per_dev.get(&desc.id).copied().unwrap_or(0)));
-                let quota = d.quota_on(name, desc.id);
+                let (base, _) = d.quotas().get(name);
+                let booking = d.allocations().and_then(|a| a.booking(name));
+                let quota = booking.as_ref().map_or(base, |b| b.quota(base, desc.id));
                 tenants.push(pb::TenantUsage {
                     tenant: name.to_string(),
                     device: desc.id,
@@ -37,10 +39,7 @@ impl AdminService for Api {
                     waiting_streams: fig.waiting_streams,
                     quota: Some(convert::quota(&quota)),
                     sessions,
-                    allocated_streams: match d.allocations().is_some_and(|a| a.booking(name).is_some()) {
-                        true => d.quota_on(name, desc.id).max_streams,
-                        false => 0,
-                    },
+                    allocated_streams: booking.map_or(0, |b| b.on(desc.id)),
                 });
             }
         }

@@ -131,9 +131,14 @@ impl Daemon {
     /// The bookings of `tenant` changed (bound, moved, gone): its cap over every device
     /// and every device's reservations follow.
     pub(crate) fn sync_booking(&self, tenant: &Tenant) {
+        self.sync_cap(tenant);
+        self.apply_reservations();
+    }
+
+    /// `tenant`'s cap over every device: its pod's allocations in all (none without one).
+    pub(crate) fn sync_cap(&self, tenant: &Tenant) {
         let booking = self.allocations.as_ref().and_then(|a| a.booking(tenant));
         self.admission.set_spread_cap(tenant, booking.map(|b| b.total));
-        self.apply_reservations();
     }
 
     /// Every ledger's reservations: the tenants' quotas, then the pods' bookings in binding
@@ -194,7 +199,7 @@ impl Daemon {
     pub(crate) fn quota_for_streams(&self, tenant: &Tenant, device: u32, count: u32) -> NpudResult<Quota> {
         let (quota, source) = self.quotas.get(tenant);
         if let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
-            let on = self.quota_on(tenant, device);
+            let on = b.quota(quota, device);
             if on.max_streams == 0 {
                 let list: Vec<String> = b.devices.keys().map(u32::to_string).collect();
                 return Err(NpudError::new(
@@ -225,18 +230,16 @@ impl Daemon {
     /// The quota of `tenant` on `device`: its pod's booking there where it has one (max
     /// and reserved), else its own quota.
     pub fn quota_on(&self, tenant: &str, device: u32) -> Quota {
-        let (mut quota, _) = self.quotas.get(tenant);
-        if let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
-            quota.max_streams = b.on(device);
-            quota.reserved_streams = b.devices.get(&device).copied().unwrap_or(0);
+        let (quota, _) = self.quotas.get(tenant);
+        match self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
+            Some(b) => b.quota(quota, device),
+            None => quota,
         }
-        quota
     }
 
-    /// What each device's first ask of a process of `tenant` may be, where its pod has an
-    /// allocation bound (the welcome's `bookings`); empty otherwise.
-    pub fn first_asks(&self, tenant: &str) -> Vec<(u32, u32)> {
-        let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) else { return Vec::new() };
+    /// What each device's first ask of a process of a pod booked as `b` may be (the
+    /// welcome's `bookings`).
+    pub fn first_asks(&self, b: &crate::policy::allocations::PodBooking) -> Vec<(u32, u32)> {
         (0..self.devices().len() as u32)
             .filter(|d| b.on(*d) > 0)
             .map(|d| (d, b.first_ask(d).min(b.on(d)).min(self.admission.capacity(d))))

@@ -187,9 +187,7 @@ impl Daemon {
         daemon.restore_books();
         // Allocations read back are booked: their pods' caps and reservations hold again.
         for tenant in daemon.allocations.as_ref().map(|a| a.bound_tenants()).unwrap_or_default() {
-            daemon
-                .admission
-                .set_spread_cap(&tenant, daemon.allocations.as_ref().and_then(|a| a.booking(&tenant)).map(|b| b.total));
+            daemon.sync_cap(&tenant);
         }
         daemon.apply_reservations();
         Ok(daemon)

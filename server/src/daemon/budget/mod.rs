@@ -188,13 +188,14 @@ impl NativeSession {
             self.daemon.natives.set_reports_created(self.id);
         }
         let mut quota = self.daemon.quotas.get(&self.caller.tenant).0;
-        if let Some(b) = self.daemon.allocations().and_then(|a| a.booking(&self.caller.tenant)) {
+        let booking = self.daemon.allocations().and_then(|a| a.booking(&self.caller.tenant));
+        if let Some(b) = &booking {
             // A pod's own quota is its allocation, over all its devices.
             quota.max_streams = b.total;
         }
-        let bookings = self
-            .daemon
-            .first_asks(&self.caller.tenant)
+        let bookings = booking
+            .map(|b| self.daemon.first_asks(&b))
+            .unwrap_or_default()
             .into_iter()
             .map(|(device, streams)| pb::DeviceBooking {
                 device,

@@ -35,12 +35,38 @@ impl PodBooking {
         self.devices.get(&device).copied().unwrap_or(0).saturating_add(self.floating)
     }
 
+    /// `base` (the tenant's own quota) as it stands on `device` for the pod: as many
+    /// streams as it may hold there, reserved as booked there.
+    pub fn quota(&self, base: crate::types::Quota, device: u32) -> crate::types::Quota {
+        crate::types::Quota {
+            max_streams: self.on(device),
+            reserved_streams: self.devices.get(&device).copied().unwrap_or(0),
+            ..base
+        }
+    }
+
     /// What one of its processes asks for at once on `device` at most: its booking there,
     /// and an even share of the floating streams.
     pub fn first_ask(&self, device: u32) -> u32 {
         let share = self.floating.div_ceil(self.spread.max(1));
         self.devices.get(&device).copied().unwrap_or(0).saturating_add(share)
     }
+}
+
+/// Of `allocations`, the bound ones that count, oldest binding first: per pod, one of each
+/// set of unit ids (the latest bound: an init container's ids the app container reuses).
+fn counted_in<'a>(allocations: impl Iterator<Item = &'a Allocation>) -> Vec<&'a Allocation> {
+    let mut latest: HashMap<(&Tenant, &[String]), &Allocation> = HashMap::new();
+    for a in allocations {
+        let Some(t) = &a.bound else { continue };
+        let slot = latest.entry((t, a.ids.as_slice())).or_insert(a);
+        if a.seq > slot.seq {
+            *slot = a;
+        }
+    }
+    let mut out: Vec<&Allocation> = latest.into_values().collect();
+    out.sort_by_key(|a| a.seq);
+    out
 }
 
 /// One allocation's booking on one device, for `status`.
@@ -60,27 +86,19 @@ impl Allocations {
     /// unit ids (the latest bound).
     fn counted(&self) -> Vec<Allocation> {
         let inner = self.lock();
-        let mut latest: HashMap<(&Tenant, &[String]), &Allocation> = HashMap::new();
-        for a in inner.map.values() {
-            let Some(t) = &a.bound else { continue };
-            let slot = latest.entry((t, a.ids.as_slice())).or_insert(a);
-            if a.seq > slot.seq {
-                *slot = a;
-            }
-        }
-        let mut out: Vec<Allocation> = latest.into_values().cloned().collect();
-        out.sort_by_key(|a| a.seq);
-        out
+        counted_in(inner.map.values()).into_iter().cloned().collect()
     }
 
-    /// What the pod `tenant` may hold where; None when no allocation is bound to it.
+    /// What the pod `tenant` may hold where; None when no allocation is bound to it. On
+    /// every ask of a pod's process: only its own allocations are looked at, none copied.
     pub fn booking(&self, tenant: &str) -> Option<PodBooking> {
-        let mine: Vec<Allocation> = self.counted().into_iter().filter(|a| a.bound.as_deref() == Some(tenant)).collect();
+        let inner = self.lock();
+        let mine = counted_in(inner.map.values().filter(|a| a.bound.as_deref() == Some(tenant)));
         if mine.is_empty() {
             return None;
         }
         let mut b = PodBooking { spread: 1, ..Default::default() };
-        for a in &mine {
+        for a in mine {
             let total = a.total();
             b.total = b.total.saturating_add(total);
             match &a.placement {
