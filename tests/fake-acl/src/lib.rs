@@ -19,6 +19,8 @@ mod last_error;
 mod memory;
 mod numbering;
 mod peer;
+mod runtime;
+mod runtime_abi;
 mod state;
 mod stream_attrs;
 mod stream_state;
@@ -58,6 +60,18 @@ unsafe fn put<T>(out: *mut T, v: T) -> AclError {
     // SAFETY: the caller passes a valid, aligned out-pointer for T (checked non-null).
     unsafe { out.write(v) };
     ACL_SUCCESS
+}
+
+/// Through the runtime layer's entry points where the fake is layered (see [`runtime`]),
+/// else straight to the implementation; UNINITIALIZE before the runtime started either way.
+fn via(down: impl FnOnce(&runtime::Down) -> AclError, direct: impl FnOnce() -> AclError) -> AclError {
+    if rt().is_none() {
+        return UNINITIALIZE;
+    }
+    match runtime::down() {
+        Some(d) => down(d),
+        None => direct(),
+    }
 }
 
 fn with_rt(f: impl FnOnce(&Rt) -> Result<(), AclError>) -> AclError {
@@ -136,17 +150,17 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> AclError {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSetDevice(device: i32) -> AclError {
-    with_rt(|r| r.set_device(device))
+    via(|d| d.set_device(device), || with_rt(|r| r.set_device(device)))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDevice(device: i32) -> AclError {
-    with_rt(|r| r.reset_device(device, false))
+    via(|d| d.reset(device, false), || with_rt(|r| r.reset_device(device, false)))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDeviceForce(device: i32) -> AclError {
-    with_rt(|r| r.reset_device(device, true))
+    via(|d| d.reset(device, true), || with_rt(|r| r.reset_device(device, true)))
 }
 
 /// aclrtSetDeviceWithoutTsdVXX and aclrtResetDeviceWithoutTsdVXX: exported by the open
@@ -155,21 +169,20 @@ pub extern "C" fn aclrtResetDeviceForce(device: i32) -> AclError {
 /// the SoC's name starts with "Ascend910" (the training, A2 and A3 parts), then calls the
 /// runtime's SetDevice or DeviceReset, the same as aclrtSetDevice's and aclrtResetDevice's,
 /// only without starting the TSD daemon, which the fake does not have.
-fn without_tsd(f: impl FnOnce(&Rt) -> Result<(), AclError>) -> AclError {
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDeviceWithoutTsdVXX(device: i32) -> AclError {
     if !state::soc_name().to_bytes().starts_with(b"Ascend910") {
         return API_NOT_SUPPORT;
     }
-    with_rt(f)
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclrtSetDeviceWithoutTsdVXX(device: i32) -> AclError {
-    without_tsd(|r| r.set_device(device))
+    aclrtSetDevice(device)
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDeviceWithoutTsdVXX(device: i32) -> AclError {
-    without_tsd(|r| r.reset_device(device, false))
+    if !state::soc_name().to_bytes().starts_with(b"Ascend910") {
+        return API_NOT_SUPPORT;
+    }
+    aclrtResetDevice(device)
 }
 
 #[unsafe(no_mangle)]
@@ -243,6 +256,12 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priori
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
+    if let Some(down) = runtime::down() {
+        return match runtime::checked_flags(flag) {
+            Ok(flag) => down.create_with_config(stream, priority, flag),
+            Err(e) => failed(e),
+        };
+    }
     match r.create_stream(clamped_priority(priority), flag) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(h) => unsafe { put(stream, h) },
@@ -252,18 +271,21 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priori
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut Handle) -> AclError {
+    if stream.is_null() {
+        return INVALID_PARAM;
+    }
     // SAFETY: forwarded out-pointer.
-    unsafe { aclrtCreateStreamWithConfig(stream, 0, 0) }
+    via(|d| d.create(stream), || unsafe { aclrtCreateStreamWithConfig(stream, 0, 0) })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyStream(stream: Handle) -> AclError {
-    with_rt(|r| r.destroy_stream(stream, false))
+    via(|d| d.destroy(stream, false), || with_rt(|r| r.destroy_stream(stream, false)))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> AclError {
-    with_rt(|r| r.destroy_stream(stream, true))
+    via(|d| d.destroy(stream, true), || with_rt(|r| r.destroy_stream(stream, true)))
 }
 
 #[unsafe(no_mangle)]
@@ -376,6 +398,12 @@ pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut Handle) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
+    if count.is_null() {
+        return INVALID_PARAM;
+    }
+    if let Some(down) = runtime::down() {
+        return down.available(count);
+    }
     match r.available_streams() {
         // SAFETY: out-pointer from the caller.
         Ok(n) => unsafe { put(count, n) },
@@ -540,7 +568,7 @@ pub unsafe extern "C" fn aclrtGetUserDevIdByLogicDevId(logic: i32, user: *mut i3
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> AclError {
-    with_rt(|r| r.capture_begin(stream, mode))
+    via(|d| d.begin_capture(stream, mode), || with_rt(|r| r.capture_begin(stream, mode)))
 }
 
 #[unsafe(no_mangle)]
@@ -549,6 +577,9 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) 
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
+    if let Some(down) = runtime::down() {
+        return down.end_capture(stream, model);
+    }
     match r.capture_end(stream) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(m) => unsafe { put(model, m) },
@@ -579,6 +610,9 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32
 pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> AclError {
     if mode.is_null() {
         return INVALID_PARAM;
+    }
+    if let Some(down) = runtime::down() {
+        return down.exchange_capture_mode(mode);
     }
     // SAFETY: checked non-null in/out pointer from the caller.
     match capture::exchange_thread_mode(unsafe { *mode }) {

@@ -119,11 +119,17 @@ pub fn default_failure_mode_allowed() -> bool {
     a2_a3_or_950()
 }
 
-/// aclInit: true the first time.
+/// aclInit: true the first time. The runtime itself may have started before, at a runtime
+/// layer call (`rtSetDevice` needs no aclInit).
 pub fn init() -> bool {
-    let mut first = false;
+    static ACL_INIT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    runtime();
+    !ACL_INIT.swap(true, std::sync::atomic::Ordering::AcqRel)
+}
+
+/// The fake's runtime, started on first use.
+pub fn runtime() -> &'static Rt {
     RT.get_or_init(|| {
-        first = true;
         let mut profile =
             Profile::by_name(&std::env::var("NPU_SIM_PROFILE").unwrap_or_else(|_| "atlas-training".into()))
                 .unwrap_or_default();
@@ -163,8 +169,7 @@ pub fn init() -> bool {
             due: Condvar::new(),
             started: std::time::Instant::now(),
         }
-    });
-    first
+    })
 }
 
 pub fn rt() -> Option<&'static Rt> {
