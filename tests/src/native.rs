@@ -417,6 +417,23 @@ pub fn cuda_priorities_app() -> &'static PathBuf {
     build("cuda_priorities.c", "cuda", "cuda_priorities", &[])
 }
 
+/// `native/rt_steps.c` built three ways: against libruntime only (streams made only
+/// through the runtime layer), against both libraries (the layers mixed), against
+/// libascendcl only. Commands and output in the source.
+pub fn rt_steps_apps() -> [&'static PathBuf; 3] {
+    [
+        build("rt_steps.c", "runtime", "rt_steps_rt", &["-DRT_ONLY"]),
+        build("rt_steps.c", "ascendcl", "rt_steps_mixed", &["-Wl,--no-as-needed", "-lruntime"]),
+        build("rt_steps.c", "ascendcl", "rt_steps_acl", &["-DACL_ONLY"]),
+    ]
+}
+
+/// `native/rt_dlsym.c` built once per process (links no vendor library): reaches the
+/// runtime layer through `dlsym` on a handle of libruntime.so loaded `RTLD_LOCAL`.
+pub fn rt_dlsym_app() -> &'static PathBuf {
+    build("rt_dlsym.c", "c", "rt_dlsym", &[])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

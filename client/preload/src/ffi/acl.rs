@@ -9,31 +9,21 @@ use std::ptr::null_mut;
 
 /// What a refused or expired admission returns: no stream (or event) resource, as the
 /// runtime answers when the device has none left.
-use npud_proto::codes::acl::{
-    RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE,
-    RT_STREAM_CAPTURE_WRONG_THREAD,
-};
-
-/// aclmdlRICaptureStatus ACTIVE.
-const CAPTURE_STATUS_ACTIVE: u32 = 1;
+use npud_proto::codes::acl::{RT_NO_EVENT_RESOURCE as NO_EVENT_RESOURCE, RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE};
 
 pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libascendcl.so", c"libacl_rt.so"]);
 
-type IntFn = unsafe extern "C" fn(i32) -> i32;
+pub(super) type IntFn = unsafe extern "C" fn(i32) -> i32;
 type SocFn = unsafe extern "C" fn() -> *const c_char;
 type InitFn = unsafe extern "C" fn(*const c_char) -> i32;
-type PtrFn = unsafe extern "C" fn(Handle) -> i32;
+pub(super) type PtrFn = unsafe extern "C" fn(Handle) -> i32;
 type OutFn = unsafe extern "C" fn(*mut Handle) -> i32;
 type OutIntFn = unsafe extern "C" fn(*mut Handle, i32) -> i32;
 type OutFlagFn = unsafe extern "C" fn(*mut Handle, u32) -> i32;
 type ConfigFn = unsafe extern "C" fn(*mut Handle, u32, u32) -> i32;
-type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
+pub(super) type CountFn = unsafe extern "C" fn(*mut u32) -> i32;
 type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
 type MapFn = unsafe extern "C" fn(i32, *mut i32) -> i32;
-type CaptureBeginFn = unsafe extern "C" fn(Handle, u32) -> i32;
-type CaptureEndFn = unsafe extern "C" fn(Handle, *mut Handle) -> i32;
-type ModelStreamsFn = unsafe extern "C" fn(Handle, *mut Handle, *mut u32) -> i32;
-type CaptureInfoFn = unsafe extern "C" fn(Handle, *mut u32, *mut Handle) -> i32;
 type AttrFn = unsafe extern "C" fn(Handle, u32, *mut [u32; 4]) -> i32;
 
 /// The physical device the process calls `user`, by the vendor's own call:
@@ -73,7 +63,7 @@ fn context_sync() -> u32 {
 }
 
 /// The device of the calling thread's current context.
-fn current_device(p: &Process) -> u32 {
+pub(super) fn current_device(p: &Process) -> u32 {
     known(p, context_device(p))
 }
 
@@ -87,10 +77,13 @@ fn context_device(p: &Process) -> u32 {
             return d;
         }
     }
+    if let Some(d) = super::rt::current_device() {
+        return d;
+    }
     p.context_device(current_context()).unwrap_or(0)
 }
 
-fn current_context() -> usize {
+pub(super) fn current_context() -> usize {
     let mut ctx: Handle = null_mut();
     match real!(&LIBRARY, aclrtGetCurrentContext: OutFn, null_mut()) {
         // SAFETY: the vendor function with an out-pointer to a local.
@@ -100,7 +93,7 @@ fn current_context() -> usize {
 }
 
 /// Admits one stream on the current device, runs `create`, and books the outcome.
-fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i32) -> i32 {
+pub(super) fn create_one(p: &'static Process, out: *mut Handle, create: impl FnOnce() -> i32) -> i32 {
     if out.is_null() {
         return create(); // the vendor's own INVALID_PARAM
     }
@@ -141,7 +134,7 @@ pub extern "C" fn aclrtSetDeviceWithoutTsdVXX(device: i32) -> i32 {
 
 /// A device set (the default context, with its default stream, on the first set): the
 /// process's start-up need admitted first.
-fn set_device(device: i32, real: IntFn) -> i32 {
+pub(super) fn set_device(device: i32, real: IntFn) -> i32 {
     // SAFETY (both closures): the vendor function, called as the program called it.
     hook(
         |p| {
@@ -166,7 +159,7 @@ fn set_device(device: i32, real: IntFn) -> i32 {
     )
 }
 
-fn reset(device: i32, force: bool, real: IntFn) -> i32 {
+pub(super) fn reset(device: i32, force: bool, real: IntFn) -> i32 {
     // SAFETY (both closures): the vendor function, called as the program called it.
     hook(
         |p| {
@@ -298,7 +291,7 @@ pub extern "C" fn aclrtSetStreamAttribute(stream: Handle, attribute: u32, value:
     )
 }
 
-fn destroy(stream: Handle, real: PtrFn) -> i32 {
+pub(super) fn destroy(stream: Handle, real: PtrFn) -> i32 {
     // SAFETY (both closures): the vendor function with the caller's handle.
     hook(
         |p| {
@@ -417,119 +410,6 @@ pub extern "C" fn aclrtGetEventAvailNum(count: *mut u32) -> i32 {
     )
 }
 
-/// The vendor's device-wide free count on the current device.
-fn vendor_free() -> Option<u32> {
-    let get = real!(&LIBRARY, aclrtGetStreamAvailableNum: CountFn)?;
-    let mut n = 0u32;
-    // SAFETY: the vendor function with an out-pointer to a local.
-    (unsafe { get(&mut n) } == 0).then_some(n)
-}
-
-/// The streams a model holds, where the library says (aclmdlRIGetStreams, CANN 9.1 on
-/// A2/A3); None where it cannot.
-fn model_streams(model: Handle) -> Option<u32> {
-    let get = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut())?;
-    let mut n = 0u32;
-    // SAFETY: the vendor function; NULL streams asks for the count only.
-    (unsafe { get(model, null_mut(), &mut n) } == 0).then_some(n)
-}
-
-/// aclmdlRICaptureBegin: the capture is admitted for the size of the device's last one
-/// (at least its own stream); a tenant with no room gets 207008 here, as the device would.
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclmdlRICaptureBegin: CaptureBeginFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's arguments.
-    hook(
-        |p| {
-            let device = current_device(p);
-            let admitted = match p.capture_admit(device) {
-                Ok(admitted) => admitted,
-                Err(r) => return refused(NO_STREAM_RESOURCE, r),
-            };
-            // Without aclmdlRIGetStreams the model's size is the change in the free count.
-            let counted = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
-            let free_before = if counted { None } else { vendor_free() };
-            let rc = unsafe { real(stream, mode) };
-            if rc == 0 {
-                let context = current_context();
-                p.capture_begun(stream as usize, crate::capture::Active { device, context, admitted, free_before });
-            } else {
-                p.not_created(device, admitted);
-            }
-            rc
-        },
-        || unsafe { real(stream, mode) },
-    )
-}
-
-/// The model a capture under way on `stream` is capturing into (aclmdlRICaptureGetInfo),
-/// where the library says.
-fn capturing_into(stream: Handle) -> Option<Handle> {
-    let info = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn, null_mut())?;
-    let (mut status, mut model) = (0u32, null_mut());
-    // SAFETY: the vendor function with two out-pointers of ours.
-    let rc = unsafe { info(stream, &mut status, &mut model) };
-    (rc == 0 && status == CAPTURE_STATUS_ACTIVE && !model.is_null()).then_some(model)
-}
-
-/// aclmdlRICaptureEnd: books what the model holds. A failed End leaves one of three
-/// things (`ApiImpl::StreamEndCapture`, `Context::StreamEndCapture`):
-/// - refused before the capture is touched (no current context, a stream of another
-///   context, a NULL out-pointer...): the capture goes on, admitted as it was;
-/// - ended from the wrong thread (begun in a mode other than RELAXED): the stream leaves
-///   capture but the model is not destroyed, so its streams stay held until aclmdlRIDestroy
-///   on the handle aclmdlRICaptureGetInfo gave, the end of its context or exit, and stay
-///   booked as long;
-/// - any other failure destroys the model with its streams.
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclmdlRICaptureEnd: CaptureEndFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's arguments.
-    hook(
-        |p| {
-            let active = p.capture_active(stream as usize);
-            let into = active.and_then(|_| capturing_into(stream));
-            let rc = unsafe { real(stream, model) };
-            let Some(a) = active else { return rc };
-            let kept = match rc {
-                // SAFETY: the vendor filled the caller's out-pointer (checked non-null).
-                0 if !model.is_null() => unsafe { *model },
-                // Without the model's handle, the stream stands for it until its context ends.
-                RT_STREAM_CAPTURE_WRONG_THREAD => into.unwrap_or(stream),
-                _ if into.is_some() && capturing_into(stream) == into => return rc,
-                _ => {
-                    p.capture_abandoned(stream as usize);
-                    return rc;
-                }
-            };
-            let held = model_streams(kept)
-                .or_else(|| a.free_before.zip(vendor_free()).map(|(before, now)| before.saturating_sub(now)))
-                .unwrap_or(a.admitted);
-            p.capture_ended(stream as usize, kept as usize, held);
-            rc
-        },
-        || unsafe { real(stream, model) },
-    )
-}
-
-/// aclmdlRIDestroy: the model's streams go back.
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRIDestroy(model: Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclmdlRIDestroy: PtrFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's handle.
-    hook(
-        |p| {
-            let rc = unsafe { real(model) };
-            if rc == 0 {
-                p.model_destroyed(model as usize);
-            }
-            rc
-        },
-        || unsafe { real(model) },
-    )
-}
-
 /// Our hook for an exact AscendCL name, if we interpose it.
 pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
     Some(match name {
@@ -552,9 +432,9 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtCreateEventExWithFlag" => aclrtCreateEventExWithFlag as *mut c_void,
         b"aclrtDestroyEvent" => aclrtDestroyEvent as *mut c_void,
         b"aclrtGetEventAvailNum" => aclrtGetEventAvailNum as *mut c_void,
-        b"aclmdlRICaptureBegin" => aclmdlRICaptureBegin as *mut c_void,
-        b"aclmdlRICaptureEnd" => aclmdlRICaptureEnd as *mut c_void,
-        b"aclmdlRIDestroy" => aclmdlRIDestroy as *mut c_void,
+        b"aclmdlRICaptureBegin" => super::capture::aclmdlRICaptureBegin as *mut c_void,
+        b"aclmdlRICaptureEnd" => super::capture::aclmdlRICaptureEnd as *mut c_void,
+        b"aclmdlRIDestroy" => super::capture::aclmdlRIDestroy as *mut c_void,
         _ => return None,
     })
 }

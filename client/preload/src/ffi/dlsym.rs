@@ -17,7 +17,7 @@
 //! The pass-through path takes no lock and allocates nothing: Rust's std and the dynamic
 //! loader call `dlsym` too.
 
-use super::{Handle, Vendor, acl, cuda, errors, vendor};
+use super::{Handle, Vendor, acl, cuda, errors, rt, vendor};
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
@@ -55,6 +55,8 @@ pub(super) fn real_dlsym() -> Option<DlsymFn> {
 fn ours(name: &[u8]) -> Option<(&'static Vendor, *mut c_void)> {
     if name.starts_with(b"aclrt") || name.starts_with(b"aclmdl") || name.starts_with(b"aclGet") || name == b"aclInit" {
         Some((&acl::LIBRARY, acl::ours(name).or_else(|| errors::ours(name))?))
+    } else if name.starts_with(b"rt") {
+        Some((&rt::LIBRARY, rt::ours(name)?))
     } else if name.starts_with(b"cu") {
         Some((&cuda::LIBRARY, cuda::ours(name)?))
     } else {

@@ -13,9 +13,11 @@
 //! call, [`cuda`] the CUDA driver's hooks, [`dlsym`] our `dlsym`.
 
 mod acl;
+mod capture;
 mod cuda;
 mod dlsym;
 mod errors;
+mod rt;
 
 use dlsym::real_dlsym;
 

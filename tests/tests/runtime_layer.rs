@@ -1,0 +1,161 @@
+//! Issue 57: streams made below AscendCL, through the runtime layer (`libruntime.so`'s
+//! `rt*`/`rts*` entry points, as GE, HCCL and some AscendCL builds make them), are admitted
+//! and booked by the interposer exactly once, whichever layers a call passes through.
+//!
+//! The fakes are laid out as the layered runtime is (tests/fake-acl/src/runtime.rs): the
+//! fake AscendCL reaches `rt*` through the dynamic symbol table, so the interposer's `rt*`
+//! hooks see AscendCL's own calls, nested in its AscendCL hooks. `NPU_SIM_ACL_LAYOUT=single`
+//! gives the other layout, where AscendCL calls its implementation directly.
+//!
+//! Each program runs under `npuctl run` and takes its steps when the test says; at every
+//! checkpoint npud's count for it equals the fake driver's, and nothing is `untracked`.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::native::{App, Shared, acl_command, native_created, rt_steps_apps};
+use npud_tests::{Daemon, bin, eventually};
+use std::path::Path;
+use std::time::Duration;
+
+/// The program under `npuctl run` with a start-up grant of `streams`, in `layout`.
+fn run(d: &Daemon, shared: &Shared, program: &Path, streams: u32, layout: Option<&str>) -> App {
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    if let Some(layout) = layout {
+        cmd.env("NPU_SIM_ACL_LAYOUT", layout);
+    }
+    cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", &streams.to_string(), "--"]).arg(program);
+    App::spawn(cmd)
+}
+
+/// npud counts `on_device` streams created by the program (its default stream included),
+/// the driver holds as many for it, and nothing on the device is outside npud's books.
+fn books_equal_the_device(d: &Daemon, shared: &Shared, on_device: u32, what: &str) {
+    let npud = d.pid();
+    assert!(
+        eventually(Duration::from_secs(10), || native_created(d) == u64::from(on_device)
+            && shared.held_by_others(npud) == on_device
+            && d.device0()["untracked"] == 0),
+        "{what}: npud counts {} created and {} untracked; the driver holds {} (expected {on_device})\n{}",
+        native_created(d),
+        d.device0()["untracked"],
+        shared.held_by_others(npud),
+        d.log()
+    );
+}
+
+/// Steps through making and destroying streams, checking the books at each.
+fn steps_keep_the_books_equal(program: &Path, layout: Option<&str>) {
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    let mut app = run(&d, &shared, program, 40, layout);
+    assert_eq!(app.line(), "ready", "{}", d.log());
+    books_equal_the_device(&d, &shared, 1, "the device set (its default stream)");
+    for (step, held, what) in [
+        ("+12", 12, "made within the start-up grant"),
+        ("-5", 7, "destroyed, some by the other layer"),
+        ("+50", 57, "made past the grant, each admitted"),
+        ("-20", 37, "destroyed again"),
+    ] {
+        app.send(step);
+        assert_eq!(app.line(), format!("held {held}"), "{what}\n{}", d.log());
+        books_equal_the_device(&d, &shared, held + 1, what);
+    }
+    drop(app.child.stdin.take());
+    assert_eq!(app.line(), "done");
+    assert!(app.child.wait().expect("wait").success());
+    everything_returns(&d, &shared);
+}
+
+/// Once the program is gone, npud and the driver hold nothing for it.
+fn everything_returns(d: &Daemon, shared: &Shared) {
+    assert!(
+        eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0),
+        "everything returns: {}",
+        d.device0()
+    );
+}
+
+#[test]
+fn streams_made_only_through_the_runtime_layer_are_booked_once() {
+    let [rt, _, _] = rt_steps_apps();
+    steps_keep_the_books_equal(rt, None);
+}
+
+#[test]
+fn both_layers_mixed_book_each_stream_once_in_the_layered_layout() {
+    let [_, mixed, _] = rt_steps_apps();
+    steps_keep_the_books_equal(mixed, None);
+}
+
+#[test]
+fn both_layers_mixed_book_each_stream_once_in_the_single_library_layout() {
+    let [_, mixed, _] = rt_steps_apps();
+    steps_keep_the_books_equal(mixed, Some("single"));
+}
+
+#[test]
+fn ascendcl_alone_over_the_layered_runtime_books_each_stream_once() {
+    let [_, _, acl] = rt_steps_apps();
+    steps_keep_the_books_equal(acl, None);
+}
+
+/// rtGetAvailStreamNum, as gert's `NeedRollBackToSingleStream` reads it, answers the
+/// tenant's share under `npuctl run`, not the device's free count; the huge-stream type is
+/// answered as the runtime answers it on a part without huge streams.
+#[test]
+fn the_runtime_layers_available_count_is_the_tenants_share() {
+    let [rt, mixed, _] = rt_steps_apps();
+    for program in [rt, mixed] {
+        let shared = Shared::new();
+        let d = shared.daemon(&[]);
+        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "100"]).status.success());
+        let mut app = run(&d, &shared, program, 20, None);
+        assert_eq!(app.line(), "ready", "{}", d.log());
+        app.send("+10");
+        assert_eq!(app.line(), "held 10");
+        app.send("avail");
+        // The grant of 20 holds the default stream and 10 more: 9 unused, and 80 the
+        // tenant may still take; the device has about 2,000 free.
+        assert_eq!(app.line(), "avail 89", "{}", d.log());
+        app.send("huge");
+        assert_eq!(app.line(), "huge 207000 0", "no huge streams on the simulated part");
+        books_equal_the_device(&d, &shared, 11, "after the counts");
+        drop(app.child.stdin.take());
+        assert_eq!(app.line(), "done");
+        assert!(app.child.wait().expect("wait").success());
+        everything_returns(&d, &shared);
+    }
+}
+
+/// A tenant out of room: the runtime layer's create is refused by npud with the device's
+/// own code (207008), the stream is never made, and the books still equal the device.
+#[test]
+fn a_runtime_layer_create_past_the_quota_is_refused_before_the_device() {
+    let [rt, _, _] = rt_steps_apps();
+    let shared = Shared::new();
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
+    let mut app = run(&d, &shared, rt, 20, None);
+    assert_eq!(app.line(), "ready", "{}", d.log());
+    app.send("+29");
+    assert_eq!(app.line(), "held 29");
+    books_equal_the_device(&d, &shared, 30, "the whole quota");
+    app.send("+1");
+    let line = app.line();
+    assert!(line.starts_with("fail ") && line.ends_with(" 207008"), "refused as the device would: {line}");
+    assert!(app.child.wait().expect("wait").code() == Some(1));
+    everything_returns(&d, &shared);
+}
+
+/// A framework that loads libruntime.so itself, `RTLD_LOCAL`, and looks the runtime layer
+/// up in its handle: its streams are booked through our `dlsym`, as AscendCL's are, and
+/// nothing it probes for exists before it loads the library.
+#[test]
+fn runtime_layer_names_looked_up_in_a_local_handle_are_booked() {
+    npud_tests::native::runs_natively_and_under_npud_with_the_books_equal(
+        npud_tests::native::rt_dlsym_app(),
+        "20",
+        "ok 20",
+        21,
+    );
+}
