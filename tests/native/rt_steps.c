@@ -17,6 +17,10 @@
  *   avail  print "avail N": what the layers say is available (rtGetAvailStreamNum's
  *          normal type, or aclrtGetStreamAvailableNum with -DACL_ONLY)
  *   huge   print "huge RC N": rtGetAvailStreamNum for the huge type
+ *   begin  begin a RELAXED capture on the stream made last (rtStreamBeginCapture with
+ *          -DRT_ONLY, else aclmdlRICaptureBegin) and print "begin RC MS", MS the call's
+ *          own time in milliseconds; a capture begun is ended at once and its model kept
+ *          until the device is reset
  *
  * It prints "ready" once the device is set, "held K" after each +/-. At the end of its
  * input it destroys the rest, resets the device and prints "done". A failed call prints
@@ -26,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef void *stream_t;
 
@@ -38,6 +43,10 @@ int aclrtCreateStreamWithConfig(stream_t *, uint32_t, uint32_t);
 int aclrtDestroyStream(stream_t);
 int aclrtDestroyStreamForce(stream_t);
 int aclrtGetStreamAvailableNum(uint32_t *);
+int aclmdlRICaptureBegin(stream_t, uint32_t);
+int aclmdlRICaptureEnd(stream_t, void **);
+#define begin_capture aclmdlRICaptureBegin
+#define end_capture aclmdlRICaptureEnd
 #endif
 
 #ifndef ACL_ONLY
@@ -65,6 +74,12 @@ int rtStreamDestroy(stream_t);
 int rtStreamDestroyForce(stream_t);
 int rtsStreamDestroy(stream_t, uint64_t);
 int rtGetAvailStreamNum(uint32_t, uint32_t *);
+int rtStreamBeginCapture(stream_t, uint32_t);
+int rtStreamEndCapture(stream_t, void **);
+#ifdef RT_ONLY
+#define begin_capture rtStreamBeginCapture
+#define end_capture rtStreamEndCapture
+#endif
 
 static int rts_create(stream_t *s) {
     rtStreamCreateAttr_t attrs[2] = {{RT_STREAM_CREATE_ATTR_PRIORITY, {0}},
@@ -168,6 +183,20 @@ int main(void) {
             rc = rtGetAvailStreamNum(RT_HUGE_STREAM, &n);
 #endif
             printf("huge %d %u\n", rc, n);
+            fflush(stdout);
+            continue;
+        }
+        if (strncmp(line, "begin", 5) == 0) {
+            if (held == 0) FAIL("begin-without-a-stream", 0);
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            rc = begin_capture(streams[held - 1], 2 /* RELAXED */);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+            void *model = NULL;
+            int end = rc == 0 ? end_capture(streams[held - 1], &model) : 0;
+            if (end != 0) FAIL("end_capture", end);
+            printf("begin %d %ld\n", rc, ms);
             fflush(stdout);
             continue;
         }

@@ -159,3 +159,33 @@ fn runtime_layer_names_looked_up_in_a_local_handle_are_booked() {
         21,
     );
 }
+
+/// A capture's Begin that npud refuses (the tenant's quota is full) answers at once, as
+/// the device answers 207008 natively: not after the grace npud gives an ask to be
+/// measured again (2 s), at either layer. The program times the call itself.
+#[test]
+fn a_refused_capture_begin_answers_at_once_at_either_layer() {
+    let [rt, _, acl] = rt_steps_apps();
+    for program in [rt, acl] {
+        let shared = Shared::new();
+        let d = shared.daemon(&[]);
+        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
+        let mut app = run(&d, &shared, program, 20, None);
+        assert_eq!(app.line(), "ready", "{}", d.log());
+        app.send("+29");
+        assert_eq!(app.line(), "held 29");
+        books_equal_the_device(&d, &shared, 30, "the whole quota");
+        app.send("begin");
+        let line = app.line();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ["begin", code, ms] = words.as_slice() else { panic!("unexpected: {line}") };
+        assert_eq!(*code, "207008", "refused as the device would: {line}\n{}", d.log());
+        let ms: u64 = ms.parse().expect("milliseconds");
+        assert!(ms < 1000, "{program:?}: the refused Begin took {ms} ms");
+        books_equal_the_device(&d, &shared, 30, "nothing taken by the refused Begin");
+        drop(app.child.stdin.take());
+        assert_eq!(app.line(), "done");
+        assert!(app.child.wait().expect("wait").success());
+        everything_returns(&d, &shared);
+    }
+}

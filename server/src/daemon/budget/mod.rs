@@ -234,16 +234,20 @@ impl NativeSession {
         self.end_batch(a.device);
         // No hold-and-wait: a process holding streams on another device fits now or is
         // refused, as the device would refuse it; two processes each holding one device
-        // and waiting for the other's would otherwise wait each other out. It waits only
-        // for the measurement its report asked for, which waits on no other holder.
-        let wait = match daemon.natives.holds_elsewhere(self.id, a.device) {
-            true => {
+        // and waiting for the other's would otherwise wait each other out. Nor does an ask
+        // that said it will not wait (a stream past the grant, a capture's Begin: the
+        // vendor answers those at once). Either waits only for the measurement its report
+        // asked for, which waits on no other holder, and is then judged on the books it
+        // corrected: a refused one answers after one measurement, not after the grace.
+        let queues = a.wait_ms > 0 && !daemon.natives.holds_elsewhere(self.id, a.device);
+        let wait = match queues {
+            true => Duration::from_millis(u64::from(a.wait_ms)).max(grace),
+            false => {
                 if !grace.is_zero() {
                     daemon.admission.measured_since_now(grace).await;
                 }
                 Duration::ZERO
             }
-            false => Duration::from_millis(u64::from(a.wait_ms)).max(grace),
         };
         // The ledger changes in acquire_native and the holder's count just after: one mutation.
         let _mutation = daemon.health.mutation();
