@@ -48,6 +48,9 @@ pub mod acl {
     pub const STREAM_CAPTURE_CONFLICT: AclError = 107032;
     pub const RT_STREAM_CAPTURE_UNMATCHED: AclError = 107036;
     pub const RT_STREAM_CAPTURE_WRONG_THREAD: AclError = 107038;
+    /// ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY: an output array smaller than what there is to
+    /// write (aclmdlRIGetStreams).
+    pub const RT_INSUFFICIENT_INPUT_ARRAY: AclError = 107039;
     pub const RT_FEATURE_NOT_SUPPORT: AclError = 207000;
     pub const RT_MEMORY_ALLOCATION: AclError = 207001;
     /// Stream exhaustion on some driver paths ("Too many streams are created").

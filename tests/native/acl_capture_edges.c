@@ -1,7 +1,7 @@
 /* Graph capture where the streams a model holds are not what a program's calls suggest,
  * as the open runtime implements the aclmdlRI pages (hicann/runtime, aclgraph):
  *
- *   acl_capture_edges long|wrong-thread|unjoined|modes|refusals|context
+ *   acl_capture_edges long|wrong-thread|unjoined|modes|refusals|context|codes
  *
  * long          captures LONG memsets on one stream. A capture stream takes 2016 tasks
  *               (an SQ of 2048 less 32 kept for the model), and the runtime binds one more
@@ -12,10 +12,12 @@
  *               only the handle aclmdlRICaptureGetInfo gave during the capture reaches it.
  * unjoined      a side stream joins a capture and never joins back: End fails with
  *               ACL_ERROR_RT_STREAM_UNJOINED (107025), both streams leave capture and the
- *               model is destroyed with its streams. Meanwhile a stream in a capture of its
- *               own cannot wait on that capture's event (ACL_ERROR_STREAM_CAPTURE_CONFLICT,
- *               107032). The same capture with the side stream joined back then ends,
- *               holding 2.
+ *               model is destroyed with its streams. Then a stream in a capture of its own
+ *               waits on an event recorded in the first stream's capture:
+ *               ACL_ERROR_STREAM_CAPTURE_CONFLICT (107032), and both captures are
+ *               invalidated (the runtime's TerminateCapture on a failed captured wait):
+ *               each reports status 2 and its End fails with 507903. The same capture with
+ *               the side stream joined back then ends, holding 2.
  * modes         the unsafe calls (aclrtMemset, aclrtMemcpy) under each capture mode
  *               (aclmdlRICaptureThreadExchangeMode's page): in a GLOBAL capture no thread
  *               in GLOBAL exchange mode may make them (ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
@@ -33,6 +35,15 @@
  *               is not destroyed before the context is: the context's teardown frees it
  *               with the context's streams (the runtime's TearDownModelsOnContextTearDown),
  *               so the device has as many free as before the context. No model kept: 0.
+ * codes         what the runtime answers at its edges (hicann/runtime): Begin in mode 3
+ *               and aclmdlRICaptureThreadExchangeMode(3) are RT_ERROR_INVALID_VALUE
+ *               (107000); the exchange on a thread with no context 107002; End with a NULL
+ *               out-pointer during a capture 107000; aclmdlRICaptureGetInfo with one NULL
+ *               out-pointer 0; aclmdlRIGetStreams with an array too small 107039 and the
+ *               count that fit. Then the device is filled but for one stream, a capture
+ *               takes it, and a stream that waits to join it gets none: 207008, the capture
+ *               is INVALIDATED (2), End fails with 507903 and its streams are free again.
+ *               No model kept: 0.
  *
  * Prints "ok MODE streams S" (S from aclmdlRIGetStreams of the model kept, 0 if none) or
  * "fail WHAT", waits for standard input to close, destroys everything, prints "done". */
@@ -116,9 +127,63 @@ static uint32_t streams_of(aclmdlRI model) {
     return aclmdlRIGetStreams(model, NULL, &n) == 0 ? n : UINT32_MAX;
 }
 
+static uint32_t g_exchange_rc;
+
+static void *exchange_without_context(void *unused) {
+    (void)unused;
+    uint32_t mode = ACL_MODEL_RI_CAPTURE_MODE_RELAXED;
+    g_exchange_rc = (uint32_t)aclmdlRICaptureThreadExchangeMode(&mode);
+    return NULL;
+}
+
+#define MAX_FILL 4096
+
+/* The `codes` mode (see the top). Prints "fail WHAT" and returns 1 on a wrong answer. */
+static int codes(aclrtStream stream) {
+    static aclrtStream fill[MAX_FILL];
+    uint32_t mode = 3, status = 9, n = 0;
+    aclmdlRI model = NULL, kept = NULL;
+    aclrtStream joiner = NULL, listed[1];
+    aclrtEvent fork = NULL;
+    pthread_t t;
+    CHECK(aclmdlRICaptureBegin(stream, 3) == 107000, "Begin in mode 3: 107000");
+    CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 107000, "exchange to mode 3: 107000");
+    CHECK(pthread_create(&t, NULL, exchange_without_context, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
+    CHECK(g_exchange_rc == 107002, "exchange with no context: ACL_ERROR_RT_CONTEXT_NULL");
+    CHECK(aclrtCreateStream(&joiner) == 0 && aclrtCreateEvent(&fork) == 0, "a stream and an event");
+    CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
+    CHECK(aclmdlRICaptureGetInfo(stream, &status, NULL) == 0 && status == 1, "GetInfo, status only");
+    CHECK(aclmdlRICaptureGetInfo(stream, NULL, &model) == 0 && model != NULL, "GetInfo, model only");
+    CHECK(aclmdlRICaptureEnd(stream, NULL) == 107000, "End with a NULL out-pointer: 107000");
+    CHECK(aclrtRecordEvent(fork, stream) == 0 && aclrtStreamWaitEvent(joiner, fork) == 0, "a join");
+    CHECK(aclrtRecordEvent(fork, joiner) == 0 && aclrtStreamWaitEvent(stream, fork) == 0, "joined back");
+    CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
+    CHECK(aclmdlRIGetStreams(kept, NULL, &n) == 0 && n == 2, "the model holds the capture's and the join's");
+    n = 1;
+    CHECK(aclmdlRIGetStreams(kept, listed, &n) == 107039 && n == 1, "an array too small: 107039, one fit");
+    CHECK(aclmdlRIDestroy(kept) == 0, "aclmdlRIDestroy");
+
+    /* The device full but for one stream, which the next capture takes. */
+    int filled = 0;
+    aclError rc = 0;
+    while (filled < MAX_FILL && (rc = aclrtCreateStream(&fill[filled])) == 0) filled++;
+    CHECK(rc == 207008 && filled > 0, "the device fills up with 207008");
+    CHECK(aclrtDestroyStream(fill[--filled]) == 0, "one stream free");
+    CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "a capture takes it");
+    CHECK(aclrtRecordEvent(fork, stream) == 0, "record in the capture");
+    CHECK(aclrtStreamWaitEvent(joiner, fork) == 207008, "the join gets no stream: 207008");
+    CHECK(aclmdlRICaptureGetInfo(stream, &status, NULL) == 0 && status == 2, "the capture is INVALIDATED");
+    CHECK(aclmdlRICaptureEnd(stream, &model) == 507903, "End: ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED");
+    CHECK(aclrtCreateStream(&fill[filled]) == 0, "its stream is free again");
+    filled++;
+    while (filled > 0) CHECK(aclrtDestroyStream(fill[--filled]) == 0, "aclrtDestroyStream");
+    CHECK(aclrtDestroyEvent(fork) == 0 && aclrtDestroyStream(joiner) == 0, "cleanup");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
-        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes|refusals|context\n", argv[0]);
+        fprintf(stderr, "usage: %s long|wrong-thread|unjoined|modes|refusals|context|codes\n", argv[0]);
         return 2;
     }
     const char *mode = argv[1];
@@ -165,16 +230,22 @@ int main(int argc, char **argv) {
                 CHECK(aclrtStreamWaitEvent(stream, join) == 0, "join-back");
                 CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
             } else {
-                aclrtStream other = NULL;
-                aclmdlRI own = NULL;
-                CHECK(aclrtCreateStream(&other) == 0, "aclrtCreateStream");
-                CHECK(aclmdlRICaptureBegin(other, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-other");
-                CHECK(aclrtStreamWaitEvent(other, fork) == 107032, "conflict: ACL_ERROR_STREAM_CAPTURE_CONFLICT");
-                CHECK(aclmdlRICaptureEnd(other, &own) == 0 && aclmdlRIDestroy(own) == 0, "end-other");
-                CHECK(aclrtDestroyStream(other) == 0, "aclrtDestroyStream");
                 CHECK(aclmdlRICaptureEnd(stream, &kept) == 107025, "unjoined: ACL_ERROR_RT_STREAM_UNJOINED");
                 CHECK(aclmdlRICaptureEnd(stream, &kept) == 107029, "ended: ACL_ERROR_RT_STREAM_NOT_CAPTURED");
                 CHECK(capturing_into(side) == NULL && aclrtSynchronizeStream(side) == 0, "the side stream left");
+                aclrtStream other = NULL;
+                aclmdlRI own = NULL;
+                uint32_t status = 0;
+                CHECK(aclrtCreateStream(&other) == 0, "aclrtCreateStream");
+                CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-again");
+                CHECK(aclrtRecordEvent(fork, stream) == 0, "record-fork-again");
+                CHECK(aclmdlRICaptureBegin(other, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "begin-other");
+                CHECK(aclrtStreamWaitEvent(other, fork) == 107032, "conflict: ACL_ERROR_STREAM_CAPTURE_CONFLICT");
+                CHECK(aclmdlRICaptureGetInfo(stream, &status, NULL) == 0 && status == 2, "the event's capture invalidated");
+                CHECK(aclmdlRICaptureGetInfo(other, &status, NULL) == 0 && status == 2, "the waiter's capture invalidated");
+                CHECK(aclmdlRICaptureEnd(other, &own) == 507903 && own == NULL, "end-other: 507903");
+                CHECK(aclmdlRICaptureEnd(stream, &kept) == 507903 && kept == NULL, "end: 507903");
+                CHECK(aclrtDestroyStream(other) == 0, "aclrtDestroyStream");
             }
         }
     } else if (strcmp(mode, "modes") == 0) {
@@ -225,7 +296,7 @@ int main(int argc, char **argv) {
         CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_RELAXED) == 0, "aclmdlRICaptureBegin");
         CHECK(pthread_create(&t, NULL, end_without_context, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
         CHECK(g_end_rc == 107002, "End with no context: ACL_ERROR_RT_CONTEXT_NULL");
-        CHECK(aclmdlRICaptureEnd(stream, NULL) != 0, "End with a NULL out-pointer");
+        CHECK(aclmdlRICaptureEnd(stream, NULL) == 107000, "End with a NULL out-pointer: 107000");
         CHECK(capturing_into(stream) != NULL, "the refused Ends left the capture going");
         CHECK(aclmdlRICaptureEnd(stream, &kept) == 0, "aclmdlRICaptureEnd");
     } else if (strcmp(mode, "context") == 0) {
@@ -243,6 +314,8 @@ int main(int argc, char **argv) {
         CHECK(aclrtSetCurrentContext(primary) == 0, "aclrtSetCurrentContext");
         CHECK(aclrtGetStreamAvailableNum(&after) == 0, "aclrtGetStreamAvailableNum");
         CHECK(after == before, "the context's model went with it");
+    } else if (strcmp(mode, "codes") == 0) {
+        CHECK(codes(stream) == 0, "codes");
     } else {
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;

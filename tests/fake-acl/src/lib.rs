@@ -573,10 +573,19 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> AclError {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> AclError {
-    if model.is_null() {
+    // AscendCL checks the stream (ACL_REQUIRES_NOT_NULL: 100000); a NULL out-pointer goes
+    // down to the runtime, which refuses it as RT_ERROR_INVALID_VALUE (107000) and leaves
+    // the capture going (hicann/runtime `src/acl/aclrt_impl/model_ri.cpp` 93-104).
+    if stream.is_null() {
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
+    if model.is_null() {
+        return match runtime::down() {
+            Some(down) => down.end_capture(stream, model),
+            None => failed(r.capture_end_checks(stream).err().unwrap_or(RT_PARAM_INVALID)),
+        };
+    }
     if let Some(down) = runtime::down() {
         return down.end_capture(stream, model);
     }
@@ -587,19 +596,26 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) 
     }
 }
 
-/// aclmdlRICaptureGetInfo: the stream's capture status (NONE 0, ACTIVE 1) and, while it
-/// captures, the model it captures into (NULL otherwise, which the vendor calls invalid).
+/// aclmdlRICaptureGetInfo: the stream's capture status (NONE 0, ACTIVE 1, INVALIDATED 2)
+/// and, while it captures, the model it captures into (NULL otherwise, which the vendor
+/// calls invalid). Either out-pointer may be NULL, not both (`aclmdlRICaptureGetInfoImpl`,
+/// hicann/runtime `src/acl/aclrt_impl/model_ri.cpp` 62-91).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model: *mut Handle) -> AclError {
-    if status.is_null() || model.is_null() {
+    if stream.is_null() || (status.is_null() && model.is_null()) {
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
     match r.capture_info(stream) {
-        // SAFETY: checked non-null out-pointers from the caller.
+        // SAFETY: the caller's out-pointers, each written when non-null.
         Ok((s, m)) => unsafe {
-            put(status, s);
-            put(model, m)
+            if !status.is_null() {
+                status.write(s);
+            }
+            if !model.is_null() {
+                model.write(m);
+            }
+            ACL_SUCCESS
         },
         Err(e) => failed(e),
     }
@@ -623,26 +639,39 @@ pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> Ac
 }
 
 /// aclmdlRIGetStreams: with `streams` NULL, the number of the model's streams in `*num`;
-/// else up to `*num` of them written to `streams`, and `*num` set to how many there are.
+/// else the model's streams written to `streams` (its unused entries set to NULL) and
+/// `*num` set to how many. An array smaller than the model's streams is
+/// ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY (107039), with `*num` the number that fit and
+/// nothing written (`Model::ModelGetStreams`, hicann/runtime `feature/model/model.cc`
+/// 2273-2306; `rtModelGetStreams` copies out only on success, `api/api_c_standard_soc.cc`
+/// 1843-1880).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRIGetStreams(model: Handle, streams: *mut Handle, num: *mut u32) -> AclError {
     if num.is_null() {
-        return INVALID_PARAM;
+        return failed(RT_PARAM_INVALID);
     }
     let Some(r) = rt() else { return UNINITIALIZE };
     let handles = match r.model_streams(model) {
         Ok(h) => h,
         Err(e) => return e,
     };
-    if !streams.is_null() {
-        // SAFETY: the caller's array holds `*num` entries (checked non-null above).
-        let room = unsafe { *num } as usize;
-        for (i, h) in handles.iter().take(room).enumerate() {
-            // SAFETY: i < room, inside the caller's array.
-            unsafe { streams.add(i).write(*h as Handle) };
-        }
+    if streams.is_null() {
+        // SAFETY: checked non-null out-pointer.
+        return unsafe { put(num, handles.len() as u32) };
     }
-    // SAFETY: checked non-null out-pointer.
+    // SAFETY: the caller's count (checked non-null above).
+    let room = unsafe { *num } as usize;
+    if room < handles.len() {
+        // SAFETY: as above.
+        unsafe { num.write(room as u32) };
+        return failed(npud_proto::codes::acl::RT_INSUFFICIENT_INPUT_ARRAY);
+    }
+    for i in 0..room {
+        let h = handles.get(i).map_or(std::ptr::null_mut(), |h| *h as Handle);
+        // SAFETY: i < room, inside the caller's array of `*num` entries.
+        unsafe { streams.add(i).write(h) };
+    }
+    // SAFETY: as above.
     unsafe { put(num, handles.len() as u32) }
 }
 

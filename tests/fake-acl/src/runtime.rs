@@ -141,7 +141,7 @@ unsafe extern "C" fn begin_capture(stream: RtStream, mode: u32) -> i32 {
 
 unsafe extern "C" fn end_capture(stream: RtStream, model: *mut *mut c_void) -> i32 {
     if model.is_null() {
-        return failed(RT_PARAM_INVALID);
+        return failed(runtime().capture_end_checks(stream).err().unwrap_or(RT_PARAM_INVALID));
     }
     match runtime().capture_end(stream) {
         // SAFETY: checked non-null out-pointer from the caller.

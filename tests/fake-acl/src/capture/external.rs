@@ -92,7 +92,8 @@ impl Rt {
             return Err(RT_PARAM_INVALID);
         }
         usage.software = true;
-        capture.issue(self, stream)?.clear_record();
+        let entries = if record { super::tasks::ENTRIES_TASK } else { super::tasks::ENTRIES_EXTERNAL_WAIT };
+        capture.issue(self, stream, entries)?.clear_record();
         match record {
             true => capture.external_records.push(event),
             false => capture.external_waits.push(event),

@@ -51,9 +51,9 @@ use crate::state::{NO_STREAM_RESOURCE, Rt};
 use modes::RELAXED;
 use npu_sim::StreamId;
 use npud_proto::codes::acl::{
-    AclError, INVALID_PARAM, RT_CONTEXT_NULL, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_STREAM_CAPTURE_INVALIDATED,
-    RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED, RT_STREAM_CONTEXT,
-    RT_STREAM_MODEL, RT_STREAM_NOT_CAPTURED,
+    AclError, INVALID_PARAM, RT_CONTEXT_NULL, RT_EVENT_CAPTURED, RT_FEATURE_NOT_SUPPORT, RT_PARAM_INVALID,
+    RT_STREAM_CAPTURE_INVALIDATED, RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED,
+    RT_STREAM_CONTEXT, RT_STREAM_MODEL, RT_STREAM_NOT_CAPTURED,
 };
 use std::collections::HashMap;
 use std::thread::ThreadId;
@@ -62,6 +62,7 @@ use tasks::Member;
 /// aclmdlRICaptureStatus.
 pub const STATUS_NONE: u32 = 0;
 pub const STATUS_ACTIVE: u32 = 1;
+pub const STATUS_INVALIDATED: u32 = 2;
 
 /// A memory task issued to a stream (its arguments as the call took them, already
 /// checked): made at once, or, issued to a stream in capture, each time the model is
@@ -167,8 +168,10 @@ impl Rt {
     }
 
     pub fn capture_begin(&self, stream: Handle, mode: u32) -> Result<(), AclError> {
+        // A mode past RELAXED: RT_ERROR_INVALID_VALUE, 107000 (`ApiErrorDecorator::
+        // StreamBeginCapture`, `feature/aclgraph/api_error_aclgraph.cc` 41-44).
         if mode > RELAXED {
-            return Err(INVALID_PARAM);
+            return Err(RT_PARAM_INVALID);
         }
         let device = self.capturable(stream)?;
         if self.in_capture(stream) {
@@ -243,6 +246,18 @@ impl Rt {
         }
     }
 
+    /// End with a NULL out-pointer (`ApiImpl::StreamEndCapture`, hicann/runtime
+    /// `feature/aclgraph/v100/api_impl_aclgraph.cc` 41-62): a stream in capture is refused
+    /// with RT_ERROR_INVALID_VALUE (107000) before anything else, and its capture goes on;
+    /// any other stream fails End's other checks, or as not captured.
+    pub fn capture_end_checks(&self, stream: Handle) -> Result<(), AclError> {
+        if self.in_capture(stream) {
+            return Err(RT_PARAM_INVALID);
+        }
+        self.capturable(stream)?;
+        Err(RT_STREAM_NOT_CAPTURED)
+    }
+
     /// Whether `stream` is in a capture under way (it began one, or joined one).
     pub fn in_capture(&self, stream: Handle) -> bool {
         let c = self.captures();
@@ -278,6 +293,11 @@ impl Rt {
         self.stream(stream)?;
         let c = self.captures();
         Ok(match c.member_of.get(&(stream as usize)).and_then(|o| c.active.get(o)) {
+            // A capture a stream could not grow into, or that waited across another's
+            // edge, is INVALIDATED until it ends (`Stream::SingleStreamTerminateCapture`
+            // and `TerminateCapture` set the status; `Context::StreamGetCaptureInfo`,
+            // `feature/aclgraph/context_aclgraph.cc` 656-688, reports it with its model).
+            Some(capture) if capture.invalidated => (STATUS_INVALIDATED, capture.model as Handle),
             Some(capture) => (STATUS_ACTIVE, capture.model as Handle),
             None => (STATUS_NONE, std::ptr::null_mut()),
         })

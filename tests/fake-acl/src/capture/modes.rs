@@ -18,7 +18,7 @@
 
 use super::Captures;
 use crate::state::{Rt, current_context};
-use npud_proto::codes::acl::{AclError, INVALID_PARAM, RT_CAPTURE_MODE_NOT_SUPPORT};
+use npud_proto::codes::acl::{AclError, RT_CAPTURE_MODE_NOT_SUPPORT, RT_CONTEXT_NULL, RT_PARAM_INVALID};
 use std::cell::Cell;
 
 pub const GLOBAL: u32 = 0;
@@ -38,10 +38,17 @@ thread_local! {
 }
 
 /// aclmdlRICaptureThreadExchangeMode: sets the calling thread's mode to `mode` and returns
-/// the one it had.
+/// the one it had. A mode past RELAXED is RT_ERROR_INVALID_VALUE (107000), checked first
+/// (`ApiErrorDecorator::ThreadExchangeCaptureMode`, hicann/runtime
+/// `feature/aclgraph/api_error_aclgraph.cc` 161-171); then a thread with no current context
+/// is ACL_ERROR_RT_CONTEXT_NULL (`ApiImpl::ThreadExchangeCaptureMode`,
+/// `feature/aclgraph/v100/api_impl_aclgraph.cc` 169-175).
 pub fn exchange_thread_mode(mode: u32) -> Result<u32, AclError> {
     if mode > RELAXED {
-        return Err(INVALID_PARAM);
+        return Err(RT_PARAM_INVALID);
+    }
+    if current_context().is_none() {
+        return Err(RT_CONTEXT_NULL);
     }
     Ok(EXCHANGE.with(|m| m.replace(mode)))
 }

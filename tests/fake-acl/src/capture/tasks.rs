@@ -15,12 +15,24 @@ use crate::Handle;
 use crate::state::Rt;
 use npud_proto::codes::acl::{AclError, RT_STREAM_UNJOINED, STREAM_CAPTURE_CONFLICT};
 
-/// The tasks one capture stream takes before the next needs another stream: the SQ depth
-/// of a stream on Atlas A2/A3 and on the Atlas inference parts (`rtsqDepth` 2048 in the
-/// runtime's `910_B_93` and `dc` device tables), less the 32 entries kept for the model's
-/// own tasks (`CAPTURE_TASK_RESERVED_NUM`). The fake counts one entry per task; the
-/// runtime's value-wait form of a captured event wait takes 4 (`MEM_WAIT_SQE_NUM`).
-pub const TASKS_PER_CAPTURE_STREAM: u32 = 2048 - 32;
+/// A capture stream's queue, as `Stream::AllocCaptureTaskWithoutLock` fills it (hicann/runtime
+/// `feature/aclgraph/stream_capture.cc` 75-103): before each task, a stream whose entries
+/// plus the 32 kept for the model's own tasks (`CAPTURE_TASK_RESERVED_NUM`, `stream.hpp` 54)
+/// plus the device's reserve (`expandStreamRsvTaskNum`: 0 on Atlas A2/A3 and the inference
+/// parts) reach its depth (`rtsqDepth` 2048 in the `910_B_93` and `dc` device tables) gets a
+/// new capture stream; then the task's entries are added. So the bound is checked before a
+/// task whatever its size.
+pub const SQ_DEPTH: u32 = 2048;
+pub const MODEL_RESERVED: u32 = 32;
+pub const DEVICE_RESERVE: u32 = 0;
+
+/// Entries a task takes (`AllocTask`'s `sqeNum`): one, but a wait on an event recorded in
+/// the capture is a memory-wait task of MEM_WAIT_SQE_NUM (4; `event_capture.cc` 21-28,
+/// `internal_error_define.hpp` 23), and a wait with the EXTERNAL flags one of
+/// MEM_WAIT_V2_SQE_NUM (3; `capture_model_utils.cc` 555-570, `memory_task_v100.cc` 681).
+pub const ENTRIES_TASK: u32 = 1;
+pub const ENTRIES_CAPTURED_WAIT: u32 = 4;
+pub const ENTRIES_EXTERNAL_WAIT: u32 = 3;
 
 /// One stream's part in a capture.
 #[derive(Debug, Default)]
@@ -42,9 +54,9 @@ impl Capture {
     /// One more task from `stream`: on its capture stream, or, that one full, on another
     /// the capture takes (and the model holds) for it. Without one the capture is
     /// invalidated and the task fails as the stream's creation did (207008).
-    pub(super) fn issue(&mut self, rt: &Rt, stream: usize) -> Result<&mut Member, AclError> {
+    pub(super) fn issue(&mut self, rt: &Rt, stream: usize, entries: u32) -> Result<&mut Member, AclError> {
         let member = self.members.entry(stream).or_default();
-        if member.queued >= TASKS_PER_CAPTURE_STREAM {
+        if member.queued + MODEL_RESERVED + DEVICE_RESERVE >= SQ_DEPTH {
             match rt.take_capture_stream(self.device) {
                 Ok(id) => {
                     self.held.push(id);
@@ -56,7 +68,7 @@ impl Capture {
                 }
             }
         }
-        member.queued += 1;
+        member.queued += entries;
         Ok(member)
     }
 
@@ -98,7 +110,7 @@ impl Rt {
             c.recorded_in.remove(&event);
             return Ok(());
         };
-        capture.issue(self, stream)?.last_record = Some(event);
+        capture.issue(self, stream, ENTRIES_TASK)?.last_record = Some(event);
         capture.waits.insert(event, Vec::new());
         let origin = c.member_of[&stream];
         c.recorded_in.insert(event, origin);
@@ -109,6 +121,13 @@ impl Rt {
     /// is in; and a stream outside any capture that waits on an event recorded in one
     /// joins it, which takes one more stream. A stream of one capture cannot wait on an
     /// event recorded in another (ACL_ERROR_STREAM_CAPTURE_CONFLICT).
+    ///
+    /// Any failure of a captured wait (no stream for the join, the conflict, a full queue
+    /// with no stream to grow into) invalidates the captures on both sides of it: the
+    /// event's and the waiting stream's (`ApiImpl::StreamWaitEvent` calls
+    /// `TerminateCapture(evt, stm)` on every error of `CaptureEventWait`, hicann/runtime
+    /// `api/impl/api_impl.cc` 1640-1641, `feature/aclgraph/capture_model_utils.cc` 125-138),
+    /// so they can only fail to end (507903), freeing their streams.
     pub fn capture_waits(&self, stream: Handle, event: Handle) -> Result<(), AclError> {
         let (event, stream) = (event as usize, stream as usize);
         let mut guard = self.captures();
@@ -116,17 +135,30 @@ impl Rt {
         let recorded = c.recorded_in.get(&event).copied().filter(|o| c.active.contains_key(o));
         let (origin, joins) = match (c.origin_of(stream), recorded) {
             (None, None) => return Ok(()),
-            (Some(origin), Some(r)) if r != origin => return Err(STREAM_CAPTURE_CONFLICT),
+            (Some(origin), Some(r)) if r != origin => {
+                for o in [origin, r] {
+                    if let Some(capture) = c.active.get_mut(&o) {
+                        capture.invalidated = true;
+                    }
+                }
+                return Err(STREAM_CAPTURE_CONFLICT);
+            }
             (Some(origin), _) => (origin, false),
             (None, Some(origin)) => (origin, true),
         };
         let Some(capture) = c.active.get_mut(&origin) else { return Ok(()) };
         if joins {
-            let id = self.take_capture_stream(capture.device)?;
-            capture.held.push(id);
+            match self.take_capture_stream(capture.device) {
+                Ok(id) => capture.held.push(id),
+                Err(e) => {
+                    capture.invalidated = true;
+                    return Err(e);
+                }
+            }
             c.member_of.insert(stream, origin);
         }
-        capture.issue(self, stream)?.last_record = None;
+        let entries = if recorded.is_some() { ENTRIES_CAPTURED_WAIT } else { ENTRIES_TASK };
+        capture.issue(self, stream, entries)?.last_record = None;
         if recorded.is_some() {
             capture.waits.entry(event).or_default().push(stream);
         }
@@ -140,7 +172,7 @@ impl Rt {
         let mut guard = self.captures();
         let c = &mut *guard;
         let Some(capture) = c.origin_of(stream).and_then(|o| c.active.get_mut(&o)) else { return Ok(false) };
-        capture.issue(self, stream)?.last_record = None;
+        capture.issue(self, stream, ENTRIES_TASK)?.last_record = None;
         capture.tasks.push(task);
         Ok(true)
     }
