@@ -1,12 +1,62 @@
 //! Graph captures a process makes (aclmdlRICaptureBegin/End) and the models that hold their
 //! streams until aclmdlRIDestroy, a device reset or exit. Pure bookkeeping, like `books`.
 //!
-//! A capture's size is known only at its end, so Begin is admitted for the size of the
-//! device's last capture (at least one stream: the capture's own), and End settles the
-//! difference: a smaller capture leaves unused grant, a larger one needs the rest booked
-//! (npud books it even over quota, as the tenant's debt).
+//! Begin is admitted for the size of the device's last capture where the tenant has room
+//! for it, else for the capture's own stream (what the device takes at Begin). While the
+//! capture goes on, the streams it makes the runtime's way are counted before each call
+//! that makes one (`made`), so the interposer is admitted for each before the device makes
+//! it (hicann/runtime `feature/aclgraph`):
+//! - a stream outside the capture that waits on an event recorded in it joins it, on a
+//!   capture stream of its own (`GetCaptureStream` → `StreamAddToCaptureModelProc`); joins
+//!   chain, a joined stream's records being the capture's too;
+//! - a member whose capture stream's queue is full gets a cascade stream before its next
+//!   task (`Stream::AllocCaptureTaskWithoutLock`): entries counted the runtime's way, one
+//!   per task, four for a wait on an event recorded in the capture (MEM_WAIT_SQE_NUM),
+//!   the bound reached when entries plus the 32 kept for the model reach the queue's 2048.
+//!
+//! Tasks issued through calls the interposer does not hook (kernel launches) are not
+//! counted, so a cascade they cause is learnt at End. End settles the difference between
+//! what was admitted and what the model holds: a smaller capture leaves unused grant, a
+//! larger one needs the rest booked (npud books it even over quota, as the tenant's debt).
 
-use crate::Map;
+use crate::{Map, Set};
+
+/// A capture stream's queue (`rtsqDepth` 2048 on Atlas A2/A3 and the inference parts), the
+/// entries kept for the model (`CAPTURE_TASK_RESERVED_NUM`), and the device's reserve
+/// (`expandStreamRsvTaskNum`, 0 on those parts).
+const SQ_DEPTH: u32 = 2048;
+const MODEL_RESERVED: u32 = 32;
+const DEVICE_RESERVE: u32 = 0;
+/// Entries of a task, and of a wait on an event recorded in the capture.
+pub const ENTRIES_TASK: u32 = 1;
+pub const ENTRIES_CAPTURED_WAIT: u32 = 4;
+
+/// What a call on a stream will make in a capture, planned before it and applied after it
+/// succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// The call touches no capture under way.
+    Outside,
+    /// A task on a member of the capture begun on `origin`: `entries` on its capture
+    /// stream, after a cascade stream where `cascade`.
+    Task { origin: usize, entries: u32, cascade: bool },
+    /// A stream outside joins the capture begun on `origin` (one stream), its wait the
+    /// first task on it.
+    Join { origin: usize },
+    /// A member waits on an event recorded in another capture: the runtime refuses it and
+    /// invalidates both (107032), making nothing.
+    Conflict,
+}
+
+impl Step {
+    /// Streams the step makes, and the capture they are the capture's of.
+    pub fn grows(self) -> Option<(usize, u32)> {
+        match self {
+            Step::Task { origin, cascade: true, .. } | Step::Join { origin } => Some((origin, 1)),
+            _ => None,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Active {
@@ -18,6 +68,9 @@ pub struct Active {
     pub admitted: u32,
     /// The vendor's free count at Begin, for libraries without aclmdlRIGetStreams.
     pub free_before: Option<u32>,
+    /// Streams it has made so far, the runtime's way (its own at Begin, then joins and
+    /// cascades seen): what it may hold, and what must be admitted before the next.
+    pub made: u32,
 }
 
 /// A model that holds streams: its device, its context, how many.
@@ -32,6 +85,15 @@ struct Model {
 pub struct Captures {
     /// Captures under way, by the stream they began on.
     active: Map<usize, Active>,
+    /// Every stream in a capture under way → the stream it began on.
+    member_of: Map<usize, usize>,
+    /// Each member's entries on its current capture stream.
+    entries: Map<usize, u32>,
+    /// An event last recorded in a capture under way → the stream it began on.
+    recorded_in: Map<usize, usize>,
+    /// Captures npud refused a stream for: invalidated, as the runtime invalidates one it
+    /// cannot give a stream; they can only fail to end.
+    invalidated: Set<usize>,
     /// Models by handle.
     models: Map<usize, Model>,
     /// Per device, the streams its last capture took.
@@ -46,6 +108,112 @@ impl Captures {
 
     pub fn begun(&mut self, stream: usize, capture: Active) {
         self.active.insert(stream, capture);
+        self.member_of.insert(stream, stream);
+        self.entries.insert(stream, 0);
+    }
+
+    /// Whether any capture is under way (the hooks on every task skip the rest otherwise).
+    pub fn any(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    fn origin_of(&self, stream: usize) -> Option<usize> {
+        self.member_of.get(&stream).copied().filter(|o| self.active.contains_key(o))
+    }
+
+    fn task_on(&self, origin: usize, stream: usize, entries: u32) -> Step {
+        let queued = self.entries.get(&stream).copied().unwrap_or(0);
+        Step::Task { origin, entries, cascade: queued + MODEL_RESERVED + DEVICE_RESERVE >= SQ_DEPTH }
+    }
+
+    /// A task (a copy, a memset, an event record) issued to `stream`.
+    pub fn plan_task(&self, stream: usize) -> Step {
+        match self.origin_of(stream) {
+            Some(origin) => self.task_on(origin, stream, ENTRIES_TASK),
+            None => Step::Outside,
+        }
+    }
+
+    /// `stream` waits on `event`.
+    pub fn plan_wait(&self, stream: usize, event: usize) -> Step {
+        let recorded = self.recorded_in.get(&event).copied().filter(|o| self.active.contains_key(o));
+        match (self.origin_of(stream), recorded) {
+            (None, None) => Step::Outside,
+            (Some(origin), Some(r)) if r != origin => Step::Conflict,
+            (Some(origin), r) => {
+                self.task_on(origin, stream, if r.is_some() { ENTRIES_CAPTURED_WAIT } else { ENTRIES_TASK })
+            }
+            (None, Some(origin)) => Step::Join { origin },
+        }
+    }
+
+    /// What `admitted` lacks for `more` streams of the capture begun on `origin` (0: they
+    /// are covered); None when that capture is no longer under way.
+    pub fn shortfall(&self, origin: usize, more: u32) -> Option<u32> {
+        let a = self.active.get(&origin)?;
+        Some(a.made.saturating_add(more).saturating_sub(a.admitted))
+    }
+
+    /// `extra` more streams admitted for the capture begun on `origin`; false when it is
+    /// no longer under way (the caller gives them back).
+    pub fn admitted_more(&mut self, origin: usize, extra: u32) -> bool {
+        match self.active.get_mut(&origin) {
+            Some(a) => {
+                a.admitted = a.admitted.saturating_add(extra);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The call planned as `step` on `stream` succeeded (`event`: what it recorded, for a
+    /// record).
+    pub fn applied(&mut self, stream: usize, step: Step, recorded: Option<usize>) {
+        match step {
+            Step::Outside | Step::Conflict => {
+                if let Some(event) = recorded {
+                    self.recorded_in.remove(&event);
+                }
+                return;
+            }
+            Step::Join { origin } => {
+                self.member_of.insert(stream, origin);
+                self.entries.insert(stream, ENTRIES_CAPTURED_WAIT);
+            }
+            Step::Task { entries, cascade, .. } => {
+                let queued = self.entries.entry(stream).or_insert(0);
+                *queued = if cascade { entries } else { queued.saturating_add(entries) };
+            }
+        }
+        if let Some((origin, n)) = step.grows()
+            && let Some(a) = self.active.get_mut(&origin)
+        {
+            a.made = a.made.saturating_add(n);
+        }
+        if let (Some(event), Some(origin)) = (recorded, self.origin_of(stream)) {
+            self.recorded_in.insert(event, origin);
+        }
+    }
+
+    /// npud refused a stream the capture begun on `origin` needed: it is invalidated.
+    pub fn invalidate(&mut self, origin: usize) {
+        if self.active.contains_key(&origin) {
+            self.invalidated.insert(origin);
+        }
+    }
+
+    /// Whether `stream` is in a capture the interposer invalidated.
+    pub fn invalidated(&self, stream: usize) -> bool {
+        self.origin_of(stream).is_some_and(|o| self.invalidated.contains(&o))
+    }
+
+    /// A capture begun on `origin` is over: its members, entries and records go.
+    fn forget(&mut self, origin: usize) {
+        self.member_of.retain(|_, o| *o != origin);
+        self.recorded_in.retain(|_, o| *o != origin);
+        let members = &self.member_of;
+        self.entries.retain(|s, _| members.contains_key(s));
+        self.invalidated.remove(&origin);
     }
 
     pub fn active(&self, stream: usize) -> Option<Active> {
@@ -55,6 +223,7 @@ impl Captures {
     /// The capture on `stream` ended as `model` holding `held` streams.
     pub fn ended(&mut self, stream: usize, model: usize, held: u32) -> Option<Active> {
         let capture = self.active.remove(&stream)?;
+        self.forget(stream);
         self.models.insert(model, Model { device: capture.device, context: capture.context, held });
         self.last.insert(capture.device, held.max(1));
         Some(capture)
@@ -62,7 +231,9 @@ impl Captures {
 
     /// The capture on `stream` failed to end: what it was admitted for.
     pub fn abandoned(&mut self, stream: usize) -> Option<Active> {
-        self.active.remove(&stream)
+        let capture = self.active.remove(&stream)?;
+        self.forget(stream);
+        Some(capture)
     }
 
     /// A destroyed model: (device, streams it held).
@@ -84,13 +255,18 @@ impl Captures {
             }
             keep
         });
-        self.active.retain(|_, a| {
+        let mut gone = Vec::new();
+        self.active.retain(|origin, a| {
             let keep = !ours(a.device, a.context);
             if !keep {
                 freed = freed.saturating_add(a.admitted);
+                gone.push(*origin);
             }
             keep
         });
+        for origin in gone {
+            self.forget(origin);
+        }
         freed
     }
 }
@@ -103,11 +279,11 @@ mod tests {
     fn a_capture_is_admitted_for_the_size_of_the_last_one() {
         let mut c = Captures::default();
         assert_eq!(c.expected(0), 1, "the first capture: its own stream");
-        c.begun(10, Active { device: 0, context: 5, admitted: 1, free_before: None });
+        c.begun(10, Active { device: 0, context: 5, admitted: 1, free_before: None, made: 1 });
         assert_eq!(c.ended(10, 100, 4).map(|a| a.admitted), Some(1));
         assert_eq!(c.expected(0), 4);
         assert_eq!(c.expected(1), 1, "per device");
-        c.begun(10, Active { device: 0, context: 5, admitted: 4, free_before: None });
+        c.begun(10, Active { device: 0, context: 5, admitted: 4, free_before: None, made: 1 });
         assert_eq!(c.ended(10, 101, 2).map(|a| a.admitted), Some(4));
         assert_eq!(c.expected(0), 2);
         assert_eq!(c.destroyed(100), Some((0, 4)));
@@ -117,18 +293,97 @@ mod tests {
     #[test]
     fn a_context_takes_its_models_and_captures_with_it() {
         let mut c = Captures::default();
-        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None });
+        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1 });
         c.ended(1, 100, 2);
-        c.begun(2, Active { device: 1, context: 6, admitted: 1, free_before: None });
+        c.begun(2, Active { device: 1, context: 6, admitted: 1, free_before: None, made: 1 });
         c.ended(2, 200, 3);
-        c.begun(3, Active { device: 0, context: 7, admitted: 1, free_before: None });
+        c.begun(3, Active { device: 0, context: 7, admitted: 1, free_before: None, made: 1 });
         c.ended(3, 300, 1);
-        c.begun(4, Active { device: 0, context: 0, admitted: 1, free_before: None });
-        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None });
+        c.begun(4, Active { device: 0, context: 0, admitted: 1, free_before: None, made: 1 });
+        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1 });
         assert_eq!(c.drop_context(0, 5, true), 5, "the default context's model and captures, and the unknown one");
         assert_eq!((c.active(1), c.active(4)), (None, None));
         assert_eq!(c.destroyed(200), Some((1, 3)), "another device's model stays");
         assert_eq!(c.drop_context(0, 7, false), 1, "a context made with aclrtCreateContext");
         assert_eq!(c.destroyed(300), None);
+    }
+}
+
+#[cfg(test)]
+mod growth {
+    use super::*;
+
+    fn begun(c: &mut Captures, stream: usize, admitted: u32) {
+        c.begun(stream, Active { device: 0, context: 5, admitted, free_before: None, made: 1 });
+    }
+
+    #[test]
+    fn joins_chain_and_each_is_admitted_before_it_is_made() {
+        let mut c = Captures::default();
+        begun(&mut c, 1, 2);
+        assert_eq!(c.plan_task(1), Step::Task { origin: 1, entries: 1, cascade: false });
+        c.applied(1, c.plan_task(1), Some(100)); // record event 100 in the capture
+        let join = c.plan_wait(2, 100);
+        assert_eq!(join, Step::Join { origin: 1 });
+        assert_eq!(c.shortfall(1, 1), Some(0), "covered by what Begin admitted");
+        c.applied(2, join, None);
+        c.applied(2, c.plan_task(2), Some(101)); // the joined stream records
+        let chained = c.plan_wait(3, 101);
+        assert_eq!(chained, Step::Join { origin: 1 }, "a join of a join");
+        assert_eq!(c.shortfall(1, 1), Some(1), "the third stream needs one more");
+        assert!(c.admitted_more(1, 1));
+        c.applied(3, chained, None);
+        assert_eq!(c.active(1).map(|a| (a.made, a.admitted)), Some((3, 3)));
+        assert_eq!(c.plan_wait(3, 101), Step::Task { origin: 1, entries: 4, cascade: false });
+        assert_eq!(c.plan_wait(9, 555), Step::Outside, "an event recorded outside");
+    }
+
+    #[test]
+    fn a_member_waiting_on_another_captures_event_is_a_conflict() {
+        let mut c = Captures::default();
+        begun(&mut c, 1, 1);
+        begun(&mut c, 2, 1);
+        c.applied(1, c.plan_task(1), Some(100));
+        assert_eq!(c.plan_wait(2, 100), Step::Conflict);
+        assert_eq!(Step::Conflict.grows(), None);
+    }
+
+    #[test]
+    fn a_full_queue_takes_a_cascade_stream_before_the_next_task() {
+        let mut c = Captures::default();
+        begun(&mut c, 1, 1);
+        // 2016 single-entry tasks fill a capture stream (2048 less the 32 kept).
+        for _ in 0..2016 {
+            let step = c.plan_task(1);
+            assert_eq!(step.grows(), None);
+            c.applied(1, step, None);
+        }
+        let next = c.plan_task(1);
+        assert_eq!(next, Step::Task { origin: 1, entries: 1, cascade: true });
+        assert_eq!(c.shortfall(1, 1), Some(1));
+        c.applied(1, next, None);
+        assert_eq!(c.active(1).map(|a| a.made), Some(2));
+        // Waits count four: 504 of them fill the new stream (1 + 503 * 4 = 2013, +4 = 2017).
+        c.applied(1, c.plan_task(1), Some(7));
+        let mut waits = 0;
+        while c.plan_wait(1, 7).grows().is_none() {
+            c.applied(1, c.plan_wait(1, 7), None);
+            waits += 1;
+        }
+        assert_eq!(waits, 504, "entries 2 + 504 * 4 = 2018 >= 2016");
+    }
+
+    #[test]
+    fn an_invalidated_capture_is_forgotten_with_its_end() {
+        let mut c = Captures::default();
+        begun(&mut c, 1, 1);
+        c.applied(1, c.plan_task(1), Some(100));
+        c.applied(2, c.plan_wait(2, 100), None);
+        c.invalidate(1);
+        assert!(c.invalidated(2), "a member of it");
+        assert!(c.abandoned(1).is_some());
+        assert!(!c.invalidated(2));
+        assert_eq!(c.plan_wait(2, 100), Step::Outside, "its members and records went with it");
+        assert!(!c.any());
     }
 }

@@ -435,6 +435,12 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclmdlRICaptureBegin" => super::capture::aclmdlRICaptureBegin as *mut c_void,
         b"aclmdlRICaptureEnd" => super::capture::aclmdlRICaptureEnd as *mut c_void,
         b"aclmdlRIDestroy" => super::capture::aclmdlRIDestroy as *mut c_void,
+        b"aclmdlRICaptureGetInfo" => super::capture::aclmdlRICaptureGetInfo as *mut c_void,
+        b"aclrtRecordEvent" => super::capture::aclrtRecordEvent as *mut c_void,
+        b"aclrtStreamWaitEvent" => super::capture::aclrtStreamWaitEvent as *mut c_void,
+        b"aclrtStreamWaitEventWithTimeout" => super::capture::aclrtStreamWaitEventWithTimeout as *mut c_void,
+        b"aclrtMemcpyAsync" => super::capture::aclrtMemcpyAsync as *mut c_void,
+        b"aclrtMemsetAsync" => super::capture::aclrtMemsetAsync as *mut c_void,
         _ => return None,
     })
 }

@@ -2,16 +2,33 @@
 //! rtStreamBeginCapture/EndCapture (the runtime layer, which AscendCL's calls reach in some
 //! layouts and GE calls itself) are admitted and booked by the same code, the real call
 //! passed in. aclmdlRIDestroy gives a model's streams back.
+//!
+//! While a capture goes on, the calls that make its streams are admitted before the device
+//! makes them (`crate::capture`): event records and waits (a join), and the tasks that fill
+//! a capture stream's queue (copies, memsets, records, waits: a cascade). A stream npud
+//! refuses fails the call with 207008 and invalidates the capture, as the runtime does when
+//! it has none: aclmdlRICaptureGetInfo then says INVALIDATED and End fails with 507903,
+//! the model destroyed with its streams.
 
 use super::acl::{CountFn, LIBRARY, PtrFn, current_context, current_device};
 use super::errors::refused;
 use super::{Handle, INTERNAL, hook, real};
-use npud_proto::codes::acl::{RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE, RT_STREAM_CAPTURE_WRONG_THREAD};
+use crate::capture::{Captures, Step};
+use crate::process::Refused;
+use npud_proto::codes::acl::{
+    RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE, RT_STREAM_CAPTURE_INVALIDATED, RT_STREAM_CAPTURE_WRONG_THREAD,
+};
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
 
-/// aclmdlRICaptureStatus ACTIVE.
+/// aclmdlRICaptureStatus ACTIVE and INVALIDATED.
 const CAPTURE_STATUS_ACTIVE: u32 = 1;
+const CAPTURE_STATUS_INVALIDATED: u32 = 2;
+
+type RecordFn = unsafe extern "C" fn(Handle, Handle) -> i32;
+type WaitTimeoutFn = unsafe extern "C" fn(Handle, Handle, i32) -> i32;
+type MemcpyAsyncFn = unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32, Handle) -> i32;
+type MemsetAsyncFn = unsafe extern "C" fn(*mut c_void, usize, i32, usize, Handle) -> i32;
 
 pub(super) type CaptureBeginFn = unsafe extern "C" fn(Handle, u32) -> i32;
 pub(super) type CaptureEndFn = unsafe extern "C" fn(Handle, *mut Handle) -> i32;
@@ -59,7 +76,8 @@ pub(super) fn begin(stream: Handle, mode: u32, real: CaptureBeginFn) -> i32 {
             let rc = unsafe { real(stream, mode) };
             if rc == 0 {
                 let context = current_context();
-                p.capture_begun(stream as usize, crate::capture::Active { device, context, admitted, free_before });
+                let active = crate::capture::Active { device, context, admitted, free_before, made: 1 };
+                p.capture_begun(stream as usize, active);
             } else {
                 p.not_created(device, admitted);
             }
@@ -72,7 +90,7 @@ pub(super) fn begin(stream: Handle, mode: u32, real: CaptureBeginFn) -> i32 {
 /// The model a capture under way on `stream` is capturing into (aclmdlRICaptureGetInfo),
 /// where the library says.
 fn capturing_into(stream: Handle) -> Option<Handle> {
-    let info = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn, null_mut())?;
+    let info = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn)?;
     let (mut status, mut model) = (0u32, null_mut());
     // SAFETY: the vendor function with two out-pointers of ours.
     let rc = unsafe { info(stream, &mut status, &mut model) };
@@ -100,8 +118,16 @@ pub(super) fn end(stream: Handle, model: *mut Handle, real: CaptureEndFn) -> i32
         |p| {
             let active = p.capture_active(stream as usize);
             let into = active.and_then(|_| capturing_into(stream));
+            let invalidated = p.capture_invalidated(stream as usize);
             let rc = unsafe { real(stream, model) };
             let Some(a) = active else { return rc };
+            if invalidated && rc == 0 && !model.is_null() && destroyed(unsafe { *model }) {
+                // As the runtime ends a capture it invalidated: no model, its streams free.
+                unsafe { *model = null_mut() };
+                p.capture_abandoned(stream as usize);
+                let why = "npud refused a stream this capture needed, which invalidated it";
+                return refused(RT_STREAM_CAPTURE_INVALIDATED, Refused::quietly(why.into()));
+            }
             let kept = match rc {
                 // SAFETY: the vendor filled the caller's out-pointer (checked non-null).
                 0 if !model.is_null() => unsafe { *model },
@@ -121,6 +147,111 @@ pub(super) fn end(stream: Handle, model: *mut Handle, real: CaptureEndFn) -> i32
         },
         || unsafe { real(stream, model) },
     )
+}
+
+/// The vendor's aclmdlRIDestroy on a model npud never booked.
+fn destroyed(model: Handle) -> bool {
+    let Some(destroy) = real!(&LIBRARY, aclmdlRIDestroy: PtrFn, aclmdlRIDestroy as *mut c_void) else { return false };
+    // SAFETY: the vendor function on the model its End just returned.
+    unsafe { destroy(model) == 0 }
+}
+
+/// aclmdlRICaptureGetInfo: the vendor's answer, but INVALIDATED for a capture npud refused
+/// a stream (the device did not see the refusal, so it still says ACTIVE).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model: *mut Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn) else { return INTERNAL };
+    // SAFETY (both closures): the vendor function with the caller's arguments; `status`
+    // was filled when it returned 0 and is non-null.
+    hook(
+        |p| {
+            let rc = unsafe { real(stream, status, model) };
+            if rc == 0
+                && !status.is_null()
+                && unsafe { *status } == CAPTURE_STATUS_ACTIVE
+                && p.capture_invalidated(stream as usize)
+            {
+                unsafe { *status = CAPTURE_STATUS_INVALIDATED };
+            }
+            rc
+        },
+        || unsafe { real(stream, status, model) },
+    )
+}
+
+/// A call on `stream` that may make a stream of a capture (planned by `plan`): the stream
+/// admitted first, the step applied once the call succeeded.
+fn captured(
+    stream: Handle,
+    plan: impl FnOnce(&Captures) -> Step,
+    recorded: Option<usize>,
+    real: impl Fn() -> i32,
+) -> i32 {
+    hook(
+        |p| {
+            let step = match p.capture_step(plan) {
+                Ok(step) => step,
+                Err(r) => return refused(NO_STREAM_RESOURCE, r),
+            };
+            let rc = real();
+            if rc == 0 {
+                p.capture_applied(stream as usize, step, recorded);
+            }
+            rc
+        },
+        &real,
+    )
+}
+
+/// aclrtRecordEvent(event, stream): a task of the capture `stream` is in, and what a
+/// stream waiting on `event` joins.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtRecordEvent: RecordFn) else { return INTERNAL };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, |c| c.plan_task(stream as usize), Some(event as usize), || unsafe { real(event, stream) })
+}
+
+/// aclrtStreamWaitEvent(stream, event): a join when `event` was recorded in a capture
+/// `stream` is not in; a task of its capture when it is in one.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEvent: RecordFn) else { return INTERNAL };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, |c| c.plan_wait(stream as usize, event as usize), None, || unsafe { real(stream, event) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEventWithTimeout(stream: Handle, event: Handle, timeout: i32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEventWithTimeout: WaitTimeoutFn) else { return INTERNAL };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, |c| c.plan_wait(stream as usize, event as usize), None, || unsafe { real(stream, event, timeout) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: Handle,
+) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtMemcpyAsync: MemcpyAsyncFn) else { return INTERNAL };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(
+        stream,
+        |c| c.plan_task(stream as usize),
+        None,
+        || unsafe { real(dst, dest_max, src, count, kind, stream) },
+    )
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtMemsetAsync(dst: *mut c_void, max: usize, value: i32, count: usize, stream: Handle) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtMemsetAsync: MemsetAsyncFn) else { return INTERNAL };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, |c| c.plan_task(stream as usize), None, || unsafe { real(dst, max, value, count, stream) })
 }
 
 /// aclmdlRIDestroy: the model's streams go back.

@@ -3,22 +3,77 @@
 //! `crate::capture`). Counting a model's streams is the vendor hooks' business.
 
 use super::{Process, Refused, lock};
-use crate::capture::Active;
+use crate::capture::{Active, Captures, Step};
 use crate::wire::WireError;
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl Process {
     /// aclmdlRICaptureBegin on `device`: admits a capture the size of the device's last
-    /// one (at least one stream), refused as the device would refuse it when the tenant has
-    /// no room. Returns what was admitted.
+    /// one where the tenant has room for it, else its own stream (what the device takes at
+    /// Begin; the rest is admitted as it is made), refused as the device would refuse it
+    /// when there is no room for that one. Returns what was admitted.
     pub fn capture_admit(&'static self, device: u32) -> Result<u32, Refused> {
+        self.captured_once.store(true, Ordering::Release);
         let n = lock(&self.captures).expected(device);
-        self.admit(device, n).map(|()| n)
+        match self.admit(device, n) {
+            Ok(()) => Ok(n),
+            Err(_) if n > 1 => self.admit(device, 1).map(|()| 1),
+            Err(r) => Err(r),
+        }
     }
 
     pub fn capture_begun(&self, stream: usize, capture: Active) {
         lock(&self.captures).begun(stream, capture);
+    }
+
+    /// Plans a call on a stream that may be in a capture, and admits the streams it will
+    /// make there before the device makes them (`crate::capture`). Refused: npud has no
+    /// room for one, and the capture is invalidated, as the runtime invalidates a capture it
+    /// cannot give a stream.
+    pub fn capture_step(&'static self, plan: impl FnOnce(&Captures) -> Step) -> Result<Step, Refused> {
+        if !self.captured_once.load(Ordering::Acquire) {
+            return Ok(Step::Outside);
+        }
+        let (step, need) = {
+            let c = lock(&self.captures);
+            if !c.any() {
+                return Ok(Step::Outside);
+            }
+            let step = plan(&c);
+            let need = step.grows().and_then(|(origin, n)| {
+                let device = c.active(origin)?.device;
+                c.shortfall(origin, n).filter(|s| *s > 0).map(|s| (origin, device, s))
+            });
+            (step, need)
+        };
+        if let Some((origin, device, short)) = need {
+            match self.admit(device, short) {
+                Ok(()) => {
+                    if !lock(&self.captures).admitted_more(origin, short) {
+                        self.not_created(device, short); // it ended meanwhile
+                    }
+                }
+                Err(r) => {
+                    lock(&self.captures).invalidate(origin);
+                    return Err(r);
+                }
+            }
+        }
+        Ok(step)
+    }
+
+    /// The call planned as `step` on `stream` succeeded (`recorded`: the event it recorded).
+    pub fn capture_applied(&self, stream: usize, step: Step, recorded: Option<usize>) {
+        if self.captured_once.load(Ordering::Acquire) && (step != Step::Outside || recorded.is_some()) {
+            lock(&self.captures).applied(stream, step, recorded);
+        }
+    }
+
+    /// Whether npud refused a stream the capture `stream` is in needed (it is invalidated).
+    pub fn capture_invalidated(&self, stream: usize) -> bool {
+        self.captured_once.load(Ordering::Acquire) && lock(&self.captures).invalidated(stream)
     }
 
     /// The capture under way on `stream`, if any.

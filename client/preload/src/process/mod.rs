@@ -52,6 +52,9 @@ pub struct Process {
     pub devices: Devices,
     /// Graph captures under way and the models holding their streams (`graphs`).
     captures: Mutex<Captures>,
+    /// Whether the process ever began a capture: until then the hooks on every task skip
+    /// the captures' lock.
+    captured_once: std::sync::atomic::AtomicBool,
     /// The tenant's `process_streams` as npud's welcome said (0: none configured).
     tenant_streams: AtomicU32,
     /// The tenant's max_streams as the welcome said (0: not heard yet).
@@ -103,6 +106,7 @@ impl Process {
             asking: Mutex::new(()),
             devices: Devices::default(),
             captures: Mutex::new(Captures::default()),
+            captured_once: std::sync::atomic::AtomicBool::new(false),
             tenant_streams: AtomicU32::new(0),
             tenant_max: AtomicU32::new(0),
             tenant_priority: AtomicI32::new(i32::MIN),
