@@ -434,6 +434,13 @@ pub fn rt_dlsym_app() -> &'static PathBuf {
     build("rt_dlsym.c", "c", "rt_dlsym", &[])
 }
 
+/// `native/acl_capture_steps.c` built once per process: captures that pull streams in,
+/// stopping at checkpoints (`at NAME`, then a line on stdin) mid-capture; modes and output
+/// in the source.
+pub fn acl_capture_steps_app() -> &'static PathBuf {
+    build("acl_capture_steps.c", "ascendcl", "acl_capture_steps", &["-pthread"])
+}
+
 /// Where the fake vendor libraries are.
 pub fn fake_dir() -> PathBuf {
     fake_library("libascendcl.so").parent().expect("target directory").to_path_buf()

@@ -27,9 +27,11 @@ use crate::{Map, Set};
 const SQ_DEPTH: u32 = 2048;
 const MODEL_RESERVED: u32 = 32;
 const DEVICE_RESERVE: u32 = 0;
-/// Entries of a task, and of a wait on an event recorded in the capture.
+/// Entries of a task, of a wait on an event recorded in the capture (MEM_WAIT_SQE_NUM), and
+/// of a wait with the EXTERNAL flags (MEM_WAIT_V2_SQE_NUM).
 pub const ENTRIES_TASK: u32 = 1;
 pub const ENTRIES_CAPTURED_WAIT: u32 = 4;
+pub const ENTRIES_EXTERNAL_WAIT: u32 = 3;
 
 /// What a call on a stream will make in a capture, planned before it and applied after it
 /// succeeded.
@@ -126,10 +128,10 @@ impl Captures {
         Step::Task { origin, entries, cascade: queued + MODEL_RESERVED + DEVICE_RESERVE >= SQ_DEPTH }
     }
 
-    /// A task (a copy, a memset, an event record) issued to `stream`.
-    pub fn plan_task(&self, stream: usize) -> Step {
+    /// A task of `entries` (a copy, a memset, an event record: one) issued to `stream`.
+    pub fn plan_task(&self, stream: usize, entries: u32) -> Step {
         match self.origin_of(stream) {
-            Some(origin) => self.task_on(origin, stream, ENTRIES_TASK),
+            Some(origin) => self.task_on(origin, stream, entries),
             None => Step::Outside,
         }
     }
@@ -321,13 +323,13 @@ mod growth {
     fn joins_chain_and_each_is_admitted_before_it_is_made() {
         let mut c = Captures::default();
         begun(&mut c, 1, 2);
-        assert_eq!(c.plan_task(1), Step::Task { origin: 1, entries: 1, cascade: false });
-        c.applied(1, c.plan_task(1), Some(100)); // record event 100 in the capture
+        assert_eq!(c.plan_task(1, ENTRIES_TASK), Step::Task { origin: 1, entries: 1, cascade: false });
+        c.applied(1, c.plan_task(1, ENTRIES_TASK), Some(100)); // record event 100 in the capture
         let join = c.plan_wait(2, 100);
         assert_eq!(join, Step::Join { origin: 1 });
         assert_eq!(c.shortfall(1, 1), Some(0), "covered by what Begin admitted");
         c.applied(2, join, None);
-        c.applied(2, c.plan_task(2), Some(101)); // the joined stream records
+        c.applied(2, c.plan_task(2, ENTRIES_TASK), Some(101)); // the joined stream records
         let chained = c.plan_wait(3, 101);
         assert_eq!(chained, Step::Join { origin: 1 }, "a join of a join");
         assert_eq!(c.shortfall(1, 1), Some(1), "the third stream needs one more");
@@ -343,7 +345,7 @@ mod growth {
         let mut c = Captures::default();
         begun(&mut c, 1, 1);
         begun(&mut c, 2, 1);
-        c.applied(1, c.plan_task(1), Some(100));
+        c.applied(1, c.plan_task(1, ENTRIES_TASK), Some(100));
         assert_eq!(c.plan_wait(2, 100), Step::Conflict);
         assert_eq!(Step::Conflict.grows(), None);
     }
@@ -354,17 +356,17 @@ mod growth {
         begun(&mut c, 1, 1);
         // 2016 single-entry tasks fill a capture stream (2048 less the 32 kept).
         for _ in 0..2016 {
-            let step = c.plan_task(1);
+            let step = c.plan_task(1, ENTRIES_TASK);
             assert_eq!(step.grows(), None);
             c.applied(1, step, None);
         }
-        let next = c.plan_task(1);
+        let next = c.plan_task(1, ENTRIES_TASK);
         assert_eq!(next, Step::Task { origin: 1, entries: 1, cascade: true });
         assert_eq!(c.shortfall(1, 1), Some(1));
         c.applied(1, next, None);
         assert_eq!(c.active(1).map(|a| a.made), Some(2));
         // Waits count four: 504 of them fill the new stream (1 + 503 * 4 = 2013, +4 = 2017).
-        c.applied(1, c.plan_task(1), Some(7));
+        c.applied(1, c.plan_task(1, ENTRIES_TASK), Some(7));
         let mut waits = 0;
         while c.plan_wait(1, 7).grows().is_none() {
             c.applied(1, c.plan_wait(1, 7), None);
@@ -377,7 +379,7 @@ mod growth {
     fn an_invalidated_capture_is_forgotten_with_its_end() {
         let mut c = Captures::default();
         begun(&mut c, 1, 1);
-        c.applied(1, c.plan_task(1), Some(100));
+        c.applied(1, c.plan_task(1, ENTRIES_TASK), Some(100));
         c.applied(2, c.plan_wait(2, 100), None);
         c.invalidate(1);
         assert!(c.invalidated(2), "a member of it");

@@ -440,6 +440,8 @@ pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
         b"aclrtStreamWaitEvent" => super::capture::aclrtStreamWaitEvent as *mut c_void,
         b"aclrtStreamWaitEventWithTimeout" => super::capture::aclrtStreamWaitEventWithTimeout as *mut c_void,
         b"aclrtMemcpyAsync" => super::capture::aclrtMemcpyAsync as *mut c_void,
+        b"aclrtRecordEventWithFlag" => super::capture::aclrtRecordEventWithFlag as *mut c_void,
+        b"aclrtStreamWaitEventWithFlag" => super::capture::aclrtStreamWaitEventWithFlag as *mut c_void,
         b"aclrtMemsetAsync" => super::capture::aclrtMemsetAsync as *mut c_void,
         _ => return None,
     })

@@ -13,7 +13,7 @@
 use super::acl::{CountFn, LIBRARY, PtrFn, current_context, current_device};
 use super::errors::refused;
 use super::{Handle, INTERNAL, hook, real};
-use crate::capture::{Captures, Step};
+use crate::capture::{Captures, ENTRIES_EXTERNAL_WAIT, ENTRIES_TASK, Step};
 use crate::process::Refused;
 use npud_proto::codes::acl::{
     RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE, RT_STREAM_CAPTURE_INVALIDATED, RT_STREAM_CAPTURE_WRONG_THREAD,
@@ -209,7 +209,38 @@ fn captured(
 pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> i32 {
     let Some(real) = real!(&LIBRARY, aclrtRecordEvent: RecordFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
-    captured(stream, |c| c.plan_task(stream as usize), Some(event as usize), || unsafe { real(event, stream) })
+    captured(
+        stream,
+        |c| c.plan_task(stream as usize, ENTRIES_TASK),
+        Some(event as usize),
+        || unsafe { real(event, stream) },
+    )
+}
+
+/// ACL_EVENT_RECORD_DEFAULT / _WAIT_DEFAULT (0): the ordinary record and wait; EXTERNAL (1):
+/// a task of the capture that makes no join (`capture::external` in the fake).
+const EVENT_FLAG_DEFAULT: u32 = 0;
+
+type RecordFlagFn = unsafe extern "C" fn(Handle, Handle, u32) -> i32;
+type WaitFlagFn = unsafe extern "C" fn(Handle, Handle, u32, u32) -> i32;
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtRecordEventWithFlag(event: Handle, stream: Handle, flag: u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtRecordEventWithFlag: RecordFlagFn) else { return INTERNAL };
+    let recorded = (flag == EVENT_FLAG_DEFAULT).then_some(event as usize);
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, |c| c.plan_task(stream as usize, ENTRIES_TASK), recorded, || unsafe { real(event, stream, flag) })
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtStreamWaitEventWithFlag(stream: Handle, event: Handle, timeout: u32, flag: u32) -> i32 {
+    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEventWithFlag: WaitFlagFn) else { return INTERNAL };
+    let plan = |c: &Captures| match flag {
+        EVENT_FLAG_DEFAULT => c.plan_wait(stream as usize, event as usize),
+        _ => c.plan_task(stream as usize, ENTRIES_EXTERNAL_WAIT),
+    };
+    // SAFETY: the vendor function with the caller's arguments.
+    captured(stream, plan, None, || unsafe { real(stream, event, timeout, flag) })
 }
 
 /// aclrtStreamWaitEvent(stream, event): a join when `event` was recorded in a capture
@@ -241,7 +272,7 @@ pub extern "C" fn aclrtMemcpyAsync(
     // SAFETY: the vendor function with the caller's arguments.
     captured(
         stream,
-        |c| c.plan_task(stream as usize),
+        |c| c.plan_task(stream as usize, ENTRIES_TASK),
         None,
         || unsafe { real(dst, dest_max, src, count, kind, stream) },
     )
@@ -251,7 +282,12 @@ pub extern "C" fn aclrtMemcpyAsync(
 pub extern "C" fn aclrtMemsetAsync(dst: *mut c_void, max: usize, value: i32, count: usize, stream: Handle) -> i32 {
     let Some(real) = real!(&LIBRARY, aclrtMemsetAsync: MemsetAsyncFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
-    captured(stream, |c| c.plan_task(stream as usize), None, || unsafe { real(dst, max, value, count, stream) })
+    captured(
+        stream,
+        |c| c.plan_task(stream as usize, ENTRIES_TASK),
+        None,
+        || unsafe { real(dst, max, value, count, stream) },
+    )
 }
 
 /// aclmdlRIDestroy: the model's streams go back.
