@@ -128,8 +128,11 @@ fn a_booking_cut_short_while_the_pool_is_evicted_leaves_nothing_booked() {
     }));
     let pooled = 100;
     // The holder takes all but the pool's room, so its debt can only be booked by evicting.
+    // Its grant is a capture's (the streams its captures were asked for), which is what a
+    // claim may match.
     let mut w = Wire::hello(&d.socket, pb::BudgetHello::default());
-    w.acquire(0, capacity - pooled, 0).unwrap();
+    let ask = pb::AcquireBudgetRequest { device: 0, count: capacity - pooled, capture: true, ..Default::default() };
+    assert!(w.call(Call::Acquire(ask)).is_ok());
     let mut cut = frame(Call::Captured(pb::CapturedBudgetRequest { device: 0, count: 60, ..Default::default() }));
     cut.push(b'x');
     w.conn.write_all(&cut).unwrap();

@@ -17,9 +17,9 @@ impl Process {
     pub fn capture_admit(&'static self, device: u32) -> Result<u32, Refused> {
         self.captured_once.store(true, Ordering::Release);
         let n = lock(&self.captures).expected(device);
-        match self.admit(device, n) {
+        match self.admit_as(device, n, true) {
             Ok(()) => Ok(n),
-            Err(_) if n > 1 => self.admit(device, 1).map(|()| 1),
+            Err(_) if n > 1 => self.admit_as(device, 1, true).map(|()| 1),
             Err(r) => Err(r),
         }
     }
@@ -49,7 +49,7 @@ impl Process {
             (step, need)
         };
         if let Some((origin, device, short)) = need {
-            match self.admit(device, short) {
+            match self.admit_as(device, short, true) {
                 Ok(()) => {
                     if !lock(&self.captures).admitted_more(origin, short) {
                         self.not_created(device, short); // it ended meanwhile

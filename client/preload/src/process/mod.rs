@@ -166,6 +166,13 @@ impl Process {
 
     /// Admits `n` new streams on `device` (a context's default stream is one).
     pub fn admit(&'static self, device: u32, n: u32) -> Result<(), Refused> {
+        self.admit_as(device, n, false)
+    }
+
+    /// [`Process::admit`], saying whether the streams are a graph capture's (its Begin
+    /// stream, a join, a cascade): npud counts those asks per session as what a later
+    /// `captured` claim may match.
+    pub fn admit_as(&'static self, device: u32, n: u32, capture: bool) -> Result<(), Refused> {
         // The first ask goes with the hello when the process's ask is fixed (NPUD_STREAMS);
         // otherwise the welcome, which carries the tenant's start-up ask and quota, comes
         // first. An unreachable npud is dealt with by the acquire below.
@@ -201,7 +208,7 @@ impl Process {
         let created = Some(lock(&self.books).device(device).used);
         let ask = |count| {
             let identity = self.devices.identity(device);
-            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity, created })
+            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity, created, capture })
         };
         let answer = match with_hello {
             true => self.call_opening(ask(count), wait),

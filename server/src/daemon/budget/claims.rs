@@ -73,11 +73,26 @@ impl NativeSession {
                 format!("a capture of {} streams; 1..={MAX_CAPTURED} per call", c.count),
             ));
         }
+        self.check_device(c.device)?;
         let quota = self.daemon.quota_for_streams(&self.caller.tenant, c.device, 0)?;
+        // Evidence, not a request: only a session that npud granted capture streams on the
+        // device claims, and only up to them (`policy::natives::captures`).
+        let room = self.daemon.natives.capture_room(self.id, c.device);
+        if room == 0 {
+            return Err(NpudError::new(
+                Reason::InvalidArgumentOther,
+                format!(
+                    "a claim of {} captured streams on device {}, from a session npud granted no capture streams there: \
+                     a capture's streams are asked for (acquire with `capture`) before a claim can match them",
+                    c.count, c.device
+                ),
+            ));
+        }
         let _mutation = self.daemon.health.mutation();
         // Booked and recorded together, before anything can cancel this call.
-        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count);
+        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count.min(room));
         self.daemon.natives.add(self.id, c.device, accepted);
+        self.daemon.natives.capture_matched(self.id, c.device, accepted);
         self.daemon.admission.make_room_for(c.device).await;
         if accepted > 0 {
             tracing::info!(tenant = %self.caller.tenant, device = c.device, streams = accepted, "a graph capture grew past its grant; booked as the tenant's debt");

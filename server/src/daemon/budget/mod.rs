@@ -268,6 +268,9 @@ impl NativeSession {
         let batch = daemon.natives.pacing.turn(a.device, &self.caller.tenant, bound).await;
         unclaimed.claim();
         daemon.natives.add(self.id, a.device, a.count);
+        if a.capture {
+            daemon.natives.capture_granted(self.id, a.device, a.count);
+        }
         // Said only where the device has room: its holder may then leave the `created`
         // report to its watcher. Where creation contends the report is wanted at once,
         // with or without a turn (pacing off, a benched tenant, the bound passed): until it

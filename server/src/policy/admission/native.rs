@@ -95,19 +95,22 @@ impl Admission {
     }
 
     /// Books `count` streams a graph capture took beyond a process's grant. They exist, so
-    /// they count even over the tenant's quota (its debt), but never beyond what the device
-    /// has left, nor past twice the tenant's max_streams: a claim cannot take the device
-    /// from other tenants. Returns how many were booked.
-    /// Synchronous like [`Admission::declare_native`], for the same reason.
+    /// they count even over the tenant's quota (its debt), but never beyond the room the
+    /// device has after every other tenant's reservation, nor past twice the tenant's
+    /// max_streams (the device's capacity standing for an unlimited one, so the ceiling is
+    /// finite under every quota): a claim cannot take the device, or a reservation, from
+    /// other tenants. Streams the device shows outside the books are never booked to the
+    /// claimer: another process may hold them. Where the claimed streams are among them,
+    /// they count twice until the next measurement (asked for now), withheld, never lost.
+    /// Returns how many were booked. Synchronous like [`Admission::declare_native`], for
+    /// the same reason.
     pub fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, count: u32) -> u32 {
         let mut st = self.lock(device);
         let l = &st.ledger;
-        let ceiling = quota.max_streams.saturating_mul(2).saturating_sub(l.used_by(tenant));
-        // The captured streams exist on the device already: where a measurement counted
-        // them as untracked, they move onto the books (that room is theirs).
-        let claimable = count.min(l.untracked());
-        let accepted = count.min(l.grantable().saturating_add(claimable)).min(ceiling);
-        st.ledger.claim_untracked(accepted.min(claimable));
+        let max = quota.max_streams.min(l.capacity());
+        let ceiling = max.saturating_mul(2).saturating_sub(l.used_by(tenant));
+        let room = l.grantable().saturating_sub(l.reserved_unused_by_others(tenant));
+        let accepted = count.min(room).min(ceiling);
         st.ledger.force_take(tenant, accepted);
         self.remeasure_after_booking(accepted > 0);
         accepted

@@ -18,6 +18,10 @@ pub struct Holder {
     pub events: BTreeMap<u32, u32>,
     /// Streams the process said it has created per device (the `created` of its calls).
     pub created: BTreeMap<u32, u32>,
+    /// Per device, the capture streams it was granted (its Begin streams, joins and
+    /// cascades, asked for before the device made them) not yet matched by a `captured`
+    /// claim: the most such a claim may book (`natives::captures`).
+    pub capture_room: BTreeMap<u32, u32>,
     /// When its process started (with `pid`, names the process across a restart of npud);
     /// None when unknown.
     pub start: Option<u64>,
@@ -58,6 +62,7 @@ impl Holder {
             held: BTreeMap::new(),
             events: BTreeMap::new(),
             created: BTreeMap::new(),
+            capture_room: BTreeMap::new(),
             start,
             reports_created: false,
             unmeasured: BTreeMap::new(),

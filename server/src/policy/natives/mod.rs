@@ -7,6 +7,7 @@
 //! [`Admission`]: crate::policy::admission::Admission
 
 pub mod books;
+mod captures;
 mod holder;
 pub mod pacing;
 

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from npud.v1 import errors_pb2 as npud_dot_v1_dot_errors__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14npud/v1/budget.proto\x12\x07npud.v1\x1a\x14npud/v1/errors.proto\"\xd7\x03\n\nBudgetCall\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetHelloH\x00\x12\x30\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32\x1d.npud.v1.AcquireBudgetRequestH\x00\x12\x30\n\x07release\x18\x03 \x01(\x0b\x32\x1d.npud.v1.ReleaseBudgetRequestH\x00\x12\x30\n\x07\x64\x65\x63lare\x18\x04 \x01(\x0b\x32\x1d.npud.v1.DeclareBudgetRequestH\x00\x12,\n\x05share\x18\x05 \x01(\x0b\x32\x1b.npud.v1.BudgetShareRequestH\x00\x12\x30\n\x07\x63reated\x18\x06 \x01(\x0b\x32\x1d.npud.v1.CreatedBudgetRequestH\x00\x12\x37\n\x0e\x61\x63quire_events\x18\x07 \x01(\x0b\x32\x1d.npud.v1.AcquireEventsRequestH\x00\x12\x37\n\x0erelease_events\x18\x08 \x01(\x0b\x32\x1d.npud.v1.ReleaseEventsRequestH\x00\x12\x32\n\x08\x63\x61ptured\x18\t \x01(\x0b\x32\x1e.npud.v1.CapturedBudgetRequestH\x00\x42\x06\n\x04\x63\x61ll\"\x89\x04\n\x0b\x42udgetReply\x12)\n\x07welcome\x18\x01 \x01(\x0b\x32\x16.npud.v1.BudgetWelcomeH\x00\x12\x32\n\x08\x61\x63quired\x18\x02 \x01(\x0b\x32\x1e.npud.v1.AcquireBudgetResponseH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.npud.v1.ReleaseBudgetResponseH\x00\x12\x32\n\x08\x64\x65\x63lared\x18\x04 \x01(\x0b\x32\x1e.npud.v1.DeclareBudgetResponseH\x00\x12%\n\x05share\x18\x05 \x01(\x0b\x32\x14.npud.v1.BudgetShareH\x00\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.npud.v1.BudgetErrorH\x00\x12\x31\n\x07\x63reated\x18\x07 \x01(\x0b\x32\x1e.npud.v1.CreatedBudgetResponseH\x00\x12\x39\n\x0f\x65vents_acquired\x18\x08 \x01(\x0b\x32\x1e.npud.v1.AcquireEventsResponseH\x00\x12\x39\n\x0f\x65vents_released\x18\t \x01(\x0b\x32\x1e.npud.v1.ReleaseEventsResponseH\x00\x12\x33\n\x08\x63\x61ptured\x18\n \x01(\x0b\x32\x1f.npud.v1.CapturedBudgetResponseH\x00\x42\x07\n\x05reply\"K\n\x0b\x42udgetHello\x12\x0f\n\x07program\x18\x01 \x01(\t\x12\x12\n\nallocation\x18\x02 \x01(\t\x12\x17\n\x0freports_created\x18\x03 \x01(\x08\"\xd4\x01\n\rBudgetWelcome\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x18\n\x10\x64\x65\x63lare_grace_ms\x18\x03 \x01(\r\x12\x17\n\x0fprocess_streams\x18\x04 \x01(\r\x12\x13\n\x0bmax_streams\x18\x05 \x01(\r\x12\x1d\n\x10highest_priority\x18\x06 \x01(\x11H\x00\x88\x01\x01\x12(\n\x08\x62ookings\x18\x07 \x03(\x0b\x32\x16.npud.v1.DeviceBookingB\x13\n\x11_highest_priority\"[\n\rDeviceBooking\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x0f\n\x07streams\x18\x03 \x01(\r\"\x93\x01\n\x14\x41\x63quireBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\x12)\n\x08identity\x18\x04 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x05 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"`\n\x15\x41\x63quireBudgetResponse\x12\x11\n\twaited_ms\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\x12\x0f\n\x07unpaced\x18\x03 \x01(\x08\"\x82\x01\n\x14ReleaseBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"<\n\x15ReleaseBudgetResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"p\n\x14\x44\x65\x63lareBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0e\n\x06\x65vents\x18\x03 \x01(\r\x12)\n\x08identity\x18\x04 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"g\n\x15\x44\x65\x63lareBudgetResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\x12\x17\n\x0f\x65vents_accepted\x18\x03 \x01(\r\"`\n\x14\x41\x63quireEventsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"<\n\x15\x41\x63quireEventsResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"`\n\x14ReleaseEventsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"<\n\x15ReleaseEventsResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"s\n\x14\x43reatedBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"\x17\n\x15\x43reatedBudgetResponse\"\x83\x01\n\x15\x43\x61pturedBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"O\n\x16\x43\x61pturedBudgetResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"O\n\x12\x42udgetShareRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"=\n\x0e\x44\x65viceIdentity\x12\x15\n\x0bphysical_id\x18\x01 \x01(\rH\x00\x12\x0e\n\x04uuid\x18\x02 \x01(\tH\x00\x42\x04\n\x02id\"\xeb\x01\n\x0b\x42udgetShare\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x13\n\x0b\x64\x65vice_free\x18\x03 \x01(\r\x12\x11\n\tavailable\x18\x04 \x01(\r\x12\x14\n\x0ctenant_holds\x18\x05 \x01(\r\x12\r\n\x05holds\x18\x06 \x01(\r\x12\x13\n\x0bmax_streams\x18\x07 \x01(\r\x12\x16\n\x0e\x65vent_capacity\x18\x08 \x01(\r\x12\x18\n\x10\x65vents_available\x18\t \x01(\r\x12\x13\n\x0b\x65vent_holds\x18\n \x01(\r\x12\x11\n\tuntracked\x18\x0b \x01(\r\"R\n\x0b\x42udgetError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12$\n\x06\x64\x65tail\x18\x02 \x01(\x0b\x32\x14.npud.v1.ErrorDetail\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\"\x91\x01\n\x0cNativeHolder\x12\x0b\n\x03pid\x18\x01 \x01(\r\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07program\x18\x03 \x01(\t\x12\x11\n\tcontainer\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\r\x12\x0f\n\x07streams\x18\x06 \x01(\r\x12\x0e\n\x06\x65vents\x18\x07 \x01(\r\x12\x0f\n\x07\x63reated\x18\x08 \x01(\r2H\n\rBudgetService\x12\x37\n\x06\x42udget\x12\x13.npud.v1.BudgetCall\x1a\x14.npud.v1.BudgetReply(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14npud/v1/budget.proto\x12\x07npud.v1\x1a\x14npud/v1/errors.proto\"\xd7\x03\n\nBudgetCall\x12%\n\x05hello\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetHelloH\x00\x12\x30\n\x07\x61\x63quire\x18\x02 \x01(\x0b\x32\x1d.npud.v1.AcquireBudgetRequestH\x00\x12\x30\n\x07release\x18\x03 \x01(\x0b\x32\x1d.npud.v1.ReleaseBudgetRequestH\x00\x12\x30\n\x07\x64\x65\x63lare\x18\x04 \x01(\x0b\x32\x1d.npud.v1.DeclareBudgetRequestH\x00\x12,\n\x05share\x18\x05 \x01(\x0b\x32\x1b.npud.v1.BudgetShareRequestH\x00\x12\x30\n\x07\x63reated\x18\x06 \x01(\x0b\x32\x1d.npud.v1.CreatedBudgetRequestH\x00\x12\x37\n\x0e\x61\x63quire_events\x18\x07 \x01(\x0b\x32\x1d.npud.v1.AcquireEventsRequestH\x00\x12\x37\n\x0erelease_events\x18\x08 \x01(\x0b\x32\x1d.npud.v1.ReleaseEventsRequestH\x00\x12\x32\n\x08\x63\x61ptured\x18\t \x01(\x0b\x32\x1e.npud.v1.CapturedBudgetRequestH\x00\x42\x06\n\x04\x63\x61ll\"\x89\x04\n\x0b\x42udgetReply\x12)\n\x07welcome\x18\x01 \x01(\x0b\x32\x16.npud.v1.BudgetWelcomeH\x00\x12\x32\n\x08\x61\x63quired\x18\x02 \x01(\x0b\x32\x1e.npud.v1.AcquireBudgetResponseH\x00\x12\x32\n\x08released\x18\x03 \x01(\x0b\x32\x1e.npud.v1.ReleaseBudgetResponseH\x00\x12\x32\n\x08\x64\x65\x63lared\x18\x04 \x01(\x0b\x32\x1e.npud.v1.DeclareBudgetResponseH\x00\x12%\n\x05share\x18\x05 \x01(\x0b\x32\x14.npud.v1.BudgetShareH\x00\x12%\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x14.npud.v1.BudgetErrorH\x00\x12\x31\n\x07\x63reated\x18\x07 \x01(\x0b\x32\x1e.npud.v1.CreatedBudgetResponseH\x00\x12\x39\n\x0f\x65vents_acquired\x18\x08 \x01(\x0b\x32\x1e.npud.v1.AcquireEventsResponseH\x00\x12\x39\n\x0f\x65vents_released\x18\t \x01(\x0b\x32\x1e.npud.v1.ReleaseEventsResponseH\x00\x12\x33\n\x08\x63\x61ptured\x18\n \x01(\x0b\x32\x1f.npud.v1.CapturedBudgetResponseH\x00\x42\x07\n\x05reply\"K\n\x0b\x42udgetHello\x12\x0f\n\x07program\x18\x01 \x01(\t\x12\x12\n\nallocation\x18\x02 \x01(\t\x12\x17\n\x0freports_created\x18\x03 \x01(\x08\"\xd4\x01\n\rBudgetWelcome\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\r\x12\x18\n\x10\x64\x65\x63lare_grace_ms\x18\x03 \x01(\r\x12\x17\n\x0fprocess_streams\x18\x04 \x01(\r\x12\x13\n\x0bmax_streams\x18\x05 \x01(\r\x12\x1d\n\x10highest_priority\x18\x06 \x01(\x11H\x00\x88\x01\x01\x12(\n\x08\x62ookings\x18\x07 \x03(\x0b\x32\x16.npud.v1.DeviceBookingB\x13\n\x11_highest_priority\"[\n\rDeviceBooking\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x0f\n\x07streams\x18\x03 \x01(\r\"\xa4\x01\n\x14\x41\x63quireBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0f\n\x07wait_ms\x18\x03 \x01(\r\x12)\n\x08identity\x18\x04 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x05 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07\x63\x61pture\x18\x06 \x01(\x08\x42\n\n\x08_created\"`\n\x15\x41\x63quireBudgetResponse\x12\x11\n\twaited_ms\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\x12\x0f\n\x07unpaced\x18\x03 \x01(\x08\"\x82\x01\n\x14ReleaseBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"<\n\x15ReleaseBudgetResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"p\n\x14\x44\x65\x63lareBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12\x0e\n\x06\x65vents\x18\x03 \x01(\r\x12)\n\x08identity\x18\x04 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"g\n\x15\x44\x65\x63lareBudgetResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\x12\x17\n\x0f\x65vents_accepted\x18\x03 \x01(\r\"`\n\x14\x41\x63quireEventsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"<\n\x15\x41\x63quireEventsResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"`\n\x14ReleaseEventsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"<\n\x15ReleaseEventsResponse\x12#\n\x05share\x18\x01 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"s\n\x14\x43reatedBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x03 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"\x17\n\x15\x43reatedBudgetResponse\"\x83\x01\n\x15\x43\x61pturedBudgetRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\r\n\x05\x63ount\x18\x02 \x01(\r\x12)\n\x08identity\x18\x03 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\x12\x14\n\x07\x63reated\x18\x04 \x01(\rH\x00\x88\x01\x01\x42\n\n\x08_created\"O\n\x16\x43\x61pturedBudgetResponse\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\r\x12#\n\x05share\x18\x02 \x01(\x0b\x32\x14.npud.v1.BudgetShare\"O\n\x12\x42udgetShareRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12)\n\x08identity\x18\x02 \x01(\x0b\x32\x17.npud.v1.DeviceIdentity\"=\n\x0e\x44\x65viceIdentity\x12\x15\n\x0bphysical_id\x18\x01 \x01(\rH\x00\x12\x0e\n\x04uuid\x18\x02 \x01(\tH\x00\x42\x04\n\x02id\"\xeb\x01\n\x0b\x42udgetShare\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x02 \x01(\r\x12\x13\n\x0b\x64\x65vice_free\x18\x03 \x01(\r\x12\x11\n\tavailable\x18\x04 \x01(\r\x12\x14\n\x0ctenant_holds\x18\x05 \x01(\r\x12\r\n\x05holds\x18\x06 \x01(\r\x12\x13\n\x0bmax_streams\x18\x07 \x01(\r\x12\x16\n\x0e\x65vent_capacity\x18\x08 \x01(\r\x12\x18\n\x10\x65vents_available\x18\t \x01(\r\x12\x13\n\x0b\x65vent_holds\x18\n \x01(\r\x12\x11\n\tuntracked\x18\x0b \x01(\r\"R\n\x0b\x42udgetError\x12\x0f\n\x07message\x18\x01 \x01(\t\x12$\n\x06\x64\x65tail\x18\x02 \x01(\x0b\x32\x14.npud.v1.ErrorDetail\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\"\x91\x01\n\x0cNativeHolder\x12\x0b\n\x03pid\x18\x01 \x01(\r\x12\x0e\n\x06tenant\x18\x02 \x01(\t\x12\x0f\n\x07program\x18\x03 \x01(\t\x12\x11\n\tcontainer\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\r\x12\x0f\n\x07streams\x18\x06 \x01(\r\x12\x0e\n\x06\x65vents\x18\x07 \x01(\r\x12\x0f\n\x07\x63reated\x18\x08 \x01(\r2H\n\rBudgetService\x12\x37\n\x06\x42udget\x12\x13.npud.v1.BudgetCall\x1a\x14.npud.v1.BudgetReply(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -43,43 +43,43 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_DEVICEBOOKING']._serialized_start=1345
   _globals['_DEVICEBOOKING']._serialized_end=1436
   _globals['_ACQUIREBUDGETREQUEST']._serialized_start=1439
-  _globals['_ACQUIREBUDGETREQUEST']._serialized_end=1586
-  _globals['_ACQUIREBUDGETRESPONSE']._serialized_start=1588
-  _globals['_ACQUIREBUDGETRESPONSE']._serialized_end=1684
-  _globals['_RELEASEBUDGETREQUEST']._serialized_start=1687
-  _globals['_RELEASEBUDGETREQUEST']._serialized_end=1817
-  _globals['_RELEASEBUDGETRESPONSE']._serialized_start=1819
-  _globals['_RELEASEBUDGETRESPONSE']._serialized_end=1879
-  _globals['_DECLAREBUDGETREQUEST']._serialized_start=1881
-  _globals['_DECLAREBUDGETREQUEST']._serialized_end=1993
-  _globals['_DECLAREBUDGETRESPONSE']._serialized_start=1995
-  _globals['_DECLAREBUDGETRESPONSE']._serialized_end=2098
-  _globals['_ACQUIREEVENTSREQUEST']._serialized_start=2100
-  _globals['_ACQUIREEVENTSREQUEST']._serialized_end=2196
-  _globals['_ACQUIREEVENTSRESPONSE']._serialized_start=2198
-  _globals['_ACQUIREEVENTSRESPONSE']._serialized_end=2258
-  _globals['_RELEASEEVENTSREQUEST']._serialized_start=2260
-  _globals['_RELEASEEVENTSREQUEST']._serialized_end=2356
-  _globals['_RELEASEEVENTSRESPONSE']._serialized_start=2358
-  _globals['_RELEASEEVENTSRESPONSE']._serialized_end=2418
-  _globals['_CREATEDBUDGETREQUEST']._serialized_start=2420
-  _globals['_CREATEDBUDGETREQUEST']._serialized_end=2535
-  _globals['_CREATEDBUDGETRESPONSE']._serialized_start=2537
-  _globals['_CREATEDBUDGETRESPONSE']._serialized_end=2560
-  _globals['_CAPTUREDBUDGETREQUEST']._serialized_start=2563
-  _globals['_CAPTUREDBUDGETREQUEST']._serialized_end=2694
-  _globals['_CAPTUREDBUDGETRESPONSE']._serialized_start=2696
-  _globals['_CAPTUREDBUDGETRESPONSE']._serialized_end=2775
-  _globals['_BUDGETSHAREREQUEST']._serialized_start=2777
-  _globals['_BUDGETSHAREREQUEST']._serialized_end=2856
-  _globals['_DEVICEIDENTITY']._serialized_start=2858
-  _globals['_DEVICEIDENTITY']._serialized_end=2919
-  _globals['_BUDGETSHARE']._serialized_start=2922
-  _globals['_BUDGETSHARE']._serialized_end=3157
-  _globals['_BUDGETERROR']._serialized_start=3159
-  _globals['_BUDGETERROR']._serialized_end=3241
-  _globals['_NATIVEHOLDER']._serialized_start=3244
-  _globals['_NATIVEHOLDER']._serialized_end=3389
-  _globals['_BUDGETSERVICE']._serialized_start=3391
-  _globals['_BUDGETSERVICE']._serialized_end=3463
+  _globals['_ACQUIREBUDGETREQUEST']._serialized_end=1603
+  _globals['_ACQUIREBUDGETRESPONSE']._serialized_start=1605
+  _globals['_ACQUIREBUDGETRESPONSE']._serialized_end=1701
+  _globals['_RELEASEBUDGETREQUEST']._serialized_start=1704
+  _globals['_RELEASEBUDGETREQUEST']._serialized_end=1834
+  _globals['_RELEASEBUDGETRESPONSE']._serialized_start=1836
+  _globals['_RELEASEBUDGETRESPONSE']._serialized_end=1896
+  _globals['_DECLAREBUDGETREQUEST']._serialized_start=1898
+  _globals['_DECLAREBUDGETREQUEST']._serialized_end=2010
+  _globals['_DECLAREBUDGETRESPONSE']._serialized_start=2012
+  _globals['_DECLAREBUDGETRESPONSE']._serialized_end=2115
+  _globals['_ACQUIREEVENTSREQUEST']._serialized_start=2117
+  _globals['_ACQUIREEVENTSREQUEST']._serialized_end=2213
+  _globals['_ACQUIREEVENTSRESPONSE']._serialized_start=2215
+  _globals['_ACQUIREEVENTSRESPONSE']._serialized_end=2275
+  _globals['_RELEASEEVENTSREQUEST']._serialized_start=2277
+  _globals['_RELEASEEVENTSREQUEST']._serialized_end=2373
+  _globals['_RELEASEEVENTSRESPONSE']._serialized_start=2375
+  _globals['_RELEASEEVENTSRESPONSE']._serialized_end=2435
+  _globals['_CREATEDBUDGETREQUEST']._serialized_start=2437
+  _globals['_CREATEDBUDGETREQUEST']._serialized_end=2552
+  _globals['_CREATEDBUDGETRESPONSE']._serialized_start=2554
+  _globals['_CREATEDBUDGETRESPONSE']._serialized_end=2577
+  _globals['_CAPTUREDBUDGETREQUEST']._serialized_start=2580
+  _globals['_CAPTUREDBUDGETREQUEST']._serialized_end=2711
+  _globals['_CAPTUREDBUDGETRESPONSE']._serialized_start=2713
+  _globals['_CAPTUREDBUDGETRESPONSE']._serialized_end=2792
+  _globals['_BUDGETSHAREREQUEST']._serialized_start=2794
+  _globals['_BUDGETSHAREREQUEST']._serialized_end=2873
+  _globals['_DEVICEIDENTITY']._serialized_start=2875
+  _globals['_DEVICEIDENTITY']._serialized_end=2936
+  _globals['_BUDGETSHARE']._serialized_start=2939
+  _globals['_BUDGETSHARE']._serialized_end=3174
+  _globals['_BUDGETERROR']._serialized_start=3176
+  _globals['_BUDGETERROR']._serialized_end=3258
+  _globals['_NATIVEHOLDER']._serialized_start=3261
+  _globals['_NATIVEHOLDER']._serialized_end=3406
+  _globals['_BUDGETSERVICE']._serialized_start=3408
+  _globals['_BUDGETSERVICE']._serialized_end=3480
 # @@protoc_insertion_point(module_scope)

@@ -92,18 +92,20 @@ class DeviceBooking(_message.Message):
     def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., streams: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "wait_ms", "identity", "created")
+    __slots__ = ("device", "count", "wait_ms", "identity", "created", "capture")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    CAPTURE_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     wait_ms: int
     identity: DeviceIdentity
     created: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
+    capture: bool
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., capture: _Optional[bool] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
     __slots__ = ("waited_ms", "share", "unpaced")
