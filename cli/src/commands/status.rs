@@ -58,6 +58,8 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
             "waiting_requests": t.waiting_requests, "waiting_streams": t.waiting_streams, "sessions": t.sessions,
             "max_streams": t.quota.as_ref().map(|q| q.max_streams), "reserved_streams": t.quota.as_ref().map(|q| q.reserved_streams),
             "allocated_streams": t.allocated_streams,
+            "left_untracked": t.left_untracked, "untracked_bound": t.untracked_bound,
+            "capture_debt_bound": t.capture_debt_bound,
         })).collect::<Vec<_>>(),
         "native_holders": s.native_holders.iter().map(|h| json!({
             "pid": h.pid, "tenant": h.tenant, "program": h.program, "container": h.container,

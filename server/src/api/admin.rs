@@ -40,6 +40,9 @@ impl AdminService for Api {
                     quota: Some(convert::quota(&quota)),
                     sessions,
                     allocated_streams: booking.map_or(0, |b| b.on(desc.id)),
+                    left_untracked: fig.left_untracked,
+                    untracked_bound: d.untracked_bound(name, desc.id),
+                    capture_debt_bound: d.capture_debt_bound(name, desc.id),
                 });
             }
         }

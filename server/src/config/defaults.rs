@@ -56,6 +56,14 @@ pub const MAX_BLOCKING_CALLS: u32 = 256;
 /// Bytes one tenant's launched, undelivered callback reports may hold (user data and a
 /// fixed cost each), across all its sessions.
 pub const MAX_CALLBACK_REPORT_BYTES: usize = 64 << 20;
+/// Streams one tenant's holders may leave untracked (gone, or reporting fewer) until a
+/// measurement of the device settles them, per device; the tenant's quota bounds it too.
+/// Half a device: eight torch_npu processes of one tenant exiting at once leave about 570,
+/// all withheld until measured; a tenant with no quota flooding sessions withholds no more.
+pub const MAX_UNTRACKED_PER_TENANT: u32 = 1024;
+/// Streams a tenant may hold past its max_streams through capture claims (its debt), per
+/// device; its quota bounds it too.
+pub const MAX_CAPTURE_DEBT_PER_TENANT: u32 = 256;
 /// Calls in flight per HTTP/2 connection.
 pub const MAX_CONCURRENT_CALLS: u32 = 1024;
 pub const MAX_REPORT_STREAMS_PER_SESSION: u32 = 16;

@@ -107,6 +107,8 @@ pub(super) struct FileLimits {
     pub(super) max_report_streams_per_session: Option<u32>,
     pub(super) max_report_bytes: Option<usize>,
     pub(super) declare_grace: Option<String>,
+    pub(super) max_untracked_per_tenant: Option<u32>,
+    pub(super) max_capture_debt_per_tenant: Option<u32>,
 }
 
 /// Reads and parses the file `--config` names (bounded: a config is small).

@@ -182,6 +182,12 @@ pub struct Limits {
     /// How long after start the daemon accepts declarations of streams that interposed
     /// processes held before it restarted.
     pub declare_grace: Duration,
+    /// Streams one tenant's holders may leave untracked on a device until a measurement
+    /// settles them (and no more than its max_streams): `policy::ledger::left`.
+    pub max_untracked_per_tenant: u32,
+    /// Streams one tenant may hold past its max_streams on a device through capture
+    /// claims (and no more than its max_streams).
+    pub max_capture_debt_per_tenant: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -319,6 +325,8 @@ impl Config {
             declare_grace: dur("limits.declare_grace", &l.declare_grace, d::DECLARE_GRACE),
             callback_deadline: dur("limits.callback_deadline", &l.callback_deadline, d::CALLBACK_DEADLINE),
             max_pending_reports: l.max_pending_reports.unwrap_or(d::MAX_PENDING_REPORTS),
+            max_untracked_per_tenant: l.max_untracked_per_tenant.unwrap_or(d::MAX_UNTRACKED_PER_TENANT),
+            max_capture_debt_per_tenant: l.max_capture_debt_per_tenant.unwrap_or(d::MAX_CAPTURE_DEBT_PER_TENANT),
         };
         let lease = dur("lease", &args.lease.clone().or(f.lease.clone()), d::LEASE);
         let named_lease = dur("named_lease", &f.named_lease, d::NAMED_LEASE);

@@ -59,13 +59,36 @@ pub fn render(daemon: &Daemon) -> String {
     let label = |t: &str| names.get(t).cloned().unwrap_or_else(|| t.to_string());
     let mut streams = Vec::new();
     let mut queued = Vec::new();
+    let mut left = Vec::new();
     for (id, v) in &devices {
         for (t, f) in &v.tenants {
             let labels = TenantLabels { tenant: label(t), device: id.to_string() };
             streams.push((labels.clone(), i64::from(f.streams)));
+            if f.left_untracked > 0 {
+                left.push((labels.clone(), i64::from(f.left_untracked)));
+            }
             queued.push((labels, i64::from(f.waiting_requests)));
         }
     }
+    gauge_family(
+        &mut r,
+        "tenant_left_untracked_streams",
+        "Streams a tenant's processes left untracked (gone, or reporting fewer) that no measurement has settled yet; at most [limits] max_untracked_per_tenant and its quota",
+        left,
+    );
+    let limits = &daemon.config.limits;
+    gauge_family(
+        &mut r,
+        "limit_untracked_per_tenant_streams",
+        "[limits] max_untracked_per_tenant: what one tenant may leave untracked on a device",
+        per_device(&|_| limits.max_untracked_per_tenant),
+    );
+    gauge_family(
+        &mut r,
+        "limit_capture_debt_per_tenant_streams",
+        "[limits] max_capture_debt_per_tenant: what one tenant may hold past its quota on a device through capture claims",
+        per_device(&|_| limits.max_capture_debt_per_tenant),
+    );
     let mut events = Vec::new();
     let mut sessions = Vec::new();
     for (t, (n, per_dev)) in &counts {

@@ -4,7 +4,8 @@
 //! uid. Commands: tenant, create N, create-on DEVICE N WAIT_MS, destroy-all, list, get H,
 //! destroy H, sync H, query H,
 //! event-create, event-record E S, event-sync E, wait-event S E, reports MS, set-quota T N,
-//! launch S, subscribe T S.
+//! launch S, subscribe T S; and, on a budget-wire session of its own (kept open, its
+//! holdings with it), declare DEVICE N (after a restart: streams it says it holds).
 
 use npud_client::{Client, EventOptions, StreamOptions, Target, proto};
 use serde_json::{Value, json};
@@ -109,11 +110,29 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("{}", json!({ "pid": std::process::id() }));
     let mut client: Option<Client> = None;
+    let mut sessions = Vec::new();
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let line = line?;
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.is_empty() {
+            continue;
+        }
+        if let (["declare", device, count], Target::Socket(socket)) = (words.as_slice(), &target) {
+            let (device, count) = (device.parse().unwrap_or(0), count.parse().unwrap_or(0));
+            let mut w = npud_tests::wire::Wire::hello(socket, Default::default());
+            let call = npud_proto::v1::budget_call::Call::Declare(npud_proto::v1::DeclareBudgetRequest {
+                device,
+                count,
+                ..Default::default()
+            });
+            let answer = match w.call(call) {
+                Ok(npud_proto::v1::budget_reply::Reply::Declared(d)) => json!({ "accepted": d.accepted }),
+                Ok(other) => json!({ "error": "Unexpected", "message": format!("{other:?}") }),
+                Err(e) => json!({ "error": "Refused", "message": e.message }),
+            };
+            sessions.push(w);
+            println!("{answer}");
             continue;
         }
         if client.is_none() {

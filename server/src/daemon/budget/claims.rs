@@ -3,18 +3,39 @@
 //! graph capture took beyond its grant (booked as its tenant's debt).
 
 use super::NativeSession;
+use crate::daemon::Daemon;
 use crate::error::{NpudError, Reason};
+use crate::types::Tenant;
 use npud_proto::v1::{self as pb, budget_reply::Reply};
 
 /// The most streams one capture may report past its grant (a device's whole budget).
 const MAX_CAPTURED: u32 = 4096;
+
+impl Daemon {
+    /// The tenant's max_streams on `device` (its pod's booking there, on Kubernetes).
+    fn max_streams_on(&self, tenant: &Tenant, device: u32) -> u32 {
+        self.quota_for_streams(tenant, device, 0).map_or(0, |q| q.max_streams)
+    }
+
+    /// The most `tenant`'s holders may leave untracked on `device` until a measurement
+    /// settles it: `[limits] max_untracked_per_tenant`, and never more than its quota.
+    pub(crate) fn untracked_bound(&self, tenant: &Tenant, device: u32) -> u32 {
+        self.max_streams_on(tenant, device).min(self.config.limits.max_untracked_per_tenant)
+    }
+
+    /// The most `tenant` may hold past its quota on `device` through capture claims:
+    /// `[limits] max_capture_debt_per_tenant`, and never more than its quota again.
+    pub(crate) fn capture_debt_bound(&self, tenant: &Tenant, device: u32) -> u32 {
+        self.max_streams_on(tenant, device).min(self.config.limits.max_capture_debt_per_tenant)
+    }
+}
 
 impl NativeSession {
     pub(super) async fn declare(&self, d: &pb::DeclareBudgetRequest) -> Result<Reply, NpudError> {
         let daemon = &self.daemon;
         self.check_device(d.device)?;
         // A pod's process declares only where its pod is booked, as it asks there.
-        daemon.quota_for_streams(&self.caller.tenant, d.device, 0)?;
+        let quota = daemon.quota_for_streams(&self.caller.tenant, d.device, 0)?;
         if !daemon.natives.accepts_declarations() {
             return Err(NpudError::new(
                 Reason::InvalidArgumentOther,
@@ -40,7 +61,8 @@ impl NativeSession {
         };
         // The ledger and the holder change together, before anything can cancel this call: a
         // declaration cut short must not leave streams booked to nobody.
-        let accepted = daemon.admission.declare_native(d.device, &self.caller.tenant, d.count, recorded, measured);
+        let accepted =
+            daemon.admission.declare_native(d.device, &self.caller.tenant, &quota, d.count, recorded, measured);
         daemon.natives.add(self.id, d.device, accepted);
         // Declared streams exist: they are created, not a grant still to be filled.
         let held = daemon.natives.held(self.id, d.device);
@@ -90,7 +112,9 @@ impl NativeSession {
         }
         let _mutation = self.daemon.health.mutation();
         // Booked and recorded together, before anything can cancel this call.
-        let accepted = self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, c.count.min(room));
+        let debt = self.daemon.capture_debt_bound(&self.caller.tenant, c.device);
+        let accepted =
+            self.daemon.admission.capture_debt(c.device, &self.caller.tenant, &quota, debt, c.count.min(room));
         self.daemon.natives.add(self.id, c.device, accepted);
         self.daemon.natives.capture_matched(self.id, c.device, accepted);
         self.daemon.admission.make_room_for(c.device).await;

@@ -169,7 +169,8 @@ impl NativeSession {
         if let Some(created) = created {
             // Fewer than before: those may still be on the device until it is measured again.
             let (withheld, twice) = self.daemon.natives.set_created(self.id, *device, created);
-            self.daemon.admission.untracked_grew(*device, withheld);
+            let bound = self.daemon.untracked_bound(&self.caller.tenant, *device);
+            self.daemon.admission.untracked_grew(*device, &self.caller.tenant, withheld, bound);
             self.daemon.admission.remeasure_after_booking(twice);
         }
         Ok(())
@@ -392,8 +393,8 @@ impl Drop for NativeSession {
                 // Its streams may outlive the connection by a moment (an exiting process):
                 // untracked until the device is measured again, never handed out twice.
                 let left = self.daemon.natives.left_behind(&h, device);
-                self.daemon.admission.untracked_grew(device, left);
-                self.daemon.admission.release_native(device, &h.tenant, n);
+                let bound = self.daemon.untracked_bound(&h.tenant, device);
+                self.daemon.admission.release_native_leaving(device, &h.tenant, n, left, bound);
             }
             tracing::debug!(id = self.id, pid = h.pid, streams = total, "budget session closed; its streams are free");
         }

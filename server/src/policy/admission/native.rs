@@ -60,6 +60,25 @@ impl Admission {
         self.give_back(device, tenant, count, Vec::new());
     }
 
+    /// A holder of `tenant` went away holding `count`, of which `left` may outlive it a
+    /// moment: released and counted untracked (within `bound`, [`Admission::untracked_grew`])
+    /// under one lock, so no one sees the tenant's footprint (held plus left) above what it
+    /// was, and no one is granted room its streams may still take.
+    pub fn release_native_leaving(&self, device: u32, tenant: &Tenant, count: u32, left: u32, bound: u32) {
+        let measured = left > 0 && self.policy == Policy::Managed && self.backend.reports_device_free();
+        let mut st = self.lock(device);
+        if measured {
+            st.ledger.add_untracked_for(tenant, left, bound);
+        }
+        st.ledger.release(tenant, count, false);
+        super::grant_queued(&mut st.ledger);
+        drop(st);
+        self.wake_others(device, tenant);
+        if measured {
+            self.remeasure.notify_one();
+        }
+    }
+
     /// Counts streams a process already holds (declared after a daemon restart): up to
     /// `recorded` (what the last run's books said this process held here), and beyond that
     /// only what the device itself shows outside the books where it counts them
@@ -71,7 +90,21 @@ impl Admission {
     ///
     /// Synchronous, so the caller records the holder before anything can cancel it; then
     /// it calls [`Admission::make_room_for`]. Returns how many were booked.
-    pub fn declare_native(&self, device: u32, tenant: &Tenant, count: u32, recorded: u32, measured: bool) -> u32 {
+    ///
+    /// Where the device counts its streams, each stream is booked once (issue 58 item 4):
+    /// even a recorded declaration books only streams still outside the books, so two
+    /// declarations of the same streams cannot both succeed; and what a declarer claims
+    /// beyond its record is held to what its quota leaves (`quota`), so a process with no
+    /// record cannot take another process's streams past its own share.
+    pub fn declare_native(
+        &self,
+        device: u32,
+        tenant: &Tenant,
+        quota: &Quota,
+        count: u32,
+        recorded: u32,
+        measured: bool,
+    ) -> u32 {
         let mut st = self.lock(device);
         let l = &st.ledger;
         let room = l
@@ -80,9 +113,16 @@ impl Admission {
             .saturating_sub(l.draining())
             .saturating_sub(l.reserved_unused_by_others(tenant));
         let untracked = l.untracked();
-        let from_record = count.min(recorded).min(room);
+        let from_record = match measured {
+            true => count.min(recorded).min(untracked),
+            false => count.min(recorded),
+        }
+        .min(room);
+        let quota_left = quota.max_streams.saturating_sub(l.used_by(tenant).saturating_add(from_record));
         let from_device = match measured {
-            true => (count - from_record).min(untracked.saturating_sub(from_record)).min(room - from_record),
+            true => {
+                (count - from_record).min(untracked.saturating_sub(from_record)).min(room - from_record).min(quota_left)
+            }
             false => 0,
         };
         if measured {
@@ -95,20 +135,20 @@ impl Admission {
     }
 
     /// Books `count` streams a graph capture took beyond a process's grant. They exist, so
-    /// they count even over the tenant's quota (its debt), but never beyond the room the
-    /// device has after every other tenant's reservation, nor past twice the tenant's
-    /// max_streams (the device's capacity standing for an unlimited one, so the ceiling is
-    /// finite under every quota): a claim cannot take the device, or a reservation, from
-    /// other tenants. Streams the device shows outside the books are never booked to the
+    /// they count even over the tenant's quota (its debt, at most `debt` past it), but never
+    /// beyond the room the device has after every other tenant's reservation, nor past the
+    /// tenant's max_streams twice (the device's capacity standing for an unlimited one, so
+    /// the ceiling is finite under every quota): a claim cannot take the device, or a
+    /// reservation, from other tenants. Streams the device shows outside the books are never booked to the
     /// claimer: another process may hold them. Where the claimed streams are among them,
     /// they count twice until the next measurement (asked for now), withheld, never lost.
     /// Returns how many were booked. Synchronous like [`Admission::declare_native`], for
     /// the same reason.
-    pub fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, count: u32) -> u32 {
+    pub fn capture_debt(&self, device: u32, tenant: &Tenant, quota: &Quota, debt: u32, count: u32) -> u32 {
         let mut st = self.lock(device);
         let l = &st.ledger;
         let max = quota.max_streams.min(l.capacity());
-        let ceiling = max.saturating_mul(2).saturating_sub(l.used_by(tenant));
+        let ceiling = max.saturating_add(debt.min(max)).saturating_sub(l.used_by(tenant));
         let room = l.grantable().saturating_sub(l.reserved_unused_by_others(tenant));
         let accepted = count.min(room).min(ceiling);
         st.ledger.force_take(tenant, accepted);
@@ -202,19 +242,21 @@ impl Admission {
             let mut st = self.lock(device);
             let since = st.ledger.lowered().wrapping_sub(lowered);
             st.ledger.set_untracked(measured.saturating_add(i64::try_from(since).unwrap_or(i64::MAX)));
+            st.ledger.settle_left(lowered);
             super::grant_queued(&mut st.ledger);
             st.evict_overflow()
         };
         self.destroy_all(device, evicted).await;
     }
 
-    /// `n` streams left the books (a holder reported fewer, or went away) that may still
-    /// be on the device: they count as untracked until the next measurement, so what a
-    /// stale measurement missed is never handed out twice.
-    pub fn untracked_grew(&self, device: u32, n: u32) {
+    /// `n` streams left the books (a holder of `tenant` reported fewer, or went away) that
+    /// may still be on the device: they count as untracked until the next measurement, so
+    /// what a stale measurement missed is never handed out twice; and against `tenant`,
+    /// no more than `bound` of its at once (`Ledger::add_untracked_for`).
+    pub fn untracked_grew(&self, device: u32, tenant: &Tenant, n: u32, bound: u32) {
         // Only where a measurement will follow to correct it.
         if n > 0 && self.policy == Policy::Managed && self.backend.reports_device_free() {
-            self.lock(device).ledger.add_untracked(n);
+            self.lock(device).ledger.add_untracked_for(tenant, n, bound);
             // Withheld only until measured: at once, not at the next tick.
             self.remeasure.notify_one();
         }

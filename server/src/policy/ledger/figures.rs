@@ -12,6 +12,8 @@ pub struct TenantFigures {
     pub streams: u32,
     pub waiting_requests: u32,
     pub waiting_streams: u32,
+    /// Streams its holders left untracked that no measurement has settled yet.
+    pub left_untracked: u32,
 }
 
 impl<W> Ledger<W> {
@@ -45,6 +47,9 @@ impl<W> Ledger<W> {
         let mut out: HashMap<Tenant, TenantFigures> = HashMap::new();
         for (t, &u) in &self.used {
             out.entry(Arc::clone(t)).or_default().streams = u;
+        }
+        for (t, n) in self.left.rows() {
+            out.entry(Arc::clone(t)).or_default().left_untracked = n;
         }
         for p in self.queue.values() {
             let f = out.entry(Arc::clone(&p.tenant)).or_default();

@@ -14,6 +14,7 @@
 //! come and go with the pods.
 
 mod figures;
+mod left;
 mod spread;
 
 pub use figures::TenantFigures;
@@ -80,6 +81,9 @@ pub struct Ledger<W> {
     /// release, a drain, an eviction) and grants need nothing: a measurement that misses
     /// them only withholds more.
     lowered: u64,
+    /// Of what left the books, each tenant's part not yet settled by a measurement
+    /// (`left`): counted against that tenant, and bounded per tenant.
+    left: left::Left,
     used: HashMap<Tenant, u32>,
     reservations: HashMap<Tenant, u32>,
     /// Of the reservations, those that stay until the configuration changes (tenants'
@@ -116,6 +120,7 @@ impl<W> Ledger<W> {
             pooled: 0,
             untracked: 0,
             lowered: 0,
+            left: left::Left::default(),
             used: HashMap::new(),
             reservations: HashMap::new(),
             fixed: HashMap::new(),
@@ -156,6 +161,27 @@ impl<W> Ledger<W> {
     pub fn add_untracked(&mut self, n: u32) {
         self.lowered = self.lowered.wrapping_add(u64::from(n));
         self.untracked = self.untracked.saturating_add(i64::from(n));
+    }
+
+    /// `n` streams `tenant`'s holders let go of (they went away, or reported fewer) may
+    /// still be on the device: untracked until measured, counted against `tenant`, and
+    /// no more than `bound` of its in all until then. Returns how many were counted.
+    pub fn add_untracked_for(&mut self, tenant: &Tenant, n: u32, bound: u32) -> u32 {
+        let counted = self.left.add(tenant, self.lowered, n, bound);
+        self.lowered = self.lowered.wrapping_add(u64::from(counted));
+        self.untracked = self.untracked.saturating_add(i64::from(counted));
+        counted
+    }
+
+    /// A measurement whose reading of the books saw `lowered` was applied: what tenants
+    /// left before that reading is in it.
+    pub fn settle_left(&mut self, lowered: u64) {
+        self.left.settle(lowered);
+    }
+
+    /// What `tenant`'s holders left untracked that no measurement has settled yet.
+    pub fn left_by(&self, tenant: &str) -> u32 {
+        self.left.counted(tenant)
     }
 
     /// `n` untracked streams were claimed (declared) by a holder: they move onto the books.
@@ -232,7 +258,8 @@ impl<W> Ledger<W> {
     }
 
     fn fits_quota(&self, tenant: &str, count: u32, quota: &Quota) -> bool {
-        self.used_by(tenant).saturating_add(count) <= quota.max_streams && self.spread.fits(tenant, count)
+        let used = self.used_by(tenant).saturating_add(self.left_by(tenant));
+        used.saturating_add(count) <= quota.max_streams && self.spread.fits(tenant, count)
     }
 
     fn fits_budget(&self, tenant: &str, count: u32) -> bool {

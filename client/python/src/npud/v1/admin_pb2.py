@@ -26,7 +26,7 @@ from npud.v1 import device_pb2 as npud_dot_v1_dot_device__pb2
 from npud.v1 import budget_pb2 as npud_dot_v1_dot_budget__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13npud/v1/admin.proto\x12\x07npud.v1\x1a\x14npud/v1/device.proto\x1a\x14npud/v1/budget.proto\"\x0f\n\rStatusRequest\"t\n\x05Quota\x12\x13\n\x0bmax_streams\x18\x01 \x01(\r\x12\x18\n\x10reserved_streams\x18\x02 \x01(\r\x12\x12\n\nmax_events\x18\x03 \x01(\r\x12\x0e\n\x06weight\x18\x04 \x01(\r\x12\x18\n\x10highest_priority\x18\x05 \x01(\x05\"\xcd\x01\n\x0bTenantUsage\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\r\x12\x0f\n\x07streams\x18\x03 \x01(\r\x12\x0e\n\x06\x65vents\x18\x04 \x01(\r\x12\x18\n\x10waiting_requests\x18\x05 \x01(\r\x12\x17\n\x0fwaiting_streams\x18\x06 \x01(\r\x12\x1d\n\x05quota\x18\x07 \x01(\x0b\x32\x0e.npud.v1.Quota\x12\x10\n\x08sessions\x18\x08 \x01(\r\x12\x19\n\x11\x61llocated_streams\x18\t \x01(\r\"\xca\x01\n\x11\x41llocationBooking\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06tenant\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\r\x12\x0e\n\x06\x62ooked\x18\x06 \x01(\r\x12\x10\n\x08reserved\x18\x07 \x01(\r\x12\x0e\n\x06in_use\x18\x08 \x01(\r\x12\x0f\n\x07waiting\x18\t \x01(\r\x12\x11\n\tallocated\x18\n \x01(\r\x12\x0c\n\x04mode\x18\x0b \x01(\t\"\xf5\x02\n\x0eStatusResponse\x12 \n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x0f.npud.v1.Device\x12%\n\x07tenants\x18\x02 \x03(\x0b\x32\x14.npud.v1.TenantUsage\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\r\x12\x11\n\tpool_hits\x18\x05 \x01(\x04\x12\x1a\n\x12hardware_creations\x18\x06 \x01(\x04\x12\x10\n\x08sessions\x18\x07 \x01(\r\x12\x0f\n\x07streams\x18\x08 \x01(\r\x12\x0e\n\x06\x65vents\x18\t \x01(\r\x12\x1b\n\x13\x63\x61llbacks_in_flight\x18\n \x01(\r\x12\x1c\n\x14invariant_violations\x18\x0b \x01(\x04\x12-\n\x0enative_holders\x18\x0c \x03(\x0b\x32\x15.npud.v1.NativeHolder\x12/\n\x0b\x61llocations\x18\r \x03(\x0b\x32\x1a.npud.v1.AllocationBooking\"\x14\n\x12ListTenantsRequest\"I\n\nTenantInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1d\n\x05quota\x18\x02 \x01(\x0b\x32\x0e.npud.v1.Quota\x12\x0e\n\x06source\x18\x03 \x01(\t\";\n\x13ListTenantsResponse\x12$\n\x07tenants\x18\x01 \x03(\x0b\x32\x13.npud.v1.TenantInfo\"\xfb\x01\n\x0fSetQuotaRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x18\n\x0bmax_streams\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x1d\n\x10reserved_streams\x18\x03 \x01(\rH\x01\x88\x01\x01\x12\x17\n\nmax_events\x18\x04 \x01(\rH\x02\x88\x01\x01\x12\x13\n\x06weight\x18\x05 \x01(\rH\x03\x88\x01\x01\x12\x1d\n\x10highest_priority\x18\x06 \x01(\x05H\x04\x88\x01\x01\x42\x0e\n\x0c_max_streamsB\x13\n\x11_reserved_streamsB\r\n\x0b_max_eventsB\t\n\x07_weightB\x13\n\x11_highest_priority\" \n\x0c\x44rainRequest\x12\x10\n\x08shutdown\x18\x01 \x01(\x08\"!\n\rDrainResponse\x12\x10\n\x08sessions\x18\x01 \x01(\r\"&\n\x13\x45victSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\x04\"I\n\x14\x45victSessionResponse\x12\x18\n\x10streams_released\x18\x01 \x01(\r\x12\x17\n\x0f\x65vents_released\x18\x02 \x01(\r\"\xa8\x01\n\x12InjectFaultRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x1d\n\x13\x66\x61il_next_creations\x18\x02 \x01(\rH\x00\x12&\n\tfail_task\x18\x03 \x01(\x0b\x32\x11.npud.v1.FailTaskH\x00\x12\x0f\n\x05stall\x18\x04 \x01(\x08H\x00\x12\x10\n\x06resume\x18\x05 \x01(\x08H\x00\x12\x0f\n\x05panic\x18\x06 \x01(\x08H\x00\x42\x07\n\x05\x66\x61ult\"6\n\x08\x46\x61ilTask\x12\x0e\n\x06stream\x18\x01 \x01(\x04\x12\x0c\n\x04task\x18\x02 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x03\"\x15\n\x13InjectFaultResponse2\x9d\x03\n\x0c\x41\x64minService\x12\x39\n\x06Status\x12\x16.npud.v1.StatusRequest\x1a\x17.npud.v1.StatusResponse\x12H\n\x0bListTenants\x12\x1b.npud.v1.ListTenantsRequest\x1a\x1c.npud.v1.ListTenantsResponse\x12\x39\n\x08SetQuota\x12\x18.npud.v1.SetQuotaRequest\x1a\x13.npud.v1.TenantInfo\x12K\n\x0c\x45victSession\x12\x1c.npud.v1.EvictSessionRequest\x1a\x1d.npud.v1.EvictSessionResponse\x12H\n\x0bInjectFault\x12\x1b.npud.v1.InjectFaultRequest\x1a\x1c.npud.v1.InjectFaultResponse\x12\x36\n\x05\x44rain\x12\x15.npud.v1.DrainRequest\x1a\x16.npud.v1.DrainResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13npud/v1/admin.proto\x12\x07npud.v1\x1a\x14npud/v1/device.proto\x1a\x14npud/v1/budget.proto\"\x0f\n\rStatusRequest\"t\n\x05Quota\x12\x13\n\x0bmax_streams\x18\x01 \x01(\r\x12\x18\n\x10reserved_streams\x18\x02 \x01(\r\x12\x12\n\nmax_events\x18\x03 \x01(\r\x12\x0e\n\x06weight\x18\x04 \x01(\r\x12\x18\n\x10highest_priority\x18\x05 \x01(\x05\"\x9a\x02\n\x0bTenantUsage\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x02 \x01(\r\x12\x0f\n\x07streams\x18\x03 \x01(\r\x12\x0e\n\x06\x65vents\x18\x04 \x01(\r\x12\x18\n\x10waiting_requests\x18\x05 \x01(\r\x12\x17\n\x0fwaiting_streams\x18\x06 \x01(\r\x12\x1d\n\x05quota\x18\x07 \x01(\x0b\x32\x0e.npud.v1.Quota\x12\x10\n\x08sessions\x18\x08 \x01(\r\x12\x19\n\x11\x61llocated_streams\x18\t \x01(\r\x12\x16\n\x0eleft_untracked\x18\n \x01(\r\x12\x17\n\x0funtracked_bound\x18\x0b \x01(\r\x12\x1a\n\x12\x63\x61pture_debt_bound\x18\x0c \x01(\r\"\xca\x01\n\x11\x41llocationBooking\x12\x11\n\tnamespace\x18\x01 \x01(\t\x12\x0b\n\x03pod\x18\x02 \x01(\t\x12\x11\n\tcontainer\x18\x03 \x01(\t\x12\x0e\n\x06tenant\x18\x04 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x05 \x01(\r\x12\x0e\n\x06\x62ooked\x18\x06 \x01(\r\x12\x10\n\x08reserved\x18\x07 \x01(\r\x12\x0e\n\x06in_use\x18\x08 \x01(\r\x12\x0f\n\x07waiting\x18\t \x01(\r\x12\x11\n\tallocated\x18\n \x01(\r\x12\x0c\n\x04mode\x18\x0b \x01(\t\"\xf5\x02\n\x0eStatusResponse\x12 \n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x0f.npud.v1.Device\x12%\n\x07tenants\x18\x02 \x03(\x0b\x32\x14.npud.v1.TenantUsage\x12\x0e\n\x06policy\x18\x03 \x01(\t\x12\r\n\x05\x65poch\x18\x04 \x01(\r\x12\x11\n\tpool_hits\x18\x05 \x01(\x04\x12\x1a\n\x12hardware_creations\x18\x06 \x01(\x04\x12\x10\n\x08sessions\x18\x07 \x01(\r\x12\x0f\n\x07streams\x18\x08 \x01(\r\x12\x0e\n\x06\x65vents\x18\t \x01(\r\x12\x1b\n\x13\x63\x61llbacks_in_flight\x18\n \x01(\r\x12\x1c\n\x14invariant_violations\x18\x0b \x01(\x04\x12-\n\x0enative_holders\x18\x0c \x03(\x0b\x32\x15.npud.v1.NativeHolder\x12/\n\x0b\x61llocations\x18\r \x03(\x0b\x32\x1a.npud.v1.AllocationBooking\"\x14\n\x12ListTenantsRequest\"I\n\nTenantInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1d\n\x05quota\x18\x02 \x01(\x0b\x32\x0e.npud.v1.Quota\x12\x0e\n\x06source\x18\x03 \x01(\t\";\n\x13ListTenantsResponse\x12$\n\x07tenants\x18\x01 \x03(\x0b\x32\x13.npud.v1.TenantInfo\"\xfb\x01\n\x0fSetQuotaRequest\x12\x0e\n\x06tenant\x18\x01 \x01(\t\x12\x18\n\x0bmax_streams\x18\x02 \x01(\rH\x00\x88\x01\x01\x12\x1d\n\x10reserved_streams\x18\x03 \x01(\rH\x01\x88\x01\x01\x12\x17\n\nmax_events\x18\x04 \x01(\rH\x02\x88\x01\x01\x12\x13\n\x06weight\x18\x05 \x01(\rH\x03\x88\x01\x01\x12\x1d\n\x10highest_priority\x18\x06 \x01(\x05H\x04\x88\x01\x01\x42\x0e\n\x0c_max_streamsB\x13\n\x11_reserved_streamsB\r\n\x0b_max_eventsB\t\n\x07_weightB\x13\n\x11_highest_priority\" \n\x0c\x44rainRequest\x12\x10\n\x08shutdown\x18\x01 \x01(\x08\"!\n\rDrainResponse\x12\x10\n\x08sessions\x18\x01 \x01(\r\"&\n\x13\x45victSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\x04\"I\n\x14\x45victSessionResponse\x12\x18\n\x10streams_released\x18\x01 \x01(\r\x12\x17\n\x0f\x65vents_released\x18\x02 \x01(\r\"\xa8\x01\n\x12InjectFaultRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x1d\n\x13\x66\x61il_next_creations\x18\x02 \x01(\rH\x00\x12&\n\tfail_task\x18\x03 \x01(\x0b\x32\x11.npud.v1.FailTaskH\x00\x12\x0f\n\x05stall\x18\x04 \x01(\x08H\x00\x12\x10\n\x06resume\x18\x05 \x01(\x08H\x00\x12\x0f\n\x05panic\x18\x06 \x01(\x08H\x00\x42\x07\n\x05\x66\x61ult\"6\n\x08\x46\x61ilTask\x12\x0e\n\x06stream\x18\x01 \x01(\x04\x12\x0c\n\x04task\x18\x02 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x03\"\x15\n\x13InjectFaultResponse2\x9d\x03\n\x0c\x41\x64minService\x12\x39\n\x06Status\x12\x16.npud.v1.StatusRequest\x1a\x17.npud.v1.StatusResponse\x12H\n\x0bListTenants\x12\x1b.npud.v1.ListTenantsRequest\x1a\x1c.npud.v1.ListTenantsResponse\x12\x39\n\x08SetQuota\x12\x18.npud.v1.SetQuotaRequest\x1a\x13.npud.v1.TenantInfo\x12K\n\x0c\x45victSession\x12\x1c.npud.v1.EvictSessionRequest\x1a\x1d.npud.v1.EvictSessionResponse\x12H\n\x0bInjectFault\x12\x1b.npud.v1.InjectFaultRequest\x1a\x1c.npud.v1.InjectFaultResponse\x12\x36\n\x05\x44rain\x12\x15.npud.v1.DrainRequest\x1a\x16.npud.v1.DrainResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,33 +38,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QUOTA']._serialized_start=93
   _globals['_QUOTA']._serialized_end=209
   _globals['_TENANTUSAGE']._serialized_start=212
-  _globals['_TENANTUSAGE']._serialized_end=417
-  _globals['_ALLOCATIONBOOKING']._serialized_start=420
-  _globals['_ALLOCATIONBOOKING']._serialized_end=622
-  _globals['_STATUSRESPONSE']._serialized_start=625
-  _globals['_STATUSRESPONSE']._serialized_end=998
-  _globals['_LISTTENANTSREQUEST']._serialized_start=1000
-  _globals['_LISTTENANTSREQUEST']._serialized_end=1020
-  _globals['_TENANTINFO']._serialized_start=1022
-  _globals['_TENANTINFO']._serialized_end=1095
-  _globals['_LISTTENANTSRESPONSE']._serialized_start=1097
-  _globals['_LISTTENANTSRESPONSE']._serialized_end=1156
-  _globals['_SETQUOTAREQUEST']._serialized_start=1159
-  _globals['_SETQUOTAREQUEST']._serialized_end=1410
-  _globals['_DRAINREQUEST']._serialized_start=1412
-  _globals['_DRAINREQUEST']._serialized_end=1444
-  _globals['_DRAINRESPONSE']._serialized_start=1446
-  _globals['_DRAINRESPONSE']._serialized_end=1479
-  _globals['_EVICTSESSIONREQUEST']._serialized_start=1481
-  _globals['_EVICTSESSIONREQUEST']._serialized_end=1519
-  _globals['_EVICTSESSIONRESPONSE']._serialized_start=1521
-  _globals['_EVICTSESSIONRESPONSE']._serialized_end=1594
-  _globals['_INJECTFAULTREQUEST']._serialized_start=1597
-  _globals['_INJECTFAULTREQUEST']._serialized_end=1765
-  _globals['_FAILTASK']._serialized_start=1767
-  _globals['_FAILTASK']._serialized_end=1821
-  _globals['_INJECTFAULTRESPONSE']._serialized_start=1823
-  _globals['_INJECTFAULTRESPONSE']._serialized_end=1844
-  _globals['_ADMINSERVICE']._serialized_start=1847
-  _globals['_ADMINSERVICE']._serialized_end=2260
+  _globals['_TENANTUSAGE']._serialized_end=494
+  _globals['_ALLOCATIONBOOKING']._serialized_start=497
+  _globals['_ALLOCATIONBOOKING']._serialized_end=699
+  _globals['_STATUSRESPONSE']._serialized_start=702
+  _globals['_STATUSRESPONSE']._serialized_end=1075
+  _globals['_LISTTENANTSREQUEST']._serialized_start=1077
+  _globals['_LISTTENANTSREQUEST']._serialized_end=1097
+  _globals['_TENANTINFO']._serialized_start=1099
+  _globals['_TENANTINFO']._serialized_end=1172
+  _globals['_LISTTENANTSRESPONSE']._serialized_start=1174
+  _globals['_LISTTENANTSRESPONSE']._serialized_end=1233
+  _globals['_SETQUOTAREQUEST']._serialized_start=1236
+  _globals['_SETQUOTAREQUEST']._serialized_end=1487
+  _globals['_DRAINREQUEST']._serialized_start=1489
+  _globals['_DRAINREQUEST']._serialized_end=1521
+  _globals['_DRAINRESPONSE']._serialized_start=1523
+  _globals['_DRAINRESPONSE']._serialized_end=1556
+  _globals['_EVICTSESSIONREQUEST']._serialized_start=1558
+  _globals['_EVICTSESSIONREQUEST']._serialized_end=1596
+  _globals['_EVICTSESSIONRESPONSE']._serialized_start=1598
+  _globals['_EVICTSESSIONRESPONSE']._serialized_end=1671
+  _globals['_INJECTFAULTREQUEST']._serialized_start=1674
+  _globals['_INJECTFAULTREQUEST']._serialized_end=1842
+  _globals['_FAILTASK']._serialized_start=1844
+  _globals['_FAILTASK']._serialized_end=1898
+  _globals['_INJECTFAULTRESPONSE']._serialized_start=1900
+  _globals['_INJECTFAULTRESPONSE']._serialized_end=1921
+  _globals['_ADMINSERVICE']._serialized_start=1924
+  _globals['_ADMINSERVICE']._serialized_end=2337
 # @@protoc_insertion_point(module_scope)

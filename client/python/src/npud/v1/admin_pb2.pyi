@@ -27,7 +27,7 @@ class Quota(_message.Message):
     def __init__(self, max_streams: _Optional[int] = ..., reserved_streams: _Optional[int] = ..., max_events: _Optional[int] = ..., weight: _Optional[int] = ..., highest_priority: _Optional[int] = ...) -> None: ...
 
 class TenantUsage(_message.Message):
-    __slots__ = ("tenant", "device", "streams", "events", "waiting_requests", "waiting_streams", "quota", "sessions", "allocated_streams")
+    __slots__ = ("tenant", "device", "streams", "events", "waiting_requests", "waiting_streams", "quota", "sessions", "allocated_streams", "left_untracked", "untracked_bound", "capture_debt_bound")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
@@ -37,6 +37,9 @@ class TenantUsage(_message.Message):
     QUOTA_FIELD_NUMBER: _ClassVar[int]
     SESSIONS_FIELD_NUMBER: _ClassVar[int]
     ALLOCATED_STREAMS_FIELD_NUMBER: _ClassVar[int]
+    LEFT_UNTRACKED_FIELD_NUMBER: _ClassVar[int]
+    UNTRACKED_BOUND_FIELD_NUMBER: _ClassVar[int]
+    CAPTURE_DEBT_BOUND_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     device: int
     streams: int
@@ -46,7 +49,10 @@ class TenantUsage(_message.Message):
     quota: Quota
     sessions: int
     allocated_streams: int
-    def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ..., allocated_streams: _Optional[int] = ...) -> None: ...
+    left_untracked: int
+    untracked_bound: int
+    capture_debt_bound: int
+    def __init__(self, tenant: _Optional[str] = ..., device: _Optional[int] = ..., streams: _Optional[int] = ..., events: _Optional[int] = ..., waiting_requests: _Optional[int] = ..., waiting_streams: _Optional[int] = ..., quota: _Optional[_Union[Quota, _Mapping]] = ..., sessions: _Optional[int] = ..., allocated_streams: _Optional[int] = ..., left_untracked: _Optional[int] = ..., untracked_bound: _Optional[int] = ..., capture_debt_bound: _Optional[int] = ...) -> None: ...
 
 class AllocationBooking(_message.Message):
     __slots__ = ("namespace", "pod", "container", "tenant", "device", "booked", "reserved", "in_use", "waiting", "allocated", "mode")
