@@ -266,3 +266,27 @@ fn a_pods_process_as_another_uid_or_in_a_user_namespace_is_its_pods_tenant() {
     plant_cgroup(proc_root.path(), in_userns.pid, &pod("9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0"));
     assert_eq!(in_userns.ask("tenant")["tenant"], "pod-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0");
 }
+
+/// Issue 58 item 7: `socket_group` reaches the socket's directory. A member of the group
+/// (here a process whose gid is the group's, under another uid) needs search permission
+/// on npud's own 0750 directory as well as write permission on the 0660 socket; before, the
+/// directory stayed root:root and it got EACCES.
+#[test]
+fn a_member_of_socket_group_can_connect_through_npuds_own_directory() {
+    if !is_root() {
+        eprintln!("skipped: running a client under another uid needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket_dir = dir.path().join("npud");
+    let socket = socket_dir.join("npud.sock");
+    // The group of nobody, by number (no /etc/group entry is needed for a number).
+    let d = Daemon::builder().socket(&socket).config("socket_group = \"65534\"").start();
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&socket_dir).unwrap();
+    assert_eq!((meta.gid(), meta.permissions().mode() & 0o777), (65534, 0o750), "the directory is the group's");
+    assert_eq!(std::fs::metadata(&socket).unwrap().gid(), 65534, "and so is the socket");
+    let mut member = Peer::spawn(socket.to_str().unwrap(), Some(65534));
+    assert_eq!(member.ask("tenant")["tenant"], "uid-65534", "the group's member connects\n{}", d.log());
+}

@@ -21,7 +21,12 @@ async fn an_ask_over_its_own_quota_does_not_pace_other_tenants() {
     // The tiny tenant: 15 held, then an ask for 2 parked as long as the wire allows.
     let mut holder = Wire::hello(&socket, pb::BudgetHello::default());
     assert!(matches!(holder.acquire(0, 15, 0), Ok(Reply::Acquired(_))));
-    holder.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 2, wait_ms: u32::MAX, ..Default::default() }));
+    holder.send(Call::Acquire(pb::AcquireBudgetRequest {
+        device: 0,
+        count: 2,
+        wait_ms: u32::MAX,
+        ..Default::default()
+    }));
     // Its other connections: silent 1-stream grants (never said created).
     let mut silent = Wire::hello(&socket, pb::BudgetHello::default());
     assert!(matches!(silent.acquire(0, 1, 0), Ok(Reply::Acquired(_))));
@@ -38,7 +43,8 @@ async fn an_ask_over_its_own_quota_does_not_pace_other_tenants() {
         let mut client = pb::budget_service_client::BudgetServiceClient::new(channel.clone());
         let (calls, rx) = tokio::sync::mpsc::channel(4);
         let mut replies = client.budget(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
-        let ask = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 71, wait_ms: 60_000, ..Default::default() });
+        let ask =
+            Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 71, wait_ms: 60_000, ..Default::default() });
         let asked = Instant::now();
         calls.send(pb::BudgetCall { call: Some(ask) }).await.unwrap();
         match replies.message().await.unwrap().unwrap().reply.unwrap() {
