@@ -104,14 +104,18 @@ fn an_unconfigured_tenant_cannot_claim_the_device() {
 }
 
 /// A 64-stream tenant's claim of 200 never books the streams an outside program holds
-/// (128 of them, untracked): they stay untracked, and go when that program exits, not when
-/// the claimer's session closes.
+/// (128 of them, untracked). The rest of the device is taken (another tenant holds it), so
+/// those untracked streams are the only room a claim could find: before, the claim took 64
+/// of them onto the claimer's books (and kept them after that program exited); now it books
+/// nothing, and they stay the outside program's, untracked, until it exits.
 #[test]
 fn a_claim_never_books_another_programs_untracked_streams() {
     let shared = Shared::new();
     let d = npud_tests::native::acl_builder(&shared.path, &[])
+        .tcp()
         .config("[[tenants]]\nname = \"root\"\nmax_streams = 64\n")
         .start();
+    let capacity = d.device0()["capacity"].as_u64().unwrap() as u32;
     let (program, _) = acl_apps();
     let mut outside: App = App::spawn({
         let mut c = acl_command(program, &shared.path, None);
@@ -124,13 +128,28 @@ fn a_claim_never_books_another_programs_untracked_streams() {
         "the outside program's 127 and its default stream: {}",
         d.device0()
     );
-    // It reports what it creates (nothing yet), so the device's count is not explained by
-    // its grant.
+    // The claimer (root) is granted 64 capture streams; another tenant (every TCP peer is
+    // tcp-anonymous, over BudgetService) takes all the room left.
     let mut w = Wire::hello(&d.socket, pb::BudgetHello { reports_created: true, ..Default::default() });
     assert!(matches!(acquire(&mut w, 64, true), Ok(Reply::Acquired(_))));
+    let rest = capacity - 128 - 64;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let (_calls, _replies, other) = rt.block_on(async {
+        let channel =
+            tonic::transport::Channel::from_shared(d.endpoint.clone().unwrap()).unwrap().connect().await.unwrap();
+        let mut client = pb::budget_service_client::BudgetServiceClient::new(channel);
+        let (calls, rx) = tokio::sync::mpsc::channel(4);
+        let mut replies = client.budget(tokio_stream::wrappers::ReceiverStream::new(rx)).await.unwrap().into_inner();
+        let ask = Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: rest, ..Default::default() });
+        calls.send(pb::BudgetCall { call: Some(ask) }).await.unwrap();
+        let reply = replies.message().await.unwrap().unwrap().reply.unwrap();
+        (calls, replies, reply)
+    });
+    assert!(matches!(other, Reply::Acquired(_)), "the other tenant takes the rest: {other:?}");
+    let in_use = d.in_use();
     let accepted = claim(&mut w, 200).expect("a capture's claim");
-    assert!(accepted <= 64, "{accepted}");
-    assert_eq!(d.device0()["untracked"], 128, "none of the outside program's streams booked to the claimer");
+    assert_eq!(accepted, 0, "the only room was the outside program's untracked streams");
+    assert_eq!(d.in_use(), in_use, "nothing booked");
     outside.release();
     assert!(
         eventually(Duration::from_secs(10), || d.device0()["untracked"] == 0),
@@ -138,5 +157,4 @@ fn a_claim_never_books_another_programs_untracked_streams() {
         d.device0()
     );
     drop(w);
-    assert!(eventually(Duration::from_secs(10), || d.in_use() == 0));
 }

@@ -210,7 +210,14 @@ fn resolve() -> Option<Down> {
     if std::env::var("NPU_SIM_ACL_LAYOUT").is_ok_and(|v| v == "single") {
         return None;
     }
-    let beside = own_dir()?.join("libruntime.so");
+    // Only as the library itself: linked into a test program (the crate's rlib), the fake
+    // libruntime.so would find its implementation in another copy of this library, with
+    // other devices and handles.
+    let (dir, file) = own_path()?;
+    if file != "libascendcl.so" {
+        return None;
+    }
+    let beside = dir.join("libruntime.so");
     let path = std::ffi::CString::new(beside.into_os_string().into_encoded_bytes()).ok()?;
     // SAFETY: a NUL-terminated path; the handle is kept for the life of the process, as a
     // DT_NEEDED library would be. RTLD_GLOBAL puts its names in the symbol table AscendCL
@@ -240,8 +247,8 @@ fn resolve() -> Option<Down> {
     })
 }
 
-/// The directory this library was loaded from.
-fn own_dir() -> Option<std::path::PathBuf> {
+/// The directory this code was loaded from, and the file's name.
+fn own_path() -> Option<(std::path::PathBuf, String)> {
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     // SAFETY: an address inside this library and an out-struct of ours.
     if unsafe { libc::dladdr(npudFakeRuntime as *const c_void, &mut info) } == 0 || info.dli_fname.is_null() {
@@ -249,7 +256,8 @@ fn own_dir() -> Option<std::path::PathBuf> {
     }
     // SAFETY: dladdr filled a NUL-terminated file name.
     let file = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy().into_owned();
-    std::path::Path::new(&file).parent().map(std::path::Path::to_path_buf)
+    let path = std::path::Path::new(&file);
+    Some((path.parent()?.to_path_buf(), path.file_name()?.to_string_lossy().into_owned()))
 }
 
 impl Down {

@@ -9,9 +9,33 @@
 //! reading of the books came after it has seen those streams (gone, or still there and
 //! counted), so it settles them; entries added after the reading stay counted.
 
+use super::Ledger;
 use crate::types::Tenant;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+
+impl<W> Ledger<W> {
+    /// `n` streams `tenant`'s holders let go of (they went away, or reported fewer) may
+    /// still be on the device: untracked until measured, counted against `tenant`, and
+    /// no more than `bound` of its in all until then. Returns how many were counted.
+    pub fn add_untracked_for(&mut self, tenant: &Tenant, n: u32, bound: u32) -> u32 {
+        let counted = self.left.add(tenant, self.lowered, n, bound);
+        self.lowered = self.lowered.wrapping_add(u64::from(counted));
+        self.untracked = self.untracked.saturating_add(i64::from(counted));
+        counted
+    }
+
+    /// A measurement whose reading of the books saw `lowered` was applied: what tenants
+    /// left before that reading is in it.
+    pub fn settle_left(&mut self, lowered: u64) {
+        self.left.settle(lowered);
+    }
+
+    /// What `tenant`'s holders left untracked that no measurement has settled yet.
+    pub fn left_by(&self, tenant: &str) -> u32 {
+        self.left.counted(tenant)
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Left {
