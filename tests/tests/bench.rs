@@ -52,6 +52,10 @@ fn npud_bench_quick_runs_and_writes_json() {
         "nor in a crowd of 300"
     );
     assert!(text.contains("the library's own load cost"), "the load cost on its own row:\n{text}");
+    // Issue 59: the node's TP-8 start-up, measured on both sides.
+    assert!(text.contains("TP-8 start-up under the interposer"), "{text}");
+    let node = &doc["interposer"]["node"];
+    assert!(node["tp8_native_p50_ms"].as_f64().unwrap() > 0.0 && node["tp8_ratio"].as_f64().unwrap() > 0.0, "{node}");
     // Start-ups alternate so that each kind follows each kind; the halves are printed.
     assert!(text.contains("start-ups run native, interposed, interposed, native"), "{text}");
     let halves = doc["interposer"]["startup_ratio_by_half"].as_array().unwrap();

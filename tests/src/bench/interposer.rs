@@ -45,11 +45,13 @@ pub fn rows(quick: bool) -> Interposer {
          the batch's `created` comes from the watcher off the program's path, the exit's close is no call)",
         startup.calls_per_process, startup.acquires_per_process
     );
+    let node = node(quick);
     let crowds = crowds(false);
     let [native_crowd, restarted, interposed, many] = &crowds.runs;
     let vs_native = interposed.makespan.as_secs_f64() / native_crowd.makespan.as_secs_f64();
     let vs_restarted = interposed.makespan.as_secs_f64() / restarted.makespan.as_secs_f64();
-    let targets = vec![
+    let mut targets = node.targets;
+    targets.extend([
         (
             "interposed 70-stream start-up <= 1.10x native".into(),
             format!("{startup_ratio:.2}x ({:.2} vs {:.2} ms)", ms(startup.interposed.p50()), ms(startup.native.p50())),
@@ -90,13 +92,14 @@ pub fn rows(quick: bool) -> Interposer {
             ),
             many.failed == 0 && many.makespan <= many.ideal * 2,
         ),
-    ];
+    ]);
     let json = json!({
         "startup_streams": startup.streams,
         "native_p50_ms": ms(startup.native.p50()), "interposed_p50_ms": ms(startup.interposed.p50()),
         "startup_ratio": startup_ratio, "startup_ratio_by_half": [after_native, after_interposed],
         "true_p50_ms": ms(startup.load.0.p50()), "true_preloaded_p50_ms": ms(startup.load.1.p50()), "load_ms": load_ms,
         "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
+        "node": node.json,
         "crowd": crowds.json,
     });
     Interposer { json, targets }
@@ -166,4 +169,34 @@ pub fn crowds(lives: bool) -> Crowds {
         })
         .collect();
     Crowds { runs, json }
+}
+
+/// The node's rows (issue 59): an eight-NPU node's tensor-parallel start-up, one process
+/// per NPU, natively and under the interposer (`npud-bench --node` runs only these).
+pub fn node(quick: bool) -> Interposer {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (tp_native, tp_interposed) = native::tensor_parallel(8, 70, if quick { 3 } else { 10 });
+    let tp_ratio = tp_interposed.p50().as_secs_f64() / tp_native.p50().as_secs_f64();
+    let spread = |s: &super::Samples| {
+        let mut v: Vec<f64> = s.0.iter().map(|d| ms(*d)).collect();
+        v.sort_by(f64::total_cmp);
+        (v.first().copied().unwrap_or(0.0), v.last().copied().unwrap_or(0.0))
+    };
+    println!("\n{:<52} {:>10} {:>19}", "TP-8 start-up: 8 processes x 70 streams, one per NPU", "p50 ms", "min-max ms");
+    for (name, s) in [("native (no npud)", &tp_native), ("under the interposer", &tp_interposed)] {
+        let (lo, hi) = spread(s);
+        println!("{:<52} {:>10.2} {:>9.2}-{:<9.2}", name, ms(s.p50()), lo, hi);
+    }
+    println!("TP-8 start-up under the interposer: {tp_ratio:.3}x native ({} rounds of each)", tp_native.0.len());
+    let targets = vec![(
+        "TP-8 start-up (8 processes x 70 streams, one per NPU, together) <= 1.10x native".into(),
+        format!("{tp_ratio:.2}x ({:.2} vs {:.2} ms)", ms(tp_interposed.p50()), ms(tp_native.p50())),
+        tp_ratio <= 1.10,
+    )];
+    let json = json!({
+        "tp8_native_p50_ms": ms(tp_native.p50()), "tp8_interposed_p50_ms": ms(tp_interposed.p50()),
+        "tp8_ratio": tp_ratio, "tp8_native_spread_ms": spread(&tp_native),
+        "tp8_interposed_spread_ms": spread(&tp_interposed), "rounds": tp_native.0.len(),
+    });
+    Interposer { json, targets }
 }

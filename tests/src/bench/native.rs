@@ -205,3 +205,42 @@ fn watch(t: Instant, spawned: Duration, mut child: Child) -> Life {
     }
     Life { spawned, ready: if ok { ready } else { None }, failed, exited }
 }
+
+/// A tensor-parallel start-up (issue 59): `devices` processes, one per device of an
+/// `NPU_SIM_DEVICES=devices` node, each creating `streams` (default stream included) and
+/// exiting, all started together: the time until the last has exited, natively and under
+/// the interposer, `rounds` rounds of each run native, interposed, interposed, native.
+pub fn tensor_parallel(devices: u32, streams: u32, rounds: usize) -> (Samples, Samples) {
+    let (program, _) = acl_apps();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let shared = dir.path().join("budget");
+    let n = devices.to_string();
+    let d = crate::native::acl_builder(&shared, &[]).env("NPU_SIM_DEVICES", &n).start();
+    let created = (streams - 1).to_string();
+    let start = |interposed: bool| {
+        let t = Instant::now();
+        let children: Vec<Child> = (0..devices)
+            .map(|device| {
+                let mut cmd = acl_command(program, &shared, interposed.then_some((&d, streams)));
+                cmd.env("NPU_SIM_DEVICES", &n).args([created.as_str(), "0", &device.to_string()]);
+                cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+                cmd.spawn().expect("spawn the program")
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().is_ok_and(|s| s.success()), "a tensor-parallel process failed");
+        }
+        t.elapsed()
+    };
+    // One of each first, so both sides run with warm page caches.
+    start(false);
+    start(true);
+    let (mut native, mut interposed) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        native.push(start(false));
+        interposed.push(start(true));
+        interposed.push(start(true));
+        native.push(start(false));
+    }
+    (Samples(native), Samples(interposed))
+}

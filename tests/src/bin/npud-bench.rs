@@ -1,7 +1,8 @@
 //! npud-bench: what npud costs and what it saves, measured on this machine.
 //!
-//!     cargo build --release --workspace --bins
+//!     cargo build --release --workspace      # the binaries and the fake vendor libraries
 //!     target/release/npud-bench [--quick] [--json bench.json]
+//!     target/release/npud-bench --node [--quick] [--json node.json]   # the node's rows alone
 //!     target/release/npud-bench --loop create-destroy 10    # for perf record -p <pid>
 //!     target/release/npud-bench --crowds --json crowds.json # the crowds alone, every start-up timed
 //!
@@ -44,6 +45,7 @@ fn verdict(ok: bool) -> &'static str {
 async fn main() -> anyhow::Result<()> {
     let mut quick = false;
     let mut crowds_only = false;
+    let mut node_only = false;
     let mut json_path = "bench.json".to_string();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -75,9 +77,11 @@ async fn main() -> anyhow::Result<()> {
             }
             // Only the crowds on one device, with every start-up's times in the JSON.
             "--crowds" => crowds_only = true,
+            // Only the node's rows (issue 59): an eight-NPU node.
+            "--node" => node_only = true,
             "--help" | "-h" => {
                 println!(
-                    "npud-bench [--quick] [--json FILE] | --crowds [--json FILE] | --loop {{{}}} SECONDS",
+                    "npud-bench [--quick] [--json FILE] | --crowds [--json FILE] | --node [--quick] [--json FILE] | --loop {{{}}} SECONDS",
                     profile::CALLS.join("|")
                 );
                 return Ok(());
@@ -87,6 +91,16 @@ async fn main() -> anyhow::Result<()> {
     }
     // npud as a user runs it: the tests' debug log would put a write on every grant.
     npud_tests::quiet_daemons();
+    if node_only {
+        let node = interposer::node(quick);
+        for (target, measured, met) in &node.targets {
+            println!("{:<72} {:<40} {}", target, measured, verdict(*met));
+        }
+        let doc = json!({ "machine": machine(), "node": node.json });
+        std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
+        println!("wrote {json_path}");
+        return Ok(());
+    }
     if crowds_only {
         let crowds = interposer::crowds(true);
         let doc = json!({ "machine": machine(), "crowd": crowds.json });
