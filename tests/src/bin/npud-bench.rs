@@ -2,7 +2,7 @@
 //!
 //!     cargo build --release --workspace      # the binaries and the fake vendor libraries
 //!     target/release/npud-bench [--quick] [--json bench.json]
-//!     target/release/npud-bench --node [--quick] [--json node.json]   # the node's rows alone
+//!     target/release/npud-bench --node [--quick] [--json node.json]   # only the node rows (issue 59)
 //!     target/release/npud-bench --loop create-destroy 10    # for perf record -p <pid>
 //!     target/release/npud-bench --crowds --json crowds.json # the crowds alone, every start-up timed
 //!
