@@ -60,10 +60,32 @@ fn steps_keep_the_books_equal(program: &Path, layout: Option<&str>) {
         assert_eq!(app.line(), format!("held {held}"), "{what}\n{}", d.log());
         books_equal_the_device(&d, &shared, held + 1, what);
     }
+    done(&d, &shared, app);
+}
+
+/// A daemon whose tenant (the test's uid, `root`) may hold `quota` streams, and `program`
+/// under `npuctl run` with a start-up grant of 20, its device set.
+fn quota_and_ready(shared: &Shared, program: &Path, quota: u32) -> (Daemon, App) {
+    let d = shared.daemon(&[]);
+    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", &quota.to_string()]).status.success());
+    let mut app = run(&d, shared, program, 20, None);
+    assert_eq!(app.line(), "ready", "{}", d.log());
+    (d, app)
+}
+
+/// The program takes 29 more streams: with its default stream, the whole quota of 30.
+fn the_whole_quota(d: &Daemon, shared: &Shared, app: &mut App) {
+    app.send("+29");
+    assert_eq!(app.line(), "held 29");
+    books_equal_the_device(d, shared, 30, "the whole quota");
+}
+
+/// The program's input ends: it frees what it holds and exits, and everything returns.
+fn done(d: &Daemon, shared: &Shared, mut app: App) {
     drop(app.child.stdin.take());
     assert_eq!(app.line(), "done");
     assert!(app.child.wait().expect("wait").success());
-    everything_returns(&d, &shared);
+    everything_returns(d, shared);
 }
 
 /// Once the program is gone, npud and the driver hold nothing for it.
@@ -107,10 +129,7 @@ fn the_runtime_layers_available_count_is_the_tenants_share() {
     let [rt, mixed, _] = rt_steps_apps();
     for program in [rt, mixed] {
         let shared = Shared::new();
-        let d = shared.daemon(&[]);
-        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "100"]).status.success());
-        let mut app = run(&d, &shared, program, 20, None);
-        assert_eq!(app.line(), "ready", "{}", d.log());
+        let (d, mut app) = quota_and_ready(&shared, program, 100);
         app.send("+10");
         assert_eq!(app.line(), "held 10");
         app.send("avail");
@@ -120,10 +139,7 @@ fn the_runtime_layers_available_count_is_the_tenants_share() {
         app.send("huge");
         assert_eq!(app.line(), "huge 207000 0", "no huge streams on the simulated part");
         books_equal_the_device(&d, &shared, 11, "after the counts");
-        drop(app.child.stdin.take());
-        assert_eq!(app.line(), "done");
-        assert!(app.child.wait().expect("wait").success());
-        everything_returns(&d, &shared);
+        done(&d, &shared, app);
     }
 }
 
@@ -133,13 +149,8 @@ fn the_runtime_layers_available_count_is_the_tenants_share() {
 fn a_runtime_layer_create_past_the_quota_is_refused_before_the_device() {
     let [rt, _, _] = rt_steps_apps();
     let shared = Shared::new();
-    let d = shared.daemon(&[]);
-    assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
-    let mut app = run(&d, &shared, rt, 20, None);
-    assert_eq!(app.line(), "ready", "{}", d.log());
-    app.send("+29");
-    assert_eq!(app.line(), "held 29");
-    books_equal_the_device(&d, &shared, 30, "the whole quota");
+    let (d, mut app) = quota_and_ready(&shared, rt, 30);
+    the_whole_quota(&d, &shared, &mut app);
     app.send("+1");
     let line = app.line();
     assert!(line.starts_with("fail ") && line.ends_with(" 207008"), "refused as the device would: {line}");
@@ -168,13 +179,8 @@ fn a_refused_capture_begin_answers_at_once_at_either_layer() {
     let [rt, _, acl] = rt_steps_apps();
     for program in [rt, acl] {
         let shared = Shared::new();
-        let d = shared.daemon(&[]);
-        assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "30"]).status.success());
-        let mut app = run(&d, &shared, program, 20, None);
-        assert_eq!(app.line(), "ready", "{}", d.log());
-        app.send("+29");
-        assert_eq!(app.line(), "held 29");
-        books_equal_the_device(&d, &shared, 30, "the whole quota");
+        let (d, mut app) = quota_and_ready(&shared, program, 30);
+        the_whole_quota(&d, &shared, &mut app);
         app.send("begin");
         let line = app.line();
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -183,9 +189,6 @@ fn a_refused_capture_begin_answers_at_once_at_either_layer() {
         let ms: u64 = ms.parse().expect("milliseconds");
         assert!(ms < 1000, "{program:?}: the refused Begin took {ms} ms");
         books_equal_the_device(&d, &shared, 30, "nothing taken by the refused Begin");
-        drop(app.child.stdin.take());
-        assert_eq!(app.line(), "done");
-        assert!(app.child.wait().expect("wait").success());
-        everything_returns(&d, &shared);
+        done(&d, &shared, app);
     }
 }

@@ -291,46 +291,55 @@ pub extern "C" fn aclrtSetStreamAttribute(stream: Handle, attribute: u32, value:
     )
 }
 
-pub(super) fn destroy(stream: Handle, real: PtrFn) -> i32 {
-    // SAFETY (both closures): the vendor function with the caller's handle.
+/// `stream` destroyed by `call` (the vendor's destroy, of either layer): booked when it
+/// succeeded.
+pub(super) fn destroy(stream: Handle, call: impl Fn() -> i32) -> i32 {
     hook(
         |p| {
-            let rc = unsafe { real(stream) };
+            let rc = call();
             if rc == 0 {
                 p.stream_destroyed(stream as usize);
             }
             rc
         },
-        || unsafe { real(stream) },
+        &call,
     )
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyStream(stream: Handle) -> i32 {
-    real!(&LIBRARY, aclrtDestroyStream: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+    // SAFETY: the vendor function with the caller's handle.
+    real!(&LIBRARY, aclrtDestroyStream: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyStreamForce(stream: Handle) -> i32 {
-    real!(&LIBRARY, aclrtDestroyStreamForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+    // SAFETY: the vendor function with the caller's handle.
+    real!(&LIBRARY, aclrtDestroyStreamForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
+}
+
+/// A count of available streams written to `count` by `call` (the vendor's, of either
+/// layer), lowered to the caller's share of the current device when it succeeded.
+pub(super) fn share(count: *mut u32, call: impl Fn() -> i32) -> i32 {
+    hook(
+        |p| {
+            let rc = call();
+            if rc == 0 && !count.is_null() {
+                let device = current_device(p);
+                // SAFETY: the vendor filled the caller's non-null out-pointer.
+                unsafe { *count = p.available(device, *count) };
+            }
+            rc
+        },
+        &call,
+    )
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtGetStreamAvailableNum(count: *mut u32) -> i32 {
     let Some(real) = real!(&LIBRARY, aclrtGetStreamAvailableNum: CountFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's out-pointer, which it
-    // filled when it returned 0.
-    hook(
-        |p| {
-            let rc = unsafe { real(count) };
-            if rc == 0 && !count.is_null() {
-                let device = current_device(p);
-                unsafe { *count = p.available(device, *count) };
-            }
-            rc
-        },
-        || unsafe { real(count) },
-    )
+    // SAFETY: the vendor function with the caller's out-pointer.
+    share(count, || unsafe { real(count) })
 }
 
 /// Admits one event on the current device, runs `create`, and books the outcome.

@@ -15,7 +15,7 @@
 //! stream made or freed, as aclmdlRIBindStream) and `rtThreadExchangeCaptureMode` (no
 //! stream either); both pass through, as their AscendCL counterparts do.
 
-use super::acl::{CountFn, IntFn, PtrFn, create_one, current_device as device_of_thread, destroy, reset, set_device};
+use super::acl::{CountFn, IntFn, PtrFn, create_one, destroy, reset, set_device, share};
 use super::capture::{CaptureBeginFn, CaptureEndFn};
 use super::{Handle, INTERNAL, Vendor, hook, real};
 use std::ffi::{CStr, c_void};
@@ -97,10 +97,14 @@ pub extern "C" fn rtStreamCreate(stream: *mut Handle, priority: i32) -> i32 {
     )
 }
 
-fn create_with_flags(stream: *mut Handle, priority: i32, flags: u32, real: CreateFlagsFn) -> i32 {
+/// A create with a priority argument, the priority held to the tenant's limit where `cap`.
+fn create_with_flags(stream: *mut Handle, priority: i32, flags: u32, real: CreateFlagsFn, cap: bool) -> i32 {
     // SAFETY (both closures): the vendor function with the caller's arguments.
     hook(
-        |p| create_one(p, stream, || unsafe { real(stream, p.priority(priority), flags) }),
+        |p| {
+            let priority = if cap { p.priority(priority) } else { priority };
+            create_one(p, stream, || unsafe { real(stream, priority, flags) })
+        },
         || unsafe { real(stream, priority, flags) },
     )
 }
@@ -108,7 +112,7 @@ fn create_with_flags(stream: *mut Handle, priority: i32, flags: u32, real: Creat
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreateWithFlags(stream: *mut Handle, priority: i32, flags: u32) -> i32 {
     real!(&LIBRARY, rtStreamCreateWithFlags: CreateFlagsFn)
-        .map_or(INTERNAL, |real| create_with_flags(stream, priority, flags, real))
+        .map_or(INTERNAL, |real| create_with_flags(stream, priority, flags, real, true))
 }
 
 /// rtStreamCreateWithFlagsExternal: the runtime refuses any priority but the greatest
@@ -116,12 +120,8 @@ pub extern "C" fn rtStreamCreateWithFlags(stream: *mut Handle, priority: i32, fl
 /// cannot be met by a stream this call could make).
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreateWithFlagsExternal(stream: *mut Handle, priority: i32, flags: u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtStreamCreateWithFlagsExternal: CreateFlagsFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's arguments.
-    hook(
-        |p| create_one(p, stream, || unsafe { real(stream, priority, flags) }),
-        || unsafe { real(stream, priority, flags) },
-    )
+    real!(&LIBRARY, rtStreamCreateWithFlagsExternal: CreateFlagsFn)
+        .map_or(INTERNAL, |real| create_with_flags(stream, priority, flags, real, false))
 }
 
 /// rtStreamCreateWithConfig(stm, handle): the handle copied with its priority capped.
@@ -194,29 +194,22 @@ fn capped_config(config: *const CreateConfig, cap: impl Fn(i32) -> i32) -> Optio
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamDestroy(stream: Handle) -> i32 {
-    real!(&LIBRARY, rtStreamDestroy: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+    // SAFETY: the vendor function with the caller's handle.
+    real!(&LIBRARY, rtStreamDestroy: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamDestroyForce(stream: Handle) -> i32 {
-    real!(&LIBRARY, rtStreamDestroyForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, real))
+    // SAFETY: the vendor function with the caller's handle.
+    real!(&LIBRARY, rtStreamDestroyForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
 }
 
 /// rtsStreamDestroy(stm, flags): DEFAULT or FORCE; the runtime refuses other flags.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtsStreamDestroy(stream: Handle, flags: u64) -> i32 {
     let Some(real) = real!(&LIBRARY, rtsStreamDestroy: DestroyFlagsFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's arguments.
-    hook(
-        |p| {
-            let rc = unsafe { real(stream, flags) };
-            if rc == 0 {
-                p.stream_destroyed(stream as usize);
-            }
-            rc
-        },
-        || unsafe { real(stream, flags) },
-    )
+    // SAFETY: the vendor function with the caller's arguments.
+    destroy(stream, || unsafe { real(stream, flags) })
 }
 
 /// rtGetAvailStreamNum(streamType, count): the runtime's answer for either type (gert's
@@ -225,37 +218,16 @@ pub extern "C" fn rtsStreamDestroy(stream: Handle, flags: u64) -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn rtGetAvailStreamNum(kind: u32, count: *mut u32) -> i32 {
     let Some(real) = real!(&LIBRARY, rtGetAvailStreamNum: AvailFn) else { return INTERNAL };
-    // SAFETY (both closures): the vendor function with the caller's arguments; `count`
-    // was filled when it returned 0.
-    hook(
-        |p| {
-            let rc = unsafe { real(kind, count) };
-            if rc == 0 && !count.is_null() {
-                let device = device_of_thread(p);
-                unsafe { *count = p.available(device, *count) };
-            }
-            rc
-        },
-        || unsafe { real(kind, count) },
-    )
+    // SAFETY: the vendor function with the caller's arguments.
+    share(count, || unsafe { real(kind, count) })
 }
 
 /// rtsStreamGetAvailableNum(count): the driver's free count, no more than the share.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtsStreamGetAvailableNum(count: *mut u32) -> i32 {
     let Some(real) = real!(&LIBRARY, rtsStreamGetAvailableNum: CountFn) else { return INTERNAL };
-    // SAFETY (both closures): as above.
-    hook(
-        |p| {
-            let rc = unsafe { real(count) };
-            if rc == 0 && !count.is_null() {
-                let device = device_of_thread(p);
-                unsafe { *count = p.available(device, *count) };
-            }
-            rc
-        },
-        || unsafe { real(count) },
-    )
+    // SAFETY: the vendor function with the caller's out-pointer.
+    share(count, || unsafe { real(count) })
 }
 
 #[unsafe(no_mangle)]

@@ -169,8 +169,10 @@ impl NativeSession {
         if let Some(created) = created {
             // Fewer than before: those may still be on the device until it is measured again.
             let (withheld, twice) = self.daemon.natives.set_created(self.id, *device, created);
-            let bound = self.daemon.untracked_bound(&self.caller.tenant, *device);
-            self.daemon.admission.untracked_grew(*device, &self.caller.tenant, withheld, bound);
+            if withheld > 0 {
+                let bound = self.daemon.untracked_bound(&self.caller.tenant, *device);
+                self.daemon.admission.untracked_grew(*device, &self.caller.tenant, withheld, bound);
+            }
             self.daemon.admission.remeasure_after_booking(twice);
         }
         Ok(())
