@@ -1,7 +1,10 @@
-//! Two calls std does not offer, the interposer's only unsafe code outside `ffi`:
+//! Three calls std does not offer, the interposer's only unsafe code outside `ffi`:
 //! - a receive that never blocks, whatever the socket's mode. Toggling the socket's mode
 //!   around a read would cost two more system calls on every poll of the answer spin
 //!   (`wire`), and would race the watcher's probe;
+//! - a send that never raises SIGPIPE: a write to a connection npud has closed (killed, or
+//!   restarted under the pod) would otherwise kill the program, whose default action for
+//!   SIGPIPE the interposer must not change, and which std ignores only in Rust programs;
 //! - a coarse monotonic clock, read around every stream creation and destroy.
 
 use std::io;
@@ -18,6 +21,26 @@ pub fn recv_now(stream: &UnixStream, buf: &mut [u8]) -> io::Result<usize> {
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// Writes all of `buf` to `stream` (blocking, within the socket's write timeout) with
+/// `MSG_NOSIGNAL`: a closed peer is an `EPIPE` error, never a signal to the program.
+pub fn send_all(stream: &UnixStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: a live descriptor borrowed from `stream`, and `buf.len()` readable bytes.
+        let n = unsafe { libc::send(stream.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        match usize::try_from(n) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+            Ok(n) => buf = &buf[n.min(buf.len())..],
+            Err(_) => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `CLOCK_MONOTONIC_COARSE`: the time of the last tick (1-4 ms old), read from the vDSO
 /// without a system call and in a few nanoseconds, where `Instant::now` costs tens on a
 /// virtual machine. Good enough for quiet periods of tens of milliseconds.
@@ -28,5 +51,25 @@ pub fn coarse_now() -> Duration {
     match rc {
         0 => Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0)),
         _ => Duration::ZERO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With SIGPIPE at its default action (terminate), as in a C program, a send to a peer
+    /// that has gone is an error, and the process lives on.
+    #[test]
+    fn a_send_to_a_closed_peer_is_an_error_not_a_signal() {
+        // SAFETY: sets this test process's SIGPIPE disposition back to the default; no
+        // handler is installed. The Rust test harness had it ignored.
+        let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        drop(theirs);
+        let sent = send_all(&ours, b"a call npud will never read");
+        // SAFETY: restores the disposition read above.
+        unsafe { libc::signal(libc::SIGPIPE, before) };
+        assert_eq!(sent.map_err(|e| e.raw_os_error()), Err(Some(libc::EPIPE)));
     }
 }

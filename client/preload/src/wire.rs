@@ -5,7 +5,7 @@ use crate::Map;
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
 use std::collections::VecDeque;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -257,7 +257,7 @@ impl Connection {
     /// Writes what is framed and not yet sent, in one write.
     fn write_unsent(&mut self) -> Result<(), WireError> {
         if !self.unsent.is_empty() {
-            self.stream.write_all(&self.unsent).map_err(broken)?;
+            crate::sys::send_all(&self.stream, &self.unsent).map_err(broken)?;
             self.unsent.clear();
         }
         Ok(())
@@ -498,6 +498,7 @@ impl Drop for Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::os::unix::net::UnixListener;
 
     /// npud's side of the wire, by hand.
