@@ -143,12 +143,19 @@ async fn restarts_and_upgrades_never_touch_a_mapped_interposer() {
         .env("NPUD_STREAMS", &a.envs["NPUD_STREAMS"])
         .env("NPUD_REQUIRED", "1")
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        .stdout(Stdio::piped());
+    // Its standard error (the interposer's words included) is kept, to say why it ended
+    // should it end before a step.
+    let errors = node.dir.path().join("program.err");
+    cmd.stderr(std::fs::File::create(&errors).unwrap());
     let mut app = App::spawn(cmd);
     plant(&node.proc_root, app.child.id(), &pod_cgroup("5a5a5a5a_0000_4000_8000_000000000000", 'a'));
     let shared = Shared::at(&node.budget);
     let step = |app: &mut App, line: &str| {
+        if let Ok(Some(status)) = app.child.try_wait() {
+            let said = std::fs::read_to_string(&errors).unwrap_or_default();
+            panic!("the program ended before {line:?}: {status}; its standard error:\n{said}");
+        }
         app.say(line);
         app.line()
     };
