@@ -184,7 +184,14 @@ async fn restarts_and_upgrades_never_touch_a_mapped_interposer() {
         created == 17 && shared.held_by_others(d.pid()) == 17 && status.devices[0].in_use >= 17
     })
     .await;
-    assert!(settled, "npud {:?}, driver {}", host.status().await.unwrap(), shared.held_by_others(d.pid()));
+    assert!(
+        settled,
+        "npud {:?}, driver {}\nthe program's standard error:\n{}\nnpud's log:\n{}",
+        host.status().await.unwrap(),
+        shared.held_by_others(d.pid()),
+        std::fs::read_to_string(&errors).unwrap_or_default(),
+        d.log()
+    );
     // A pod allocated after the upgrade gets the new library.
     let mut p = plugin(&dp).await;
     let more: Vec<String> = (4..8).map(|i| format!("npud-0-{i}")).collect();

@@ -290,17 +290,41 @@ impl Books {
         self.green.get(&ctx).copied()
     }
 
-    /// After npud restarted and counted the declared streams: the grant is what is used.
-    pub fn declared(&mut self, device: u32) -> u32 {
-        let d = self.devices.entry(device).or_default();
-        d.granted = d.used;
-        d.used
+    /// A (re)opened connection is about to declare what the process holds: the devices
+    /// where it uses streams, with how many. npud knows nothing of the grant the last
+    /// connection had, so the grant becomes what is used, in the same step: a stream made
+    /// after this snapshot must ask the new connection (and so waits for the declaration),
+    /// where it would otherwise be made on the old grant and never be declared.
+    pub fn declaring(&mut self) -> Vec<(u32, u32)> {
+        for d in self.devices.values_mut() {
+            d.granted = d.used;
+        }
+        self.devices.iter().filter(|(_, d)| d.used > 0).map(|(&id, d)| (id, d.used)).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The race issue 56's restart test caught: a stream made on the dead npud's unused
+    /// grant while the watcher declared was never declared, so the restarted npud counted
+    /// two of the program's streams as another's. The snapshot now drops that grant.
+    #[test]
+    fn after_the_declaration_snapshot_a_new_stream_asks_instead_of_using_the_old_grant() {
+        let mut b = Books::default();
+        assert_eq!(b.plan(0, 1, 12), Plan::Ask { count: 12, wait: true, needed: 12 });
+        b.granted(0, 12, 1);
+        for _ in 0..8 {
+            assert_eq!(b.plan(0, 1, 12), Plan::Covered);
+        }
+        assert_eq!(b.declaring(), [(0, 9)]);
+        assert_eq!(b.device(0).granted, 9, "the old grant is gone with the old connection");
+        assert!(matches!(b.plan(0, 1, 12), Plan::Ask { needed: 1, .. }), "the next stream asks");
+        b.freed(0, 9);
+        assert_eq!(b.declaring(), [], "nothing held: nothing to declare");
+        assert_eq!(b.device(0).granted, 0);
+    }
 
     #[test]
     fn the_last_release_of_a_primary_context_names_it() {

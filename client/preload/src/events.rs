@@ -82,8 +82,13 @@ impl EventBooks {
         self.devices.remove(&device).map_or(0, |d| d.granted)
     }
 
-    /// Devices where the process holds events, with how many (for a declaration).
-    pub fn holding(&self) -> Vec<(u32, u32)> {
+    /// Devices where the process holds events, with how many, for a declaration on a
+    /// (re)opened connection; as [`crate::books::Books::declaring`], the grant the last
+    /// connection had becomes what is used in the same step.
+    pub fn declaring(&mut self) -> Vec<(u32, u32)> {
+        for d in self.devices.values_mut() {
+            d.granted = d.used;
+        }
         self.devices.iter().filter(|(_, d)| d.used > 0).map(|(&id, d)| (id, d.used)).collect()
     }
 
@@ -114,6 +119,16 @@ mod tests {
     }
 
     #[test]
+    fn a_declaration_drops_the_old_connections_grant_so_the_next_event_asks_the_new_one() {
+        let mut b = EventBooks::default();
+        b.granted(1, EVENT_CHUNK);
+        b.created(0x10, 1);
+        assert_eq!(b.declaring(), [(1, 1)]);
+        assert_eq!(b.device(1), EventDevice { granted: 1, used: 1 });
+        assert_eq!(b.plan(1), Some(EVENT_CHUNK), "made after the snapshot: asked, so declared");
+    }
+
+    #[test]
     fn surplus_beyond_a_chunk_goes_back_and_a_reset_returns_everything() {
         let mut b = EventBooks::default();
         for i in 0..100 {
@@ -128,7 +143,6 @@ mod tests {
         }
         assert_eq!(b.surplus(1), 128 - 10 - EVENT_CHUNK);
         assert_eq!(b.device(1).granted, 10 + EVENT_CHUNK);
-        assert_eq!(b.holding(), [(1, 10)]);
         assert_eq!(b.reset(1), 10 + EVENT_CHUNK);
         assert_eq!(b.destroyed(95), None, "the reset device's events are forgotten");
         assert_eq!(b.device(1), EventDevice::default());

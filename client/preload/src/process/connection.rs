@@ -88,9 +88,11 @@ impl Process {
         // below instead of delaying the program once the answer is in. It sleeps before
         // it looks at anything, and it takes the connection's lock, which is held here.
         self.start_watcher();
-        let holding: Vec<(u32, u32)> =
-            lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, d)| (id, d.used)).collect();
-        let holds_events = !lock(&self.events).holding().is_empty();
+        // What is declared is taken, and the old grant dropped, before the round trip: a
+        // thread creating meanwhile then asks on this connection, after the declaration.
+        let holding = lock(&self.books).declaring();
+        let holding_events = lock(&self.events).declaring();
+        let holds_events = !holding_events.is_empty();
         let (with_hello, after) = match holding.is_empty() && !holds_events {
             true => (ahead, None),
             false => (None, ahead),
@@ -126,7 +128,6 @@ impl Process {
             let declare = pb::DeclareBudgetRequest { device, count: used, events: 0, identity };
             match conn.call(Call::Declare(declare), Duration::ZERO) {
                 Ok(Reply::Declared(d)) => {
-                    lock(&self.books).declared(device);
                     if d.accepted < used {
                         eprintln!(
                             "npud-preload: npud counted {} of the {used} streams this process holds on device {device}",
@@ -141,7 +142,7 @@ impl Process {
                 Err(e) => return Err(e),
             }
         }
-        for (device, events) in lock(&self.events).holding() {
+        for (device, events) in holding_events {
             if self.devices.is_unowned(device) {
                 continue;
             }
