@@ -6,9 +6,10 @@
 //!
 //! The budget is a small text file, one `pid device streams ns` line per holder, read and
 //! rewritten in place under an exclusive `flock` (readers that want a consistent table
-//! take it shared). Like the driver, it frees what a dead process held:
-//! a line whose process no longer exists (SIGKILL included) is dropped by the next process
-//! that takes the lock. A pid reused by a new process within one test would inherit the
+//! take it shared). Like the driver, it frees what a dead process held: a line whose
+//! process no longer exists (SIGKILL included) counts in no answer: a count of its device,
+//! or a take that would otherwise fail, drops it first, and every update checks a few
+//! other lines (see `Table`). A pid reused by a new process within one test would inherit the
 //! dead one's line; tests run far too briefly for the kernel to wrap its pid space.
 //!
 //! The driver counts a device's streams across containers, whose processes each see pids
@@ -22,6 +23,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Why a take failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +47,8 @@ pub struct SharedBudget {
     ns: u64,
     /// Streams per device, default streams and internal-sync streams included.
     limit: u32,
+    /// Where the next update's sweep of the table starts (see [`Table::sweep`]).
+    sweep_from: AtomicUsize,
 }
 
 /// Holder lines: (pid, device, pid namespace) → streams.
@@ -97,30 +101,35 @@ impl SharedBudget {
         let file = open_table(path).ok()?;
         let (pid, ns) = (std::process::id(), my_namespace());
         let lives = hold_lives(path, ns, pid);
-        Some(SharedBudget { path: path.to_path_buf(), file: std::sync::Mutex::new((pid, file, lives)), limit, ns })
+        let file = std::sync::Mutex::new((pid, file, lives));
+        Some(SharedBudget { path: path.to_path_buf(), file, limit, ns, sweep_from: AtomicUsize::new(pid as usize) })
     }
 
     /// Takes `n` streams on `device` for this process, or fails when the device (all
     /// processes together) has fewer than `n` left.
     pub fn take(&self, device: u32, n: u32) -> Result<(), SharedError> {
-        self.update(|holders| {
-            let used: u32 = holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).sum();
-            if used.saturating_add(n) > self.limit {
-                return Err(SharedError::Exhausted);
+        self.update(|t| {
+            // Dead holders are dropped where they could change the answer: a take that
+            // fits with their lines counted fits without them too.
+            if t.used(device).saturating_add(n) > self.limit {
+                t.prune(device);
+                if t.used(device).saturating_add(n) > self.limit {
+                    return Err(SharedError::Exhausted);
+                }
             }
-            *holders.entry((std::process::id(), device, self.ns)).or_insert(0) += n;
+            *t.holders.entry((std::process::id(), device, self.ns)).or_insert(0) += n;
             Ok(())
         })
     }
 
     /// Gives back `n` streams this process held on `device`.
     pub fn give(&self, device: u32, n: u32) {
-        let _ = self.update(|holders| {
+        let _ = self.update(|t| {
             let me = (std::process::id(), device, self.ns);
-            if let Some(held) = holders.get_mut(&me) {
+            if let Some(held) = t.holders.get_mut(&me) {
                 *held = held.saturating_sub(n);
                 if *held == 0 {
-                    holders.remove(&me);
+                    t.holders.remove(&me);
                 }
             }
             Ok(())
@@ -129,16 +138,16 @@ impl SharedBudget {
 
     /// Streams still free on `device`, all processes counted.
     pub fn available(&self, device: u32) -> u32 {
-        self.update(|holders| {
-            let used: u32 = holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).sum();
-            Ok(self.limit.saturating_sub(used))
+        self.update(|t| {
+            t.prune(device);
+            Ok(self.limit.saturating_sub(t.used(device)))
         })
         .unwrap_or(0)
     }
 
-    /// Runs `op` on the holder table under the file lock, dropping dead processes' lines
-    /// first, and writes the table back.
-    fn update<T>(&self, op: impl FnOnce(&mut Holders) -> Result<T, SharedError>) -> Result<T, SharedError> {
+    /// Runs `op` on the holder table under the file lock, and writes the table back. A
+    /// few lines of other processes are checked for life first (see [`Table::sweep`]).
+    fn update<T>(&self, op: impl FnOnce(&mut Table) -> Result<T, SharedError>) -> Result<T, SharedError> {
         let mut held = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id();
         if held.0 != me {
@@ -157,7 +166,7 @@ impl SharedBudget {
             file.seek(SeekFrom::Start(0)).map_err(|_| SharedError::Io)?;
             file.read_to_string(&mut text).map_err(|_| SharedError::Io)?;
             let text_len = text.len();
-            let mut holders: Holders = text
+            let holders: Holders = text
                 .lines()
                 .filter_map(|l| {
                     let mut w = l.split_whitespace();
@@ -166,14 +175,12 @@ impl SharedBudget {
                     let ns = num().unwrap_or(self.ns);
                     Some(((u32::try_from(pid).ok()?, u32::try_from(device).ok()?, ns), u32::try_from(streams).ok()?))
                 })
-                .filter(|((pid, _, ns), _)| match *ns == self.ns {
-                    true => alive(*pid),
-                    false => lives_elsewhere(&self.path, *ns, *pid),
-                })
                 .collect();
-            let out = op(&mut holders)?;
+            let mut t = Table { holders, path: &self.path, ns: self.ns };
+            t.sweep(self.sweep_from.fetch_add(SWEEP, Ordering::Relaxed));
+            let out = op(&mut t)?;
             let mut text = String::new();
-            for ((pid, device, ns), streams) in &holders {
+            for ((pid, device, ns), streams) in &t.holders {
                 text.push_str(&format!("{pid} {device} {streams} {ns}\n"));
             }
             // Rewritten in place, and cut to its new length only when it shrank: truncating
@@ -188,6 +195,64 @@ impl SharedBudget {
         })();
         let _ = table.unlock();
         result
+    }
+}
+
+/// Lines checked for life on each update besides those a count needs (see
+/// [`Table::sweep`]).
+const SWEEP: usize = 2;
+
+/// The holder table as read under the lock, with the means to drop dead processes' lines.
+///
+/// Checking every line for life on every update cost one `/proc` read per holder per
+/// vendor call: with eight devices of forty processes each (issue 59) every stream created
+/// read 320 files under the one lock, and the crowd waited on the fake driver for minutes.
+/// What a count depends on is still exact: `available` drops the dead of its device before
+/// it counts, and a `take` that would fail does so before it fails (one that fits with dead
+/// lines counted fits without them). The rest only keeps the file short.
+struct Table<'a> {
+    holders: Holders,
+    path: &'a std::path::Path,
+    ns: u64,
+}
+
+impl Table<'_> {
+    /// Streams held on `device`, every line counted.
+    fn used(&self, device: u32) -> u32 {
+        self.holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).fold(0, u32::saturating_add)
+    }
+
+    fn lives(&self, pid: u32, ns: u64) -> bool {
+        match ns == self.ns {
+            true => pid == std::process::id() || alive(pid),
+            false => lives_elsewhere(self.path, ns, pid),
+        }
+    }
+
+    /// Drops the lines of dead processes on `device`.
+    fn prune(&mut self, device: u32) {
+        let dead: Vec<_> =
+            self.holders.keys().filter(|(pid, d, ns)| *d == device && !self.lives(*pid, *ns)).copied().collect();
+        for k in dead {
+            self.holders.remove(&k);
+        }
+    }
+
+    /// Checks [`SWEEP`] lines from position `from` (taken round the table) for life, so the
+    /// lines of processes that died are dropped within a bounded number of updates even
+    /// where no count needs them gone.
+    fn sweep(&mut self, from: usize) {
+        let n = self.holders.len();
+        if n == 0 {
+            return;
+        }
+        let dead: Vec<_> = (0..SWEEP.min(n))
+            .filter_map(|i| self.holders.keys().nth((from + i) % n).copied())
+            .filter(|(pid, _, ns)| !self.lives(*pid, *ns))
+            .collect();
+        for k in dead {
+            self.holders.remove(&k);
+        }
     }
 }
 
@@ -288,6 +353,24 @@ mod tests {
         assert!(budget.take(1, 2000).is_ok());
         assert_eq!(budget.available(1), 43);
         assert_eq!(budget.take(1, 44), Err(super::SharedError::Exhausted));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// A device a dead process filled is free to the next take at once, though takes that
+    /// fit never look at that line; the sweep drops dead lines of other devices too.
+    #[test]
+    fn a_dead_holders_streams_never_refuse_a_take_and_its_line_goes() {
+        let path = std::env::temp_dir().join(format!("npu-sim-dead-{}", std::process::id()));
+        std::fs::write(&path, "4294967295 0 2048\n4294967294 3 9\n1 1 5\n").expect("write");
+        let budget = SharedBudget::open(&path, 2048).expect("open");
+        assert!(budget.take(0, 2000).is_ok(), "the dead holder's 2048 are free");
+        budget.give(0, 2000);
+        for _ in 0..4 {
+            budget.give(1, 0);
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(!text.contains("4294967294"), "a dead holder on a device nobody counted is swept: {text}");
+        assert_eq!(budget.available(1), 2043);
         let _ = std::fs::remove_file(&path);
     }
 
