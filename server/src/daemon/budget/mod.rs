@@ -173,7 +173,7 @@ impl NativeSession {
                 let bound = self.daemon.untracked_bound(&self.caller.tenant, *device);
                 self.daemon.admission.untracked_grew(*device, &self.caller.tenant, withheld, bound);
             }
-            self.daemon.admission.remeasure_after_booking(twice);
+            self.daemon.admission.remeasure_after_booking(*device, twice);
         }
         Ok(())
     }
@@ -247,7 +247,7 @@ impl NativeSession {
             true => Duration::from_millis(u64::from(a.wait_ms)).max(grace),
             false => {
                 if !grace.is_zero() {
-                    daemon.admission.measured_since_now(grace).await;
+                    daemon.admission.measured_since_now(a.device, grace).await;
                 }
                 Duration::ZERO
             }

@@ -75,7 +75,7 @@ impl Drift {
 }
 
 /// Compares books and devices every [`RECONCILE_PERIOD`], and at once when asked
-/// (`Admission::remeasure`: a creation the device refused, streams that left the books),
+/// (`Admission::measure_soon`: a creation the device refused, streams that left the books),
 /// until the daemon stops. Returns at once where the backend has no
 /// device-wide count.
 pub async fn run(daemon: Arc<Daemon>) {
@@ -89,14 +89,15 @@ pub async fn run(daemon: Arc<Daemon>) {
         // Only an end still ahead: one a failed measurement left behind waits for the tick.
         let now = std::time::Instant::now();
         let hold_ends = daemon.held_falls_end().filter(|end| *end > now).map(tokio::time::Instant::from_std);
-        tokio::select! {
-            _ = tick.tick() => {}
-            () = daemon.admission.remeasure.notified() => {}
+        // Every device at the tick and when a held fall ends; else those asked for.
+        let every = tokio::select! {
+            _ = tick.tick() => true,
+            () = daemon.admission.measurement_wanted() => false,
             // A held fall is believed when its hold is over, not at the next tick after.
-            () = tokio::time::sleep_until(hold_ends.unwrap_or_else(tokio::time::Instant::now)), if hold_ends.is_some() => {}
-        }
-        daemon.admission.round_started();
-        for &device in &devices {
+            () = tokio::time::sleep_until(hold_ends.unwrap_or_else(tokio::time::Instant::now)), if hold_ends.is_some() => true,
+        };
+        let wanted = daemon.admission.round_started();
+        for &device in devices.iter().filter(|d| every || wanted.contains(d)) {
             if let Some((measured, lowered)) = daemon.untracked_now(device).await {
                 daemon.apply_untracked(device, measured, lowered).await;
                 daemon.metrics.measured(device);

@@ -74,7 +74,7 @@ impl Admission {
                 }
                 Some(e) if e.kind == ErrorKind::StreamBudget && retries < self.config.create_retries => {
                     // The device had less room than the books said: reconcile now.
-                    self.remeasure.notify_one();
+                    self.measure_soon(device);
                     retries += 1;
                     tracing::debug!(
                         device,
@@ -87,7 +87,7 @@ impl Admission {
                 }
                 Some(e) => {
                     if e.kind == ErrorKind::StreamBudget {
-                        self.remeasure.notify_one();
+                        self.measure_soon(device);
                     }
                     let mut err = backend_error(self.backend.name(), e);
                     if err.reason == Reason::BudgetExhausted {

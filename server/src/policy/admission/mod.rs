@@ -31,6 +31,7 @@ mod across;
 mod create;
 mod native;
 mod release;
+mod rounds;
 #[cfg(test)]
 mod tests;
 
@@ -105,19 +106,11 @@ pub struct Admission {
     /// Wakes reconciliation to measure at once rather than at its next tick: the device
     /// refused a creation the books allowed, or streams left the books and count as
     /// untracked until a measurement says whether the device still holds them.
-    pub remeasure: tokio::sync::Notify,
-    /// Reconciliation's rounds, started and finished (see [`Admission::measured_since_now`]).
-    rounds: tokio::sync::watch::Sender<Rounds>,
+    remeasure: tokio::sync::Notify,
+    /// Reconciliation's rounds, and the devices asked for (see `rounds.rs`).
+    rounds: tokio::sync::watch::Sender<rounds::Rounds>,
     /// Tenants' holdings over every device and their caps there, shared by the ledgers.
     spread: Arc<Spread>,
-}
-
-/// How many rounds of measurement reconciliation has started and finished: an ask can
-/// wait for one that began after its booking.
-#[derive(Debug, Clone, Copy, Default)]
-struct Rounds {
-    started: u64,
-    finished: u64,
 }
 
 impl Admission {
@@ -150,7 +143,7 @@ impl Admission {
             drain_bound,
             metrics,
             remeasure: tokio::sync::Notify::new(),
-            rounds: tokio::sync::watch::Sender::new(Rounds::default()),
+            rounds: tokio::sync::watch::Sender::new(rounds::Rounds::default()),
             spread,
         }
     }

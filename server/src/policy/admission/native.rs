@@ -75,7 +75,7 @@ impl Admission {
         drop(st);
         self.wake_others(device, tenant);
         if measured {
-            self.remeasure.notify_one();
+            self.measure_soon(device);
         }
     }
 
@@ -130,7 +130,7 @@ impl Admission {
             st.ledger.claim_untracked((from_record + from_device).min(untracked));
         }
         st.ledger.force_take(tenant, from_record + from_device);
-        self.remeasure_after_booking(measured && from_record + from_device > 0);
+        self.remeasure_after_booking(device, measured && from_record + from_device > 0);
         from_record + from_device
     }
 
@@ -152,7 +152,7 @@ impl Admission {
         let room = l.grantable().saturating_sub(l.reserved_unused_by_others(tenant));
         let accepted = count.min(room).min(ceiling);
         st.ledger.force_take(tenant, accepted);
-        self.remeasure_after_booking(accepted > 0);
+        self.remeasure_after_booking(device, accepted > 0);
         accepted
     }
 
@@ -166,52 +166,18 @@ impl Admission {
     /// asking for more of one device cannot wait for each other for longer.
     pub fn remeasure_grace(&self, device: u32, tenant: &str, quota: &Quota, count: u32, reported: bool) -> Duration {
         let fits = self.native_share(device, tenant, quota).available >= count;
-        match reported && !fits && self.measure_soon() {
+        match reported && !fits && self.measure_soon(device) {
             true => REMEASURE_GRACE,
             false => Duration::ZERO,
         }
     }
 
-    /// Waits, at most `bound`, until a measurement that began after now has been applied,
-    /// asking for one at once: for a holder that may not wait for room (it holds another
-    /// device), so its ask is judged on books its own report corrected. It waits on no
-    /// other holder, so two such holders cannot wait for each other. Returns at once where
-    /// the backend does not count the device's streams. Cancellation-safe: it changes
-    /// nothing.
-    pub async fn measured_since_now(&self, bound: Duration) {
-        let mut rounds = self.rounds.subscribe();
-        let started = rounds.borrow().started;
-        if self.measure_soon() {
-            let _ = tokio::time::timeout(bound, rounds.wait_for(|r| r.finished > started)).await;
-        }
-    }
-
-    /// Reconciliation begins a round of measurements: what was booked before now is in it.
-    pub fn round_started(&self) {
-        self.rounds.send_modify(|r| r.started += 1);
-    }
-
-    /// Reconciliation has applied the round it last began.
-    pub fn round_finished(&self) {
-        self.rounds.send_modify(|r| r.finished = r.started);
-    }
-
-    /// Asks for a measurement at once, where the backend counts the device's streams;
-    /// returns whether one will come.
-    fn measure_soon(&self) -> bool {
-        let measured = self.backend.reports_device_free();
-        if measured {
-            self.remeasure.notify_one();
-        }
-        measured
-    }
-
     /// Streams that already existed were just booked: a measurement in flight, or one
     /// taken before a holder reported them, may have counted them as untracked, and they
     /// count twice (withheld) until the next. A new one follows at once.
-    pub fn remeasure_after_booking(&self, booked: bool) {
+    pub fn remeasure_after_booking(&self, device: u32, booked: bool) {
         if booked {
-            self.measure_soon();
+            self.measure_soon(device);
         }
     }
 
@@ -258,7 +224,7 @@ impl Admission {
         if n > 0 && self.policy == Policy::Managed && self.backend.reports_device_free() {
             self.lock(device).ledger.add_untracked_for(tenant, n, bound);
             // Withheld only until measured: at once, not at the next tick.
-            self.remeasure.notify_one();
+            self.measure_soon(device);
         }
     }
 
