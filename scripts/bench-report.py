@@ -93,6 +93,41 @@ def results(run):
             f"| {c['ideal_s']:.2f} s |"
         )
     emit("")
+    rounds = i.get("crowd_300x10_rounds")
+    if rounds:
+        emit(
+            "300 x 10 makespans, round by round: native with failed ones restarted "
+            + " / ".join(f"{x:.2f}" for x in rounds["restarted_makespans_s"])
+            + " s; under the interposer "
+            + " / ".join(f"{x:.2f}" for x in rounds["interposed_makespans_s"])
+            + " s."
+        )
+        emit("")
+    node = i.get("node", {})
+    if "crowds" in node:
+        c, m = node["crowds"], node["memory"]
+        p50 = lambda xs: sorted(xs)[len(xs) // 2]
+        emit("| the node (8 NPUs) | native | under the interposer | x native |")
+        emit("| --- | ---: | ---: | ---: |")
+        emit(
+            f"| TP-8 start-up, 8 x 70 streams, p50 | {node['tp8_native_p50_ms']:.2f} ms "
+            f"| {node['tp8_interposed_p50_ms']:.2f} ms | {node['tp8_ratio']:.2f} |"
+        )
+        n, s = p50(c["restarted_makespans_s"]), p50(c["interposed_makespans_s"])
+        emit(f"| 8 x 40 x 61 at once, failed ones restarted, makespan p50 | {n:.2f} s | {s:.2f} s | {s / n:.2f} |")
+        emit("")
+        cpu = p50(c["npud_cpu_ms_per_process_beyond_idle"])
+        emit(
+            f"Plain native, {c['plain_native_failed']} of 320 processes failed; under the interposer "
+            f"{c['interposed_failed']}. npud CPU per admitted process {cpu:.3f} ms beyond idle. "
+            + (
+                f"npud resident with {m['booked']} streams booked by {m['holders']} holders: "
+                f"{m['rss_full_kib'] / 1024:.1f} MiB ({m['rss_idle_kib'] / 1024:.1f} MiB idle)."
+                if "booked" in m
+                else f"npud's memory was not measured: {m.get('error')}."
+            )
+        )
+        emit("")
     emit("Scale and reclaim:")
     for s in run["sessions"]:
         emit(

@@ -62,7 +62,9 @@ fn npud_bench_quick_runs_and_writes_json() {
     assert!(halves.len() == 2 && halves.iter().all(|r| r.as_f64().unwrap() > 0.0), "{halves:?}");
     // Each crowd's timeline accounts for every process: ready in the first wave, ready
     // after a release (each with its hand-off), or failed.
-    for i in 0..4 {
+    // 0-3: 40 x 61 native, restarted, interposed; 300 x 10 interposed. 4: 40 x 61 with the
+    // kubelet's restart back-off; 5: 300 x 10 native, restarted (issue 59).
+    for i in 0..6 {
         let (c, t) = (crowd(i), &crowd(i)["timeline"]);
         let ready = t["first_wave"].as_u64().unwrap() + t["later"].as_u64().unwrap();
         // Plain native failures stay failed; restarted ones start in the end.
@@ -72,6 +74,23 @@ fn npud_bench_quick_runs_and_writes_json() {
         assert!(t["makespan_ms"].as_f64().unwrap() >= t["first_wave_last_ready_ms"].as_f64().unwrap(), "{c}");
     }
     assert_eq!(crowd(2)["timeline"]["first_wave"], 33, "the device holds 33 processes of 61 at once");
+    assert!(crowd(4)["run"].as_str().unwrap().contains("kubelet"), "{}", crowd(4));
+    assert!(crowd(4)["failed"].as_u64().unwrap() > 0, "natively some fail, and wait out the back-off: {}", crowd(4));
+    assert!(crowd(4)["makespan_s"].as_f64().unwrap() > 10.0, "the kubelet's first back-off is 10 s: {}", crowd(4));
+    let rounds = &doc["interposer"]["crowd_300x10_rounds"];
+    assert_eq!(rounds["interposed_failed"], 0, "{rounds}");
+    assert!(!rounds["restarted_makespans_s"].as_array().unwrap().is_empty(), "{rounds}");
+    // Issue 59: a crowd on each of eight devices at once, npud's CPU per process and its
+    // memory with the node full.
+    let crowds = &node["crowds"];
+    assert_eq!(crowds["interposed_failed"], 0, "no process fails under the interposer on the node: {crowds}");
+    assert!(crowds["npud_cpu_ms_per_process_beyond_idle"][0].as_f64().unwrap() > 0.0, "{crowds}");
+    let memory = &node["memory"];
+    assert_eq!(memory["holders"], 1000, "{memory}");
+    assert!(memory["booked"].as_u64().unwrap() >= 8 * 2000, "every device's budget is booked: {memory}");
+    assert!(memory["rss_full_kib"].as_u64().unwrap() > memory["rss_idle_kib"].as_u64().unwrap(), "{memory}");
+    // The create cost is taken up and down: every level visited twice.
+    assert_eq!(doc["streams"]["visits"].as_array().unwrap().len(), 8, "{}", doc["streams"]);
     assert!(text.contains("timelines, ms from each crowd's start"), "{text}");
 
     // BENCHMARKS.md's tables are generated from this JSON: the generator must read it.
@@ -79,9 +98,14 @@ fn npud_bench_quick_runs_and_writes_json() {
     let out = Command::new("python3").arg(&script).arg(&json).arg(&json).output().unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{report}\n{}", String::from_utf8_lossy(&out.stderr));
-    for needle in
-        ["## Results (run 2 of 2)", "| crowd on one device", "| 300 x 10, under the interposer", "2 quick runs"]
-    {
+    for needle in [
+        "## Results (run 2 of 2)",
+        "| crowd on one device",
+        "| 300 x 10, under the interposer",
+        "2 quick runs",
+        "| the node (8 NPUs)",
+        "300 x 10 makespans, round by round",
+    ] {
         assert!(report.contains(needle), "missing {needle:?} in\n{report}");
     }
     for t in targets {

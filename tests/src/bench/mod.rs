@@ -2,8 +2,10 @@
 
 pub mod calls;
 pub mod cpu;
+pub mod holders;
 pub mod interposer;
 pub mod native;
+pub mod node;
 pub mod peer;
 pub mod profile;
 pub mod scale;

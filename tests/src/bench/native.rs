@@ -3,9 +3,11 @@
 
 use super::Samples;
 use super::timeline::Life;
+use crate::Daemon;
 use crate::native::{acl_apps, acl_command, acl_daemon, preload_library};
 use crate::{free_port, metric};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -131,12 +133,34 @@ pub enum Run {
     /// Natively; a process that fails is run again after a short back-off until it starts,
     /// as a supervisor (or a restarted pod) would: the native way to get every one started.
     Restarted,
+    /// Natively; a process that fails is run again as the kubelet restarts a failed
+    /// container: after 10 s, doubling with each failure, at most five minutes
+    /// (Kubernetes' pod lifecycle: "exponential back-off delay (10s, 20s, 40s, ...), that
+    /// is capped at five minutes"). What a crowd of pods meets without npud.
+    KubeletBackOff,
     /// Under the interposer.
     Interposed,
 }
 
+impl Run {
+    /// How long a process that failed `failures` times waits before it runs again; None
+    /// where it is not run again.
+    fn back_off(self, failures: u32) -> Option<Duration> {
+        match self {
+            Run::Restarted => Some(RESTART_BACKOFF),
+            Run::KubeletBackOff => {
+                Some((KUBELET_BACKOFF * 2u32.saturating_pow(failures.saturating_sub(1))).min(KUBELET_BACKOFF_MAX))
+            }
+            Run::Native | Run::Interposed => None,
+        }
+    }
+}
+
 /// How long a restarted process waits before it is run again.
 const RESTART_BACKOFF: Duration = Duration::from_millis(50);
+/// The kubelet's first restart back-off, and its cap.
+const KUBELET_BACKOFF: Duration = Duration::from_secs(10);
+const KUBELET_BACKOFF_MAX: Duration = Duration::from_secs(300);
 
 /// `processes` programs of `streams` streams each (default included) started at once on
 /// one device, holding `hold`.
@@ -145,34 +169,102 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd 
     let dir = tempfile::tempdir().expect("temp dir");
     let shared = dir.path().join("budget");
     let d = acl_daemon(&shared, None, &[]);
+    crowd_on(&d, &shared, program, 1, processes, streams, hold, run)
+}
+
+/// The same crowd on every device of a node of `devices` (issue 59): `processes` programs
+/// on each, all started at once. Returns the crowd and npud's CPU (all its threads) over
+/// the crowd, with what it spends idle per second, read over [`IDLE_WINDOW`] before the
+/// crowd starts (its periodic measurement of every device).
+pub fn node_crowd(devices: u32, processes: usize, streams: u32, hold: Duration, run: Run) -> (Crowd, NodeCpu) {
+    let (program, _) = acl_apps();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let shared = dir.path().join("budget");
+    let n = devices.to_string();
+    // As many connections as a node's crowd opens at once, and then some.
+    let config = "[limits]\nmax_connections_per_tenant = 2048\nmax_connections = 4096\n";
+    let d = crate::native::acl_builder(&shared, &[]).env("NPU_SIM_DEVICES", &n).config(config).start();
+    let cpu = || Duration::from_nanos(super::cpu::cpu_ns(d.pid()).unwrap_or(0));
+    let idle_from = cpu();
+    std::thread::sleep(IDLE_WINDOW);
+    let idle = cpu().saturating_sub(idle_from).as_secs_f64() / IDLE_WINDOW.as_secs_f64();
+    let before = cpu();
+    let crowd = crowd_on(&d, &shared, program, devices, processes, streams, hold, run);
+    let used = cpu().saturating_sub(before);
+    (crowd, NodeCpu { used, idle_per_s: idle })
+}
+
+/// How long npud's idle CPU is read before a node's crowd.
+const IDLE_WINDOW: Duration = Duration::from_secs(2);
+
+/// npud's CPU over a node's crowd.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeCpu {
+    /// Over the whole crowd.
+    pub used: Duration,
+    /// Idle, per second of wall time.
+    pub idle_per_s: f64,
+}
+
+impl NodeCpu {
+    /// What the crowd itself cost beyond what npud spends idle over the same time.
+    pub fn beyond_idle(&self, makespan: Duration) -> Duration {
+        self.used.saturating_sub(Duration::from_secs_f64(self.idle_per_s * makespan.as_secs_f64()))
+    }
+}
+
+/// `processes` programs per device of `d`'s `devices`, on the fake driver's `shared`
+/// budget, started at once.
+#[allow(clippy::too_many_arguments)]
+fn crowd_on(
+    d: &Daemon,
+    shared: &Path,
+    program: &Path,
+    devices: u32,
+    processes: usize,
+    streams: u32,
+    hold: Duration,
+    run: Run,
+) -> Crowd {
     let capacity = d.device0()["capacity"].as_u64().unwrap_or(0) as usize;
     let per_wave = (capacity / streams as usize).max(1);
     let waves = processes.div_ceil(per_wave) as u32;
-    let (created, hold_ms) = ((streams - 1).to_string(), hold.as_millis().to_string());
-    let command = || {
+    let (created, hold_ms, n) = ((streams - 1).to_string(), hold.as_millis().to_string(), devices.to_string());
+    let command = |device: u32| {
         let managed = run == Run::Interposed;
-        let mut cmd = acl_command(program, &shared, managed.then_some((&d, streams)));
-        cmd.args([created.as_str(), hold_ms.as_str()]).stdin(Stdio::null());
+        let mut cmd = acl_command(program, shared, managed.then_some((d, streams)));
+        cmd.args([created.as_str(), hold_ms.as_str(), &device.to_string()]).stdin(Stdio::null());
+        if devices > 1 {
+            cmd.env("NPU_SIM_DEVICES", &n);
+        }
         if managed {
             cmd.env("NPUD_WAIT", "10m");
         }
         cmd
     };
     let t = Instant::now();
-    let children: Vec<_> =
-        (0..processes).map(|_| (t.elapsed(), command().spawn().expect("spawn the program"))).collect();
+    // Spawned device by device in turn, as a node's pods start: every device's crowd grows
+    // together.
+    let children: Vec<_> = (0..processes * devices as usize)
+        .map(|i| {
+            let device = (i % devices as usize) as u32;
+            (device, t.elapsed(), command(device).spawn().expect("spawn the program"))
+        })
+        .collect();
     let mut lives = Vec::new();
     std::thread::scope(|scope| {
         let waiting: Vec<_> = children
             .into_iter()
-            .map(|(spawned, child)| {
+            .map(|(device, spawned, child)| {
                 let command = &command;
                 scope.spawn(move || {
                     let mut lives = vec![watch(t, spawned, child)];
-                    while run == Run::Restarted && lives.last().is_some_and(|l| l.ready.is_none()) {
-                        std::thread::sleep(RESTART_BACKOFF);
+                    while lives.last().is_some_and(|l| l.ready.is_none())
+                        && let Some(wait) = run.back_off(lives.len() as u32)
+                    {
+                        std::thread::sleep(wait);
                         let spawned = t.elapsed();
-                        lives.push(watch(t, spawned, command().spawn().expect("spawn the program again")));
+                        lives.push(watch(t, spawned, command(device).spawn().expect("spawn the program again")));
                     }
                     lives
                 })
@@ -181,7 +273,7 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd 
         lives = waiting.into_iter().flat_map(|w| w.join().expect("a watcher thread panicked")).collect();
     });
     let failed = lives.iter().filter(|l| l.ready.is_none()).count();
-    Crowd { processes, failed, makespan: t.elapsed(), ideal: hold * waves, lives }
+    Crowd { processes: processes * devices as usize, failed, makespan: t.elapsed(), ideal: hold * waves, lives }
 }
 
 /// Follows one process to its exit: when it said `ok` (its streams all exist) or

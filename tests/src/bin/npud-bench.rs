@@ -9,7 +9,7 @@
 //! Starts its own daemons on temp sockets. Prints a table (with each cost as a ratio to
 //! the empty gRPC call of the same run) and writes the figures as JSON.
 
-use npud_tests::bench::{calls, interposer, jain, micros, peer, profile, scale, unix_echo};
+use npud_tests::bench::{calls, interposer, jain, micros, node, peer, profile, scale, unix_echo};
 use npud_tests::contention::{Scenario, run};
 use npud_tests::{Client, Daemon, Target};
 use serde_json::json;
@@ -57,6 +57,12 @@ async fn main() -> anyhow::Result<()> {
                 let socket = args.next().ok_or_else(|| anyhow::anyhow!("--peer-server needs a socket path"))?;
                 return peer::serve(std::path::Path::new(&socket)).await;
             }
+            // Internal: budget-wire holders for the node's memory row (bench/holders.rs).
+            "--wire-holders" => {
+                let socket = args.next().ok_or_else(|| anyhow::anyhow!("--wire-holders needs a socket path"))?;
+                let spec = args.next().ok_or_else(|| anyhow::anyhow!("--wire-holders needs device:count,..."))?;
+                return npud_tests::bench::holders::hold(std::path::Path::new(&socket), &spec);
+            }
             // One kind of call back to back, for a profiler (see bench/profile.rs).
             "--loop" => {
                 npud_tests::quiet_daemons();
@@ -92,7 +98,7 @@ async fn main() -> anyhow::Result<()> {
     // npud as a user runs it: the tests' debug log would put a write on every grant.
     npud_tests::quiet_daemons();
     if node_only {
-        let node = interposer::node(quick);
+        let node = node::rows(quick);
         for (target, measured, met) in &node.targets {
             println!("{:<72} {:<40} {}", target, measured, verdict(*met));
         }
@@ -102,8 +108,8 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     }
     if crowds_only {
-        let crowds = interposer::crowds(true);
-        let doc = json!({ "machine": machine(), "crowd": crowds.json });
+        let crowds = interposer::crowds(true, 5);
+        let doc = json!({ "machine": machine(), "crowd": crowds.json, "crowd_300x10_rounds": crowds.rounds });
         std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
         println!("wrote {json_path}");
         return Ok(());
@@ -219,6 +225,11 @@ async fn main() -> anyhow::Result<()> {
         print!("  {live}: {us:.1} µs");
     }
     println!();
+    print!("  each visit, up and down:");
+    for (live, us) in &st.visits {
+        print!("  {live}: {us:.1}");
+    }
+    println!();
     let flat = {
         let first = st.create_cost.first().map_or(0.0, |c| c.1);
         let last = st.create_cost.last().map_or(0.0, |c| c.1);
@@ -324,7 +335,7 @@ async fn main() -> anyhow::Result<()> {
         "server_cpu": cpu_rows,
         "throughput": tput_rows,
         "sessions": session_rows,
-        "streams": { "live": st.live, "bytes_per_stream": st.bytes_per_stream, "create_cost": st.create_cost.iter().map(|(l, us)| json!({"live": l, "p50_us": us})).collect::<Vec<_>>() },
+        "streams": { "live": st.live, "bytes_per_stream": st.bytes_per_stream, "create_cost": st.create_cost.iter().map(|(l, us)| json!({"live": l, "p50_us": us})).collect::<Vec<_>>(), "visits": st.visits.iter().map(|(l, us)| json!({"live": l, "p50_us": us})).collect::<Vec<_>>() },
         "contention": [managed.to_json(), passthrough.to_json()],
         "jain_fairness_managed": fairness,
         "reclaim_ms": reclaimed.as_secs_f64() * 1e3,
