@@ -14,6 +14,7 @@ pub mod error;
 pub use npud_proto::flags;
 pub mod fleet;
 pub mod fork;
+mod pidfd;
 pub mod profile;
 pub mod shared;
 pub mod watch;
