@@ -174,7 +174,7 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd 
 
 /// The same crowd on every device of a node of `devices` (issue 59): `processes` programs
 /// on each, all started at once. Returns the crowd and npud's CPU (all its threads) over
-/// the crowd, with what it spends idle per second, read over [`IDLE_WINDOW`] before the
+/// the crowd, with what it spends idle per second, read over `IDLE_WINDOW` before the
 /// crowd starts (its periodic measurement of every device).
 pub fn node_crowd(devices: u32, processes: usize, streams: u32, hold: Duration, run: Run) -> (Crowd, NodeCpu) {
     let (program, _) = acl_apps();

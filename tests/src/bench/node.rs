@@ -112,10 +112,11 @@ fn node_crowds(rounds: usize) -> Interposer {
         println!("{:<52} {:>10.2} {:>9.2}-{:<9.2}", name, s(x.p50()), lo / 1e3, hi / 1e3);
     }
     println!(
-        "plain native: {} of 320 failed, {:.2} s; under the interposer {ratio:.3}x restarted native, {failed} failed \
+        "plain native: {} of {} failed, {:.2} s; under the interposer {ratio:.3}x restarted native, {failed} failed \
          in {} rounds; npud CPU per admitted process {net_ms:.3} ms beyond idle (spread {net_lo:.3}-{net_hi:.3}), \
          {cpu_ms:.3} ms with its idle ticks",
         plain.failed,
+        plain.processes,
         s(plain.makespan),
         interposed.0.len()
     );

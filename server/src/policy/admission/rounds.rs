@@ -81,7 +81,7 @@ impl Admission {
         self.rounds.send_modify(|r| r.finished = r.started);
     }
 
-    /// Until a device is asked for (see [`Admission::measure_soon`]).
+    /// Until a device is asked for (`Admission::measure_soon`).
     pub async fn measurement_wanted(&self) {
         self.remeasure.notified().await;
     }
