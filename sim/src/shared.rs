@@ -20,7 +20,6 @@
 //! (flock) when the process first uses the budget and released by the kernel when its last
 //! thread goes. A line without `ns` (an older table) is taken as this namespace's.
 
-use crate::pidfd::Pidfds;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -42,9 +41,8 @@ pub struct SharedBudget {
     /// forked: they share the description (and its offset), so a second one's flock
     /// succeeds at once. The mutex serialises the threads; a forked child opens the file
     /// again on its first update, so its flock excludes its parent's. The third is the
-    /// process's lives file (see the module), replaced the same way in a forked child; the
-    /// fourth, the pidfds it asks whether holders live with (a child starts its own).
-    file: std::sync::Mutex<(u32, File, Option<File>, Pidfds)>,
+    /// process's lives file (see the module), replaced the same way in a forked child.
+    file: std::sync::Mutex<(u32, File, Option<File>)>,
     /// This process's pid namespace.
     ns: u64,
     /// Streams per device, default streams and internal-sync streams included.
@@ -103,7 +101,7 @@ impl SharedBudget {
         let file = open_table(path).ok()?;
         let (pid, ns) = (std::process::id(), my_namespace());
         let lives = hold_lives(path, ns, pid);
-        let file = std::sync::Mutex::new((pid, file, lives, Pidfds::default()));
+        let file = std::sync::Mutex::new((pid, file, lives));
         Some(SharedBudget { path: path.to_path_buf(), file, limit, ns, sweep_from: AtomicUsize::new(pid as usize) })
     }
 
@@ -156,11 +154,10 @@ impl SharedBudget {
             // A forked child: its own table description, and a lives file of its own (the
             // parent's, inherited, is let go here so the parent's death can be seen).
             let table = open_table(&self.path).map_err(|_| SharedError::Io)?;
-            *held = (me, table, None, Pidfds::default());
+            *held = (me, table, None);
             held.2 = hold_lives(&self.path, self.ns, me);
         }
-        let (_, table, _, pidfds) = &mut *held;
-        let table = &*table;
+        let table = &held.1;
         // flock(2): one process at a time, released by the kernel if the holder dies.
         table.lock().map_err(|_| SharedError::Io)?;
         let result = (|| {
@@ -179,7 +176,7 @@ impl SharedBudget {
                     Some(((u32::try_from(pid).ok()?, u32::try_from(device).ok()?, ns), u32::try_from(streams).ok()?))
                 })
                 .collect();
-            let mut t = Table { holders, path: &self.path, ns: self.ns, pidfds };
+            let mut t = Table { holders, path: &self.path, ns: self.ns };
             t.sweep(self.sweep_from.fetch_add(SWEEP, Ordering::Relaxed));
             let out = op(&mut t)?;
             let mut text = String::new();
@@ -217,7 +214,6 @@ struct Table<'a> {
     holders: Holders,
     path: &'a std::path::Path,
     ns: u64,
-    pidfds: &'a mut Pidfds,
 }
 
 impl Table<'_> {
@@ -226,9 +222,9 @@ impl Table<'_> {
         self.holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).fold(0, u32::saturating_add)
     }
 
-    fn lives(&mut self, pid: u32, ns: u64) -> bool {
+    fn lives(&self, pid: u32, ns: u64) -> bool {
         match ns == self.ns {
-            true => pid == std::process::id() || self.pidfds.alive(pid).unwrap_or_else(|| alive(pid)),
+            true => pid == std::process::id() || crate::pidfd::alive(pid).unwrap_or_else(|| alive(pid)),
             false => lives_elsewhere(self.path, ns, pid),
         }
     }
@@ -240,8 +236,6 @@ impl Table<'_> {
         for k in dead {
             self.holders.remove(&k);
         }
-        let pids: std::collections::BTreeSet<u32> = self.holders.keys().map(|(pid, _, _)| *pid).collect();
-        self.pidfds.keep_only(|pid| pids.contains(&pid));
     }
 
     /// Checks [`SWEEP`] lines from position `from` (taken round the table) for life, so the
