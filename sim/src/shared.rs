@@ -176,7 +176,7 @@ impl SharedBudget {
                     Some(((u32::try_from(pid).ok()?, u32::try_from(device).ok()?, ns), u32::try_from(streams).ok()?))
                 })
                 .collect();
-            let mut t = Table { holders, path: &self.path, ns: self.ns };
+            let mut t = Table { holders, lives: Lives { path: &self.path, ns: self.ns, me } };
             t.sweep(self.sweep_from.fetch_add(SWEEP, Ordering::Relaxed));
             let out = op(&mut t)?;
             let mut text = String::new();
@@ -212,8 +212,24 @@ const SWEEP: usize = 2;
 /// lines counted fits without them). The rest only keeps the file short.
 struct Table<'a> {
     holders: Holders,
+    lives: Lives<'a>,
+}
+
+/// How a line's process is known to live: by pid in this pid namespace (`ns`), by its
+/// lives file at `path` in another; this process (`me`) without asking.
+struct Lives<'a> {
     path: &'a std::path::Path,
     ns: u64,
+    me: u32,
+}
+
+impl Lives<'_> {
+    fn of(&self, &(pid, _, ns): &(u32, u32, u64)) -> bool {
+        match ns == self.ns {
+            true => pid == self.me || crate::pidfd::alive(pid).unwrap_or_else(|| alive(pid)),
+            false => lives_elsewhere(self.path, ns, pid),
+        }
+    }
 }
 
 impl Table<'_> {
@@ -222,20 +238,10 @@ impl Table<'_> {
         self.holders.iter().filter(|((_, d, _), _)| *d == device).map(|(_, s)| *s).fold(0, u32::saturating_add)
     }
 
-    fn lives(&self, pid: u32, ns: u64) -> bool {
-        match ns == self.ns {
-            true => pid == std::process::id() || crate::pidfd::alive(pid).unwrap_or_else(|| alive(pid)),
-            false => lives_elsewhere(self.path, ns, pid),
-        }
-    }
-
     /// Drops the lines of dead processes on `device`.
     fn prune(&mut self, device: u32) {
-        let mine: Vec<_> = self.holders.keys().filter(|(_, d, _)| *d == device).copied().collect();
-        let dead: Vec<_> = mine.into_iter().filter(|(pid, _, ns)| !self.lives(*pid, *ns)).collect();
-        for k in dead {
-            self.holders.remove(&k);
-        }
+        let lives = &self.lives;
+        self.holders.retain(|line, _| line.1 != device || lives.of(line));
     }
 
     /// Checks [`SWEEP`] lines from position `from` (taken round the table) for life, so the
@@ -243,14 +249,10 @@ impl Table<'_> {
     /// where no count needs them gone.
     fn sweep(&mut self, from: usize) {
         let n = self.holders.len();
-        if n == 0 {
-            return;
-        }
         let looked: Vec<_> =
             (0..SWEEP.min(n)).filter_map(|i| self.holders.keys().nth((from + i) % n).copied()).collect();
-        let dead: Vec<_> = looked.into_iter().filter(|(pid, _, ns)| !self.lives(*pid, *ns)).collect();
-        for k in dead {
-            self.holders.remove(&k);
+        for line in looked.iter().filter(|line| !self.lives.of(line)) {
+            self.holders.remove(line);
         }
     }
 }
