@@ -1,11 +1,12 @@
 //! What native holders hold, on disk (`<state_dir>/natives.json`): each interposed
 //! process's pid, start time, tenant, and streams and events per device. Written whole and
-//! atomically by a task of its own after every change (off the reply path), so a crash
-//! leaves the last books or the ones before. After a restart a process's declaration is
+//! atomically by a task of its own after every change (off the reply path), so npud dying
+//! leaves the last books or the ones before. Not synced to the disk: they only matter while
+//! the processes they name run, and none survives the machine. After a restart a process's declaration is
 //! booked up to what was recorded for it (the same pid *and* start time: a recycled pid is
 //! another process), and beyond that only up to what the device itself confirms.
 
-use crate::policy::state::write_atomically;
+use crate::policy::state::write_replacing;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,11 @@ pub struct Recorded {
 
 #[derive(Default, Serialize, Deserialize)]
 struct BookFile {
+    /// The machine's boot the books were written in (`/proc/sys/kernel/random/boot_id`).
+    /// Books of another boot name processes that are gone: a pid and start time can come
+    /// round again after a reboot. Absent in books an older npud wrote, which are read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    boot: Option<String>,
     holders: Vec<Recorded>,
 }
 
@@ -35,11 +41,24 @@ struct BookFile {
 #[derive(Debug, Clone)]
 pub struct Books {
     path: Option<PathBuf>,
+    /// This boot's id, where the kernel says it.
+    boot: Option<String>,
+}
+
+/// The kernel's id of this boot, if it says.
+fn boot_id() -> Option<String> {
+    let text = crate::files::read_text_bounded(Path::new("/proc/sys/kernel/random/boot_id"), 64).ok()?;
+    Some(text.trim().to_string()).filter(|id| !id.is_empty())
 }
 
 impl Books {
     pub fn new(state_dir: Option<&Path>) -> Self {
-        Self { path: state_dir.map(|d| d.join("natives.json")) }
+        Self::of_boot(state_dir, boot_id())
+    }
+
+    /// [`Books::new`] for the boot `boot`.
+    fn of_boot(state_dir: Option<&Path>, boot: Option<String>) -> Self {
+        Self { path: state_dir.map(|d| d.join("natives.json")), boot }
     }
 
     /// The books of the last run. A missing file is none; one that cannot be read is
@@ -54,6 +73,10 @@ impl Books {
             Ok(bytes) => serde_json::from_slice::<BookFile>(&bytes).map_err(|e| e.to_string()),
         };
         match parsed {
+            Ok(f) if f.boot.is_some() && self.boot.is_some() && f.boot != self.boot => {
+                tracing::info!(path = %path.display(), "the native holders' books are of an earlier boot; none of their processes runs");
+                Vec::new()
+            }
             Ok(f) => f.holders,
             Err(e) => {
                 tracing::warn!(path = %path.display(), error = %e, "the native holders' books cannot be read; declarations book only what the device confirms");
@@ -64,8 +87,9 @@ impl Books {
 
     pub fn save(&self, holders: Vec<Recorded>) -> std::io::Result<()> {
         let Some(path) = &self.path else { return Ok(()) };
-        let bytes = serde_json::to_vec(&BookFile { holders }).map_err(std::io::Error::other)?;
-        write_atomically(path, &bytes)
+        let bytes =
+            serde_json::to_vec(&BookFile { boot: self.boot.clone(), holders }).map_err(std::io::Error::other)?;
+        write_replacing(path, &bytes)
     }
 }
 
@@ -161,5 +185,18 @@ mod tests {
         std::fs::write(dir.path().join("natives.json"), b"{\"holders\": [{\"pid\": -1}]}").unwrap();
         assert!(books.load().is_empty());
         assert!(Books::new(None).load().is_empty());
+    }
+
+    #[test]
+    fn books_of_another_boot_are_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Recorded { pid: 7, start: 99, tenant: "t".into(), ..Recorded::default() };
+        let this = |boot: &str| Books::of_boot(Some(dir.path()), Some(boot.into()));
+        this("a").save(vec![r.clone()]).unwrap();
+        assert_eq!(this("a").load(), vec![r.clone()], "the same boot");
+        assert!(this("b").load().is_empty(), "pid 7 started at tick 99 in boot a is not pid 7 of boot b");
+        // An older npud's books say no boot: read, as before.
+        Books::of_boot(Some(dir.path()), None).save(vec![r.clone()]).unwrap();
+        assert_eq!(this("b").load(), vec![r]);
     }
 }
