@@ -1,11 +1,20 @@
-//! Keeps the native holders' books on disk (see `policy::natives::books`): after every
-//! change, off the reply path. Changes that come while a write is under way are written
-//! together by the next one, so the file trails the books by one write at most (a few
-//! milliseconds), and a burst of changes costs a write or two, not one each.
+//! Keeps the native holders' books on disk (see `policy::natives::books`): after a
+//! change, off the reply path. A change after a calm spell is written at once; changes
+//! that follow within [`BOOKS_PERIOD`] of a write are written together by the next one. So
+//! the file trails the books by a write at most while processes come and go one by one,
+//! and by up to [`BOOKS_PERIOD`] in a crowd, where a write per process start and exit was
+//! most of npud's own work (a file replaced on a virtual disk costs more than an
+//! admission's whole handshake). npud killed within that window leaves books a moment old:
+//! declarations beyond them are then booked only as far as the device confirms.
 
 use crate::daemon::Daemon;
 use crate::policy::natives::books::Books;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// At most one write of the books starts per this long.
+pub const BOOKS_PERIOD: Duration = Duration::from_millis(100);
 
 impl Daemon {
     /// Takes in the last run's books (at start).
@@ -30,8 +39,13 @@ pub async fn keep(daemon: Arc<Daemon>) {
     }
     let books = Books::new(daemon.config.state_dir.as_deref());
     let mut failing = false;
+    let mut last: Option<Instant> = None;
     loop {
         daemon.natives.next_change().await;
+        if let Some(last) = last {
+            tokio::time::sleep_until(last + BOOKS_PERIOD).await;
+        }
+        last = Some(Instant::now());
         let snapshot = daemon.natives.snapshot();
         let b = books.clone();
         let written = tokio::task::spawn_blocking(move || b.save(snapshot)).await;
