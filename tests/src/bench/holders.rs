@@ -94,12 +94,10 @@ pub fn node_memory(d: &Daemon, devices: u32, holders: usize) -> anyhow::Result<N
 /// connection limits raised for `holders`.
 pub fn node_memory_run(devices: u32, holders: usize) -> anyhow::Result<NodeMemory> {
     let dir = tempfile::tempdir()?;
-    let shared = dir.path().join("budget");
     let most = (holders * 2).to_string();
     let config = format!(
         "[limits]\nmax_connections_per_tenant = {most}\nmax_connections = {most}\nmax_native_processes = {most}\n"
     );
-    let d =
-        crate::native::acl_builder(&shared, &[]).env("NPU_SIM_DEVICES", &devices.to_string()).config(&config).start();
+    let d = super::native::node_daemon(dir.path(), devices, &config, &[]);
     node_memory(&d, devices, holders)
 }

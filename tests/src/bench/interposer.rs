@@ -73,17 +73,19 @@ pub fn rows(quick: bool) -> Interposer {
             interposed.failed == 0,
         ),
         (
-            "40x61 interposed makespan <= 1.15x native's".into(),
-            format!("{vs_native:.2}x ({} native failed)", native_crowd.failed),
-            vs_native <= 1.15,
-        ),
-        (
             "40x61 interposed makespan <= 1.15x native's with restarts".into(),
             format!("{vs_restarted:.2}x"),
             vs_restarted <= 1.15,
         ),
         many_row(&crowds.many),
     ]);
+    // Issue 33's row, retired as a target by issue 59: the native crowd finishes early by
+    // failing some of its processes, which no admission can match. Printed as it was.
+    println!(
+        "40 x 61 under the interposer against the native crowd that fails {} of its processes: {vs_native:.2}x \
+         (information; the target is against the crowd with failed processes restarted)",
+        native_crowd.failed
+    );
     let kubelet = &crowds.kubelet;
     println!(
         "40 x 61 with the kubelet's back-off for failed native processes: {:.2} s ({} start-ups failed); \
