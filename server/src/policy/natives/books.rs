@@ -2,9 +2,10 @@
 //! process's pid, start time, tenant, and streams and events per device. Written whole and
 //! atomically by a task of its own after every change (off the reply path), so npud dying
 //! leaves the last books or the ones before. Not synced to the disk: they only matter while
-//! the processes they name run, and none survives the machine. After a restart a process's declaration is
-//! booked up to what was recorded for it (the same pid *and* start time: a recycled pid is
-//! another process), and beyond that only up to what the device itself confirms.
+//! the processes they name run, and none survives the machine. After a restart a process's
+//! declaration is booked up to what was recorded for it (the same pid *and* start time: a
+//! recycled pid is another process), and beyond that only up to what the device itself
+//! confirms.
 
 use crate::policy::state::write_replacing;
 use serde::{Deserialize, Serialize};
