@@ -98,6 +98,6 @@ pub fn node_memory_run(devices: u32, holders: usize) -> anyhow::Result<NodeMemor
     let config = format!(
         "[limits]\nmax_connections_per_tenant = {most}\nmax_connections = {most}\nmax_native_processes = {most}\n"
     );
-    let d = super::native::node_daemon(dir.path(), devices, &config, &[]);
+    let d = super::native::node_daemon(&dir.path().join("budget"), devices, &config, &[]);
     node_memory(&d, devices, holders)
 }

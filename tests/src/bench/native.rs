@@ -30,14 +30,14 @@ pub struct Startup {
 }
 
 /// npud as a node runs it: the fake AscendCL with `devices` devices on the shared budget
-/// file `dir/budget`, keeping the native holders' books in `dir/state` (`--state-dir`, as
-/// the deployed unit does), with `config` appended to its file and `extra` flags. Every
+/// file `shared`, keeping the native holders' books in `state` beside it (`--state-dir`,
+/// as the deployed unit does), with `config` appended to its file and `extra` flags. Every
 /// interposed row of the bench runs on one.
-pub fn node_daemon(dir: &Path, devices: u32, config: &str, extra: &[&str]) -> Daemon {
-    crate::native::acl_builder(&dir.join("budget"), extra)
+pub fn node_daemon(shared: &Path, devices: u32, config: &str, extra: &[&str]) -> Daemon {
+    crate::native::acl_builder(shared, extra)
         .env("NPU_SIM_DEVICES", &devices.to_string())
         .config(config)
-        .state_dir(&dir.join("state"))
+        .state_dir(&shared.with_file_name("state"))
         .start()
 }
 
@@ -57,7 +57,7 @@ pub fn startup(streams: u32, runs: usize) -> Startup {
     let dir = tempfile::tempdir().expect("temp dir");
     let shared = dir.path().join("budget");
     let port = free_port();
-    let d = node_daemon(dir.path(), 1, "", &["--metrics", &format!("127.0.0.1:{port}")]);
+    let d = node_daemon(&shared, 1, "", &["--metrics", &format!("127.0.0.1:{port}")]);
     let created = (streams - 1).to_string();
     let timed = |mut cmd: Command| {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
@@ -180,7 +180,7 @@ pub fn crowd(processes: usize, streams: u32, hold: Duration, run: Run) -> Crowd 
     let (program, _) = acl_apps();
     let dir = tempfile::tempdir().expect("temp dir");
     let shared = dir.path().join("budget");
-    let d = node_daemon(dir.path(), 1, "", &[]);
+    let d = node_daemon(&shared, 1, "", &[]);
     crowd_on(&d, &shared, program, 1, processes, streams, hold, run)
 }
 
@@ -194,7 +194,7 @@ pub fn node_crowd(devices: u32, processes: usize, streams: u32, hold: Duration, 
     let shared = dir.path().join("budget");
     // As many connections as a node's crowd opens at once, and then some.
     let config = "[limits]\nmax_connections_per_tenant = 2048\nmax_connections = 4096\n";
-    let d = node_daemon(dir.path(), devices, config, &[]);
+    let d = node_daemon(&shared, devices, config, &[]);
     let cpu = || Duration::from_nanos(super::cpu::cpu_ns(d.pid()).unwrap_or(0));
     let idle_from = cpu();
     std::thread::sleep(IDLE_WINDOW);
@@ -318,7 +318,7 @@ pub fn tensor_parallel(devices: u32, streams: u32, rounds: usize) -> (Samples, S
     let dir = tempfile::tempdir().expect("temp dir");
     let shared = dir.path().join("budget");
     let n = devices.to_string();
-    let d = node_daemon(dir.path(), devices, "", &[]);
+    let d = node_daemon(&shared, devices, "", &[]);
     let created = (streams - 1).to_string();
     let start = |interposed: bool| {
         let t = Instant::now();
