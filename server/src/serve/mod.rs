@@ -375,7 +375,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .serve_with_incoming_shutdown(
             route_connections(
                 listener,
-                Arc::new(crate::tenancy::identity::ProcFs { root: config.proc_root.clone() }),
+                Arc::new(crate::tenancy::identity::ProcFs::new(config.proc_root.clone())),
                 Arc::clone(&daemon),
                 Arc::clone(&limiter),
             ),

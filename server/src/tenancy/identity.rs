@@ -20,11 +20,27 @@ pub trait PeerInspector: Send + Sync + 'static {
     fn pid_namespace(&self, _pid: i32) -> Option<String> {
         None
     }
+
+    /// The host's pid namespace: that of pid 1 as this `/proc` shows it, where it can be
+    /// read.
+    fn host_pid_namespace(&self) -> Option<String> {
+        self.pid_namespace(1)
+    }
 }
 
 /// `<root>/<pid>/cgroup`, normally under `/proc`.
 pub struct ProcFs {
-    pub root: PathBuf,
+    root: PathBuf,
+    /// The host's pid namespace, once read: it is fixed for npud's life, and reading it
+    /// again for every connection cost a `/proc` lookup on the way to each welcome. A
+    /// failed read is not kept (it may be passing: out of descriptors, say).
+    host_ns: std::sync::OnceLock<String>,
+}
+
+impl ProcFs {
+    pub fn new(root: PathBuf) -> ProcFs {
+        ProcFs { root, host_ns: std::sync::OnceLock::new() }
+    }
 }
 
 impl PeerInspector for ProcFs {
@@ -35,6 +51,14 @@ impl PeerInspector for ProcFs {
 
     fn pid_namespace(&self, pid: i32) -> Option<String> {
         std::fs::read_link(self.root.join(pid.to_string()).join("ns/pid")).ok().map(|l| l.display().to_string())
+    }
+
+    fn host_pid_namespace(&self) -> Option<String> {
+        if let Some(ns) = self.host_ns.get() {
+            return Some(ns.clone());
+        }
+        let ns = self.pid_namespace(1)?;
+        Some(self.host_ns.get_or_init(|| ns).clone())
     }
 }
 
@@ -53,8 +77,11 @@ fn in_namespace(place: Place, inspector: &dyn PeerInspector, pid: i32, uid: u32)
     if place != Place::Host || uid != 0 {
         return place;
     }
-    match (inspector.pid_namespace(pid), inspector.pid_namespace(1)) {
-        (Some(theirs), Some(hosts)) if theirs != hosts => {
+    // The host's first: where it cannot be read there is nothing to compare the peer's
+    // with, and the peer's link (a lookup in a new process's `/proc` entry) is not read.
+    let Some(hosts) = inspector.host_pid_namespace() else { return place };
+    match inspector.pid_namespace(pid) {
+        Some(theirs) if theirs != hosts => {
             Place::Unnamed(format!("a host cgroup, but pid namespace {theirs} (the host's is {hosts})"))
         }
         _ => place,
@@ -291,5 +318,49 @@ mod tests {
         assert_eq!(process_start(root.path(), 43), None, "no such process");
         assert_eq!(process_start(root.path(), 0), None);
         assert!(process_start(std::path::Path::new("/proc"), std::process::id()).is_some());
+    }
+
+    /// `<root>/<pid>/ns/pid` links as `/proc` has them.
+    fn pid_links(links: &[(i32, &str)]) -> tempfile::TempDir {
+        let root = tempfile::tempdir().unwrap();
+        for (pid, ns) in links {
+            let dir = root.path().join(pid.to_string()).join("ns");
+            std::fs::create_dir_all(&dir).unwrap();
+            std::os::unix::fs::symlink(ns, dir.join("pid")).unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn a_host_root_process_in_a_pid_namespace_of_its_own_is_not_the_hosts() {
+        let root = pid_links(&[(1, "pid:[1]"), (42, "pid:[9]"), (43, "pid:[1]")]);
+        let proc = ProcFs::new(root.path().to_path_buf());
+        let unnamed = in_namespace(Place::Host, &proc, 42, 0);
+        assert!(matches!(&unnamed, Place::Unnamed(why) if why.contains("pid:[9]")), "{unnamed:?}");
+        assert_eq!(in_namespace(Place::Host, &proc, 43, 0), Place::Host);
+        assert_eq!(in_namespace(Place::Host, &proc, 42, 1000), Place::Host, "not root: its uid's tenant");
+        // The host's namespace, read once, is kept: pid 1 does not change namespace.
+        std::fs::remove_dir_all(root.path().join("1")).unwrap();
+        assert!(matches!(in_namespace(Place::Host, &proc, 42, 0), Place::Unnamed(_)));
+    }
+
+    /// Counts the namespace links read; pid 1's is unreadable, as for an npud that may not
+    /// look at init.
+    struct NoHost(std::sync::atomic::AtomicU32);
+    impl PeerInspector for NoHost {
+        fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
+            Ok("0::/\n".into())
+        }
+        fn pid_namespace(&self, pid: i32) -> Option<String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            (pid != 1).then(|| "pid:[9]".into())
+        }
+    }
+
+    #[test]
+    fn where_the_hosts_namespace_is_unreadable_the_peers_is_not_read() {
+        let inspector = NoHost(std::sync::atomic::AtomicU32::new(0));
+        assert_eq!(in_namespace(Place::Host, &inspector, 42, 0), Place::Host);
+        assert_eq!(inspector.0.load(std::sync::atomic::Ordering::Relaxed), 1, "pid 1's link alone");
     }
 }
