@@ -8,7 +8,9 @@ use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// How often a required npud that is not there is tried again while the process waits.
+/// How often an npud that is not there is tried again: while a process that requires it
+/// waits, and between the hooks of one that does not (those let the vendor calls through
+/// meanwhile, without a connect each: a 70-stream start-up made 72 failed connects).
 const CONNECT_RETRY: Duration = Duration::from_millis(100);
 
 /// A connection just opened, and the answer to the call sent with it, if one was.
@@ -88,6 +90,13 @@ impl Process {
         // below instead of delaying the program once the answer is in. It sleeps before
         // it looks at anything, and it takes the connection's lock, which is held here.
         self.start_watcher();
+        if started.is_none()
+            && !self.settings.required
+            && let Some((at, why)) = lock(&self.unreachable).as_ref()
+            && crate::sys::coarse_now().saturating_sub(*at) < CONNECT_RETRY
+        {
+            return Err(WireError::Unreachable(why.clone()));
+        }
         // What is declared is taken, and the old grant dropped, before the round trip: a
         // thread creating meanwhile then asks on this connection, after the declaration.
         let holding = lock(&self.books).declaring();
@@ -111,14 +120,19 @@ impl Process {
                 }
             }
         };
-        let (mut conn, mut answered) = match started {
+        let opened = match started {
             // A connection started at aclInit that broke meanwhile is opened again, once.
             Some(started) => match started.finish(with_hello.clone()) {
-                Err(WireError::Unreachable(_)) => open(with_hello)?,
-                finished => finished?,
+                Err(WireError::Unreachable(_)) => open(with_hello),
+                finished => finished,
             },
-            None => open(with_hello)?,
+            None => open(with_hello),
         };
+        *lock(&self.unreachable) = match &opened {
+            Err(WireError::Unreachable(why)) => Some((crate::sys::coarse_now(), why.clone())),
+            _ => None,
+        };
+        let (mut conn, mut answered) = opened?;
         self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         self.tenant_priority.store(conn.highest_priority.unwrap_or(i32::MIN), Ordering::Relaxed);

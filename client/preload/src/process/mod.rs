@@ -45,6 +45,9 @@ pub struct Process {
     /// right after its reset gives everything back by closing its connection anyway).
     resets: Mutex<Map<u32, (u32, u32)>>,
     conn: Mutex<Option<Connection>>,
+    /// When npud was last found unreachable (coarse clock), and why: not tried again
+    /// before `CONNECT_RETRY` has passed, unless the process requires npud.
+    unreachable: Mutex<Option<(Duration, String)>>,
     /// Held by the thread asking npud for streams, from its plan to the booking of the
     /// answer (see [`Process::admit`]).
     asking: Mutex<()>,
@@ -103,6 +106,7 @@ impl Process {
             releases: Mutex::new(Map::default()),
             resets: Mutex::new(Map::default()),
             conn: Mutex::new(None),
+            unreachable: Mutex::new(None),
             asking: Mutex::new(()),
             devices: Devices::default(),
             captures: Mutex::new(Captures::default()),
