@@ -79,6 +79,16 @@ def results(run):
             f"{i['startup_ratio']:.3}x over both."
         )
         emit("")
+    d = i.get("decomposed")
+    if d:
+        base = d["native_ms"]
+        emit(
+            f"The same start-up taken apart in rounds of its own, {d['runs_each']} runs of each (information): native "
+            f"{base:.3f} ms; any preloaded library (an empty one) {d['empty_preload_ms'] / base:.3f}x; the "
+            f"interposer against a stand-in that grants at once {d['standin_ms'] / base:.3f}x; with npud "
+            f"{d['npud_ms'] / base:.3f}x."
+        )
+        emit("")
     emit(
         f"Budget calls per interposed process, start-up and exit: {i['calls_per_process']:.1f} "
         f"({i['acquires_per_process']:.1f} acquire); the library's own load cost: "

@@ -82,6 +82,12 @@ pub fn acl_apps() -> (&'static PathBuf, &'static PathBuf) {
     (build("acl_app.c", "ascendcl", "acl_app", &[]), build("acl_app.c", "ascendcl", "acl_app_dl", &["-DUSE_DLOPEN"]))
 }
 
+/// `native/empty_preload.c` built once per process as a shared library: a preload with
+/// nothing in it, what loading any `LD_PRELOAD` library costs (npud-bench).
+pub fn empty_preload() -> &'static PathBuf {
+    build("empty_preload.c", "dl", "libempty_preload.so", &["-shared", "-fPIC"])
+}
+
 /// `native/acl_app.c` built once per process with `-DWITHOUT_TSD`: arguments and output as
 /// [`acl_apps`]' programs, the device set with aclrtSetDeviceWithoutTsdVXX.
 pub fn acl_app_without_tsd() -> &'static PathBuf {

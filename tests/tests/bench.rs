@@ -21,6 +21,7 @@ fn npud_bench_quick_runs_and_writes_json() {
         "reclaim:",
         "targets:",
         "under the interposer",
+        "start-up taken apart",
         "authority rewrite of a request",
         "peer: plain tonic server, empty call",
         "create stream",
@@ -32,6 +33,10 @@ fn npud_bench_quick_runs_and_writes_json() {
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert!(doc["floor"]["empty_grpc_p50_us"].as_f64().unwrap() > 0.0);
     assert!(doc["floor"]["peer_tonic_empty_p50_us"].as_f64().unwrap() > 0.0, "the peer tonic server was measured");
+    // Programs ran under the interposer against the stand-in as against npud (each run
+    // asserts the program's success).
+    let parts = &doc["interposer"]["decomposed"];
+    assert!(parts["standin_ms"].as_f64().unwrap() > 0.0 && parts["npud_ms"].as_f64().unwrap() > 0.0, "{parts}");
     let targets = doc["targets"].as_array().unwrap();
     assert!(targets.len() >= 9, "every target has a verdict: {targets:?}");
     assert!(targets.iter().all(|t| t["met"].is_boolean() && t["target"].is_string()));

@@ -45,6 +45,7 @@ pub fn rows(quick: bool) -> Interposer {
          the batch's `created` comes from the watcher off the program's path, the exit's close is no call)",
         startup.calls_per_process, startup.acquires_per_process
     );
+    let decomposed = decomposition(&startup);
     let node = super::node::rows(quick);
     let crowds = crowds(false, if quick { 2 } else { 5 });
     let [native_crowd, restarted, interposed, _] = &crowds.runs;
@@ -101,12 +102,41 @@ pub fn rows(quick: bool) -> Interposer {
         "startup_ratio": startup_ratio, "startup_ratio_by_half": [after_native, after_interposed],
         "true_p50_ms": ms(startup.load.0.p50()), "true_preloaded_p50_ms": ms(startup.load.1.p50()), "load_ms": load_ms,
         "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
+        "decomposed": decomposed,
         "node": node.json,
         "crowd": crowds.json,
         "crowd_300x10_rounds": crowds.rounds,
         "kubelet_backoff_makespan_s": kubelet.makespan.as_secs_f64(),
     });
     Interposer { json, targets }
+}
+
+/// The interposed start-up taken apart (information, not a target): in rounds of their
+/// own, what any preloaded library costs, what the interposer costs on the process's side
+/// (against a stand-in that grants at once), and with npud; each against native in the same
+/// rounds.
+fn decomposition(startup: &native::Startup) -> serde_json::Value {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let p50: Vec<f64> = startup.decomposed.iter().map(|s| ms(s.p50())).collect();
+    println!(
+        "\n{:<66} {:>10} {:>10}",
+        "the interposed 70-stream start-up taken apart (rounds of their own)", "p50 ms", "× native"
+    );
+    for (name, p) in native::DECOMPOSED.iter().zip(&p50) {
+        println!("{:<66} {:>10.3} {:>10.3}", name, p, p / p50[0]);
+    }
+    println!(
+        "of the interposer's {:.3} ms above native: {:.3} what any preloaded library costs, {:.3} more against a \
+         stand-in that grants at once (the library, its connection, thread and hooks), {:.3} more with npud's answers",
+        p50[3] - p50[0],
+        p50[1] - p50[0],
+        p50[2] - p50[1],
+        p50[3] - p50[2]
+    );
+    json!({
+        "native_ms": p50[0], "empty_preload_ms": p50[1], "standin_ms": p50[2], "npud_ms": p50[3],
+        "runs_each": startup.decomposed[0].0.len(),
+    })
 }
 
 /// The 300 x 10 target (issue 59): 0 failed under the interposer, and a median makespan

@@ -9,6 +9,7 @@ pub mod node;
 pub mod peer;
 pub mod profile;
 pub mod scale;
+pub mod standin;
 pub mod timeline;
 
 use std::time::{Duration, Instant};

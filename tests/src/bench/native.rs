@@ -27,7 +27,20 @@ pub struct Startup {
     /// Budget calls per interposed process, and the acquires among them.
     pub calls_per_process: f64,
     pub acquires_per_process: f64,
+    /// The interposed start-up taken apart, in rounds of its own, each kind as
+    /// [`DECOMPOSED`] names it.
+    pub decomposed: [Samples; 4],
 }
+
+/// The kinds of start-up the decomposition runs, in its rounds' order: what any preloaded
+/// library costs, what the interposer costs on the process's side (npud replaced by a
+/// stand-in that grants at once, `standin`), and the interposer with npud.
+pub const DECOMPOSED: [&str; 4] = [
+    "native",
+    "any preloaded library (an empty one)",
+    "the interposer, npud replaced by a stand-in that grants at once",
+    "the interposer with npud",
+];
 
 /// npud as a node runs it: the fake AscendCL with `devices` devices on the shared budget
 /// file `shared`, keeping the native holders' books in `state` beside it (`--state-dir`,
@@ -101,6 +114,26 @@ pub fn startup(streams: u32, runs: usize) -> Startup {
     // The quiet-batch report comes from a watcher thread; let the last one land.
     std::thread::sleep(Duration::from_millis(200));
     let (calls_after, acquires_after) = (calls(), acquires());
+    let standin = super::standin::StandIn::start();
+    let empty = crate::native::empty_preload();
+    let kind = |k: usize| {
+        let mut cmd = acl_command(program, &shared, (k >= 2).then_some((&d, streams)));
+        if k == 1 {
+            cmd.env("LD_PRELOAD", empty);
+        }
+        if k == 2 {
+            cmd.env("NPUD_SOCKET", &standin.socket);
+        }
+        cmd.args([created.as_str(), "0"]);
+        timed(cmd)
+    };
+    let mut decomposed: [Vec<Duration>; 4] = Default::default();
+    for _ in 0..rounds {
+        // Each kind follows each other kind about as often.
+        for k in [0, 1, 2, 3, 3, 2, 1, 0] {
+            decomposed[k].push(kind(k));
+        }
+    }
     let (mut bare, mut loaded) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         bare.push(load(false));
@@ -121,6 +154,7 @@ pub fn startup(streams: u32, runs: usize) -> Startup {
         load: (Samples(bare), Samples(loaded)),
         calls_per_process: (calls_after - calls_before) / interposed_runs,
         acquires_per_process: (acquires_after - acquires_before) / interposed_runs,
+        decomposed: decomposed.map(Samples),
     }
 }
 
