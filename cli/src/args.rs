@@ -1,7 +1,10 @@
 //! npuctl's global flags and its command tree (the contract of DESIGN.md). Each command
-//! group's arguments live with what it does, in `commands/<group>.rs`.
+//! group's arguments live with what it does, in `commands/<group>.rs`; what several groups
+//! share (`--session`, durations) in `commands/mod.rs`, the output format in `output.rs`.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use crate::commands::parse_duration;
+use crate::output::Output;
+use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -35,12 +38,6 @@ pub struct Cli {
     pub output: Output,
     #[command(subcommand)]
     pub command: Command,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Output {
-    Table,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,29 +96,4 @@ pub enum Command {
     /// Change a tenant's quota (admins only).
     #[command(subcommand)]
     Quota(crate::commands::tenant::QuotaCmd),
-}
-
-/// The named session a command works in; streams made by one npuctl call stay in it for
-/// the next until its lease runs out or it is closed.
-#[derive(Debug, Args, Clone)]
-pub struct SessionArg {
-    /// The session to work in (streams and events stay in it between calls).
-    #[arg(long, value_name = "NAME", default_value = "npuctl", value_parser = session_name)]
-    pub session: String,
-}
-
-/// An empty name would open an unnamed session, whose streams go when this call ends:
-/// not what `--session` asks for. The daemon checks the rest of the name.
-fn session_name(s: &str) -> Result<String, String> {
-    match s.is_empty() {
-        true => Err("a session needs a name (the default is npuctl)".to_string()),
-        false => Ok(s.to_string()),
-    }
-}
-
-pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
-    if s == "0" {
-        return Ok(std::time::Duration::ZERO);
-    }
-    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 500ms or 30s: {e}"))
 }

@@ -1,7 +1,14 @@
 //! Human tables by default, one JSON document with `-o json`.
 
-use crate::args::Output;
+use clap::ValueEnum;
 use serde_json::Value;
+
+/// `-o`: what npuctl prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Table,
+    Json,
+}
 
 pub fn emit(output: Output, json: Value, table: impl FnOnce() -> String) {
     match output {

@@ -1,4 +1,5 @@
-//! What each npuctl command does; one file per command group.
+//! What each npuctl command does; one file per command group. Here, what the groups share:
+//! the connection context, `--session`, and durations.
 
 pub mod device;
 pub mod event;
@@ -8,7 +9,8 @@ pub mod status;
 pub mod stream;
 pub mod tenant;
 
-use crate::args::Output;
+use crate::output::Output;
+use clap::Args;
 use npud_client::{Client, SessionChannel, SessionOptions, Target};
 use npud_proto::v1::{admin_service_client::AdminServiceClient, session_service_client::SessionServiceClient};
 
@@ -52,4 +54,30 @@ impl Ctx {
 
 pub fn flag_names(flags: u32) -> Vec<&'static str> {
     npud_proto::flags::stream_flag_names(flags)
+}
+
+/// The named session a command works in; streams made by one npuctl call stay in it for
+/// the next until its lease runs out or it is closed.
+#[derive(Debug, Args, Clone)]
+pub struct SessionArg {
+    /// The session to work in (streams and events stay in it between calls).
+    #[arg(long, value_name = "NAME", default_value = "npuctl", value_parser = session_name)]
+    pub session: String,
+}
+
+/// An empty name would open an unnamed session, whose streams go when this call ends:
+/// not what `--session` asks for. The daemon checks the rest of the name.
+fn session_name(s: &str) -> Result<String, String> {
+    match s.is_empty() {
+        true => Err("a session needs a name (the default is npuctl)".to_string()),
+        false => Ok(s.to_string()),
+    }
+}
+
+/// A duration argument: `0`, or a span like `500ms`, `30s` or `2m`.
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    if s == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration like 500ms or 30s: {e}"))
 }

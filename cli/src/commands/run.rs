@@ -19,7 +19,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub streams: Option<u32>,
     /// How long the first ask may wait in npud's queue before creation fails with 207008.
-    #[arg(long, value_name = "DURATION", value_parser = crate::args::parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = super::parse_duration)]
     pub wait: Option<Duration>,
     /// Fail stream creation with 207008 when npud cannot be reached (default: let the
     /// vendor create without admission and warn once).

@@ -1,6 +1,5 @@
 use super::{Ctx, flag_names};
-use crate::args::SessionArg;
-use crate::args::parse_duration;
+use super::{SessionArg, parse_duration};
 use crate::output::{emit, table};
 use clap::Subcommand;
 use npud_client::StreamOptions;
