@@ -30,11 +30,15 @@ pub struct Device {
     id: u32,
 }
 
-impl Device {
-    pub(crate) fn new(client: Client, id: u32) -> Self {
-        Self { client, id }
+impl Client {
+    /// Device `id` of the daemon, through this client (defined here, beside the handle,
+    /// so the session module needs nothing of the handles built on it).
+    pub fn device(&self, id: u32) -> Device {
+        Device { client: self.clone(), id }
     }
+}
 
+impl Device {
     pub fn id(&self) -> u32 {
         self.id
     }

@@ -3,7 +3,6 @@
 
 use crate::connect::{Target, channel};
 use crate::error::{Error, Result};
-use crate::handles::Device;
 use npud_proto::v1::{
     self as pb, admin_service_client::AdminServiceClient, device_service_client::DeviceServiceClient,
     event_service_client::EventServiceClient, report_service_client::ReportServiceClient,
@@ -246,10 +245,6 @@ impl Client {
 
     pub async fn devices(&self) -> Result<Vec<pb::Device>> {
         Ok(self.call(pb::ListDevicesRequest {}, |c, r| async move { c.device_service().list(r).await }).await?.devices)
-    }
-
-    pub fn device(&self, id: u32) -> Device {
-        Device::new(self.clone(), id)
     }
 
     pub async fn status(&self) -> Result<pb::StatusResponse> {
