@@ -10,15 +10,16 @@
 //! it has none: aclmdlRICaptureGetInfo then says INVALIDATED and End fails with 507903,
 //! the model destroyed with its streams.
 
-use super::acl::{CountFn, LIBRARY, PtrFn, current_context, current_device};
+use super::ascend::{CountFn, PtrFn, current_context, current_device};
 use super::errors::refused;
-use super::{Handle, INTERNAL, hook, real};
+use super::vendor::{ACL, real};
+use super::{Handle, INTERNAL, hook};
 use crate::capture::{Captures, ENTRIES_EXTERNAL_WAIT, ENTRIES_TASK, Step};
 use crate::process::Refused;
 use npud_proto::codes::acl::{
     RT_NO_STREAM_RESOURCE as NO_STREAM_RESOURCE, RT_STREAM_CAPTURE_INVALIDATED, RT_STREAM_CAPTURE_WRONG_THREAD,
 };
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::ptr::null_mut;
 
 /// aclmdlRICaptureStatus ACTIVE and INVALIDATED.
@@ -37,8 +38,7 @@ type CaptureInfoFn = unsafe extern "C" fn(Handle, *mut u32, *mut Handle) -> i32;
 
 /// The vendor's device-wide free count on the current device.
 fn vendor_free() -> Option<u32> {
-    let get =
-        real!(&LIBRARY, aclrtGetStreamAvailableNum: CountFn, super::acl::aclrtGetStreamAvailableNum as *mut c_void)?;
+    let get = real!(&ACL, aclrtGetStreamAvailableNum: CountFn, super::acl::aclrtGetStreamAvailableNum as *mut c_void)?;
     let mut n = 0u32;
     // SAFETY: the vendor function with an out-pointer to a local.
     (unsafe { get(&mut n) } == 0).then_some(n)
@@ -47,7 +47,7 @@ fn vendor_free() -> Option<u32> {
 /// The streams a model holds, where the library says (aclmdlRIGetStreams, CANN 9.1 on
 /// A2/A3); None where it cannot.
 fn model_streams(model: Handle) -> Option<u32> {
-    let get = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut())?;
+    let get = real!(&ACL, aclmdlRIGetStreams: ModelStreamsFn, null_mut())?;
     let mut n = 0u32;
     // SAFETY: the vendor function; NULL streams asks for the count only.
     (unsafe { get(model, null_mut(), &mut n) } == 0).then_some(n)
@@ -57,7 +57,7 @@ fn model_streams(model: Handle) -> Option<u32> {
 /// (at least its own stream); a tenant with no room gets 207008 here, as the device would.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
-    real!(&LIBRARY, aclmdlRICaptureBegin: CaptureBeginFn).map_or(INTERNAL, |real| begin(stream, mode, real))
+    real!(&ACL, aclmdlRICaptureBegin: CaptureBeginFn).map_or(INTERNAL, |real| begin(stream, mode, real))
 }
 
 /// A capture begun on `stream` by `real` (either layer's Begin).
@@ -71,7 +71,7 @@ pub(super) fn begin(stream: Handle, mode: u32, real: CaptureBeginFn) -> i32 {
                 Err(r) => return refused(NO_STREAM_RESOURCE, r),
             };
             // Without aclmdlRIGetStreams the model's size is the change in the free count.
-            let counted = real!(&LIBRARY, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
+            let counted = real!(&ACL, aclmdlRIGetStreams: ModelStreamsFn, null_mut()).is_some();
             let free_before = if counted { None } else { vendor_free() };
             let rc = unsafe { real(stream, mode) };
             if rc == 0 {
@@ -90,7 +90,7 @@ pub(super) fn begin(stream: Handle, mode: u32, real: CaptureBeginFn) -> i32 {
 /// The model a capture under way on `stream` is capturing into (aclmdlRICaptureGetInfo),
 /// where the library says.
 fn capturing_into(stream: Handle) -> Option<Handle> {
-    let info = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn)?;
+    let info = real!(&ACL, aclmdlRICaptureGetInfo: CaptureInfoFn)?;
     let (mut status, mut model) = (0u32, null_mut());
     // SAFETY: the vendor function with two out-pointers of ours.
     let rc = unsafe { info(stream, &mut status, &mut model) };
@@ -108,7 +108,7 @@ fn capturing_into(stream: Handle) -> Option<Handle> {
 /// - any other failure destroys the model with its streams.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> i32 {
-    real!(&LIBRARY, aclmdlRICaptureEnd: CaptureEndFn).map_or(INTERNAL, |real| end(stream, model, real))
+    real!(&ACL, aclmdlRICaptureEnd: CaptureEndFn).map_or(INTERNAL, |real| end(stream, model, real))
 }
 
 /// A capture on `stream` ended by `real` (either layer's End).
@@ -151,7 +151,7 @@ pub(super) fn end(stream: Handle, model: *mut Handle, real: CaptureEndFn) -> i32
 
 /// The vendor's aclmdlRIDestroy on a model npud never booked.
 fn destroyed(model: Handle) -> bool {
-    let Some(destroy) = real!(&LIBRARY, aclmdlRIDestroy: PtrFn, aclmdlRIDestroy as *mut c_void) else { return false };
+    let Some(destroy) = real!(&ACL, aclmdlRIDestroy: PtrFn, aclmdlRIDestroy as *mut c_void) else { return false };
     // SAFETY: the vendor function on the model its End just returned.
     unsafe { destroy(model) == 0 }
 }
@@ -160,7 +160,7 @@ fn destroyed(model: Handle) -> bool {
 /// a stream (the device did not see the refusal, so it still says ACTIVE).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model: *mut Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclmdlRICaptureGetInfo: CaptureInfoFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclmdlRICaptureGetInfo: CaptureInfoFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's arguments; `status`
     // was filled when it returned 0 and is non-null.
     hook(
@@ -207,7 +207,7 @@ fn captured(
 /// stream waiting on `event` joins.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtRecordEvent(event: Handle, stream: Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtRecordEvent: RecordFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtRecordEvent: RecordFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     captured(
         stream,
@@ -226,7 +226,7 @@ type WaitFlagFn = unsafe extern "C" fn(Handle, Handle, u32, u32) -> i32;
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtRecordEventWithFlag(event: Handle, stream: Handle, flag: u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtRecordEventWithFlag: RecordFlagFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtRecordEventWithFlag: RecordFlagFn) else { return INTERNAL };
     let recorded = (flag == EVENT_FLAG_DEFAULT).then_some(event as usize);
     // SAFETY: the vendor function with the caller's arguments.
     captured(stream, |c| c.plan_task(stream as usize, ENTRIES_TASK), recorded, || unsafe { real(event, stream, flag) })
@@ -234,7 +234,7 @@ pub extern "C" fn aclrtRecordEventWithFlag(event: Handle, stream: Handle, flag: 
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEventWithFlag(stream: Handle, event: Handle, timeout: u32, flag: u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEventWithFlag: WaitFlagFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtStreamWaitEventWithFlag: WaitFlagFn) else { return INTERNAL };
     let plan = |c: &Captures| match flag {
         EVENT_FLAG_DEFAULT => c.plan_wait(stream as usize, event as usize),
         _ => c.plan_task(stream as usize, ENTRIES_EXTERNAL_WAIT),
@@ -247,14 +247,14 @@ pub extern "C" fn aclrtStreamWaitEventWithFlag(stream: Handle, event: Handle, ti
 /// `stream` is not in; a task of its capture when it is in one.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEvent(stream: Handle, event: Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEvent: RecordFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtStreamWaitEvent: RecordFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     captured(stream, |c| c.plan_wait(stream as usize, event as usize), None, || unsafe { real(stream, event) })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtStreamWaitEventWithTimeout(stream: Handle, event: Handle, timeout: i32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtStreamWaitEventWithTimeout: WaitTimeoutFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtStreamWaitEventWithTimeout: WaitTimeoutFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     captured(stream, |c| c.plan_wait(stream as usize, event as usize), None, || unsafe { real(stream, event, timeout) })
 }
@@ -268,7 +268,7 @@ pub extern "C" fn aclrtMemcpyAsync(
     kind: u32,
     stream: Handle,
 ) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtMemcpyAsync: MemcpyAsyncFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtMemcpyAsync: MemcpyAsyncFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     captured(
         stream,
@@ -280,7 +280,7 @@ pub extern "C" fn aclrtMemcpyAsync(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtMemsetAsync(dst: *mut c_void, max: usize, value: i32, count: usize, stream: Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtMemsetAsync: MemsetAsyncFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclrtMemsetAsync: MemsetAsyncFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     captured(
         stream,
@@ -293,7 +293,7 @@ pub extern "C" fn aclrtMemsetAsync(dst: *mut c_void, max: usize, value: i32, cou
 /// aclmdlRIDestroy: the model's streams go back.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRIDestroy(model: Handle) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclmdlRIDestroy: PtrFn) else { return INTERNAL };
+    let Some(real) = real!(&ACL, aclmdlRIDestroy: PtrFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's handle.
     hook(
         |p| {
@@ -305,4 +305,23 @@ pub extern "C" fn aclmdlRIDestroy(model: Handle) -> i32 {
         },
         || unsafe { real(model) },
     )
+}
+
+/// Our hook for an exact AscendCL name of a capture's (its begin, end and model, and the
+/// calls that grow its streams), if we interpose it.
+pub(crate) fn ours(name: &[u8]) -> Option<*mut c_void> {
+    Some(match name {
+        b"aclmdlRICaptureBegin" => aclmdlRICaptureBegin as *mut c_void,
+        b"aclmdlRICaptureEnd" => aclmdlRICaptureEnd as *mut c_void,
+        b"aclmdlRIDestroy" => aclmdlRIDestroy as *mut c_void,
+        b"aclmdlRICaptureGetInfo" => aclmdlRICaptureGetInfo as *mut c_void,
+        b"aclrtRecordEvent" => aclrtRecordEvent as *mut c_void,
+        b"aclrtStreamWaitEvent" => aclrtStreamWaitEvent as *mut c_void,
+        b"aclrtStreamWaitEventWithTimeout" => aclrtStreamWaitEventWithTimeout as *mut c_void,
+        b"aclrtMemcpyAsync" => aclrtMemcpyAsync as *mut c_void,
+        b"aclrtRecordEventWithFlag" => aclrtRecordEventWithFlag as *mut c_void,
+        b"aclrtStreamWaitEventWithFlag" => aclrtStreamWaitEventWithFlag as *mut c_void,
+        b"aclrtMemsetAsync" => aclrtMemsetAsync as *mut c_void,
+        _ => return None,
+    })
 }

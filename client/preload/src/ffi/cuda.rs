@@ -6,7 +6,8 @@
 //! program does. A CUDA context's NULL stream is not a created stream and costs no
 //! budget.
 
-use super::{Handle, Vendor, hook_or, real};
+use super::vendor::{CUDA, real};
+use super::{Handle, hook_or};
 use crate::process::Process;
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
@@ -20,8 +21,6 @@ const V2_FROM: i32 = 4000;
 const PROC_ADDRESS_V2_FROM: i32 = 12000;
 /// From CUDA 11.0, cuDevicePrimaryCtxRelease and ...Reset mean their `_v2` entry points.
 const PRIMARY_V2_FROM: i32 = 11000;
-
-pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libcuda.so.1", c"libcuda.so"]);
 
 type CreateFn = unsafe extern "C" fn(*mut Handle, u32) -> CuResult;
 type CreatePriorityFn = unsafe extern "C" fn(*mut Handle, u32, i32) -> CuResult;
@@ -37,10 +36,8 @@ type ProcV2Fn = unsafe extern "C" fn(*const c_char, *mut *mut c_void, i32, u64, 
 
 /// The calling thread's current context and its device; None without a context.
 fn current() -> Option<(usize, u32)> {
-    let (get_ctx, get_dev) = (
-        real!(&LIBRARY, cuCtxGetCurrent: OutHandleFn, null_mut())?,
-        real!(&LIBRARY, cuCtxGetDevice: OutIntFn, null_mut())?,
-    );
+    let (get_ctx, get_dev) =
+        (real!(&CUDA, cuCtxGetCurrent: OutHandleFn, null_mut())?, real!(&CUDA, cuCtxGetDevice: OutIntFn, null_mut())?);
     let (mut ctx, mut dev): (Handle, i32) = (null_mut(), -1);
     // SAFETY: the vendor functions with out-pointers to locals.
     let ok = unsafe { get_ctx(&mut ctx) == 0 && !ctx.is_null() && get_dev(&mut dev) == 0 };
@@ -52,8 +49,8 @@ fn current() -> Option<(usize, u32)> {
 /// cuDeviceGetUuid. Never from CUDA_VISIBLE_DEVICES.
 fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
     let dev = i32::try_from(ordinal).ok()?;
-    let get = real!(&LIBRARY, cuDeviceGetUuid_v2: UuidFn, null_mut())
-        .or_else(|| real!(&LIBRARY, cuDeviceGetUuid: UuidFn, null_mut()))?;
+    let get = real!(&CUDA, cuDeviceGetUuid_v2: UuidFn, null_mut())
+        .or_else(|| real!(&CUDA, cuDeviceGetUuid: UuidFn, null_mut()))?;
     let mut raw = [0u8; 16];
     // SAFETY: the driver function with a 16-byte out-buffer (CUuuid) on our stack.
     let rc = unsafe { get(raw.as_mut_ptr(), dev) };
@@ -65,7 +62,7 @@ fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
 /// as at AscendCL's aclInit.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuInit(flags: u32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuInit: InitFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuInit: InitFn) else { return UNKNOWN };
     // SAFETY: the driver function with the caller's argument.
     super::init(|| unsafe { real(flags) }, UNKNOWN)
 }
@@ -106,7 +103,7 @@ fn create_in(
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamCreate(stream: *mut Handle, flags: u32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuStreamCreate: CreateFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuStreamCreate: CreateFn) else { return UNKNOWN };
     // SAFETY: the driver function with the caller's arguments.
     create(stream, || unsafe { real(stream, flags) })
 }
@@ -116,7 +113,7 @@ pub extern "C" fn cuStreamCreate(stream: *mut Handle, flags: u32) -> CuResult {
 /// urgent, which no limit touches.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamCreateWithPriority(stream: *mut Handle, flags: u32, priority: i32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuStreamCreateWithPriority: CreatePriorityFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuStreamCreateWithPriority: CreatePriorityFn) else { return UNKNOWN };
     // SAFETY: the driver function with the caller's arguments.
     create(stream, || unsafe { real(stream, flags, super::capped_priority(priority)) })
 }
@@ -138,17 +135,17 @@ fn destroy(stream: Handle, real: HandleFn) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamDestroy(stream: Handle) -> CuResult {
-    real!(&LIBRARY, cuStreamDestroy: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
+    real!(&CUDA, cuStreamDestroy: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuStreamDestroy_v2(stream: Handle) -> CuResult {
-    real!(&LIBRARY, cuStreamDestroy_v2: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
+    real!(&CUDA, cuStreamDestroy_v2: HandleFn).map_or(UNKNOWN, |real| destroy(stream, real))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuCtxDestroy_v2(ctx: Handle) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuCtxDestroy_v2: HandleFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuCtxDestroy_v2: HandleFn) else { return UNKNOWN };
     // SAFETY (both closures): the driver function with the caller's handle.
     hook_or(
         |p: &'static Process| {
@@ -165,7 +162,7 @@ pub extern "C" fn cuCtxDestroy_v2(ctx: Handle) -> CuResult {
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut Handle, dev: i32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuDevicePrimaryCtxRetain: RetainFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuDevicePrimaryCtxRetain: RetainFn) else { return UNKNOWN };
     // SAFETY (both closures): the driver function with the caller's arguments.
     hook_or(
         |p: &'static Process| {
@@ -206,24 +203,23 @@ fn primary(dev: i32, real: DeviceFn, after: fn(&'static Process, u32)) -> CuResu
 /// The last release of a primary context destroys it and its streams.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxRelease(dev: i32) -> CuResult {
-    real!(&LIBRARY, cuDevicePrimaryCtxRelease: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
+    real!(&CUDA, cuDevicePrimaryCtxRelease: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
-    real!(&LIBRARY, cuDevicePrimaryCtxRelease_v2: DeviceFn)
-        .map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
+    real!(&CUDA, cuDevicePrimaryCtxRelease_v2: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_released))
 }
 
 /// What cudaDeviceReset calls: the primary context's streams are gone.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxReset(dev: i32) -> CuResult {
-    real!(&LIBRARY, cuDevicePrimaryCtxReset: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
+    real!(&CUDA, cuDevicePrimaryCtxReset: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn cuDevicePrimaryCtxReset_v2(dev: i32) -> CuResult {
-    real!(&LIBRARY, cuDevicePrimaryCtxReset_v2: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
+    real!(&CUDA, cuDevicePrimaryCtxReset_v2: DeviceFn).map_or(UNKNOWN, |r| primary(dev, r, Process::primary_reset))
 }
 
 type GreenCreateFn = unsafe extern "C" fn(*mut Handle, Handle, i32, u32) -> CuResult;
@@ -232,7 +228,7 @@ type GreenStreamFn = unsafe extern "C" fn(*mut Handle, Handle, u32, i32) -> CuRe
 /// cuGreenCtxCreate: remembers the green context's device, where its streams are booked.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxCreate(ctx: *mut Handle, desc: Handle, dev: i32, flags: u32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuGreenCtxCreate: GreenCreateFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuGreenCtxCreate: GreenCreateFn) else { return UNKNOWN };
     // SAFETY (both closures): the driver function with the caller's arguments.
     hook_or(
         |p: &'static Process| {
@@ -255,7 +251,7 @@ pub extern "C" fn cuGreenCtxCreate(ctx: *mut Handle, desc: Handle, dev: i32, fla
 /// other (the context current to the thread plays no part, as in the driver).
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxStreamCreate(stream: *mut Handle, ctx: Handle, flags: u32, priority: i32) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuGreenCtxStreamCreate: GreenStreamFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuGreenCtxStreamCreate: GreenStreamFn) else { return UNKNOWN };
     let place = |p: &'static Process| p.green_device(ctx as usize).map(|d| (ctx as usize, d));
     // SAFETY: the driver function with the caller's arguments.
     create_in(stream, place, || unsafe { real(stream, ctx, flags, super::capped_priority(priority)) })
@@ -267,7 +263,7 @@ pub extern "C" fn cuGreenCtxStreamCreate(stream: *mut Handle, ctx: Handle, flags
 /// succeeds gives one back (`destroy`), so the books follow the driver.
 #[unsafe(no_mangle)]
 pub extern "C" fn cuGreenCtxDestroy(ctx: Handle) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuGreenCtxDestroy: HandleFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuGreenCtxDestroy: HandleFn) else { return UNKNOWN };
     // SAFETY (both closures): the driver function with the caller's handle.
     hook_or(
         |p: &'static Process| {
@@ -326,7 +322,7 @@ pub unsafe extern "C" fn cuGetProcAddress(
     version: i32,
     flags: u64,
 ) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuGetProcAddress: ProcFn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuGetProcAddress: ProcFn) else { return UNKNOWN };
     // SAFETY: forwarded exactly as called; substitute only on success.
     let rc = unsafe { real(symbol, pfn, version, flags) };
     if rc == 0 {
@@ -346,7 +342,7 @@ pub unsafe extern "C" fn cuGetProcAddress_v2(
     flags: u64,
     status: *mut i32,
 ) -> CuResult {
-    let Some(real) = real!(&LIBRARY, cuGetProcAddress_v2: ProcV2Fn) else { return UNKNOWN };
+    let Some(real) = real!(&CUDA, cuGetProcAddress_v2: ProcV2Fn) else { return UNKNOWN };
     // SAFETY: forwarded exactly as called; substitute only on success.
     let rc = unsafe { real(symbol, pfn, version, flags, status) };
     if rc == 0 {

@@ -17,48 +17,23 @@
 //! The pass-through path takes no lock and allocates nothing: Rust's std and the dynamic
 //! loader call `dlsym` too.
 
-use super::{Handle, Vendor, acl, cuda, errors, rt, vendor};
+use super::vendor::{ACL, CUDA, REAL_DLSYM, RUNTIME, Vendor, find, real_dlsym};
+use super::{Handle, acl, capture, cuda, errors, rt};
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicPtr, Ordering};
-
-type DlsymFn = unsafe extern "C" fn(Handle, *const c_char) -> Handle;
-
-/// glibc's `dlsym`, once found. The entry point jumps through it, so it is read there as
-/// a plain pointer-sized word ([`decide`] never answers [`PASS`] before it is set).
-static REAL_DLSYM: AtomicPtr<c_void> = AtomicPtr::new(null_mut());
+use std::sync::atomic::Ordering;
 
 /// [`decide`]'s "not ours: glibc answers". No function or object lives at address 1.
 const PASS: usize = 1;
 
-/// glibc's own `dlsym`, found with `dlvsym` so our hook is never in the way.
-pub(super) fn real_dlsym() -> Option<DlsymFn> {
-    let mut p = REAL_DLSYM.load(Ordering::Acquire);
-    if p.is_null() {
-        for version in [c"GLIBC_2.34", c"GLIBC_2.2.5", c"GLIBC_2.17"] {
-            // SAFETY: dlvsym with RTLD_NEXT and NUL-terminated names; it only reads them.
-            p = unsafe { libc::dlvsym(libc::RTLD_NEXT, c"dlsym".as_ptr(), version.as_ptr()) };
-            if !p.is_null() {
-                break;
-            }
-        }
-        if p.is_null() {
-            return None;
-        }
-        REAL_DLSYM.store(p, Ordering::Release);
-    }
-    // SAFETY: p is glibc's dlsym, whose C signature DlsymFn spells out.
-    Some(unsafe { std::mem::transmute::<*mut c_void, DlsymFn>(p) })
-}
-
 /// Which vendor library `name` belongs to, and our hook for it, if we interpose it.
 fn ours(name: &[u8]) -> Option<(&'static Vendor, *mut c_void)> {
     if name.starts_with(b"aclrt") || name.starts_with(b"aclmdl") || name.starts_with(b"aclGet") || name == b"aclInit" {
-        Some((&acl::LIBRARY, acl::ours(name).or_else(|| errors::ours(name))?))
+        Some((&ACL, acl::ours(name).or_else(|| capture::ours(name)).or_else(|| errors::ours(name))?))
     } else if name.starts_with(b"rt") {
-        Some((&rt::LIBRARY, rt::ours(name)?))
+        Some((&RUNTIME, rt::ours(name)?))
     } else if name.starts_with(b"cu") {
-        Some((&cuda::LIBRARY, cuda::ours(name)?))
+        Some((&CUDA, cuda::ours(name)?))
     } else {
         None
     }
@@ -98,7 +73,7 @@ extern "C" fn decide(handle: Handle, name: *const c_char) -> *mut c_void {
         library.handle.store(handle, Ordering::Release);
         return hook;
     }
-    if vendor(library, cname, hook).is_null() { null_mut() } else { hook }
+    if find(library, cname, hook).is_null() { null_mut() } else { hook }
 }
 
 #[cfg(target_arch = "x86_64")]

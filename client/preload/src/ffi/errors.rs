@@ -4,8 +4,7 @@
 //! same code, returned and recorded as the thread's last error, and npud's reason on top
 //! of the messages (torch_npu puts that text in the exception a failed creation raises).
 
-use super::acl::LIBRARY;
-use super::real;
+use super::vendor::{ACL, real};
 use crate::process::Refused;
 use std::cell::{Cell, RefCell};
 use std::ffi::{CStr, CString, c_char, c_void};
@@ -38,7 +37,7 @@ pub(crate) fn refused(code: i32, refusal: Refused) -> i32 {
 /// aclrtPeekAtLastError: the thread's latest refusal, else the vendor's answer.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtPeekAtLastError(level: i32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtPeekAtLastError: LastErrorFn) else { return super::INTERNAL };
+    let Some(real) = real!(&ACL, aclrtPeekAtLastError: LastErrorFn) else { return super::INTERNAL };
     match REFUSED.try_with(Cell::get) {
         Ok(code) if code != 0 && level == THREAD_LEVEL => code,
         // SAFETY: the vendor function, called as the program called it.
@@ -50,7 +49,7 @@ pub extern "C" fn aclrtPeekAtLastError(level: i32) -> i32 {
 /// the vendor's record is read too, so cleared, as one record of the thread would be.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtGetLastError(level: i32) -> i32 {
-    let Some(real) = real!(&LIBRARY, aclrtGetLastError: LastErrorFn) else { return super::INTERNAL };
+    let Some(real) = real!(&ACL, aclrtGetLastError: LastErrorFn) else { return super::INTERNAL };
     // SAFETY: the vendor function, called as the program called it.
     let theirs = unsafe { real(level) };
     if level != THREAD_LEVEL {
@@ -68,7 +67,7 @@ pub extern "C" fn aclrtGetLastError(level: i32) -> i32 {
 /// program's call would have). Otherwise the vendor's answer, untouched.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
-    let vendor = match real!(&LIBRARY, aclGetRecentErrMsg: MessageFn) {
+    let vendor = match real!(&ACL, aclGetRecentErrMsg: MessageFn) {
         // SAFETY: the vendor's function, which takes nothing.
         Some(f) => unsafe { f() },
         None => std::ptr::null(),

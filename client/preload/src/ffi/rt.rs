@@ -15,13 +15,11 @@
 //! stream made or freed, as aclmdlRIBindStream) and `rtThreadExchangeCaptureMode` (no
 //! stream either); both pass through, as their AscendCL counterparts do.
 
-use super::acl::{CountFn, IntFn, PtrFn, create_one, destroy, reset, set_device, share};
+use super::ascend::{CountFn, IntFn, PtrFn, create_one, destroy, reset, set_device, share};
 use super::capture::{CaptureBeginFn, CaptureEndFn};
-use super::{Handle, INTERNAL, Vendor, hook, real};
-use std::ffi::{CStr, c_void};
-use std::ptr::null_mut;
-
-pub(crate) static LIBRARY: Vendor = Vendor::new(&[c"libruntime.so"]);
+use super::vendor::{RUNTIME, real};
+use super::{Handle, INTERNAL, hook};
+use std::ffi::c_void;
 
 type CreateFn = unsafe extern "C" fn(*mut Handle, i32) -> i32;
 type CreateFlagsFn = unsafe extern "C" fn(*mut Handle, i32, u32) -> i32;
@@ -29,7 +27,6 @@ type CreateConfigFn = unsafe extern "C" fn(*mut Handle, *const ConfigHandle) -> 
 type CreateAttrsFn = unsafe extern "C" fn(*mut Handle, *const CreateConfig) -> i32;
 type DestroyFlagsFn = unsafe extern "C" fn(Handle, u64) -> i32;
 type AvailFn = unsafe extern "C" fn(u32, *mut u32) -> i32;
-type DeviceFn = unsafe extern "C" fn(*mut i32) -> i32;
 
 /// `rtStreamConfigHandle` (`runtime/stream.h`).
 #[repr(C)]
@@ -62,34 +59,25 @@ const ATTR_PRIORITY: u32 = 2;
 /// defines two ids) goes to the runtime as it is, which refuses the unknown ids.
 const MAX_ATTRS: usize = 8;
 
-/// The device of the calling thread's context, by `rtGetDevice`, for a process that
-/// has no AscendCL library to ask.
-pub(super) fn current_device() -> Option<u32> {
-    let get = real!(&LIBRARY, rtGetDevice: DeviceFn, null_mut())?;
-    let mut d = -1;
-    // SAFETY: the vendor function with an out-pointer to a local.
-    (unsafe { get(&mut d) } == 0).then(|| u32::try_from(d).ok()).flatten()
-}
-
 #[unsafe(no_mangle)]
 pub extern "C" fn rtSetDevice(device: i32) -> i32 {
-    real!(&LIBRARY, rtSetDevice: IntFn).map_or(INTERNAL, |real| set_device(device, real))
+    real!(&RUNTIME, rtSetDevice: IntFn).map_or(INTERNAL, |real| set_device(device, real))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtDeviceReset(device: i32) -> i32 {
-    real!(&LIBRARY, rtDeviceReset: IntFn).map_or(INTERNAL, |real| reset(device, false, real))
+    real!(&RUNTIME, rtDeviceReset: IntFn).map_or(INTERNAL, |real| reset(device, false, real))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtDeviceResetForce(device: i32) -> i32 {
-    real!(&LIBRARY, rtDeviceResetForce: IntFn).map_or(INTERNAL, |real| reset(device, true, real))
+    real!(&RUNTIME, rtDeviceResetForce: IntFn).map_or(INTERNAL, |real| reset(device, true, real))
 }
 
 /// rtStreamCreate(stm, priority), at a priority no more urgent than the tenant's limit.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreate(stream: *mut Handle, priority: i32) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtStreamCreate: CreateFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtStreamCreate: CreateFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's out-pointer.
     hook(
         |p| create_one(p, stream, || unsafe { real(stream, p.priority(priority)) }),
@@ -111,7 +99,7 @@ fn create_with_flags(stream: *mut Handle, priority: i32, flags: u32, real: Creat
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreateWithFlags(stream: *mut Handle, priority: i32, flags: u32) -> i32 {
-    real!(&LIBRARY, rtStreamCreateWithFlags: CreateFlagsFn)
+    real!(&RUNTIME, rtStreamCreateWithFlags: CreateFlagsFn)
         .map_or(INTERNAL, |real| create_with_flags(stream, priority, flags, real, true))
 }
 
@@ -120,14 +108,14 @@ pub extern "C" fn rtStreamCreateWithFlags(stream: *mut Handle, priority: i32, fl
 /// cannot be met by a stream this call could make).
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreateWithFlagsExternal(stream: *mut Handle, priority: i32, flags: u32) -> i32 {
-    real!(&LIBRARY, rtStreamCreateWithFlagsExternal: CreateFlagsFn)
+    real!(&RUNTIME, rtStreamCreateWithFlagsExternal: CreateFlagsFn)
         .map_or(INTERNAL, |real| create_with_flags(stream, priority, flags, real, false))
 }
 
 /// rtStreamCreateWithConfig(stm, handle): the handle copied with its priority capped.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamCreateWithConfig(stream: *mut Handle, handle: *const ConfigHandle) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtStreamCreateWithConfig: CreateConfigFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtStreamCreateWithConfig: CreateConfigFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's arguments, or with a
     // copy of the caller's handle (read only when non-null).
     hook(
@@ -149,7 +137,7 @@ pub extern "C" fn rtStreamCreateWithConfig(stream: *mut Handle, handle: *const C
 /// it capped; otherwise the caller's config goes through as it is.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtsStreamCreate(stream: *mut Handle, config: *const CreateConfig) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtsStreamCreate: CreateAttrsFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtsStreamCreate: CreateAttrsFn) else { return INTERNAL };
     // SAFETY (both closures): the vendor function with the caller's arguments, or with a
     // copy of the caller's attributes.
     hook(
@@ -195,19 +183,19 @@ fn capped_config(config: *const CreateConfig, cap: impl Fn(i32) -> i32) -> Optio
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamDestroy(stream: Handle) -> i32 {
     // SAFETY: the vendor function with the caller's handle.
-    real!(&LIBRARY, rtStreamDestroy: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
+    real!(&RUNTIME, rtStreamDestroy: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamDestroyForce(stream: Handle) -> i32 {
     // SAFETY: the vendor function with the caller's handle.
-    real!(&LIBRARY, rtStreamDestroyForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
+    real!(&RUNTIME, rtStreamDestroyForce: PtrFn).map_or(INTERNAL, |real| destroy(stream, || unsafe { real(stream) }))
 }
 
 /// rtsStreamDestroy(stm, flags): DEFAULT or FORCE; the runtime refuses other flags.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtsStreamDestroy(stream: Handle, flags: u64) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtsStreamDestroy: DestroyFlagsFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtsStreamDestroy: DestroyFlagsFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     destroy(stream, || unsafe { real(stream, flags) })
 }
@@ -217,7 +205,7 @@ pub extern "C" fn rtsStreamDestroy(stream: Handle, flags: u64) -> i32 {
 /// share of the current device.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtGetAvailStreamNum(kind: u32, count: *mut u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtGetAvailStreamNum: AvailFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtGetAvailStreamNum: AvailFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's arguments.
     share(count, || unsafe { real(kind, count) })
 }
@@ -225,20 +213,20 @@ pub extern "C" fn rtGetAvailStreamNum(kind: u32, count: *mut u32) -> i32 {
 /// rtsStreamGetAvailableNum(count): the driver's free count, no more than the share.
 #[unsafe(no_mangle)]
 pub extern "C" fn rtsStreamGetAvailableNum(count: *mut u32) -> i32 {
-    let Some(real) = real!(&LIBRARY, rtsStreamGetAvailableNum: CountFn) else { return INTERNAL };
+    let Some(real) = real!(&RUNTIME, rtsStreamGetAvailableNum: CountFn) else { return INTERNAL };
     // SAFETY: the vendor function with the caller's out-pointer.
     share(count, || unsafe { real(count) })
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamBeginCapture(stream: Handle, mode: u32) -> i32 {
-    real!(&LIBRARY, rtStreamBeginCapture: CaptureBeginFn)
+    real!(&RUNTIME, rtStreamBeginCapture: CaptureBeginFn)
         .map_or(INTERNAL, |real| super::capture::begin(stream, mode, real))
 }
 
 #[unsafe(no_mangle)]
 pub extern "C" fn rtStreamEndCapture(stream: Handle, model: *mut Handle) -> i32 {
-    real!(&LIBRARY, rtStreamEndCapture: CaptureEndFn).map_or(INTERNAL, |real| super::capture::end(stream, model, real))
+    real!(&RUNTIME, rtStreamEndCapture: CaptureEndFn).map_or(INTERNAL, |real| super::capture::end(stream, model, real))
 }
 
 /// Our hook for an exact runtime-layer name, if we interpose it.
