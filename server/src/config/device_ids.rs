@@ -53,7 +53,7 @@ pub struct FileDeviceResource {
 
 impl FileDeviceResource {
     pub fn resolve(&self) -> Result<DeviceResource, String> {
-        crate::config::kubernetes::check_resource_name(&self.name)
+        check_resource_name(&self.name)
             .map_err(|why| format!("kubernetes.device_resources: {:?} is not a resource name: {why}", self.name))?;
         if self.ids.is_empty() || self.ids.len() > 16 {
             return Err(format!("kubernetes.device_resources {:?}: give 1..=16 id templates", self.name));
@@ -65,6 +65,37 @@ impl FileDeviceResource {
             .collect::<Result<_, _>>()?;
         Ok(DeviceResource { name: self.name.clone(), ids })
     }
+}
+
+/// The kubelet's rule for extended resource names (`IsExtendedResourceName`): a domain
+/// prefix, a `/`, and a name of at most 63 characters; not in `kubernetes.io/`, not
+/// starting with `requests.`.
+pub fn check_resource_name(name: &str) -> Result<(), &'static str> {
+    let (prefix, rest) = name.split_once('/').ok_or("it needs a domain prefix and a '/'")?;
+    if name.contains("kubernetes.io/") || name.starts_with("requests.") {
+        return Err("the kubernetes.io/ and requests. prefixes are reserved");
+    }
+    let label_ok = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    if prefix.len() > 253 || !prefix.split('.').all(label_ok) {
+        return Err("the prefix must be a lowercase DNS subdomain");
+    }
+    let inner = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
+    let ends = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
+    if rest.is_empty()
+        || rest.len() > 63
+        || !rest.bytes().all(inner)
+        || !ends(rest.as_bytes().first())
+        || !ends(rest.as_bytes().last())
+    {
+        return Err("the name after '/' must be 1..=63 of [A-Za-z0-9-_.], starting and ending alphanumeric");
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -189,6 +220,24 @@ pub fn name_device(resources: &[DeviceResource], resource: &str, id: &str) -> Op
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resource_names_follow_the_kubelet() {
+        for ok in ["npud.io/streams", "example.com/foo", "huawei.com/Ascend910", "a.b-c.d/x_y.z"] {
+            assert!(check_resource_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "streams",
+            "kubernetes.io/streams",
+            "requests.npud.io/s",
+            "NPUD.io/s",
+            "npud.io/",
+            "npud.io/-s",
+            "npud.io/s!",
+        ] {
+            assert!(check_resource_name(bad).is_err(), "{bad}");
+        }
+    }
 
     const UUID: &str = "GPU-00112233-4455-6677-8899-aabbccddeeff";
 

@@ -2,7 +2,7 @@
 //! says `enabled = true` or `--device-plugin-dir` is given.
 
 use crate::config::ConfigError;
-use crate::config::device_ids::{DeviceResource, FileDeviceResource, default_resources};
+use crate::config::device_ids::{DeviceResource, FileDeviceResource, check_resource_name, default_resources};
 use serde::Deserialize;
 use std::path::PathBuf;
 
@@ -138,58 +138,9 @@ impl KubernetesConfig {
     }
 }
 
-/// The kubelet's rule for extended resource names (`IsExtendedResourceName`): a domain
-/// prefix, a `/`, and a name of at most 63 characters; not in `kubernetes.io/`, not
-/// starting with `requests.`.
-pub fn check_resource_name(name: &str) -> Result<(), &'static str> {
-    let (prefix, rest) = name.split_once('/').ok_or("it needs a domain prefix and a '/'")?;
-    if name.contains("kubernetes.io/") || name.starts_with("requests.") {
-        return Err("the kubernetes.io/ and requests. prefixes are reserved");
-    }
-    let label_ok = |l: &str| {
-        !l.is_empty()
-            && l.len() <= 63
-            && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !l.starts_with('-')
-            && !l.ends_with('-')
-    };
-    if prefix.len() > 253 || !prefix.split('.').all(label_ok) {
-        return Err("the prefix must be a lowercase DNS subdomain");
-    }
-    let inner = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.');
-    let ends = |b: Option<&u8>| b.is_some_and(u8::is_ascii_alphanumeric);
-    if rest.is_empty()
-        || rest.len() > 63
-        || !rest.bytes().all(inner)
-        || !ends(rest.as_bytes().first())
-        || !ends(rest.as_bytes().last())
-    {
-        return Err("the name after '/' must be 1..=63 of [A-Za-z0-9-_.], starting and ending alphanumeric");
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn resource_names_follow_the_kubelet() {
-        for ok in ["npud.io/streams", "example.com/foo", "huawei.com/Ascend910", "a.b-c.d/x_y.z"] {
-            assert!(check_resource_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "streams",
-            "kubernetes.io/streams",
-            "requests.npud.io/s",
-            "NPUD.io/s",
-            "npud.io/",
-            "npud.io/-s",
-            "npud.io/s!",
-        ] {
-            assert!(check_resource_name(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn off_unless_enabled_or_flagged_and_validated_when_on() {

@@ -14,15 +14,17 @@ pub mod flags;
 pub mod kubernetes;
 pub(crate) mod parse;
 mod reload;
+mod tls;
 mod validate;
 
 use crate::types::Quota;
 pub use flags::Args;
-use parse::{Problems, addr, bounded, duration, group_id, mode, tls_files};
+use parse::{Problems, addr, bounded, duration, group_id, mode};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tls::tls_files;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -236,7 +238,7 @@ pub struct Config {
     pub kubernetes: Option<crate::config::kubernetes::KubernetesConfig>,
 }
 
-/// TLS material for `--listen`, read at load time (see `parse::tls_files`).
+/// TLS material for `--listen`, read at load time (see `tls::tls_files`).
 #[derive(Debug, Clone)]
 pub struct TlsFiles {
     pub cert_pem: Vec<u8>,
