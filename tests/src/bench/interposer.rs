@@ -2,19 +2,15 @@
 //! natively and interposed, what loading the library alone costs, and crowds of real
 //! processes on one device, each with its target.
 
+use super::Rows;
 use super::native::{self, Run};
 use super::timeline::{self, Summary};
 use serde_json::json;
 use std::time::Duration;
 
-/// The interposer's rows: start-up, the library's load, and crowds of processes.
-pub struct Interposer {
-    pub json: serde_json::Value,
-    /// (target, what this run measured, met).
-    pub targets: Vec<(String, String, bool)>,
-}
-
-pub fn rows(quick: bool) -> Interposer {
+/// The interposer's rows: start-up, the library's load, and crowds of processes (the
+/// node's rows among them).
+pub fn rows(quick: bool) -> Rows {
     let startup = native::startup(70, if quick { 20 } else { 60 });
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let native_p50 = startup.native.p50().as_secs_f64();
@@ -108,7 +104,7 @@ pub fn rows(quick: bool) -> Interposer {
         "crowd_300x10_rounds": crowds.rounds,
         "kubelet_backoff_makespan_s": kubelet.makespan.as_secs_f64(),
     });
-    Interposer { json, targets }
+    Rows { json, targets }
 }
 
 /// The interposed start-up taken apart (information, not a target): in rounds of their

@@ -14,6 +14,14 @@ pub mod timeline;
 
 use std::time::{Duration, Instant};
 
+/// A group of npud-bench's rows: what the JSON report gets, and each target with what this
+/// run measured and whether it was met.
+pub struct Rows {
+    pub json: serde_json::Value,
+    /// (target, what this run measured, met).
+    pub targets: Vec<(String, String, bool)>,
+}
+
 /// Latency samples of one measured call.
 #[derive(Debug, Clone, Default)]
 pub struct Samples(pub Vec<Duration>);

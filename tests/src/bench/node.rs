@@ -2,14 +2,13 @@
 //! start-up, a crowd on every NPU at once, npud's CPU per admitted process and its memory
 //! with the node full.
 
-use super::Samples;
-use super::interposer::Interposer;
 use super::native::{self, Run};
+use super::{Rows, Samples};
 use serde_json::json;
 use std::time::Duration;
 
 /// The node's rows (`npud-bench --node` runs only these).
-pub fn rows(quick: bool) -> Interposer {
+pub fn rows(quick: bool) -> Rows {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (tp_native, tp_interposed) = native::tensor_parallel(8, 70, if quick { 3 } else { 10 });
     let tp_ratio = tp_interposed.p50().as_secs_f64() / tp_native.p50().as_secs_f64();
@@ -55,7 +54,7 @@ pub fn rows(quick: bool) -> Interposer {
             "rss_idle_kib": m.rss_idle_kib, "rss_full_kib": m.rss_full_kib,
         })).unwrap_or_else(|e| json!({ "error": e.to_string() })),
     });
-    Interposer { json, targets }
+    Rows { json, targets }
 }
 
 /// The fastest and slowest of `s`, in ms.
@@ -68,7 +67,7 @@ fn spread(s: &Samples) -> (f64, f64) {
 /// A 40 x 61 crowd on each of eight devices at once: `rounds` rounds, each one run natively
 /// with failed processes restarted at once and one under the interposer (in alternating
 /// order), and one plain native run to show what fails without npud.
-fn node_crowds(rounds: usize) -> Interposer {
+fn node_crowds(rounds: usize) -> Rows {
     const DEVICES: u32 = 8;
     // Longer than the one-device crowd's 1 s: spawning 320 processes takes this machine
     // (2 cores) about a second and a half, and with 1 s holds each device's crowd never
@@ -139,5 +138,5 @@ fn node_crowds(rounds: usize) -> Interposer {
         "ratio": ratio, "interposed_failed": failed, "npud_cpu_ms_per_process": cpu_per,
         "npud_cpu_ms_per_process_beyond_idle": net_per,
     });
-    Interposer { json, targets }
+    Rows { json, targets }
 }
