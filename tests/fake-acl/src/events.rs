@@ -1,6 +1,6 @@
 //! Events: created, recorded and reset on streams, queried, waited for and timed.
 
-use crate::capture::{EVENT_FLAG_DEFAULT, EVENT_FLAG_EXTERNAL};
+use crate::state::capture::{EVENT_FLAG_DEFAULT, EVENT_FLAG_EXTERNAL};
 use crate::state::rt;
 use crate::*;
 

@@ -10,30 +10,24 @@
 //! A few `npudFake*` symbols exist only here (fault injection and timed work for tests);
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
-mod build;
 mod callbacks;
-mod capture;
 mod events;
-mod host_func;
 mod last_error;
-mod memory;
 mod numbering;
 mod peer;
 mod runtime;
 mod runtime_abi;
 mod state;
-mod stream_attrs;
 mod stream_state;
-mod value_ops;
 
 pub use callbacks::*;
 pub use events::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetErrorVerbose, aclrtGetLastError, aclrtPeekAtLastError};
 pub use peer::*;
-pub use stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
+pub use state::stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
+pub use state::value_ops::{aclrtValueWait, aclrtValueWrite};
 pub use stream_state::aclrtRegStreamStateCallback;
-pub use value_ops::{aclrtValueWait, aclrtValueWrite};
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
@@ -631,7 +625,7 @@ pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> Ac
         return down.exchange_capture_mode(mode);
     }
     // SAFETY: checked non-null in/out pointer from the caller.
-    match capture::exchange_thread_mode(unsafe { *mode }) {
+    match state::capture::exchange_thread_mode(unsafe { *mode }) {
         // SAFETY: as above.
         Ok(previous) => unsafe { put(mode, previous) },
         Err(e) => failed(e),
@@ -687,7 +681,7 @@ pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclErro
     with_rt(|r| {
         let tasks = r.model_tasks(model)?;
         r.stream(r.not_capturing(stream)?)?;
-        memory::replay(&tasks);
+        state::memory::replay(&tasks);
         r.replay_external_records(model);
         Ok(())
     })
@@ -701,7 +695,7 @@ pub extern "C" fn aclmdlRIExecute(model: Handle, timeout_ms: i32) -> AclError {
         return INVALID_PARAM;
     }
     with_rt(|r| {
-        memory::replay(&r.model_tasks(model)?);
+        state::memory::replay(&r.model_tasks(model)?);
         r.replay_external_records(model);
         Ok(())
     })

@@ -155,7 +155,7 @@ unsafe extern "C" fn exchange_capture_mode(mode: *mut u32) -> i32 {
         return failed(RT_PARAM_INVALID);
     }
     // SAFETY: checked non-null in/out pointer from the caller.
-    match crate::capture::exchange_thread_mode(unsafe { *mode }) {
+    match crate::state::capture::exchange_thread_mode(unsafe { *mode }) {
         // SAFETY: as above.
         Ok(previous) => unsafe { put(mode, previous) },
         Err(e) => failed(e),

@@ -26,8 +26,8 @@
 //! `rtsModelBindStream`, `Model::UnbindStream`, `Context::ModelAddEndGraph`,
 //! `Model::LoadCompleteByStreamPrep`, mapped by `errcode_manage.cc`).
 
-use crate::capture::Task;
 use crate::state::Rt;
+use crate::state::capture::Task;
 use crate::{Handle, put, with_rt};
 use npud_proto::codes::acl::{
     AclError, INVALID_PARAM, RT_INTERNAL_ERROR, RT_MODEL_EXECUTE, RT_PARAM_INVALID, RT_STREAM_CONTEXT, RT_STREAM_MODEL,

@@ -1,4 +1,15 @@
-//! The fake runtime's state: npu-sim devices behind AscendCL-style handles.
+//! The fake runtime's state: npu-sim devices behind AscendCL-style handles, and, in the
+//! modules below, the parts of the runtime that live in that state and extend it: graph
+//! capture, models built by hand, host functions, memory and its tasks, stream attributes
+//! and the value operations. Each of those holds its entry points and its `impl Rt`;
+//! the state holds their tables.
+
+pub(crate) mod build;
+pub(crate) mod capture;
+pub(crate) mod host_func;
+pub(crate) mod memory;
+pub(crate) mod stream_attrs;
+pub(crate) mod value_ops;
 
 use crate::numbering::Numbering;
 use crate::{AclError, AclrtExceptionInfo, AclrtExceptionInfoCallback, Handle};
@@ -50,7 +61,7 @@ struct Inner {
     due: HashMap<u64, VecDeque<u64>>,
     callbacks: HashMap<u64, Pending>,
     /// aclrtValueWait's tasks not yet reached, by their callback (`value_ops`).
-    value_waits: HashMap<u64, crate::value_ops::Wait>,
+    value_waits: HashMap<u64, value_ops::Wait>,
     next_callback: u64,
     on_exception: Option<unsafe extern "C" fn(*mut AclrtExceptionInfo)>,
 }
@@ -77,10 +88,10 @@ pub struct Rt {
     /// `inner` and `captures`, never after.
     sets: Mutex<()>,
     /// Graph captures and their models (`capture`). Taken before `inner`, never after.
-    captures: Mutex<crate::capture::Captures>,
+    captures: Mutex<capture::Captures>,
     /// Models built by hand and the work persistent streams keep (`build`). Taken alone,
     /// with no other of these locks held.
-    builds: Mutex<crate::build::Builds>,
+    builds: Mutex<build::Builds>,
     due: Condvar,
     /// When aclInit made the runtime: what aclrtEventGetTimestamp counts from, in place of
     /// the device's start.
@@ -164,8 +175,8 @@ pub fn runtime() -> &'static Rt {
             reports,
             inner: Mutex::new(Inner { next: 0x7f00_0000_1000, ..Inner::default() }),
             sets: Mutex::new(()),
-            captures: Mutex::new(crate::capture::Captures::default()),
-            builds: Mutex::new(crate::build::Builds::default()),
+            captures: Mutex::new(capture::Captures::default()),
+            builds: Mutex::new(build::Builds::default()),
             due: Condvar::new(),
             started: std::time::Instant::now(),
         }
@@ -185,7 +196,7 @@ pub fn current_context() -> Option<Handle> {
 /// still exists (DESTROY_PRE), then its kept attributes go.
 fn stream_going(h: usize) {
     crate::stream_state::notify(h, crate::stream_state::DESTROY_PRE);
-    crate::stream_attrs::forget(h);
+    stream_attrs::forget(h);
 }
 
 /// The calling OS thread, as aclrtSubscribeReport identifies threads.
@@ -227,11 +238,11 @@ impl Rt {
         Self::mint(&mut self.lock())
     }
 
-    pub fn captures(&self) -> MutexGuard<'_, crate::capture::Captures> {
+    pub fn captures(&self) -> MutexGuard<'_, capture::Captures> {
         self.captures.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn builds(&self) -> MutexGuard<'_, crate::build::Builds> {
+    pub fn builds(&self) -> MutexGuard<'_, build::Builds> {
         self.builds.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -660,9 +671,9 @@ impl Rt {
         self.stream(stream)?;
         let mut inner = self.lock();
         match inner.subscribed.get(&(stream as usize)) {
-            Some(&crate::host_func::THREAD) => {}
+            Some(&host_func::THREAD) => {}
             Some(_) => return Err(taken),
-            None => subscribe_to(&mut inner, crate::host_func::THREAD, stream as usize),
+            None => subscribe_to(&mut inner, host_func::THREAD, stream as usize),
         }
         Ok(())
     }
@@ -711,7 +722,7 @@ impl Rt {
     }
 
     /// An aclrtValueWait: a blocking task on the wait's stream, watched once reached.
-    pub fn launch_value_wait(&self, wait: crate::value_ops::Wait) -> Result<(), AclError> {
+    pub fn launch_value_wait(&self, wait: value_ops::Wait) -> Result<(), AclError> {
         let (device, stream) = wait.place();
         let callback = {
             let mut inner = self.lock();
@@ -733,7 +744,7 @@ impl Rt {
                 let mut inner = self.lock();
                 if let Some(wait) = inner.value_waits.remove(&callback) {
                     drop(inner);
-                    crate::value_ops::reached(self, callback, wait);
+                    value_ops::reached(self, callback, wait);
                     return;
                 }
                 let thread = inner.callbacks.get(&callback).and_then(|p| inner.subscribed.get(&p.stream).copied());

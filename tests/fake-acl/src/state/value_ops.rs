@@ -17,9 +17,10 @@
 //! while a wait watches it lets the stream go (the device would read whatever memory is
 //! there; a fake that hung would hide the bug).
 
-use crate::capture::Task;
+use crate::state::capture::Task;
+use crate::state::memory;
 use crate::state::{Rt, a2_a3_or_950, rt};
-use crate::{AclError, Handle, INVALID_PARAM, UNINITIALIZE, failed, memory, with_rt};
+use crate::{AclError, Handle, INVALID_PARAM, UNINITIALIZE, failed, with_rt};
 use npu_sim::StreamId;
 use npu_sim::watch::Compare;
 use npud_proto::codes::acl::{RT_FEATURE_NOT_SUPPORT, RT_PARAM_INVALID};

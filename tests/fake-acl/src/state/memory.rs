@@ -3,7 +3,7 @@
 //! API (argument checks, error codes, the data after a copy and a sync, the free and total
 //! sizes aclrtGetMemInfo reports) is the vendor's.
 
-use crate::capture::Task;
+use crate::state::capture::Task;
 use crate::state::{Rt, current_context, rt, soc_name};
 use crate::{AclError, Handle, INVALID_PARAM, RT_CONTEXT_NULL, UNINITIALIZE};
 use std::collections::HashMap;
