@@ -22,6 +22,7 @@ const SCOPES: &[&str] = &[
     "client/preload/src/process",
     "proto/src",
     "sim/src",
+    "sim/src/engine",
     "server/src/api",
     "server/src/backend",
     "server/src/backend/acl",
