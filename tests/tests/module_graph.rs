@@ -20,6 +20,7 @@ const SCOPES: &[&str] = &[
     "client/preload/src",
     "client/preload/src/ffi",
     "client/preload/src/process",
+    "client/preload/src/wire",
     "proto/src",
     "sim/src",
     "sim/src/engine",
