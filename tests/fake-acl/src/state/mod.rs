@@ -1,23 +1,24 @@
 //! The fake runtime's state: npu-sim devices behind AscendCL-style handles, and, in the
 //! modules below, the parts of the runtime that live in that state and extend it: graph
 //! capture, models built by hand, host functions, memory and its tasks, stream attributes
-//! and the value operations. Each of those holds its entry points and its `impl Rt`;
-//! the state holds their tables.
+//! and the value operations (each with its entry points and its `impl Rt`; the state
+//! holds their tables), contexts, and the callbacks and reports the devices send.
 
 pub(crate) mod build;
 pub(crate) mod capture;
+mod contexts;
 pub(crate) mod host_func;
 pub(crate) mod memory;
+mod reports;
 pub(crate) mod stream_attrs;
 pub(crate) mod value_ops;
 
 use crate::numbering::Numbering;
-use crate::{AclError, AclrtExceptionInfo, AclrtExceptionInfoCallback, Handle};
-use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
+use crate::{AclError, AclrtExceptionInfo, Handle};
+use npu_sim::{EventId, Profile, SimDevice, StreamId};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
 
 use npud_proto::codes::acl::{
     INVALID_PARAM, RT_CONTEXT_NULL as CONTEXT_NULL, RT_INVALID_DEVICEID as INVALID_DEVICE,
@@ -293,64 +294,6 @@ impl Rt {
         self.sets.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// aclrtCreateContext: a context with a default stream of its own.
-    pub fn create_context(&self, device: i32) -> Result<Handle, AclError> {
-        let _sets = self.lock_sets();
-        self.new_context(device, false)
-    }
-
-    /// Makes a context on `device` (`sets` held). A device holds a default stream of its
-    /// own while any context of the process is on it, made with the first: the default
-    /// context aclrtSetDevice makes uses it as its default stream, and every context made
-    /// with aclrtCreateContext has one more. So a process that never set the device pays
-    /// two streams for its first aclrtCreateContext (the vendor's aclrtCreateContext page:
-    /// "the Device's bound default Stream + the Context's streams"; in the open runtime,
-    /// `ContextCreate` retains the device, whose first retain makes its primary stream),
-    /// and an aclrtSetDevice after it pays none. On the inference parts every context,
-    /// the default one included, holds one more stream, for internal synchronisation.
-    fn new_context(&self, device: i32, default: bool) -> Result<Handle, AclError> {
-        let dev = self.device(device)?;
-        let retained = self.lock().retains.get(&dev.id()).copied().unwrap_or(0);
-        let streams = u32::from(retained == 0) + u32::from(!default) + self.context_sync;
-        self.take_shared(dev.id(), streams)?;
-        for made in 0..streams {
-            if let Err(e) = dev.create_context() {
-                (0..made).for_each(|_| dev.destroy_context());
-                self.give_shared(dev.id(), streams);
-                return Err(e.code);
-            }
-        }
-        // The streams tasks run on; their slots are the counts just taken. Made before
-        // `inner` is locked: the device's lock is taken before it, never after.
-        let device_default = (retained == 0).then(|| dev.builtin_stream());
-        let own_default = (!default).then(|| dev.builtin_stream());
-        let mut inner = self.lock();
-        let h = Self::mint(&mut inner);
-        inner.contexts.insert(h, dev.id());
-        *inner.retains.entry(dev.id()).or_default() += 1;
-        let mut made = Vec::with_capacity(2);
-        if let Some(id) = device_default {
-            let s = Self::register_default(&mut inner, dev.id(), id);
-            inner.device_default.insert(dev.id(), s);
-            made.push(s);
-        }
-        if let Some(id) = own_default {
-            let s = Self::register_default(&mut inner, dev.id(), id);
-            inner.context_default.insert(h, s);
-            made.push(s);
-        }
-        drop(inner);
-        made.into_iter().for_each(|s| crate::stream_state::notify(s, crate::stream_state::CREATE_POST));
-        Ok(h as Handle)
-    }
-
-    fn register_default(inner: &mut Inner, device: u32, id: StreamId) -> usize {
-        let h = Self::mint(inner);
-        inner.streams.insert(h, (device, id));
-        inner.by_sim.insert((device, id), h);
-        h
-    }
-
     /// The stream a call that names `stream` issues to: the stream itself, or for NULL the
     /// current context's default stream. In the open runtime, synchronize, query, event
     /// record and reset, stream waits, callbacks and report subscriptions all take a NULL
@@ -384,140 +327,6 @@ impl Rt {
     pub fn is_default_stream(&self, h: Handle) -> bool {
         let inner = self.lock();
         inner.device_default.values().chain(inner.context_default.values()).any(|s| *s == h as usize)
-    }
-
-    /// Frees a default stream with its context; its work runs out first, as a reset
-    /// waits for the tasks of the streams it frees. Its slot goes with the context's count.
-    fn drop_default(&self, h: Option<usize>) {
-        let Some(h) = h else { return };
-        stream_going(h);
-        let found = {
-            let mut inner = self.lock();
-            let found = inner.streams.remove(&h);
-            if let Some(key) = found {
-                inner.by_sim.remove(&key);
-            }
-            if let Some(thread) = inner.subscribed.remove(&h) {
-                release_thread(&mut inner, thread);
-            }
-            found
-        };
-        if let Some((device, id)) = found {
-            let _ = self.devices[device as usize].destroy_stream(id);
-        }
-    }
-
-    /// aclrtDestroyContext: only a context made with aclrtCreateContext (the runtime
-    /// refuses the default one: "Primary context cannot be destroyed explicitly").
-    pub fn destroy_context(&self, ctx: Handle) -> Result<(), AclError> {
-        let _sets = self.lock_sets();
-        let is_default = self.lock().defaults.values().any(|(c, _)| *c == ctx as usize);
-        if is_default {
-            return Err(CONTEXT_NULL);
-        }
-        self.drop_context(ctx, false)
-    }
-
-    /// Destroys a context (`sets` held) with its graphs (`capture`), the streams left in it,
-    /// its own default stream unless it is the device's default context, and the device's
-    /// default stream when it was the last context on the device.
-    fn drop_context(&self, ctx: Handle, default: bool) -> Result<(), AclError> {
-        let device = self.lock().contexts.remove(&(ctx as usize)).ok_or(INVALID_PARAM)?;
-        self.drop_captures_in(ctx as usize);
-        let left: Vec<usize> =
-            self.lock().stream_ctx.iter().filter(|(_, c)| **c == ctx as usize).map(|(s, _)| *s).collect();
-        for s in left {
-            let _ = self.drop_stream(s as Handle, false);
-        }
-        let (last, defaults) = {
-            let mut inner = self.lock();
-            let retains = inner.retains.entry(device).or_default();
-            *retains = retains.saturating_sub(1);
-            let last = *retains == 0;
-            if last {
-                inner.retains.remove(&device);
-            }
-            let own = inner.context_default.remove(&(ctx as usize));
-            let device_default = if last { inner.device_default.remove(&device) } else { None };
-            (last, [own, device_default])
-        };
-        defaults.into_iter().for_each(|h| self.drop_default(h));
-        let streams = u32::from(last) + u32::from(!default) + self.context_sync;
-        (0..streams).for_each(|_| self.devices[device as usize].destroy_context());
-        self.give_shared(device, streams);
-        if CURRENT.with(Cell::get) == ctx as usize {
-            CURRENT.with(|c| c.set(0));
-        }
-        Ok(())
-    }
-
-    /// aclrtSetDevice: makes (or counts one more use of) the device's default context,
-    /// whose default stream is the device's own (one stream, none if a context made with
-    /// aclrtCreateContext already holds the device), and makes it the thread's current
-    /// context.
-    pub fn set_device(&self, device: i32) -> Result<(), AclError> {
-        let id = self.device(device)?.id();
-        let _sets = self.lock_sets();
-        let existing = self.lock().defaults.get_mut(&id).map(|(ctx, uses)| {
-            *uses += 1;
-            *ctx
-        });
-        let ctx = match existing {
-            Some(ctx) => ctx,
-            None => {
-                let ctx = self.new_context(device, true)? as usize;
-                self.lock().defaults.insert(id, (ctx, 1));
-                ctx
-            }
-        };
-        CURRENT.with(|c| c.set(ctx));
-        Ok(())
-    }
-
-    /// aclrtResetDevice(+Force): when the last use goes (or at once with `force`), frees
-    /// the default context and every stream created in it (and the device's default stream,
-    /// unless a context made with aclrtCreateContext still holds the device). A device with
-    /// no default context to release (never set, or reset already: the vendor's page shows
-    /// a second thread's aclrtResetDeviceForce failing) is ACL_ERROR_RT_CONTEXT_RELEASE_ERROR,
-    /// as the runtime's PrimaryContextRelease answers.
-    pub fn reset_device(&self, device: i32, force: bool) -> Result<(), AclError> {
-        let id = self.device(device)?.id();
-        let _sets = self.lock_sets();
-        let last = {
-            let mut inner = self.lock();
-            match inner.defaults.get_mut(&id) {
-                None => return Err(npud_proto::codes::acl::RT_CONTEXT_RELEASE_ERROR),
-                Some((ctx, uses)) => {
-                    *uses = if force { 0 } else { uses.saturating_sub(1) };
-                    let ctx = *ctx;
-                    (*uses == 0).then(|| {
-                        inner.defaults.remove(&id);
-                        ctx
-                    })
-                }
-            }
-        };
-        match last {
-            Some(ctx) => {
-                // Like the driver, resetting the device frees the events made on it.
-                let events: Vec<usize> =
-                    self.lock().events.iter().filter(|(_, (d, _))| *d == id).map(|(h, _)| *h).collect();
-                for e in events {
-                    let _ = self.destroy_event(e as Handle);
-                }
-                self.drop_builds_of(id);
-                self.drop_context(ctx as Handle, true)
-            }
-            None => Ok(()),
-        }
-    }
-
-    pub fn set_current(&self, ctx: Handle) -> Result<(), AclError> {
-        if !self.lock().contexts.contains_key(&(ctx as usize)) {
-            return Err(INVALID_PARAM);
-        }
-        CURRENT.with(|c| c.set(ctx as usize));
-        Ok(())
     }
 
     pub fn current_device(&self) -> Result<&Arc<SimDevice>, AclError> {
@@ -654,177 +463,6 @@ impl Rt {
         self.give_shared_events(dev.id(), 1);
         dev.destroy_event(id).map_err(|e| e.code)
     }
-
-    pub fn subscribe(&self, thread: u64, stream: Handle, twice: AclError) -> Result<(), AclError> {
-        self.stream(stream)?;
-        let mut inner = self.lock();
-        if inner.subscribed.contains_key(&(stream as usize)) {
-            return Err(twice);
-        }
-        subscribe_to(&mut inner, thread, stream as usize);
-        Ok(())
-    }
-
-    /// aclrtLaunchHostFunc's stream: subscribed to the host-function thread from its first
-    /// host function on; refused (`taken`) when a thread of the program subscribed it.
-    pub fn subscribe_host_func(&self, stream: Handle, taken: AclError) -> Result<(), AclError> {
-        self.stream(stream)?;
-        let mut inner = self.lock();
-        match inner.subscribed.get(&(stream as usize)) {
-            Some(&host_func::THREAD) => {}
-            Some(_) => return Err(taken),
-            None => subscribe_to(&mut inner, host_func::THREAD, stream as usize),
-        }
-        Ok(())
-    }
-
-    /// Counts `thread` as subscribed for good, so that its aclrtProcessReport waits for
-    /// callbacks instead of failing while it has no stream (the host-function thread).
-    pub fn keep_subscribed(&self, thread: u64) {
-        *self.lock().per_thread.entry(thread).or_insert(0) += 1;
-    }
-
-    pub fn unsubscribe(&self, thread: u64, stream: Handle) -> Result<(), AclError> {
-        let mut inner = self.lock();
-        match inner.subscribed.get(&(stream as usize)) {
-            Some(t) if *t == thread => {
-                inner.subscribed.remove(&(stream as usize));
-                release_thread(&mut inner, thread);
-                Ok(())
-            }
-            _ => Err(INVALID_PARAM),
-        }
-    }
-
-    pub fn launch_callback(
-        &self,
-        func: unsafe extern "C" fn(*mut std::ffi::c_void),
-        user_data: usize,
-        blocking: bool,
-        stream: Handle,
-        not_subscribed: AclError,
-    ) -> Result<(), AclError> {
-        let (dev, id) = self.stream(stream)?;
-        let callback = {
-            let mut inner = self.lock();
-            if !inner.subscribed.contains_key(&(stream as usize)) {
-                return Err(not_subscribed);
-            }
-            inner.next_callback += 1;
-            let cb = inner.next_callback;
-            inner.callbacks.insert(cb, Pending { func, user_data, blocking, stream: stream as usize });
-            cb
-        };
-        dev.launch_callback(id, callback, blocking).map(drop).map_err(|e| {
-            self.lock().callbacks.remove(&callback);
-            e.code
-        })
-    }
-
-    /// An aclrtValueWait: a blocking task on the wait's stream, watched once reached.
-    pub fn launch_value_wait(&self, wait: value_ops::Wait) -> Result<(), AclError> {
-        let (device, stream) = wait.place();
-        let callback = {
-            let mut inner = self.lock();
-            inner.next_callback += 1;
-            let cb = inner.next_callback;
-            inner.value_waits.insert(cb, wait);
-            cb
-        };
-        self.devices[device as usize].launch_callback(stream, callback, true).map(drop).map_err(|e| {
-            self.lock().value_waits.remove(&callback);
-            e.code
-        })
-    }
-
-    /// Called by the report thread for everything the devices report.
-    fn dispatch(&'static self, device: u32, report: SimReport) {
-        match report {
-            SimReport::Callback { callback, .. } => {
-                let mut inner = self.lock();
-                if let Some(wait) = inner.value_waits.remove(&callback) {
-                    drop(inner);
-                    value_ops::reached(self, callback, wait);
-                    return;
-                }
-                let thread = inner.callbacks.get(&callback).and_then(|p| inner.subscribed.get(&p.stream).copied());
-                if let Some(thread) = thread {
-                    inner.due.entry(thread).or_default().push_back(callback);
-                    self.due.notify_all();
-                }
-            }
-            SimReport::Exception { stream, task, code } => {
-                let (func, thread) = {
-                    let inner = self.lock();
-                    let thread = inner.by_sim.get(&(device, stream)).and_then(|h| inner.subscribed.get(h)).copied();
-                    (inner.on_exception, thread.unwrap_or(0))
-                };
-                if let Some(func) = func {
-                    let mut info = AclrtExceptionInfo {
-                        task_id: task as u32,
-                        stream_id: stream as u32,
-                        thread_id: thread as u32,
-                        device_id: self.user_id(device),
-                        error_code: code as u32,
-                    };
-                    // SAFETY: the application registered this callback for exception info;
-                    // the pointer is valid for the duration of the call.
-                    unsafe { func(&mut info) };
-                }
-            }
-        }
-    }
-
-    pub fn process_report(
-        &self,
-        thread: u64,
-        timeout_ms: i32,
-        unsubscribed: AclError,
-        expired: AclError,
-    ) -> Result<(), AclError> {
-        let deadline = (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
-        let mut inner = self.lock();
-        let due: Vec<(u64, Pending)> = loop {
-            if !inner.per_thread.contains_key(&thread) {
-                return Err(unsubscribed);
-            }
-            let ids: Vec<u64> = inner.due.get_mut(&thread).map(|q| q.drain(..).collect()).unwrap_or_default();
-            if !ids.is_empty() {
-                break ids.into_iter().filter_map(|id| inner.callbacks.remove(&id).map(|p| (id, p))).collect();
-            }
-            let wait = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()),
-                None => Duration::from_secs(3600),
-            };
-            if wait.is_zero() {
-                return Err(expired);
-            }
-            inner = self.due.wait_timeout(inner, wait).unwrap_or_else(|e| e.into_inner()).0;
-        };
-        let streams: HashMap<usize, (u32, StreamId)> =
-            due.iter().filter_map(|(_, p)| inner.streams.get(&p.stream).map(|s| (p.stream, *s))).collect();
-        drop(inner);
-        for (id, p) in due {
-            // SAFETY: the function and user data were handed to aclrtLaunchCallback by the
-            // application, which promises they stay valid until the callback has run.
-            unsafe { (p.func)(p.user_data as *mut std::ffi::c_void) };
-            if p.blocking
-                && let Some((device, stream)) = streams.get(&p.stream)
-            {
-                let _ = self.devices[*device as usize].ack_callback(*stream, id);
-            }
-        }
-        Ok(())
-    }
-
-    pub fn set_exception_callback(&self, func: AclrtExceptionInfoCallback) {
-        self.lock().on_exception = func;
-    }
-}
-
-fn subscribe_to(inner: &mut Inner, thread: u64, stream: usize) {
-    inner.subscribed.insert(stream, thread);
-    *inner.per_thread.entry(thread).or_insert(0) += 1;
 }
 
 fn release_thread(inner: &mut Inner, thread: u64) {
