@@ -86,6 +86,15 @@ fn names_after(code: &str, prefix: &str) -> BTreeSet<String> {
     out
 }
 
+/// Whether `code` names a path that starts with the module `name` (`name::…`), not as
+/// the tail of a longer name.
+fn mentions_path(code: &str, name: &str) -> bool {
+    let needle = format!("{name}::");
+    code.match_indices(&needle).any(|(i, _)| {
+        code[..i].chars().next_back().is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+    })
+}
+
 /// The child modules of `dir` (files and directories), with the source files of each.
 fn children(dir: &Path) -> BTreeMap<String, Vec<PathBuf>> {
     let mut out = BTreeMap::new();
@@ -126,13 +135,21 @@ fn sibling_uses(scope: &str) -> BTreeMap<String, BTreeSet<String>> {
         let mut uses = BTreeSet::new();
         for file in files {
             let text = code(&std::fs::read_to_string(file).expect("a readable source file"));
-            if root {
+            let scope_path = format!("crate::{}::", below_src.replace('/', "::"));
+            let direct = file.parent() == Some(dir.as_path());
+            let glob = if root {
                 uses.extend(names_after(&text, "crate::"));
+                text.contains("use crate::*;")
             } else {
-                uses.extend(names_after(&text, &format!("crate::{}::", below_src.replace('/', "::"))));
-                if file.parent() == Some(dir.as_path()) {
+                uses.extend(names_after(&text, &scope_path));
+                if direct {
                     uses.extend(names_after(&text, "super::"));
                 }
+                (direct && text.contains("use super::*;")) || text.contains(&format!("use {scope_path}*;"))
+            };
+            if glob {
+                // A glob of the scope brings every sibling in by its bare name.
+                uses.extend(kids.keys().filter(|k| mentions_path(&text, k)).cloned());
             }
         }
         uses.retain(|u| u != name && kids.contains_key(u));
@@ -195,10 +212,15 @@ fn the_check_sees_a_circle_where_there_is_one() {
         names_after("use super::{vendor::ACL, errors};\nlet x = super::acl::f();", "super::"),
         BTreeSet::from(["vendor".to_string(), "errors".to_string(), "acl".to_string()])
     );
+    // A glob of the scope brings siblings in by their bare names, which count too.
+    assert!(mentions_path("use crate::*;\nfn f() { state::memory::replay(); }", "state"));
+    assert!(!mentions_path("use npu_sim::state::Rt; fn upstate() {}", "state"));
     // And it reads this workspace's files: every scope has modules, and the interposer's
     // hooks are seen using the layer below them.
     for scope in SCOPES {
         assert!(!sibling_uses(scope).is_empty(), "{scope} has no modules");
     }
     assert!(sibling_uses("client/preload/src/ffi")["acl"].contains("ascend"));
+    // fake-acl's entry-point modules glob the crate root and reach the state by its name.
+    assert!(sibling_uses("tests/fake-acl/src")["graphs"].contains("state"));
 }
