@@ -11,7 +11,9 @@
 //! npud resolves them optionally and reports "unsupported" where a real library lacks them.
 
 mod callbacks;
+mod device_ids;
 mod events;
+mod graphs;
 mod last_error;
 mod numbering;
 mod peer;
@@ -19,15 +21,19 @@ mod runtime;
 mod runtime_abi;
 mod state;
 mod stream_state;
+mod test_hooks;
 
 pub use callbacks::*;
+pub use device_ids::*;
 pub use events::*;
+pub use graphs::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetErrorVerbose, aclrtGetLastError, aclrtPeekAtLastError};
 pub use peer::*;
 pub use state::stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
 pub use state::value_ops::{aclrtValueWait, aclrtValueWrite};
 pub use stream_state::aclrtRegStreamStateCallback;
+pub use test_hooks::*;
 
 use state::{Rt, rt};
 use std::ffi::{c_char, c_void};
@@ -439,57 +445,6 @@ pub extern "C" fn aclrtSynchronizeDevice() -> AclError {
     aclrtSynchronizeDeviceWithTimeout(-1)
 }
 
-// ---- npud test hooks: present only in this fake -------------------------------------
-
-/// Timed work on a stream (the sim's delay).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn npudFakeLaunchDelay(stream: Handle, microseconds: u64, task: *mut u64) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r
-        .stream(stream)
-        .and_then(|(dev, id)| dev.enqueue_delay(id, Duration::from_micros(microseconds)).map_err(|e| e.code))
-    {
-        // SAFETY: out-pointer from the caller.
-        Ok(t) => unsafe { put(task, t) },
-        Err(e) => failed(e),
-    }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn npudFakeFailTask(stream: Handle, task: u64, error: i32) -> AclError {
-    with_rt(|r| {
-        let (dev, id) = r.stream(stream)?;
-        dev.fail_task(id, task, error).map_err(|e| e.code)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn npudFakeFailNextCreations(device: i32, count: u32) -> AclError {
-    with_rt(|r| {
-        r.device(device)?.fail_next_creations(count);
-        Ok(())
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> AclError {
-    with_rt(|r| {
-        r.device(device)?.set_stalled(stalled != 0);
-        Ok(())
-    })
-}
-
-/// Streams the device holds (all contexts), for npud's ledger checks.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, count: *mut u32) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.device(device) {
-        // SAFETY: out-pointer from the caller.
-        Ok(d) => unsafe { put(count, d.counts().streams_in_use) },
-        Err(e) => failed(e),
-    }
-}
-
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
     let Some(r) = rt() else { return UNINITIALIZE };
@@ -505,198 +460,4 @@ pub unsafe extern "C" fn aclrtGetDevice(device: *mut i32) -> AclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtGetSocName() -> *const std::ffi::c_char {
     state::soc_name().as_ptr()
-}
-
-// ---- device numbering (the aclrtGet*DevId* pages; see `numbering`) -----------------------
-
-/// Maps one id through the process's numbering; ACL_ERROR_RT_INVALID_DEVICEID when it names
-/// no device this process can see.
-unsafe fn map_id(id: i32, out: *mut i32, map: impl FnOnce(&numbering::Numbering, i32) -> Option<u32>) -> AclError {
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match map(&r.numbering, id) {
-        // SAFETY: out-pointer from the caller.
-        Some(v) => unsafe { put(out, v as i32) },
-        None => npud_proto::codes::acl::RT_INVALID_DEVICEID,
-    }
-}
-
-/// The vendor's note: "the logical device ID in this API is actually the user device ID";
-/// aclrtGetPhyDevIdByUserDevId is its substitute. The fake answers both the same way.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetPhyDevIdByLogicDevId(logic: i32, phy: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(logic, phy, numbering::Numbering::physical_of_user) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetPhyDevIdByUserDevId(user: i32, phy: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(user, phy, numbering::Numbering::physical_of_user) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetUserDevIdByPhyDevId(phy: i32, user: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(phy, user, |n, p| u32::try_from(p).ok().and_then(|p| n.user_of_physical(p))) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetLogicDevIdByPhyDevId(phy: i32, logic: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(phy, logic, numbering::Numbering::logical_of_physical) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetLogicDevIdByUserDevId(user: i32, logic: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(user, logic, numbering::Numbering::logical_of_user) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetUserDevIdByLogicDevId(logic: i32, user: *mut i32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { map_id(logic, user, numbering::Numbering::user_of_logical) }
-}
-
-// ---- graph capture (the aclmdlRI pages; see `capture`) -----------------------------------
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> AclError {
-    via(|d| d.begin_capture(stream, mode), || with_rt(|r| r.capture_begin(stream, mode)))
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> AclError {
-    // AscendCL checks the stream (ACL_REQUIRES_NOT_NULL: 100000); a NULL out-pointer goes
-    // down to the runtime, which refuses it as RT_ERROR_INVALID_VALUE (107000) and leaves
-    // the capture going (hicann/runtime `src/acl/aclrt_impl/model_ri.cpp` 93-104).
-    if stream.is_null() {
-        return INVALID_PARAM;
-    }
-    let Some(r) = rt() else { return UNINITIALIZE };
-    if model.is_null() {
-        return match runtime::down() {
-            Some(down) => down.end_capture(stream, model),
-            None => failed(r.capture_end_checks(stream).err().unwrap_or(RT_PARAM_INVALID)),
-        };
-    }
-    if let Some(down) = runtime::down() {
-        return down.end_capture(stream, model);
-    }
-    match r.capture_end(stream) {
-        // SAFETY: checked non-null out-pointer from the caller.
-        Ok(m) => unsafe { put(model, m) },
-        Err(e) => failed(e),
-    }
-}
-
-/// aclmdlRICaptureGetInfo: the stream's capture status (NONE 0, ACTIVE 1, INVALIDATED 2)
-/// and, while it captures, the model it captures into (NULL otherwise, which the vendor
-/// calls invalid). Either out-pointer may be NULL, not both (`aclmdlRICaptureGetInfoImpl`,
-/// hicann/runtime `src/acl/aclrt_impl/model_ri.cpp` 62-91).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model: *mut Handle) -> AclError {
-    if stream.is_null() || (status.is_null() && model.is_null()) {
-        return INVALID_PARAM;
-    }
-    let Some(r) = rt() else { return UNINITIALIZE };
-    match r.capture_info(stream) {
-        // SAFETY: the caller's out-pointers, each written when non-null.
-        Ok((s, m)) => unsafe {
-            if !status.is_null() {
-                status.write(s);
-            }
-            if !model.is_null() {
-                model.write(m);
-            }
-            ACL_SUCCESS
-        },
-        Err(e) => failed(e),
-    }
-}
-
-/// aclmdlRICaptureThreadExchangeMode(mode): `*mode` in, the thread's previous mode out.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> AclError {
-    if mode.is_null() {
-        return INVALID_PARAM;
-    }
-    if let Some(down) = runtime::down() {
-        return down.exchange_capture_mode(mode);
-    }
-    // SAFETY: checked non-null in/out pointer from the caller.
-    match state::capture::exchange_thread_mode(unsafe { *mode }) {
-        // SAFETY: as above.
-        Ok(previous) => unsafe { put(mode, previous) },
-        Err(e) => failed(e),
-    }
-}
-
-/// aclmdlRIGetStreams: with `streams` NULL, the number of the model's streams in `*num`;
-/// else the model's streams written to `streams` (its unused entries set to NULL) and
-/// `*num` set to how many. An array smaller than the model's streams is
-/// ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY (107039), with `*num` the number that fit and
-/// nothing written (`Model::ModelGetStreams`, hicann/runtime `feature/model/model.cc`
-/// 2273-2306; `rtModelGetStreams` copies out only on success, `api/api_c_standard_soc.cc`
-/// 1843-1880).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclmdlRIGetStreams(model: Handle, streams: *mut Handle, num: *mut u32) -> AclError {
-    if num.is_null() {
-        return failed(RT_PARAM_INVALID);
-    }
-    let Some(r) = rt() else { return UNINITIALIZE };
-    let handles = match r.model_streams(model) {
-        Ok(h) => h,
-        Err(e) => return e,
-    };
-    if streams.is_null() {
-        // SAFETY: checked non-null out-pointer.
-        return unsafe { put(num, handles.len() as u32) };
-    }
-    // SAFETY: the caller's count (checked non-null above).
-    let room = unsafe { *num } as usize;
-    if room < handles.len() {
-        // SAFETY: as above.
-        unsafe { num.write(room as u32) };
-        return failed(npud_proto::codes::acl::RT_INSUFFICIENT_INPUT_ARRAY);
-    }
-    for i in 0..room {
-        let h = handles.get(i).map_or(std::ptr::null_mut(), |h| *h as Handle);
-        // SAFETY: i < room, inside the caller's array of `*num` entries.
-        unsafe { streams.add(i).write(h) };
-    }
-    // SAFETY: as above.
-    unsafe { put(num, handles.len() as u32) }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRIDestroy(model: Handle) -> AclError {
-    with_rt(|r| r.model_destroy(model))
-}
-
-/// aclmdlRIExecuteAsync: the model's captured copies and memsets are made on `stream`, in
-/// order (at once, like the fake's other memory tasks; see `capture`).
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRIExecuteAsync(model: Handle, stream: Handle) -> AclError {
-    with_rt(|r| {
-        let tasks = r.model_tasks(model)?;
-        r.stream(r.not_capturing(stream)?)?;
-        state::memory::replay(&tasks);
-        r.replay_external_records(model);
-        Ok(())
-    })
-}
-
-/// aclmdlRIExecute(modelRI, timeout): the same, returning once done. The timeout is -1
-/// (wait for ever) or milliseconds above zero.
-#[unsafe(no_mangle)]
-pub extern "C" fn aclmdlRIExecute(model: Handle, timeout_ms: i32) -> AclError {
-    if timeout_ms == 0 || timeout_ms < -1 {
-        return INVALID_PARAM;
-    }
-    with_rt(|r| {
-        state::memory::replay(&r.model_tasks(model)?);
-        r.replay_external_records(model);
-        Ok(())
-    })
 }
