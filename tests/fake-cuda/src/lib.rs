@@ -22,6 +22,7 @@ mod attributes;
 mod context;
 mod ctx_state;
 mod defaults;
+mod devices;
 mod events;
 mod gate;
 mod green;
@@ -29,6 +30,8 @@ mod memory;
 mod modules;
 mod proc_address;
 mod stream_memops;
+mod streams;
+mod test_hooks;
 mod visible;
 
 use npu_sim::{EventId, Profile, SimDevice, SimReport, StreamId};
@@ -40,6 +43,7 @@ use std::time::Duration;
 pub use attributes::cuDeviceGetAttribute;
 pub use context::*;
 pub use ctx_state::*;
+pub use devices::*;
 pub use events::*;
 pub use green::*;
 pub use modules::*;
@@ -51,6 +55,8 @@ use npud_proto::codes::cuda::{
 pub(crate) use npud_proto::codes::cuda::{INVALID_VALUE, NOT_INITIALIZED, OUT_OF_MEMORY, SUCCESS};
 pub use proc_address::{cuGetProcAddress, cuGetProcAddress_v2};
 pub use stream_memops::*;
+pub use streams::*;
+pub use test_hooks::*;
 
 const LEAST_PRIORITY: i32 = 0;
 const GREATEST_PRIORITY: i32 = -5;
@@ -403,245 +409,6 @@ pub extern "C" fn cuInit(flags: u32) -> CuResult {
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDriverGetVersion(v: *mut i32) -> CuResult {
-    // SAFETY: out-pointer from the caller.
-    unsafe { put(v, 12080) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetCount(n: *mut i32) -> CuResult {
-    match rt() {
-        // SAFETY: out-pointer from the caller.
-        Ok(r) => unsafe { put(n, r.visible.len() as i32) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGet(dev: *mut i32, ordinal: i32) -> CuResult {
-    let r = runtime!();
-    if let Err(e) = r.physical(ordinal) {
-        return e;
-    }
-    // SAFETY: out-pointer from the caller.
-    unsafe { put(dev, ordinal) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetName(name: *mut c_char, len: i32, dev: i32) -> CuResult {
-    let text = format!("npu-sim fake GPU {dev}\0");
-    if name.is_null() || len <= 0 {
-        return INVALID_VALUE;
-    }
-    let n = text.len().min(len as usize);
-    // SAFETY: the caller provides `len` writable bytes at `name`; we write at most that,
-    // and the copied text ends with a NUL when it fits.
-    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), name, n) };
-    SUCCESS
-}
-
-/// cuDeviceGetUuid(_v2): the device's 16-byte UUID (`CUuuid`), stable across processes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetUuid_v2(uuid: *mut [u8; 16], dev: i32) -> CuResult {
-    let r = runtime!();
-    match r.physical(dev) {
-        // SAFETY: out-pointer to a CUuuid from the caller.
-        Ok(p) => unsafe { put(uuid, visible::uuid_bytes(p)) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetUuid(uuid: *mut [u8; 16], dev: i32) -> CuResult {
-    // SAFETY: forwarded out-pointer.
-    unsafe { cuDeviceGetUuid_v2(uuid, dev) }
-}
-
-/// cuDeviceGetPCIBusId: `domain:bus:device.function`, NUL-terminated, at most `len` bytes.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuDeviceGetPCIBusId(out: *mut c_char, len: i32, dev: i32) -> CuResult {
-    let r = runtime!();
-    let p = match r.physical(dev) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let text = format!("{}\0", visible::pci_bus_id(p));
-    if out.is_null() || len < text.len() as i32 {
-        return INVALID_VALUE;
-    }
-    // SAFETY: the caller provides `len` writable bytes at `out`, which hold the text.
-    unsafe { std::ptr::copy_nonoverlapping(text.as_ptr().cast::<c_char>(), out, text.len()) };
-    SUCCESS
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuCtxGetStreamPriorityRange(least: *mut i32, greatest: *mut i32) -> CuResult {
-    // SAFETY: out-pointers from the caller.
-    unsafe {
-        let a = put(least, LEAST_PRIORITY);
-        if a != SUCCESS {
-            return a;
-        }
-        put(greatest, GREATEST_PRIORITY)
-    }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuStreamCreateWithPriority(s: *mut usize, flags: u32, priority: i32) -> CuResult {
-    let r = runtime!();
-    if s.is_null() || flags & !NON_BLOCKING != 0 {
-        return INVALID_VALUE;
-    }
-    let dev = match r.current() {
-        Ok(d) => d.id(),
-        Err(e) => return e,
-    };
-    // SAFETY: checked non-null out-pointer.
-    unsafe { r.create_stream(s, dev, flags, priority, CURRENT.with(std::cell::Cell::get)) }
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuStreamCreate(s: *mut usize, flags: u32) -> CuResult {
-    // SAFETY: forwarded out-pointer.
-    unsafe { cuStreamCreateWithPriority(s, flags, 0) }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamDestroy_v2(s: usize) -> CuResult {
-    with(|r| r.destroy_stream(s))
-}
-
-/// The pre-4.0 name; the same call.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamDestroy(s: usize) -> CuResult {
-    cuStreamDestroy_v2(s)
-}
-
-/// A stream with a failed task answers LAUNCH_FAILED from then on (a sticky error).
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamQuery(s: usize) -> CuResult {
-    with(|r| {
-        let (dev, id) = r.settled(s)?;
-        if dev.stream_status(id).map_err(sim)?.failed {
-            return Err(LAUNCH_FAILED);
-        }
-        match dev.stream_query(id).map_err(sim)? {
-            true => Ok(()),
-            false => Err(NOT_READY),
-        }
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamSynchronize(s: usize) -> CuResult {
-    with(|r| {
-        let (dev, id) = r.settled(s)?;
-        block_on(|w| dev.on_stream_drained(id, w))
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamWaitEvent(s: usize, e: usize, flags: u32) -> CuResult {
-    match flags {
-        0 => {}
-        WAIT_EXTERNAL => return rt().err().unwrap_or(ILLEGAL_STATE),
-        _ => return INVALID_VALUE,
-    }
-    with(|r| {
-        let (other, eid, _) = r.event(e)?;
-        let (dev, sid) = r.issue_to(s)?;
-        if other.id() != dev.id() {
-            return gate::wait_across(r, dev, sid, other, eid);
-        }
-        dev.stream_wait_event(sid, eid).map_err(sim)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuStreamGetPriority(s: usize, p: *mut i32) -> CuResult {
-    let r = runtime!();
-    let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
-    match r.lock().stream(s) {
-        // SAFETY: out-pointer from the caller.
-        Ok((_, _, _, prio)) => unsafe { put(p, prio) },
-        Err(e) => e,
-    }
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn cuLaunchHostFunc(s: usize, func: Option<HostFn>, user_data: *mut c_void) -> CuResult {
-    let Some(func) = func else { return INVALID_VALUE };
-    with(|r| enqueue_host_call(r, s, HostCall::Func(func), user_data))
-}
-
-/// cuStreamAddCallback: `callback(stream, status, user_data)` runs once the stream's
-/// earlier work is done, exactly once, and later work waits for it. `flags` must be 0.
-#[unsafe(no_mangle)]
-pub extern "C" fn cuStreamAddCallback(
-    s: usize,
-    callback: Option<StreamCallback>,
-    user_data: *mut c_void,
-    flags: u32,
-) -> CuResult {
-    let Some(callback) = callback else { return INVALID_VALUE };
-    if flags != 0 {
-        return INVALID_VALUE;
-    }
-    with(|r| enqueue_host_call(r, s, HostCall::Callback(callback, s), user_data))
-}
-
-fn enqueue_host_call(r: &Rt, s: usize, call: HostCall, user_data: *mut c_void) -> Result<(), CuResult> {
-    let (dev, id) = r.issue_to(s)?;
-    let cb = r.next_host_call();
-    r.register_host_call(cb, call, user_data as usize);
-    // Host functions block later work on the stream until they return.
-    dev.launch_callback(id, cb, true).map(drop).map_err(sim)
-}
-
-/// cuStreamGetFlags: the flags the stream was created with.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuStreamGetFlags(s: usize, flags: *mut u32) -> CuResult {
-    let r = runtime!();
-    let Ok(s) = r.resolve(s) else { return INVALID_CONTEXT };
-    let found = r.lock().stream(s).map(|(_, _, f, _)| f);
-    match found {
-        // SAFETY: out-pointer from the caller.
-        Ok(f) => unsafe { put(flags, f) },
-        Err(e) => e,
-    }
-}
-
-/// The spin kernel (`npud_spin(u64 ns)`) becomes a sim delay; other kernels are refused.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cuLaunchKernel(
-    f: usize,
-    _gx: u32,
-    _gy: u32,
-    _gz: u32,
-    _bx: u32,
-    _by: u32,
-    _bz: u32,
-    _shared: u32,
-    s: usize,
-    params: *mut *mut c_void,
-    _extra: *mut *mut c_void,
-) -> CuResult {
-    let r = runtime!();
-    if r.lock().functions.get(&f).map(String::as_str) != Some("npud_spin") {
-        return NOT_SUPPORTED;
-    }
-    if params.is_null() {
-        return INVALID_VALUE;
-    }
-    // SAFETY: CUDA's convention: params[0] points at the kernel's first parameter, a u64.
-    let ns = unsafe { *(*params).cast::<u64>() };
-    with(|r| {
-        let (dev, id) = r.issue_to(s)?;
-        dev.enqueue_delay(id, Duration::from_nanos(ns.max(1))).map(drop).map_err(sim)
-    })
-}
-
-#[unsafe(no_mangle)]
 pub unsafe extern "C" fn cuGetErrorString(code: CuResult, out: *mut *const c_char) -> CuResult {
     let text: &'static [u8] = match code {
         0 => b"no error\0",
@@ -670,32 +437,4 @@ pub unsafe extern "C" fn cuGetErrorName(code: CuResult, out: *mut *const c_char)
     };
     // SAFETY: out-pointer from the caller; the string is static.
     unsafe { put(out, name.as_ptr().cast::<c_char>()) }
-}
-
-// ---- npud test hooks: present only in this fake -------------------------------------
-
-#[unsafe(no_mangle)]
-pub extern "C" fn npudFakeFailTask(s: usize, task: u64, code: i32) -> CuResult {
-    with(|r| {
-        let (dev, id) = r.stream(s)?;
-        dev.fail_task(id, task, code).map_err(sim)
-    })
-}
-
-#[unsafe(no_mangle)]
-pub extern "C" fn npudFakeStall(device: i32, stalled: u32) -> CuResult {
-    with(|r| {
-        r.devices[r.physical(device)? as usize].set_stalled(stalled != 0);
-        Ok(())
-    })
-}
-
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, n: *mut u32) -> CuResult {
-    let r = runtime!();
-    match r.physical(device) {
-        // SAFETY: out-pointer from the caller.
-        Ok(p) => unsafe { put(n, r.devices[p as usize].counts().streams_in_use) },
-        Err(e) => e,
-    }
 }
