@@ -2,7 +2,7 @@
 //! Registration service on a temporary `kubelet.sock`, its pod-resources `List` on a
 //! socket of its own listing whatever the test says runs (npud's units and a vendor's
 //! devices per container), and the device plugin client the kubelet uses to call npud.
-//! Plus the proc-root double through which npud reads a process's cgroup.
+//! Plus [`plant`], a process's cgroup in the host double (`crate::host`).
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -164,10 +164,10 @@ fn pod(namespace: &str, name: &str, containers: &[Container]) -> pr::PodResource
     }
 }
 
-/// What npud reads (through the proc-root double) as process `pid`'s cgroup.
-pub fn plant(proc_root: &Path, pid: u32, cgroup: &str) {
-    std::fs::create_dir_all(proc_root.join(pid.to_string())).unwrap();
-    std::fs::write(proc_root.join(pid.to_string()).join("cgroup"), cgroup).unwrap();
+/// What npud reads (through the host double) as process `pid`'s cgroup, its directories
+/// made by root as the runtime and the kubelet make them.
+pub fn plant(host: &crate::host::FakeHost, pid: u32, cgroup: &str) {
+    host.plant(pid, cgroup);
 }
 
 /// A host session's cgroup.

@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod contention;
+pub mod host;
 pub mod inproc;
 pub mod kubelet;
 pub mod native;

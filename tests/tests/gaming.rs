@@ -193,20 +193,16 @@ fn admitted(socket: &std::path::Path) -> Option<Wire> {
 /// the host admin: one container's idle connections locked out the others and the admin's
 /// `npuctl status`. Connections are counted per tenant (the container's), against a total
 /// for all tenants, and the host admin keeps slots of its own. The test process plays each
-/// in turn: npud reads its cgroup (through the proc-root double) as each connection comes.
+/// in turn: npud reads its cgroup (through the host double) as each connection comes.
 #[test]
 fn connections_are_bounded_per_tenant_and_in_all_with_the_admins_slots_kept() {
     use std::io::Read;
-    let proc_root = tempfile::tempdir().unwrap();
-    let be = |cgroup: &str| {
-        let dir = proc_root.path().join(std::process::id().to_string());
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("cgroup"), cgroup).unwrap();
-    };
+    let fake = npud_tests::host::FakeHost::new();
+    let be = |cgroup: &str| fake.plant(std::process::id(), cgroup);
     let container = |c: char| format!("0::/system.slice/docker-{}.scope\n", c.to_string().repeat(64));
     let config = format!(
-        "[identity]\nproc_root = \"{}\"\n[limits]\nmax_connections_per_tenant = 3\nmax_connections = 5",
-        proc_root.path().display()
+        "{}[limits]\nmax_connections_per_tenant = 3\nmax_connections = 5",
+        npud_tests::host::Host::config(&fake)
     );
     let d = Daemon::builder().config(&config).start();
     be(&container('a'));

@@ -64,7 +64,7 @@ struct Node {
     config: String,
     state: PathBuf,
     budget: PathBuf,
-    proc_root: PathBuf,
+    fake: npud_tests::host::FakeHost,
     pods: Pods,
     kubelet: Kubelet,
 }
@@ -74,21 +74,22 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         let source = dir.path().join("libnpud_preload.so");
         std::fs::copy(native::preload_library(), &source).unwrap();
-        let (dp, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
+        let dp = dir.path().join("dp");
+        let fake = npud_tests::host::FakeHost::new();
         std::fs::create_dir_all(&dp).unwrap();
         let kubelet = Kubelet::start(&dp);
         let pods = Pods::serve(&dir.path().join("pods.sock"));
         let config = format!(
-            "[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\ndevice_plugin_dir = {:?}\n\
+            "{}[kubernetes]\nenabled = true\ndevice_plugin_dir = {:?}\n\
              pod_resources_socket = {:?}\npod_resources_period = \"1s\"\npreload_library = {:?}\npreload_dir = {:?}\n",
-            proc_root.to_str().unwrap(),
+            npud_tests::host::Host::config(&fake),
             dp.to_str().unwrap(),
             dir.path().join("pods.sock").to_str().unwrap(),
             source.to_str().unwrap(),
             dir.path().join("lib").to_str().unwrap(),
         );
         let (state, budget) = (dir.path().join("state"), dir.path().join("budget"));
-        Node { dir, source, config, state, budget, proc_root, pods, kubelet }
+        Node { dir, source, config, state, budget, fake, pods, kubelet }
     }
 
     /// npud, once it has registered with the kubelet.
@@ -149,7 +150,7 @@ async fn restarts_and_upgrades_never_touch_a_mapped_interposer() {
     let errors = node.dir.path().join("program.err");
     cmd.stderr(std::fs::File::create(&errors).unwrap());
     let mut app = App::spawn(cmd);
-    plant(&node.proc_root, app.child.id(), &pod_cgroup("5a5a5a5a_0000_4000_8000_000000000000", 'a'));
+    plant(&node.fake, app.child.id(), &pod_cgroup("5a5a5a5a_0000_4000_8000_000000000000", 'a'));
     let shared = Shared::at(&node.budget);
     let step = |app: &mut App, line: &str| {
         if let Ok(Some(status)) = app.child.try_wait() {
@@ -173,7 +174,7 @@ async fn restarts_and_upgrades_never_touch_a_mapped_interposer() {
     // The running program is admitted by the new npud (it declares what it holds, then
     // asks for more), and npud's count equals the driver's.
     assert_eq!(step(&mut app, "+8"), "held 16");
-    plant(&node.proc_root, std::process::id(), HOST_CGROUP);
+    plant(&node.fake, std::process::id(), HOST_CGROUP);
     let host = d.client().await;
     // What the process reports it created (its grant may run ahead of that, up to its
     // start-up need) equals what the driver holds; npud books at least that much.

@@ -5,19 +5,17 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use npud_tests::host::{FakeHost, Host};
 use npud_tests::{Daemon, Peer, bin};
 use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::Path;
 use std::process::Command;
 
 const CONTAINER_A: &str = "a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90";
 const CONTAINER_B: &str = "b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90a1";
 
-fn plant_cgroup(proc_root: &Path, pid: u32, line: &str) {
-    let dir = proc_root.join(pid.to_string());
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("cgroup"), line).unwrap();
+fn plant_cgroup(host: &FakeHost, pid: u32, line: &str) {
+    host.plant(pid, line);
 }
 
 fn is_root() -> bool {
@@ -65,19 +63,16 @@ fn assert_isolated(owner: &mut Peer, intruder: &mut Peer) {
 
 #[test]
 fn two_containers_running_as_root_are_two_isolated_tenants() {
-    let proc_root = tempfile::tempdir().unwrap();
-    let config = format!(
-        "[identity]\nproc_root = \"{}\"\n[[tenants]]\nname = \"team-a\"\ncontainers = [\"{}\"]\n",
-        proc_root.path().display(),
-        &CONTAINER_A[..16]
-    );
+    let fake = FakeHost::new();
+    let config =
+        format!("{}[[tenants]]\nname = \"team-a\"\ncontainers = [\"{}\"]\n", fake.config(), &CONTAINER_A[..16]);
     let d = Daemon::builder().config(&config).start();
     let socket = d.socket.to_str().unwrap().to_string();
     let mut a = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), a.pid, &format!("0::/system.slice/docker-{CONTAINER_A}.scope\n"));
+    plant_cgroup(&fake, a.pid, &format!("0::/system.slice/docker-{CONTAINER_A}.scope\n"));
     let mut b = Peer::spawn(&socket, None);
     plant_cgroup(
-        proc_root.path(),
+        &fake,
         b.pid,
         &format!(
             "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{CONTAINER_B}.scope\n"
@@ -93,7 +88,7 @@ fn two_containers_running_as_root_are_two_isolated_tenants() {
     assert_eq!(error_of(&denied), "PermissionDenied", "{denied}");
     // The host's root still is (a process whose cgroup says it is on the host)…
     let mut host = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
+    plant_cgroup(&fake, host.pid, "0::/user.slice/user-0.slice/session-1.scope\n");
     let allowed = host.ask("set-quota team-a 9");
     assert!(allowed.get("error").is_none(), "{allowed}");
     // …and a process whose cgroup cannot be read gets no identity at all, never host root:
@@ -113,13 +108,13 @@ fn a_client_in_its_own_pid_namespace_gets_its_containers_tenant() {
         eprintln!("skipped: this machine cannot make pid namespaces (unshare --pid)");
         return;
     }
-    let proc_root = tempfile::tempdir().unwrap();
-    let config = format!("[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let fake = FakeHost::new();
+    let config = fake.config();
     let d = Daemon::builder().config(&config).start();
     let socket = d.socket.to_str().unwrap().to_string();
     let mut pod = Peer::spawn_under(&socket, None, &["unshare", "--pid", "--fork"]);
     plant_cgroup(
-        proc_root.path(),
+        &fake,
         pod.pid,
         &format!(
             "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/cri-containerd-{CONTAINER_B}.scope\n"
@@ -189,54 +184,47 @@ fn the_socket_has_restrictive_modes_and_refuses_symlinks_and_foreign_sockets() {
     }
 }
 
-/// Issue 58: identity fails closed for containers npud cannot name. Root in a container
-/// that `ctr run` made (`/default/job1`, an id that is a name) is that container's
-/// tenant and no admin; root in a runtime's cgroup npud cannot take an id from, or in a
-/// pid namespace other than the host's under a host cgroup, is refused, with its cgroup
-/// named; an unprivileged uid there (a rootless container) keeps its uid's tenant.
+/// Issues 58 and 66: identity fails closed. Root in a container that `ctr run` made
+/// (`/default/job1`, an id that is a name, its directories root's) is that container's
+/// tenant and no admin. Root in a runtime's cgroup npud cannot take an id from, or under a
+/// host cgroup in a pid namespace other than the host's, is proven neither a container nor
+/// the host: uid 0's own tenant (`uid-0`, not `root`), never an admin. An unprivileged uid
+/// there (a rootless container) keeps its uid's tenant.
 #[test]
-fn root_in_a_container_npud_cannot_name_is_refused_and_never_the_host() {
+fn root_in_a_container_npud_cannot_name_is_its_uids_tenant_and_never_the_host() {
     if !is_root() {
         eprintln!("skipped: needs root to run peers as another uid");
         return;
     }
-    let proc_root = tempfile::tempdir().unwrap();
-    let config = format!("socket_mode = \"0666\"\n[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let fake = FakeHost::new();
+    let config = format!("socket_mode = \"0666\"\n{}", fake.config());
     let d = Daemon::builder().config(&config).start();
     std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::set_permissions(proc_root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let socket = d.socket.to_str().unwrap().to_string();
     let mut named = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), named.pid, "0::/default/job1\n");
+    fake.plant(named.pid, "0::/default/job1\n");
     assert_eq!(named.ask("tenant")["tenant"], "container-default.job1");
     assert_eq!(error_of(&named.ask("set-quota container-default.job1 1")), "PermissionDenied", "never an admin");
     let sandbox = "0::/kubepods.slice/kubepods-pod0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d.slice/sandbox.scope\n";
     let mut unnamed = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), unnamed.pid, sandbox);
-    let refused = unnamed.ask("tenant");
-    assert_eq!(error_of(&refused), "Unauthenticated", "{refused}");
-    assert!(refused["message"].as_str().unwrap().contains("sandbox.scope"), "names its cgroup: {refused}");
-    // A host cgroup in a pid namespace of its own (the ns links as the kernel shows them).
-    let ns = |pid: u32, link: &str| {
-        let dir = proc_root.path().join(pid.to_string()).join("ns");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::os::unix::fs::symlink(link, dir.join("pid")).unwrap();
-    };
-    ns(1, "pid:[4026531836]");
+    fake.plant(unnamed.pid, sandbox);
+    assert_eq!(unnamed.ask("tenant")["tenant"], "uid-0");
+    assert_eq!(error_of(&unnamed.ask("set-quota uid-0 1")), "PermissionDenied", "never an admin");
+    // A host cgroup in a pid namespace of its own (the link as the kernel would show it).
     let host_cgroup = "0::/user.slice/user-0.slice/session-1.scope\n";
     let mut root_elsewhere = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), root_elsewhere.pid, host_cgroup);
-    ns(root_elsewhere.pid, "pid:[4026532999]");
-    let refused = root_elsewhere.ask("tenant");
-    assert!(refused["message"].as_str().unwrap_or("").contains("pid namespace"), "{refused}");
+    fake.plant(root_elsewhere.pid, host_cgroup);
+    fake.set_pid_namespace_depth(root_elsewhere.pid, 1);
+    assert_eq!(root_elsewhere.ask("tenant")["tenant"], "uid-0");
+    assert_eq!(error_of(&root_elsewhere.ask("set-quota uid-0 1")), "PermissionDenied");
     let mut rootless = Peer::spawn(&socket, Some(65534));
-    plant_cgroup(proc_root.path(), rootless.pid, host_cgroup);
-    ns(rootless.pid, "pid:[4026532999]");
+    fake.plant(rootless.pid, host_cgroup);
+    fake.set_pid_namespace_depth(rootless.pid, 1);
     assert_eq!(rootless.ask("tenant")["tenant"], "uid-65534", "a rootless container keeps its uid's tenant");
     let mut host = Peer::spawn(&socket, None);
-    plant_cgroup(proc_root.path(), host.pid, host_cgroup);
-    ns(host.pid, "pid:[4026531836]");
+    fake.plant(host.pid, host_cgroup);
     assert_eq!(host.ask("tenant")["tenant"], "root");
+    assert_eq!(host.ask("set-quota uid-0 5")["ok"], true, "the proven host root is the admin\n{}", d.log());
 }
 
 /// Issue 56: a pod's processes run as any uid (`runAsUser`), or as root of a user
@@ -250,20 +238,20 @@ fn a_pods_process_as_another_uid_or_in_a_user_namespace_is_its_pods_tenant() {
         eprintln!("SKIPPED: needs root, setpriv(1) and user namespaces");
         return;
     }
-    let proc_root = tempfile::tempdir().unwrap();
+    let fake = FakeHost::new();
     let dp = tempfile::tempdir().unwrap();
-    let config = format!("[identity]\nproc_root = \"{}\"\n", proc_root.path().display());
+    let config = fake.config();
     let d = Daemon::builder().config(&config).args(&["--device-plugin-dir", dp.path().to_str().unwrap()]).start();
     std::fs::set_permissions(d.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     assert_eq!(std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777, 0o666, "every uid may connect");
     let socket = d.socket.to_str().unwrap().to_string();
     let pod = |uid: &str| format!("0::/kubepods.slice/kubepods-pod{uid}.slice/cri-containerd-{CONTAINER_A}.scope\n");
     let mut as_1000 = Peer::spawn(&socket, Some(1000));
-    plant_cgroup(proc_root.path(), as_1000.pid, &pod("0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d"));
+    plant_cgroup(&fake, as_1000.pid, &pod("0a1b2c3d_4e5f_6a7b_8c9d_0e1f2a3b4c5d"));
     assert_eq!(as_1000.ask("tenant")["tenant"], "pod-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d");
     let wrapper = ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", "unshare", "--user", "--map-root-user"];
     let mut in_userns = Peer::spawn_under(&socket, None, &wrapper);
-    plant_cgroup(proc_root.path(), in_userns.pid, &pod("9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0"));
+    plant_cgroup(&fake, in_userns.pid, &pod("9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0"));
     assert_eq!(in_userns.ask("tenant")["tenant"], "pod-9f8e7d6c-5b4a-3928-1706-f5e4d3c2b1a0");
 }
 

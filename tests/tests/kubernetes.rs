@@ -214,16 +214,17 @@ fn the_socket_serves_through_a_read_only_mount_that_cannot_replace_it() {
 #[test]
 fn a_pods_container_without_an_allocation_gets_no_streams() {
     let dir = tempfile::tempdir().unwrap();
-    let (dp_dir, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
+    let dp_dir = dir.path().join("dp");
+    let fake = npud_tests::host::FakeHost::new();
     std::fs::create_dir_all(&dp_dir).unwrap();
-    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
+    let config = format!("{}[kubernetes]\nenabled = true\n", npud_tests::host::Host::config(&fake));
     let state = dir.path().join("state");
     let d = Daemon::builder()
         .state_dir(&state)
         .args(&["--device-plugin-dir", dp_dir.to_str().unwrap()])
         .config(&config)
         .start();
-    let plant = |pid: u32, cgroup: &str| plant(&proc_root, pid, cgroup);
+    let plant = |pid: u32, cgroup: &str| plant(&fake, pid, cgroup);
     let socket = d.socket.to_str().unwrap().to_string();
     let id = "c".repeat(64);
     let mut pod = npud_tests::Peer::spawn(&socket, None);
@@ -249,10 +250,11 @@ fn a_pods_container_without_an_allocation_gets_no_streams() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() {
     let dir = tempfile::tempdir().unwrap();
-    let (dp_dir, proc_root, state) = (dir.path().join("dp"), dir.path().join("proc"), dir.path().join("state"));
+    let (dp_dir, state) = (dir.path().join("dp"), dir.path().join("state"));
+    let fake = npud_tests::host::FakeHost::new();
     std::fs::create_dir_all(&dp_dir).unwrap();
     let mut kubelet = Kubelet::start(&dp_dir);
-    let config = format!("[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\n", proc_root.to_str().unwrap());
+    let config = format!("{}[kubernetes]\nenabled = true\n", npud_tests::host::Host::config(&fake));
     let start = || {
         Daemon::builder()
             .state_dir(&state)
@@ -277,7 +279,7 @@ async fn an_allocation_is_bound_to_its_pod_across_container_and_npud_restarts() 
             "0::/kubepods.slice/kubepods-pod{pod}.slice/cri-containerd-{}.scope\n",
             container.to_string().repeat(64)
         );
-        plant(&proc_root, peer.pid, &cgroup);
+        plant(&fake, peer.pid, &cgroup);
         peer
     };
     let (pod_a, pod_b) = ("1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d", "9f8e7d6c_5b4a_3928_1706_f5e4d3c2b1a0");
@@ -367,13 +369,14 @@ async fn without_its_devices_a_pod_is_booked_per_acquisition_up_to_its_allocatio
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_more() {
     let dir = tempfile::tempdir().unwrap();
-    let (dp_dir, proc_root) = (dir.path().join("dp"), dir.path().join("proc"));
+    let dp_dir = dir.path().join("dp");
+    let fake = npud_tests::host::FakeHost::new();
     std::fs::create_dir_all(&dp_dir).unwrap();
     let mut kubelet = Kubelet::start(&dp_dir);
     let pods = Pods::serve(&dir.path().join("pod-resources.sock"));
     let config = format!(
-        "[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\npod_resources_socket = {:?}\n",
-        proc_root.to_str().unwrap(),
+        "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\n",
+        npud_tests::host::Host::config(&fake),
         dir.path().join("pod-resources.sock").to_str().unwrap()
     );
     let d = Daemon::builder()
@@ -382,7 +385,7 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
         .config(&config)
         .start();
     assert!(tokio::time::timeout(Duration::from_secs(10), kubelet.registered.recv()).await.ok().flatten().is_some());
-    plant(&proc_root, std::process::id(), HOST_CGROUP);
+    plant(&fake, std::process::id(), HOST_CGROUP);
     let host = d.client().await;
     let ids: Vec<String> = (0..4).map(|i| format!("npud-0-{i}")).collect();
     pods.set(Some(&ids));
@@ -396,7 +399,7 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
         "0::/kubepods.slice/kubepods-pod1a2b3c4d_5e6f_7a8b_9c0d_1e2f3a4b5c6d.slice/cri-containerd-{}.scope\n",
         "d".repeat(64)
     );
-    plant(&proc_root, holder.pid, &cgroup);
+    plant(&fake, holder.pid, &cgroup);
     assert_eq!(holder.ask("create 8")["handles"].as_array().map(Vec::len), Some(8));
     let on_device = async || host.devices().await.unwrap()[0].clone();
     assert_eq!((on_device().await.in_use, on_device().await.reserved), (8, 32));

@@ -20,7 +20,7 @@ const DEVICES: u32 = 8;
 /// An 8-NPU node on the fake AscendCL driver, npud its device plugin.
 struct Node {
     dir: tempfile::TempDir,
-    proc_root: PathBuf,
+    fake: npud_tests::host::FakeHost,
     budget: PathBuf,
     pods: Pods,
     d: Daemon,
@@ -41,14 +41,15 @@ impl Node {
     /// pod-resources is read every second.
     async fn start_on(acl: bool) -> Node {
         let dir = tempfile::tempdir().unwrap();
-        let (dp_dir, proc_root, budget) = (dir.path().join("dp"), dir.path().join("proc"), dir.path().join("budget"));
+        let (dp_dir, budget) = (dir.path().join("dp"), dir.path().join("budget"));
+        let fake = npud_tests::host::FakeHost::new();
         std::fs::create_dir_all(&dp_dir).unwrap();
         let mut kubelet = Kubelet::start(&dp_dir);
         let pods_socket = dir.path().join("pod-resources.sock");
         let pods = Pods::serve(&pods_socket);
         let config = format!(
-            "[identity]\nproc_root = {:?}\n[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = \"1s\"\n",
-            proc_root.to_str().unwrap(),
+            "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = \"1s\"\n",
+            npud_tests::host::Host::config(&fake),
             pods_socket.to_str().unwrap()
         );
         let metrics = npud_tests::free_port();
@@ -61,17 +62,17 @@ impl Node {
         let d = builder.state_dir(&dir.path().join("state")).config(&config).start();
         assert!(kubelet.registration().await.is_some(), "registered:\n{}", d.log());
         // This test process is on the host (its cgroup planted so): it reads npud's books.
-        plant(&proc_root, std::process::id(), HOST_CGROUP);
+        plant(&fake, std::process::id(), HOST_CGROUP);
         let host = d.client().await;
         let plugin = plugin(&dp_dir).await;
-        Node { dir, proc_root, budget, pods, d, metrics, plugin, host, _kubelet: kubelet }
+        Node { dir, fake, budget, pods, d, metrics, plugin, host, _kubelet: kubelet }
     }
 
     /// A client process of pod `pod` (container `container`) presenting `token`.
     fn peer(&self, token: &Path, pod: &str, container: char) -> npud_tests::Peer {
         let wrapper = format!("NPUD_ALLOCATION={} \"$0\" \"$@\"", token.display());
         let p = npud_tests::Peer::spawn_under(self.d.socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
-        plant(&self.proc_root, p.pid, &pod_cgroup(pod, container));
+        plant(&self.fake, p.pid, &pod_cgroup(pod, container));
         p
     }
 
@@ -131,7 +132,7 @@ impl Node {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null());
         let app = App::spawn(cmd);
-        plant(&self.proc_root, app.child.id(), &pod_cgroup(pod, container));
+        plant(&self.fake, app.child.id(), &pod_cgroup(pod, container));
         app
     }
 

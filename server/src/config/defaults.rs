@@ -92,6 +92,8 @@ pub const PROCESS_CHECK: Duration = Duration::from_secs(1);
 pub const ADMIN_UIDS: &[u32] = &[0];
 pub const LOG_FORMAT: &str = "text";
 pub const PROC_ROOT: &str = "/proc";
+/// Where the cgroup filesystem is mounted, as systemd mounts it.
+pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// The largest config file read.
 pub const MAX_FILE_BYTES: usize = 1 << 20;

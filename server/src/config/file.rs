@@ -56,6 +56,7 @@ pub(super) struct FileConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct FileIdentity {
     pub(super) proc_root: Option<PathBuf>,
+    pub(super) cgroup_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

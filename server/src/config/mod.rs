@@ -234,6 +234,9 @@ pub struct Config {
     /// Where peers' `/proc/<pid>/cgroup` are read: `/proc`, or the host's /proc mounted
     /// elsewhere when npud itself runs in a container.
     pub proc_root: PathBuf,
+    /// Where the cgroup filesystem is mounted (`/sys/fs/cgroup`): whose directories a
+    /// peer's container is checked against (who made them).
+    pub cgroup_root: PathBuf,
     /// The kubelet device plugin (`[kubernetes]`, `--device-plugin-dir`); off when `None`.
     pub kubernetes: Option<crate::config::kubernetes::KubernetesConfig>,
 }
@@ -390,6 +393,7 @@ impl Config {
             admin_uids: f.admin_uids.clone().unwrap_or_else(|| d::ADMIN_UIDS.to_vec()),
             log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| d::LOG_FORMAT.into()),
             proc_root: f.identity.proc_root.clone().unwrap_or_else(|| PathBuf::from(d::PROC_ROOT)),
+            cgroup_root: f.identity.cgroup_root.clone().unwrap_or_else(|| PathBuf::from(d::CGROUP_ROOT)),
             kubernetes: p.take(f.kubernetes.resolve(args.device_plugin_dir.as_ref()), None),
         })
     }

@@ -44,6 +44,7 @@ impl Config {
             limits,
             log_format,
             proc_root,
+            cgroup_root,
             kubernetes,
         );
         changed

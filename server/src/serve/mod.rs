@@ -350,6 +350,11 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             ));
         }
     }
+    let proc = crate::tenancy::identity::ProcFs::new(config.proc_root.clone(), config.cgroup_root.clone());
+    for limit in proc.limits() {
+        tracing::warn!("{limit}");
+    }
+    let inspector: Arc<dyn crate::tenancy::identity::PeerInspector> = Arc::new(proc);
     let calls = Some(config.limits.max_concurrent_calls);
     // One limiter for both transports: the total bounds npud's descriptors whichever way
     // connections come.
@@ -373,12 +378,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .layer(crate::api::status::RefuseOversizedMetadataLayer)
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
-            route_connections(
-                listener,
-                Arc::new(crate::tenancy::identity::ProcFs::new(config.proc_root.clone())),
-                Arc::clone(&daemon),
-                Arc::clone(&limiter),
-            ),
+            route_connections(listener, inspector, Arc::clone(&daemon), Arc::clone(&limiter)),
             stopped(stop_rx.clone()),
         );
     let tcp = match config.listen {

@@ -65,6 +65,9 @@ impl Identities {
         self.process_streams.get(tenant).copied()
     }
 
+    /// A configured tenant for the peer: by container id or pod uid for a verified
+    /// container, else by uid or gid, except for a uid-0 peer not proven the host's
+    /// (uid 0 in a container is the same number, and not the host's root).
     fn mapped(&self, peer: &Peer) -> Option<Tenant> {
         if let Some(c) = &peer.container {
             // A configured id may be the full id or a prefix of at least 12 characters.
@@ -74,6 +77,9 @@ impl Identities {
             if let Some(t) = c.pod_uid.as_ref().and_then(|p| self.by_pod.get(p)) {
                 return Some(Arc::clone(t));
             }
+            return None;
+        }
+        if peer.uid == 0 && !peer.is_host_root() {
             return None;
         }
         self.by_uid.get(&peer.uid).or_else(|| self.by_gid.get(&peer.gid)).cloned()
@@ -128,29 +134,18 @@ impl Identities {
         Ok(Caller { tenant, admin: false, uid: u32::MAX })
     }
 
+    /// A Unix-socket peer's tenant: its verified container's (a configured one, else its
+    /// pod's or the container's own), else its uid's (a configured one, else `root` for the
+    /// proven host root and `uid-<n>` for everyone else, uid 0 included). Admin only for
+    /// an admin uid or tenant, and for uid 0 only when proven the host's.
     pub fn resolve(&self, peer: &Peer) -> NpudResult<Caller> {
-        if peer.unverified {
-            let who = peer.pid.map_or_else(|| "the peer".to_string(), |p| format!("process {p}"));
-            return Err(NpudError::new(
-                Reason::NoIdentity,
-                format!(
-                    "cannot tell whether {who} runs in a container (its cgroup could not be read when it connected; \
-                     did the connecting process exit?): connect from a live process"
-                ),
-            ));
+        if let Some(why) = &peer.refused {
+            return Err(NpudError::new(Reason::NoIdentity, why.clone()));
         }
-        if let Some(path) = &peer.unnamed {
-            let who = peer.pid.map_or_else(|| "the peer".to_string(), |p| format!("process {p}"));
-            return Err(NpudError::new(
-                Reason::NoIdentity,
-                format!(
-                    "{who} runs in a container npud cannot name (cgroup {path:?}): it gets no identity; run it \
-                     under a runtime npud knows (docs/security.md)"
-                ),
-            ));
-        }
+        // A uid-0 peer not proven the host's is nobody's admin, whatever it maps to.
+        let unproven_root = peer.uid == 0 && peer.container.is_none() && !peer.is_host_root();
         // A uid is only meaningful on the host: root inside a container is not root here.
-        let host_admin = peer.container.is_none() && self.admin_uids.contains(&peer.uid);
+        let host_admin = peer.container.is_none() && !unproven_root && self.admin_uids.contains(&peer.uid);
         let tenant = match self.mapped(peer) {
             Some(t) => t,
             None if self.refuse_unknown && !host_admin => {
@@ -170,11 +165,11 @@ impl Identities {
                     Arc::from(format!("pod-{}", uid.to_ascii_lowercase()))
                 }
                 Some(c) => Arc::from(format!("container-{}", c.short())),
-                None if peer.uid == 0 => Arc::from("root"),
+                None if peer.is_host_root() => Arc::from("root"),
                 None => Arc::from(format!("uid-{}", peer.uid)),
             },
         };
-        let admin = host_admin || self.admin_tenants.contains(&tenant);
+        let admin = !unproven_root && (host_admin || self.admin_tenants.contains(&tenant));
         Ok(Caller { tenant, admin, uid: peer.uid })
     }
 }

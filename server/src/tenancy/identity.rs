@@ -1,7 +1,9 @@
-//! Who a Unix-socket peer is: SO_PEERCRED (uid, gid, pid), plus the container it runs in,
-//! read from the peer's cgroup path. Resolved once per connection, when it is accepted.
+//! Who a Unix-socket peer is: SO_PEERCRED (uid, gid, pid), the container it runs in (from
+//! its cgroup and who made that cgroup: `tenancy/cgroup`), and, for uid 0, whether its
+//! pid namespace is the host's. Resolved once per connection, when it is accepted.
 
 use crate::tenancy::authority::AuthorityRewriter;
+use crate::tenancy::cgroup::{Mounted, Owners};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -9,37 +11,77 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::UnixStream;
 
-pub use super::cgroup::{Container, Place, container_of, place_of};
+pub use super::cgroup::{Container, Place, place_of};
 
-/// Reads a process's cgroup. A trait so privileged reads can be pointed elsewhere: at a
-/// host `/proc` mounted into npud's own container, or at a directory in tests.
+/// Reads a process's cgroup, pid namespace and the owners of cgroup directories. A trait
+/// so privileged reads can be pointed elsewhere: at a host `/proc` mounted into npud's own
+/// container, or at a directory in tests.
 pub trait PeerInspector: Send + Sync + 'static {
     fn cgroup(&self, pid: i32) -> std::io::Result<String>;
 
-    /// The pid namespace `pid` runs in (the `ns/pid` link's text), where it can be read.
-    fn pid_namespace(&self, _pid: i32) -> Option<String> {
+    /// How many pid namespaces process `pid` has a pid in, from the one this `/proc`
+    /// shows down to its own (the kernel's `NSpid` line of its `status`): 1 when it runs in
+    /// the same pid namespace as pid 1 here, the host's. None where it cannot be read.
+    fn pid_levels(&self, _pid: i32) -> Option<usize> {
         None
     }
 
-    /// The host's pid namespace: that of pid 1 as this `/proc` shows it, where it can be
-    /// read.
-    fn host_pid_namespace(&self) -> Option<String> {
-        self.pid_namespace(1)
+    /// Who owns cgroup directories. By default nothing can be read, so no container is
+    /// verified.
+    fn owners(&self) -> &dyn Owners {
+        &Unreadable
     }
 }
 
-/// `<root>/<pid>/cgroup`, normally under `/proc`.
+/// Owners that cannot be read: nothing is verified.
+struct Unreadable;
+
+impl Owners for Unreadable {
+    fn owner(&self, _: &crate::tenancy::cgroup::Hierarchy, _: &str) -> std::io::Result<crate::tenancy::cgroup::Owner> {
+        Err(std::io::ErrorKind::PermissionDenied.into())
+    }
+}
+
+/// `<root>/<pid>/cgroup` and `status`, normally under `/proc`, and the cgroup filesystem
+/// at `cgroups` (normally `/sys/fs/cgroup`).
+///
+/// The pid namespace is proven from `status` (`NSpid`), not from the `ns/pid` link: the
+/// link needs ptrace access to the peer (CAP_SYS_PTRACE for any process with capabilities
+/// npud lacks, init included), the line is world-readable kernel truth.
 pub struct ProcFs {
     root: PathBuf,
-    /// The host's pid namespace, once read: it is fixed for npud's life, and reading it
-    /// again for every connection cost a `/proc` lookup on the way to each welcome. A
-    /// failed read is not kept (it may be passing: out of descriptors, say).
-    host_ns: std::sync::OnceLock<String>,
+    cgroups: Mounted,
 }
 
 impl ProcFs {
-    pub fn new(root: PathBuf) -> ProcFs {
-        ProcFs { root, host_ns: std::sync::OnceLock::new() }
+    pub fn new(root: PathBuf, cgroup_root: PathBuf) -> ProcFs {
+        ProcFs { root, cgroups: Mounted { root: cgroup_root } }
+    }
+
+    /// What npud cannot prove with what it may read, in words for its start-up log: pid
+    /// namespaces (without them no uid-0 peer is proven the host's, so none is its admin),
+    /// and whether it sees the host's whole cgroup tree (without it no container is
+    /// verified).
+    pub fn limits(&self) -> Vec<String> {
+        let mut limits = Vec::new();
+        if self.pid_levels(1) != Some(1) {
+            limits.push(format!(
+                "cannot read the NSpid line of {} (a kernel before 4.1, or /proc mounted with hidepid): no uid-0 \
+                 peer can be proven to run in the host's pid namespace, so none is npud's admin",
+                self.root.join("1/status").display()
+            ));
+        }
+        let init = self.cgroup(1).ok().and_then(|text| {
+            text.lines().find_map(|l| l.splitn(3, ':').nth(2).filter(|p| p.contains("..")).map(str::to_string))
+        });
+        if let Some(path) = init {
+            limits.push(format!(
+                "pid 1's cgroup reads {path:?}: npud runs in a cgroup namespace of its own, so peers' cgroups \
+                 outside it cannot be checked and they are their uids' tenants (run npud in the host's cgroup \
+                 namespace: on the host, or in a privileged pod)"
+            ));
+        }
+        limits
     }
 }
 
@@ -49,16 +91,15 @@ impl PeerInspector for ProcFs {
         read_proc(&self.root.join(pid.to_string()).join("cgroup"), 64 * 1024)
     }
 
-    fn pid_namespace(&self, pid: i32) -> Option<String> {
-        std::fs::read_link(self.root.join(pid.to_string()).join("ns/pid")).ok().map(|l| l.display().to_string())
+    fn pid_levels(&self, pid: i32) -> Option<usize> {
+        let status = read_proc(&self.root.join(pid.to_string()).join("status"), 16 * 1024).ok()?;
+        let line = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+        let levels = line.split_whitespace().take_while(|w| w.parse::<u32>().is_ok()).count();
+        (levels > 0).then_some(levels)
     }
 
-    fn host_pid_namespace(&self) -> Option<String> {
-        if let Some(ns) = self.host_ns.get() {
-            return Some(ns.clone());
-        }
-        let ns = self.pid_namespace(1)?;
-        Some(self.host_ns.get_or_init(|| ns).clone())
+    fn owners(&self) -> &dyn Owners {
+        &self.cgroups
     }
 }
 
@@ -68,23 +109,17 @@ fn read_proc(path: &std::path::Path, limit: usize) -> std::io::Result<String> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-/// A process whose cgroup reads as the host's but that runs in a pid namespace other than
-/// the host init's (visible where npud shares the host's, `hostPID`) is in a container
-/// all the same. As root it is refused; a rootless container (an unprivileged host uid,
-/// whose cgroup on v1 may name no container) keeps its uid's tenant, which is what that
-/// uid gets on the host anyway.
-fn in_namespace(place: Place, inspector: &dyn PeerInspector, pid: i32, uid: u32) -> Place {
-    if place != Place::Host || uid != 0 {
-        return place;
+/// Whether a uid-0 peer at `pid` is proven to run in the host's pid namespace (one pid,
+/// in the namespace this `/proc` shows). A namespace that cannot be read is not the
+/// host's. Read only for uid 0: the others' tenants do not depend on it.
+fn in_hosts_pid_namespace(inspector: &dyn PeerInspector, pid: i32, uid: u32) -> Result<(), String> {
+    if uid != 0 {
+        return Ok(());
     }
-    // The host's first: where it cannot be read there is nothing to compare the peer's
-    // with, and the peer's link (a lookup in a new process's `/proc` entry) is not read.
-    let Some(hosts) = inspector.host_pid_namespace() else { return place };
-    match inspector.pid_namespace(pid) {
-        Some(theirs) if theirs != hosts => {
-            Place::Unnamed(format!("a host cgroup, but pid namespace {theirs} (the host's is {hosts})"))
-        }
-        _ => place,
+    match inspector.pid_levels(pid) {
+        Some(1) => Ok(()),
+        Some(n) => Err(format!("it runs in a pid namespace {} below the host's", n - 1)),
+        None => Err("its pid namespace cannot be read".into()),
     }
 }
 
@@ -95,13 +130,23 @@ pub struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
+    /// The container its runtime made, as `tenancy/cgroup` verified it.
     pub container: Option<Container>,
-    /// The peer runs in a container npud cannot name: its cgroup path (and why). It is
-    /// refused (identity fails closed).
-    pub unnamed: Option<String>,
-    /// The peer's cgroup could not be read (the connecting process is gone, or there is no
-    /// pid): whether it runs in a container is unknown, so it gets no identity.
-    pub unverified: bool,
+    /// Why a peer in no verified container is not proven to be on the host either: a
+    /// cgroup npud cannot verify, or (uid 0) a pid namespace not proven the host's. Such
+    /// a peer is its uid's tenant and never npud's admin.
+    pub elsewhere: Option<String>,
+    /// Why the peer gets no identity at all: its cgroup could not be read (the process is
+    /// gone, or there is no pid), or the container runtime contradicts its cgroup.
+    pub refused: Option<String>,
+}
+
+impl Peer {
+    /// The host's own root: uid 0, in no container, in a host cgroup and the host's pid
+    /// namespace, both proven.
+    pub fn is_host_root(&self) -> bool {
+        self.uid == 0 && self.container.is_none() && self.elsewhere.is_none() && self.refused.is_none()
+    }
 }
 
 /// A Unix connection carrying its peer's identity, resolved at accept time.
@@ -119,23 +164,17 @@ pub struct PeerStream {
 impl PeerStream {
     pub fn accept(stream: UnixStream, inspector: &dyn PeerInspector) -> std::io::Result<PeerStream> {
         let cred = stream.peer_cred()?;
-        // Fail closed: a peer whose cgroup cannot be read might be in a container (root
-        // there is not root here), so it is not taken for a host process.
-        let (place, unverified) = match cred.pid().map(|pid| (pid, inspector.cgroup(pid))) {
-            Some((pid, Ok(text))) => (in_namespace(place_of(&text), inspector, pid, cred.uid()), false),
-            Some((pid, Err(e))) => {
-                tracing::info!(pid, error = %e, "cannot read the peer's cgroup; it gets no identity");
-                (Place::Host, true)
-            }
-            None => (Place::Host, true),
-        };
-        let (container, unnamed) = match place {
-            Place::Host => (None, None),
-            Place::Container(c) => (Some(c), None),
-            Place::Unnamed(path) => (None, Some(path)),
-        };
-        let info = Peer { uid: cred.uid(), gid: cred.gid(), pid: cred.pid(), container, unnamed, unverified };
+        let info = identify(cred.uid(), cred.gid(), cred.pid(), inspector);
         Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
+    }
+
+    /// From now on the peer gets no identity, for `why` (the container runtime
+    /// contradicts its cgroup, say).
+    pub fn refuse(&mut self, why: String) {
+        let mut info = (*self.info).clone();
+        info.refused = Some(why);
+        info.container = None;
+        self.info = Arc::new(info);
     }
 
     pub fn info(&self) -> &Arc<Peer> {
@@ -171,6 +210,35 @@ impl PeerStream {
         self.rewriter = Some(rewriter);
         Ok(())
     }
+}
+
+/// What the kernel and the cgroup filesystem say about the process `pid` of `uid`.
+/// Fails closed: a peer whose cgroup cannot be read might be in a container (root there is
+/// not root here), so it gets no identity at all.
+pub fn identify(uid: u32, gid: u32, pid: Option<i32>, inspector: &dyn PeerInspector) -> Peer {
+    let mut peer = Peer { uid, gid, pid, container: None, elsewhere: None, refused: None };
+    let Some(pid) = pid else {
+        peer.refused = Some("the peer has no pid npud can see".into());
+        return peer;
+    };
+    match inspector.cgroup(pid) {
+        Ok(text) => match place_of(&text, inspector.owners()) {
+            Place::Container(c) => peer.container = Some(c),
+            Place::Other(why) => peer.elsewhere = Some(why),
+            Place::Host => peer.elsewhere = in_hosts_pid_namespace(inspector, pid, uid).err(),
+        },
+        Err(e) => {
+            tracing::info!(pid, error = %e, "cannot read the peer's cgroup; it gets no identity");
+            peer.refused = Some(format!(
+                "cannot tell whether process {pid} runs in a container (its cgroup could not be read when it \
+                 connected; did the connecting process exit?): connect from a live process"
+            ));
+        }
+    }
+    if let Some(why) = &peer.elsewhere {
+        tracing::debug!(pid, uid, why = %why, "a peer npud cannot place: its uid's tenant");
+    }
+    peer
 }
 
 fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
@@ -297,7 +365,7 @@ mod tests {
         let (ours, _theirs) = UnixStream::pair().expect("socketpair");
         let peer = PeerStream::accept(ours, &Vanished).expect("credentials");
         let info = peer.info();
-        assert!(info.unverified && info.container.is_none());
+        assert!(info.refused.is_some() && info.container.is_none());
         let args = <crate::config::flags::Args as clap::Parser>::parse_from(["npud"]);
         let config = crate::Config::load(&args).expect("the default configuration");
         let caller =
@@ -320,47 +388,53 @@ mod tests {
         assert!(process_start(std::path::Path::new("/proc"), std::process::id()).is_some());
     }
 
-    /// `<root>/<pid>/ns/pid` links as `/proc` has them.
-    fn pid_links(links: &[(i32, &str)]) -> tempfile::TempDir {
+    /// `<root>/<pid>/status` with the `NSpid` line `/proc` has.
+    fn statuses(lines: &[(i32, &str)]) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
-        for (pid, ns) in links {
-            let dir = root.path().join(pid.to_string()).join("ns");
+        for (pid, nspid) in lines {
+            let dir = root.path().join(pid.to_string());
             std::fs::create_dir_all(&dir).unwrap();
-            std::os::unix::fs::symlink(ns, dir.join("pid")).unwrap();
+            std::fs::write(dir.join("status"), format!("Name:\tx\nNSpid:\t{nspid}\nNSpgid:\t1\n")).unwrap();
         }
         root
     }
 
     #[test]
-    fn a_host_root_process_in_a_pid_namespace_of_its_own_is_not_the_hosts() {
-        let root = pid_links(&[(1, "pid:[1]"), (42, "pid:[9]"), (43, "pid:[1]")]);
-        let proc = ProcFs::new(root.path().to_path_buf());
-        let unnamed = in_namespace(Place::Host, &proc, 42, 0);
-        assert!(matches!(&unnamed, Place::Unnamed(why) if why.contains("pid:[9]")), "{unnamed:?}");
-        assert_eq!(in_namespace(Place::Host, &proc, 43, 0), Place::Host);
-        assert_eq!(in_namespace(Place::Host, &proc, 42, 1000), Place::Host, "not root: its uid's tenant");
-        // The host's namespace, read once, is kept: pid 1 does not change namespace.
-        std::fs::remove_dir_all(root.path().join("1")).unwrap();
-        assert!(matches!(in_namespace(Place::Host, &proc, 42, 0), Place::Unnamed(_)));
+    fn a_host_root_process_is_the_hosts_only_when_its_namespace_is_proven() {
+        let root = statuses(&[(1, "1"), (42, "42\t7"), (43, "43")]);
+        let proc = ProcFs::new(root.path().to_path_buf(), root.path().join("cgroup"));
+        let other = in_hosts_pid_namespace(&proc, 42, 0).expect_err("another namespace");
+        assert!(other.contains("1 below"), "{other}");
+        assert_eq!(in_hosts_pid_namespace(&proc, 43, 0), Ok(()));
+        assert_eq!(in_hosts_pid_namespace(&proc, 42, 1000), Ok(()), "not root: its uid's tenant whatever it is");
+        assert!(in_hosts_pid_namespace(&proc, 44, 0).is_err(), "a status that cannot be read is not the host's");
+        assert!(proc.limits().is_empty(), "pid 1's line reads: {:?}", proc.limits());
+        // The machine's own /proc: this process has a pid in one namespace at least.
+        let real = ProcFs::new("/proc".into(), "/sys/fs/cgroup".into());
+        assert!(real.pid_levels(std::process::id() as i32).is_some_and(|n| n >= 1));
     }
 
-    /// Counts the namespace links read; pid 1's is unreadable, as for an npud that may not
-    /// look at init.
-    struct NoHost(std::sync::atomic::AtomicU32);
+    /// A `/proc` with nothing for pid 1 (hidepid, an old kernel): a uid-0 peer is not
+    /// proven the host's, and npud says so at start-up.
+    struct NoHost;
     impl PeerInspector for NoHost {
         fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
             Ok("0::/\n".into())
         }
-        fn pid_namespace(&self, pid: i32) -> Option<String> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            (pid != 1).then(|| "pid:[9]".into())
-        }
     }
 
+    /// Issue 66: where npud cannot read a peer's pid namespace, a uid-0 peer is not
+    /// proven the host's: not `root`, not an admin.
     #[test]
-    fn where_the_hosts_namespace_is_unreadable_the_peers_is_not_read() {
-        let inspector = NoHost(std::sync::atomic::AtomicU32::new(0));
-        assert_eq!(in_namespace(Place::Host, &inspector, 42, 0), Place::Host);
-        assert_eq!(inspector.0.load(std::sync::atomic::Ordering::Relaxed), 1, "pid 1's link alone");
+    fn where_the_namespace_is_unreadable_root_is_not_proven() {
+        let peer = identify(0, 0, Some(42), &NoHost);
+        assert!(!peer.is_host_root() && peer.elsewhere.is_some(), "{peer:?}");
+        let empty = tempfile::tempdir().unwrap();
+        let limits = ProcFs::new(empty.path().to_path_buf(), empty.path().to_path_buf()).limits();
+        assert!(limits.iter().any(|l| l.contains("NSpid")), "{limits:?}");
+        let args = <crate::config::flags::Args as clap::Parser>::parse_from(["npud"]);
+        let config = crate::Config::load(&args).expect("the default configuration");
+        let caller = crate::tenancy::auth::Identities::new(&config).resolve(&peer).expect("its uid's tenant");
+        assert_eq!((&*caller.tenant, caller.admin), ("uid-0", false));
     }
 }
