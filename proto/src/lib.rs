@@ -27,6 +27,13 @@ pub mod podresources {
     tonic::include_proto!("v1");
 }
 
+/// The container runtime interface, package `runtime.v1` (k8s.io/cri-api; the container
+/// status call alone), vendored: which pod a container belongs to, from the runtime.
+#[allow(clippy::all, missing_docs)]
+pub mod cri {
+    tonic::include_proto!("runtime.v1");
+}
+
 /// Metadata key (and budget-wire hello field) through which a container presents the
 /// allocation token its device-plugin allocation mounted into it.
 pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";

@@ -26,6 +26,12 @@ pub trait Host {
     fn is_real(&self) -> bool {
         false
     }
+
+    /// A uid's delegated subtree (what systemd hands `user@<uid>.service`), and the depth
+    /// of its own directory.
+    fn delegated(&self, uid: u32) -> (String, usize) {
+        (format!("/user.slice/user-{uid}.slice/user@{uid}.service"), 3)
+    }
 }
 
 /// `/proc` and the cgroup filesystem as directories of a temporary tree.
@@ -141,15 +147,21 @@ fn make(top: &Path, path: &str, delegated: Option<(usize, u32)>) {
 }
 
 /// The machine's own cgroups: the unified hierarchy (v2, or the hybrid layout's
-/// `unified`), or systemd's v1 hierarchy. Directories made here are removed on drop.
+/// `unified`), or systemd's v1 hierarchy. Directories made here are removed once no
+/// `RealHost` of this process uses them (tests run in parallel and share `/kubepods`).
 pub struct RealHost {
     top: PathBuf,
     made: std::sync::Mutex<Vec<PathBuf>>,
+    /// A slice of its own for delegated subtrees: a real host's `user.slice` is systemd's.
+    private: String,
 }
+
+/// Directories RealHosts made, and how many of them use each.
+static MADE: std::sync::Mutex<Vec<(PathBuf, usize)>> = std::sync::Mutex::new(Vec::new());
 
 impl RealHost {
     /// The unified hierarchy, where this machine lets a test make cgroups in it (root, a
-    /// writable cgroup2 mount); None, and why, where not.
+    /// writable cgroup2 mount); Err, saying why, where not.
     pub fn v2() -> Result<RealHost, String> {
         let root = Path::new("/sys/fs/cgroup");
         let top = match root.join("cgroup.controllers").exists() {
@@ -165,16 +177,19 @@ impl RealHost {
     }
 
     fn at(top: PathBuf) -> Result<RealHost, String> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         if std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(1) != 0 {
             return Err("not root".into());
         }
         if !top.join("cgroup.procs").exists() {
             return Err(format!("no cgroup hierarchy at {}", top.display()));
         }
-        let probe = top.join(format!("npud-probe-{}", std::process::id()));
-        std::fs::create_dir(&probe).map_err(|e| format!("cannot make a cgroup in {}: {e}", top.display()))?;
-        let _ = std::fs::remove_dir(&probe);
-        Ok(RealHost { top, made: std::sync::Mutex::new(Vec::new()) })
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let private = format!("npud-test-{}-{n}.slice", std::process::id());
+        std::fs::create_dir(top.join(&private))
+            .map_err(|e| format!("cannot make a cgroup in {}: {e}", top.display()))?;
+        let _ = std::fs::remove_dir(top.join(&private));
+        Ok(RealHost { top, made: std::sync::Mutex::new(Vec::new()), private })
     }
 }
 
@@ -187,10 +202,17 @@ impl Host for RealHost {
         let mut dir = self.top.clone();
         for seg in path.split('/').filter(|s| !s.is_empty()) {
             dir.push(seg);
-            if !dir.exists() {
-                std::fs::create_dir(&dir).unwrap();
-                self.made.lock().unwrap().push(dir.clone());
+            let mut made = MADE.lock().unwrap();
+            match made.iter_mut().find(|(p, _)| *p == dir) {
+                Some((_, users)) => *users += 1,
+                None if !dir.exists() => {
+                    std::fs::create_dir(&dir).unwrap();
+                    made.push((dir.clone(), 1));
+                }
+                // The machine's own (systemd's `system.slice`): never ours to remove.
+                None => continue,
             }
+            self.made.lock().unwrap().push(dir.clone());
         }
         make(&self.top, path, delegated);
         std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
@@ -199,19 +221,32 @@ impl Host for RealHost {
     fn is_real(&self) -> bool {
         true
     }
+
+    fn delegated(&self, uid: u32) -> (String, usize) {
+        (format!("/{}/user@{uid}.service", self.private), 2)
+    }
 }
 
 impl Drop for RealHost {
     fn drop(&mut self) {
+        let mine = std::mem::take(&mut *self.made.lock().unwrap());
+        let mut made = MADE.lock().unwrap();
+        for dir in &mine {
+            if let Some((_, users)) = made.iter_mut().find(|(p, _)| p == dir) {
+                *users -= 1;
+            }
+        }
         // Deepest first; a cgroup still holding a process is moved out of first.
-        let mut made = std::mem::take(&mut *self.made.lock().unwrap());
-        made.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-        for dir in made {
+        let mut unused: Vec<PathBuf> = made.iter().filter(|(_, u)| *u == 0).map(|(p, _)| p.clone()).collect();
+        unused.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for dir in unused {
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for pid in procs.split_whitespace() {
                 let _ = std::fs::write(self.top.join("cgroup.procs"), pid);
             }
-            let _ = std::fs::remove_dir(&dir);
+            if std::fs::remove_dir(&dir).is_ok() || !dir.exists() {
+                made.retain(|(p, _)| *p != dir);
+            }
         }
     }
 }

@@ -213,3 +213,54 @@ pub async fn allocate(
 pub fn spread_ids(n: u32, devices: u32, first: u32) -> Vec<String> {
     (0..n).map(|i| format!("npud-{}-{}", i % devices, first + i / devices)).collect()
 }
+
+/// The container runtime's CRI `RuntimeService.ContainerStatus` (containerd's and CRI-O's
+/// answers): each container it runs with the kubelet's pod-uid label, NotFound for the
+/// rest. What the test says the runtime runs.
+#[derive(Clone, Default)]
+pub struct Runtime(Arc<Mutex<std::collections::HashMap<String, String>>>);
+
+#[tonic::async_trait]
+impl npud_proto::cri::runtime_service_server::RuntimeService for Runtime {
+    async fn container_status(
+        &self,
+        r: tonic::Request<npud_proto::cri::ContainerStatusRequest>,
+    ) -> Result<tonic::Response<npud_proto::cri::ContainerStatusResponse>, tonic::Status> {
+        let id = r.into_inner().container_id;
+        let Some(pod) = self.0.lock().unwrap().get(&id).cloned() else {
+            // containerd's words for a container it does not have.
+            return Err(tonic::Status::not_found(format!(
+                "an error occurred when try to find container {id:?}: not found"
+            )));
+        };
+        let labels =
+            [("io.kubernetes.pod.uid".to_string(), pod), ("io.kubernetes.container.name".into(), "main".into())];
+        Ok(tonic::Response::new(npud_proto::cri::ContainerStatusResponse {
+            status: Some(npud_proto::cri::ContainerStatus {
+                id,
+                state: npud_proto::cri::ContainerState::ContainerRunning as i32,
+                labels: labels.into_iter().collect(),
+                ..Default::default()
+            }),
+            info: Default::default(),
+        }))
+    }
+}
+
+impl Runtime {
+    pub fn serve(socket: &Path) -> Runtime {
+        let runtime = Runtime::default();
+        let listener = tokio::net::UnixListener::bind(socket).unwrap();
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(npud_proto::cri::runtime_service_server::RuntimeServiceServer::new(runtime.clone()))
+                .serve_with_incoming(tokio_stream::wrappers::UnixListenerStream::new(listener)),
+        );
+        runtime
+    }
+
+    /// The runtime runs container `id` for pod `pod_uid`.
+    pub fn run(&self, id: &str, pod_uid: &str) {
+        self.0.lock().unwrap().insert(id.to_string(), pod_uid.to_string());
+    }
+}

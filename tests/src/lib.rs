@@ -179,6 +179,7 @@ pub struct DaemonBuilder {
     env: Vec<(String, String)>,
     socket: Option<PathBuf>,
     in_process: bool,
+    wrapper: Vec<String>,
 }
 
 /// Whether daemons started from now on log at npud's default level (info) instead of the
@@ -219,6 +220,7 @@ impl DaemonBuilder {
             env: Vec::new(),
             socket: None,
             in_process: false,
+            wrapper: Vec::new(),
         }
     }
 
@@ -258,6 +260,13 @@ impl DaemonBuilder {
 
     pub fn state_dir(mut self, dir: &Path) -> Self {
         self.state_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Runs the binary under `wrapper` (`setpriv --bounding-set=…`, say): its program
+    /// and arguments, followed by npud's command line.
+    pub fn wrapped(mut self, wrapper: &[&str]) -> Self {
+        self.wrapper = wrapper.iter().map(|w| w.to_string()).collect();
         self
     }
 
@@ -370,6 +379,17 @@ impl DaemonBuilder {
             cmd.env("NOTIFY_SOCKET", &path);
             sock
         });
+        if let Some((program, args)) = self.wrapper.split_first() {
+            let mut under = Command::new(program);
+            under.args(args).arg(cmd.get_program()).args(cmd.get_args());
+            for (k, v) in cmd.get_envs() {
+                if let Some(v) = v {
+                    under.env(k, v);
+                }
+            }
+            under.stdout(Stdio::null()).stderr(std::fs::File::options().append(true).open(&log).expect("log file"));
+            cmd = under;
+        }
         let child = Reaped(cmd.spawn().expect("spawn npud"));
         let mut d = Daemon { child: Some(child), served: None, dir, socket, endpoint, log };
         match notify {

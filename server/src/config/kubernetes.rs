@@ -35,6 +35,10 @@ pub struct FileKubernetes {
     /// The vendors' device resources and how their ids name devices (replaces the
     /// defaults when given; an empty list books every allocation per acquisition).
     device_resources: Option<Vec<FileDeviceResource>>,
+    /// The container runtime's CRI socket (containerd's `/run/containerd/containerd.sock`,
+    /// CRI-O's `/var/run/crio/crio.sock`): where set, a pod's container is named by its
+    /// pod only when the runtime's `io.kubernetes.pod.uid` label agrees with its cgroup.
+    cri_socket: Option<PathBuf>,
 }
 
 /// How often pod-resources is read: far under the kubelet's 100 requests a second.
@@ -61,6 +65,18 @@ pub struct KubernetesConfig {
 }
 
 impl FileKubernetes {
+    /// The runtime's CRI socket, whether or not the device plugin is on (pods are named
+    /// either way); an error for a path no socket can have.
+    pub fn cri_socket(&self) -> Result<Option<PathBuf>, ConfigError> {
+        match &self.cri_socket {
+            Some(p) if p.as_os_str().len() > 107 || !p.is_absolute() => Err(ConfigError::new(format!(
+                "kubernetes.cri_socket must be an absolute path of at most 107 bytes, got {}",
+                p.display()
+            ))),
+            other => Ok(other.clone()),
+        }
+    }
+
     /// Whether the section turns the device plugin on.
     pub fn enabled(&self) -> bool {
         self.enabled.unwrap_or(false)

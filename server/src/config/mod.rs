@@ -237,6 +237,9 @@ pub struct Config {
     /// Where the cgroup filesystem is mounted (`/sys/fs/cgroup`): whose directories a
     /// peer's container is checked against (who made them).
     pub cgroup_root: PathBuf,
+    /// The container runtime's CRI socket (`[kubernetes] cri_socket`): the second source
+    /// of a pod container's pod uid.
+    pub cri_socket: Option<PathBuf>,
     /// The kubelet device plugin (`[kubernetes]`, `--device-plugin-dir`); off when `None`.
     pub kubernetes: Option<crate::config::kubernetes::KubernetesConfig>,
 }
@@ -394,6 +397,7 @@ impl Config {
             log_format: args.log_format.clone().or(f.log_format.clone()).unwrap_or_else(|| d::LOG_FORMAT.into()),
             proc_root: f.identity.proc_root.clone().unwrap_or_else(|| PathBuf::from(d::PROC_ROOT)),
             cgroup_root: f.identity.cgroup_root.clone().unwrap_or_else(|| PathBuf::from(d::CGROUP_ROOT)),
+            cri_socket: p.take(f.kubernetes.cri_socket(), None),
             kubernetes: p.take(f.kubernetes.resolve(args.device_plugin_dir.as_ref()), None),
         })
     }

@@ -45,6 +45,7 @@ impl Config {
             log_format,
             proc_root,
             cgroup_root,
+            cri_socket,
             kubernetes,
         );
         changed

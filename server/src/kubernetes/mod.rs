@@ -10,6 +10,7 @@
 //! reservation of units × stream_unit. Another tenant presenting the same token is
 //! refused, so a token copied out of one container does not buy another its streams.
 
+pub mod cri;
 pub mod interposer;
 pub mod plugin;
 pub mod pods;

@@ -9,9 +9,10 @@
 pub mod metrics;
 pub mod systemd;
 mod tcp;
+mod unix;
 
 use crate::daemon::Daemon;
-use crate::tenancy::connections::{ConnectionLimiter, Full};
+use crate::tenancy::connections::ConnectionLimiter;
 use std::future::Future;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -174,82 +175,6 @@ fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfi
 /// How long a TCP peer may take to finish its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a connection may take to send its first 8 bytes; it holds a slot meanwhile.
-const PREFACE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Accepts Unix connections, attaches each peer's identity (uid, gid, pid, container) and
-/// tells the socket's two protocols apart by their first 8 bytes: budget-wire connections
-/// (the interposer) are served here, HTTP/2 ones go to tonic through the returned stream.
-/// Classifying runs in a task per connection, so a silent client delays no one.
-fn route_connections(
-    listener: UnixListener,
-    inspector: Arc<dyn crate::tenancy::identity::PeerInspector>,
-    daemon: Arc<Daemon>,
-    limiter: Arc<ConnectionLimiter>,
-) -> impl tokio_stream::Stream<Item = std::io::Result<crate::tenancy::identity::PeerStream>> {
-    let (tx, rx) = tokio::sync::mpsc::channel(64);
-    let limits = daemon.config().limits.clone();
-    tokio::spawn(async move {
-        while !tx.is_closed() {
-            let stream = match listener.accept().await {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of descriptors or memory: back off instead of spinning.
-                    tracing::warn!(error = %e, "accepting a connection failed; backing off");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let mut peer = match crate::tenancy::identity::PeerStream::accept(stream, inspector.as_ref()) {
-                Ok(peer) => peer,
-                Err(e) => {
-                    tracing::debug!(error = %e, "dropping a connection whose peer cannot be identified");
-                    continue;
-                }
-            };
-            let (tenant, admin) = daemon.connection_owner(peer.info());
-            match limiter.admit(&tenant, admin) {
-                Ok(slot) => peer.hold(slot),
-                Err(full) => {
-                    daemon.metrics().connection_refused(match full {
-                        Full::Tenant => "tenant",
-                        Full::Total => "total",
-                    });
-                    if let Some(unlogged) = limiter.log_refusal() {
-                        tracing::warn!(
-                            %tenant,
-                            uid = peer.info().uid,
-                            per_tenant = limits.max_connections_per_tenant,
-                            total = limits.max_connections,
-                            ?full,
-                            unlogged,
-                            "closing a connection: at the most connections it may open"
-                        );
-                    }
-                    continue;
-                }
-            }
-            let (tx, daemon) = (tx.clone(), Arc::clone(&daemon));
-            tokio::spawn(async move {
-                match tokio::time::timeout(PREFACE_TIMEOUT, peer.read_preface::<8>()).await {
-                    Ok(Ok(preface)) if &preface == npud_proto::BUDGET_PREFACE => {
-                        peer.consume_preface();
-                        crate::native::wire::serve(daemon, peer).await;
-                    }
-                    Ok(Ok(_)) => match peer.normalise_authority() {
-                        Ok(()) => {
-                            let _ = tx.send(Ok(peer)).await;
-                        }
-                        Err(e) => tracing::debug!(error = %e, "dropping a connection with a malformed start"),
-                    },
-                    _ => tracing::debug!("dropping a connection that sent no preface"),
-                }
-            });
-        }
-    });
-    tokio_stream::wrappers::ReceiverStream::new(rx)
-}
-
 /// Background work: route device reports, reap lapsed sessions.
 fn spawn_background(daemon: &Arc<Daemon>) {
     let mut reports = daemon.take_report_receiver();
@@ -355,6 +280,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tracing::warn!("{limit}");
     }
     let inspector: Arc<dyn crate::tenancy::identity::PeerInspector> = Arc::new(proc);
+    let cri = config.cri_socket.clone().map(|s| Arc::new(crate::kubernetes::cri::Confirmer::new(s)));
     let calls = Some(config.limits.max_concurrent_calls);
     // One limiter for both transports: the total bounds npud's descriptors whichever way
     // connections come.
@@ -378,7 +304,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .layer(crate::api::status::RefuseOversizedMetadataLayer)
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
-            route_connections(listener, inspector, Arc::clone(&daemon), Arc::clone(&limiter)),
+            unix::route_connections(listener, inspector, cri, Arc::clone(&daemon), Arc::clone(&limiter)),
             stopped(stop_rx.clone()),
         );
     let tcp = match config.listen {

@@ -130,6 +130,8 @@ pub struct Peer {
     pub uid: u32,
     pub gid: u32,
     pub pid: Option<i32>,
+    /// The cgroup that places it (its path, as npud's cgroup namespace shows it).
+    pub cgroup: Option<String>,
     /// The container its runtime made, as `tenancy/cgroup` verified it.
     pub container: Option<Container>,
     /// Why a peer in no verified container is not proven to be on the host either: a
@@ -216,17 +218,20 @@ impl PeerStream {
 /// Fails closed: a peer whose cgroup cannot be read might be in a container (root there is
 /// not root here), so it gets no identity at all.
 pub fn identify(uid: u32, gid: u32, pid: Option<i32>, inspector: &dyn PeerInspector) -> Peer {
-    let mut peer = Peer { uid, gid, pid, container: None, elsewhere: None, refused: None };
+    let mut peer = Peer { uid, gid, pid, cgroup: None, container: None, elsewhere: None, refused: None };
     let Some(pid) = pid else {
         peer.refused = Some("the peer has no pid npud can see".into());
         return peer;
     };
     match inspector.cgroup(pid) {
-        Ok(text) => match place_of(&text, inspector.owners()) {
-            Place::Container(c) => peer.container = Some(c),
-            Place::Other(why) => peer.elsewhere = Some(why),
-            Place::Host => peer.elsewhere = in_hosts_pid_namespace(inspector, pid, uid).err(),
-        },
+        Ok(text) => {
+            peer.cgroup = crate::tenancy::cgroup::placing_path(&text).map(|p| p.chars().take(256).collect());
+            match place_of(&text, inspector.owners()) {
+                Place::Container(c) => peer.container = Some(c),
+                Place::Other(why) => peer.elsewhere = Some(why),
+                Place::Host => peer.elsewhere = in_hosts_pid_namespace(inspector, pid, uid).err(),
+            }
+        }
         Err(e) => {
             tracing::info!(pid, error = %e, "cannot read the peer's cgroup; it gets no identity");
             peer.refused = Some(format!(

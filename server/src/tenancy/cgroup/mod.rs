@@ -118,6 +118,11 @@ fn placing(cgroup: &str) -> Option<(Hierarchy, &str)> {
 /// path is never the host's, even under `system.slice` (a quadlet's or `ctr`'s container).
 const RUNTIME_MARKERS: [&str; 8] = ["kubepods", "docker", "libpod", "crio", "containerd", "nerdctl", "lxc", "machine-"];
 
+/// The path of the cgroup that places the process (see [`placing`]).
+pub fn placing_path(cgroup: &str) -> Option<&str> {
+    placing(cgroup).map(|(_, path)| path)
+}
+
 /// Where the process whose cgroup file is `cgroup` runs, its directories' owners read
 /// through `owners`.
 pub fn place_of(cgroup: &str, owners: &dyn Owners) -> Place {
