@@ -14,13 +14,14 @@ use tokio::net::UnixListener;
 /// How long a connection may take to send its first 8 bytes; it holds a slot meanwhile.
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Connections accepted but not yet admitted to a slot (those waiting for the container
-/// runtime's word): past this many, accepting waits, and the kernel's backlog queues.
+/// Connections waiting for the container runtime's word, not yet admitted to a slot: past
+/// this many, accepting waits, and the kernel's backlog queues.
 const IDENTIFYING: usize = 256;
 
-/// Accepts Unix connections, attaches each peer's identity and tells the socket's two
-/// protocols apart. Everything after the accept runs in a task per connection, so a
-/// silent client or a slow runtime delays no one.
+/// Accepts Unix connections, attaches each peer's identity, admits it to its tenant's
+/// slots in the order connections come, and tells the socket's two protocols apart in a
+/// task per connection, so a silent client delays no one. A pod's container whose pod the
+/// runtime must confirm is admitted in its task, after the runtime's word.
 pub(super) fn route_connections(
     listener: UnixListener,
     inspector: Arc<dyn PeerInspector>,
@@ -48,10 +49,20 @@ pub(super) fn route_connections(
                     continue;
                 }
             };
+            // A pod's container waits for the runtime's word off the loop; every other peer
+            // takes its slot here, in the order connections come.
+            let needs_word = cri.is_some() && peer.info().container.as_ref().is_some_and(|c| c.pod_uid.is_some());
+            if !needs_word {
+                if let Some(peer) = admit(peer, &daemon, &limiter) {
+                    tokio::spawn(route(peer, tx.clone(), Arc::clone(&daemon)));
+                }
+                continue;
+            }
             let Ok(permit) = Arc::clone(&identifying).acquire_owned().await else { return };
             let (tx, daemon, limiter, cri) = (tx.clone(), Arc::clone(&daemon), Arc::clone(&limiter), cri.clone());
             tokio::spawn(async move {
-                let Some(peer) = admitted(peer, cri.as_deref(), &daemon, &limiter).await else { return };
+                let peer = confirmed(peer, cri.as_deref()).await;
+                let Some(peer) = admit(peer, &daemon, &limiter) else { return };
                 drop(permit);
                 route(peer, tx, daemon).await;
             });
@@ -60,14 +71,9 @@ pub(super) fn route_connections(
     tokio_stream::wrappers::ReceiverStream::new(rx)
 }
 
-/// The peer confirmed by the runtime where its cgroup names a pod, and holding a slot of
-/// its tenant's connections; None (the connection closed) when its tenant has no slot.
-async fn admitted(
-    mut peer: PeerStream,
-    cri: Option<&Confirmer>,
-    daemon: &Daemon,
-    limiter: &Arc<ConnectionLimiter>,
-) -> Option<PeerStream> {
+/// The peer as the runtime confirms it, where its cgroup names a pod: refused where the
+/// runtime contradicts it.
+async fn confirmed(mut peer: PeerStream, cri: Option<&Confirmer>) -> PeerStream {
     let pod = peer.info().container.as_ref().and_then(|c| c.pod_uid.clone().map(|uid| (c.id.clone(), uid)));
     if let (Some(cri), Some((id, uid))) = (cri, pod) {
         match cri.confirm(&id, &uid).await {
@@ -86,6 +92,12 @@ async fn admitted(
             }
         }
     }
+    peer
+}
+
+/// The peer holding a slot of its tenant's connections; None (the connection closed)
+/// when its tenant has none left.
+fn admit(mut peer: PeerStream, daemon: &Daemon, limiter: &Arc<ConnectionLimiter>) -> Option<PeerStream> {
     let (tenant, admin) = daemon.connection_owner(peer.info());
     match limiter.admit(&tenant, admin) {
         Ok(slot) => {

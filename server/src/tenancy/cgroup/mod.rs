@@ -118,7 +118,8 @@ fn placing(cgroup: &str) -> Option<(Hierarchy, &str)> {
 /// path is never the host's, even under `system.slice` (a quadlet's or `ctr`'s container).
 const RUNTIME_MARKERS: [&str; 8] = ["kubepods", "docker", "libpod", "crio", "containerd", "nerdctl", "lxc", "machine-"];
 
-/// The path of the cgroup that places the process (see [`placing`]).
+/// The path of the cgroup that places the process: the unified hierarchy's, else
+/// systemd's v1 hierarchy's, else the first line's.
 pub fn placing_path(cgroup: &str) -> Option<&str> {
     placing(cgroup).map(|(_, path)| path)
 }
