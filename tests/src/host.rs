@@ -27,6 +27,10 @@ pub trait Host {
         false
     }
 
+    /// Pod `uid` (with `-`) ends: the kubelet removes its cgroup, every container's with it
+    /// (their processes gone first).
+    fn remove_pod(&self, uid: &str);
+
     /// A uid's delegated subtree (what systemd hands `user@<uid>.service`), and the depth
     /// of its own directory.
     fn delegated(&self, uid: u32) -> (String, usize) {
@@ -115,7 +119,28 @@ impl FakeHost {
     }
 }
 
+/// Where the kubelet puts pod `uid`'s cgroup, under both drivers and every QoS level.
+fn pod_dirs(uid: &str) -> Vec<String> {
+    let u = uid.replace('-', "_");
+    vec![
+        format!("kubepods.slice/kubepods-pod{u}.slice"),
+        format!("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice"),
+        format!("kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{u}.slice"),
+        format!("kubepods/pod{uid}"),
+        format!("kubepods/burstable/pod{uid}"),
+        format!("kubepods/besteffort/pod{uid}"),
+    ]
+}
+
 impl Host for FakeHost {
+    fn remove_pod(&self, uid: &str) {
+        for top in [self.cgroup(), self.cgroup().join("systemd")] {
+            for dir in pod_dirs(uid) {
+                let _ = std::fs::remove_dir_all(top.join(dir));
+            }
+        }
+    }
+
     fn config(&self) -> String {
         format!("[identity]\nproc_root = {:?}\ncgroup_root = {:?}\n", self.proc(), self.cgroup())
     }
@@ -220,6 +245,22 @@ impl Host for RealHost {
 
     fn is_real(&self) -> bool {
         true
+    }
+
+    fn remove_pod(&self, uid: &str) {
+        let mut made = MADE.lock().unwrap();
+        for dir in pod_dirs(uid).into_iter().map(|d| self.top.join(d)).filter(|d| d.exists()) {
+            let mut below: Vec<PathBuf> = made.iter().map(|(p, _)| p.clone()).filter(|p| p.starts_with(&dir)).collect();
+            below.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+            for d in below {
+                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.split_whitespace() {
+                    let _ = std::fs::write(self.top.join("cgroup.procs"), pid);
+                }
+                std::fs::remove_dir(&d).unwrap();
+                made.retain(|(p, _)| *p != d);
+            }
+        }
     }
 
     fn delegated(&self, uid: u32) -> (String, usize) {

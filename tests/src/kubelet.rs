@@ -72,6 +72,16 @@ impl Kubelet {
         tokio::time::timeout(Duration::from_secs(10), self.registered.recv()).await.ok().flatten()
     }
 
+    /// Goes down and comes up again on the same directory: a new `kubelet.sock`, which
+    /// npud must register with again.
+    pub fn restart(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let dir = self.socket.parent().unwrap().to_path_buf();
+        *self = Kubelet::start(&dir);
+    }
+
     /// Stops listening and removes the socket (a kubelet going down).
     pub fn stop(mut self) {
         if let Some(s) = self.stop.take() {
@@ -98,9 +108,18 @@ impl Container {
     }
 }
 
-/// The kubelet's pod-resources service: lists whatever the test says is running.
+/// The kubelet's pod-resources service: lists whatever the test says is running, except
+/// while it restarts (`restart`): a restarted kubelet answers `List` before its pod
+/// manager has caught up from the API server, empty at first, then partial.
 #[derive(Clone, Default)]
-pub struct Pods(Arc<Mutex<Vec<pr::PodResources>>>);
+pub struct Pods {
+    running: Arc<Mutex<Vec<pr::PodResources>>>,
+    /// `List` answers still to give empty, then with every other pod.
+    empty: Arc<std::sync::atomic::AtomicU32>,
+    partial: Arc<std::sync::atomic::AtomicU32>,
+    /// `List` calls answered.
+    served: Arc<std::sync::atomic::AtomicU64>,
+}
 
 #[tonic::async_trait]
 impl pr::pod_resources_lister_server::PodResourcesLister for Pods {
@@ -108,7 +127,18 @@ impl pr::pod_resources_lister_server::PodResourcesLister for Pods {
         &self,
         _: tonic::Request<pr::ListPodResourcesRequest>,
     ) -> Result<tonic::Response<pr::ListPodResourcesResponse>, tonic::Status> {
-        Ok(tonic::Response::new(pr::ListPodResourcesResponse { pod_resources: self.0.lock().unwrap().clone() }))
+        use std::sync::atomic::Ordering::AcqRel;
+        let take = |n: &std::sync::atomic::AtomicU32| {
+            n.fetch_update(AcqRel, std::sync::atomic::Ordering::Acquire, |n| n.checked_sub(1)).is_ok()
+        };
+        let mut pod_resources = self.running.lock().unwrap().clone();
+        if take(&self.empty) {
+            pod_resources.clear();
+        } else if take(&self.partial) {
+            pod_resources = pod_resources.into_iter().step_by(2).collect();
+        }
+        self.served.fetch_add(1, AcqRel);
+        Ok(tonic::Response::new(pr::ListPodResourcesResponse { pod_resources }))
     }
 }
 
@@ -132,12 +162,31 @@ impl Pods {
 
     /// The pods now running: (namespace, name, containers).
     pub fn set_pods(&self, pods: &[(&str, &str, Vec<Container>)]) {
-        *self.0.lock().unwrap() = pods.iter().map(|(ns, name, containers)| pod(ns, name, containers)).collect();
+        *self.running.lock().unwrap() = pods.iter().map(|(ns, name, containers)| pod(ns, name, containers)).collect();
     }
 
     /// Adds a pod to those running.
     pub fn add_pod(&self, namespace: &str, name: &str, containers: Vec<Container>) {
-        self.0.lock().unwrap().push(pod(namespace, name, &containers));
+        self.running.lock().unwrap().push(pod(namespace, name, &containers));
+    }
+
+    /// The kubelet restarts: its next `empty` answers list nothing, the `partial` after
+    /// them every other pod, then all again.
+    pub fn restart(&self, empty: u32, partial: u32) {
+        use std::sync::atomic::Ordering::Release;
+        self.partial.store(partial, Release);
+        self.empty.store(empty, Release);
+    }
+
+    /// Whether the restart's empty and partial answers have all been given.
+    pub fn caught_up(&self) -> bool {
+        use std::sync::atomic::Ordering::Acquire;
+        self.empty.load(Acquire) == 0 && self.partial.load(Acquire) == 0
+    }
+
+    /// `List` calls answered so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -190,6 +239,7 @@ pub async fn plugin(dir: &Path) -> dp::device_plugin_client::DevicePluginClient<
 }
 
 /// What Allocate gave one container: its variables and the token file on the host.
+#[derive(Clone)]
 pub struct Allocated {
     pub envs: std::collections::HashMap<String, String>,
     pub token: PathBuf,

@@ -10,6 +10,7 @@ pub mod host;
 pub mod inproc;
 pub mod kubelet;
 pub mod native;
+pub mod node;
 pub mod pki;
 pub mod wire;
 

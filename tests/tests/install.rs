@@ -81,7 +81,8 @@ impl Node {
         let pods = Pods::serve(&dir.path().join("pods.sock"));
         let config = format!(
             "{}[kubernetes]\nenabled = true\ndevice_plugin_dir = {:?}\n\
-             pod_resources_socket = {:?}\npod_resources_period = \"1s\"\npreload_library = {:?}\npreload_dir = {:?}\n",
+             pod_resources_socket = {:?}\npod_resources_period = \"1s\"\nallocation_grace = \"2s\"\n\
+             preload_library = {:?}\npreload_dir = {:?}\n",
             npud_tests::host::Host::config(&fake),
             dp.to_str().unwrap(),
             dir.path().join("pods.sock").to_str().unwrap(),
@@ -201,7 +202,9 @@ async fn restarts_and_upgrades_never_touch_a_mapped_interposer() {
     assert_ne!(lib_b.trim(), first[0], "the new library for the new pod");
     node.pods.set_pods(&[("ml", "newer", vec![Container::new("main", &more, None)])]);
     app.release();
-    // The old pod is gone: its allocation is swept, and the library it mounted with it.
+    npud_tests::host::Host::remove_pod(&node.fake, "5a5a5a5a-0000-4000-8000-000000000000");
+    // The old pod is gone (its cgroup, then the grace): its allocation ends, and the
+    // library it mounted with it.
     assert!(
         eventually(Duration::from_secs(20), || node.installed() == vec![lib_b.trim().to_string()]),
         "{:?}\n{}",

@@ -30,7 +30,7 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let mut kubelet = Kubelet::start(&dp_dir);
     let pods = Pods::serve(&dir.path().join("pod-resources.sock"));
     let config = format!(
-        "[kubernetes]\nstream_unit = 8\npod_resources_socket = {:?}\n",
+        "[kubernetes]\nstream_unit = 8\npod_resources_socket = {:?}\nallocation_grace = \"2s\"\n",
         dir.path().join("pod-resources.sock").to_str().unwrap()
     );
     // Its own state directory: allocations are written there (never under /var/lib/npud).
@@ -114,14 +114,15 @@ async fn the_kubelet_sees_streams_and_a_pods_allocation_becomes_its_quota() {
     let thief = Client::connect_with(Target::Endpoint(endpoint), options).await;
     assert_eq!(thief.unwrap_err().code(), Some(tonic::Code::PermissionDenied));
 
-    // While pod-resources lists the pod, the allocation stays (two of its reads).
+    // While pod-resources lists the pod, the allocation stays (longer than the grace).
     tokio::time::sleep(Duration::from_secs(5)).await;
     let quota_of = |name: &str| {
         let list = d.npuctl_json(&["tenant", "list"]);
         list.as_array().unwrap().iter().find(|t| t["name"] == name).map(|t| t["quota"]["max_streams"].clone())
     };
     assert_eq!(quota_of(pod.tenant()), Some(serde_json::json!(32)), "the running pod keeps its allocation");
-    // The pod goes: its allocation, quota and sessions go with it.
+    // The pod goes: its allocation, quota and sessions go with it. Presented by a process
+    // in no pod (this test's), it ends by complete listings: 2 s of them without it.
     pods.set(None);
     let tenant = pod.tenant().to_string();
     assert!(
@@ -362,10 +363,11 @@ async fn without_its_devices_a_pod_is_booked_per_acquisition_up_to_its_allocatio
     assert!(rows.iter().all(|r| r["mode"] == "fallback" && r["allocated"] == 32 && r["reserved"] == 0), "{list}");
 }
 
-/// A pod's end is its allocation's end: once the kubelet stops listing the pod (it kills
-/// the pod's processes first; here one holder's connection outlives it anyway), the
-/// allocation, its reservation and binding go, nothing of it stays booked, and the holder
-/// that is left gets nothing more: its container is a pod's without an allocation.
+/// A pod's end is its allocation's end: once the kubelet removes the pod's cgroup (it kills
+/// the pod's processes first; here one holder's connection outlives it anyway) and the
+/// grace passes, the allocation, its reservation and binding go, nothing of it stays
+/// booked, and the holder that is left gets nothing more: its container is a pod's without
+/// an allocation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_more() {
     let dir = tempfile::tempdir().unwrap();
@@ -375,7 +377,7 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
     let mut kubelet = Kubelet::start(&dp_dir);
     let pods = Pods::serve(&dir.path().join("pod-resources.sock"));
     let config = format!(
-        "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\n",
+        "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\nallocation_grace = \"2s\"\n",
         npud_tests::host::Host::config(&fake),
         dir.path().join("pod-resources.sock").to_str().unwrap()
     );
@@ -403,8 +405,9 @@ async fn a_pods_end_is_its_allocations_end_and_a_lingering_holder_gets_nothing_m
     assert_eq!(holder.ask("create 8")["handles"].as_array().map(Vec::len), Some(8));
     let on_device = async || host.devices().await.unwrap()[0].clone();
     assert_eq!((on_device().await.in_use, on_device().await.reserved), (8, 32));
-    // The pod stops being listed; its holder's connection is still open.
+    // The pod stops being listed and its cgroup goes; its holder's connection is still open.
     pods.set(None);
+    npud_tests::host::Host::remove_pod(&fake, "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d");
     assert!(
         eventually_async(Duration::from_secs(30), || async {
             let dev = on_device().await;

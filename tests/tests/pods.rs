@@ -6,140 +6,13 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::kubelet::{
-    Allocated, Container, HOST_CGROUP, Kubelet, Pods, allocate, plant, plugin, pod_cgroup, pod_tenant, spread_ids,
-};
-use npud_tests::native::{App, Shared, acl_apps, acl_builder, acl_command};
-use npud_tests::{Client, Daemon, eventually_async};
-use std::path::{Path, PathBuf};
+use npud_tests::eventually_async;
+use npud_tests::kubelet::{Container, allocate, pod_tenant, spread_ids};
+use npud_tests::native::{App, Shared};
+use npud_tests::node::{DEVICES, Node};
 use std::time::Duration;
 
 const ASCEND: &str = "huawei.com/Ascend910";
-const DEVICES: u32 = 8;
-
-/// An 8-NPU node on the fake AscendCL driver, npud its device plugin.
-struct Node {
-    dir: tempfile::TempDir,
-    fake: npud_tests::host::FakeHost,
-    budget: PathBuf,
-    pods: Pods,
-    d: Daemon,
-    /// npud's `/metrics` port.
-    metrics: u16,
-    plugin: npud_proto::deviceplugin::device_plugin_client::DevicePluginClient<tonic::transport::Channel>,
-    host: Client,
-    _kubelet: Kubelet,
-}
-
-impl Node {
-    /// On the fake AscendCL driver.
-    async fn start() -> Node {
-        Node::start_on(true).await
-    }
-
-    /// On the fake AscendCL driver (`acl`), else on the embedded simulator; either way
-    /// pod-resources is read every second.
-    async fn start_on(acl: bool) -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let (dp_dir, budget) = (dir.path().join("dp"), dir.path().join("budget"));
-        let fake = npud_tests::host::FakeHost::new();
-        std::fs::create_dir_all(&dp_dir).unwrap();
-        let mut kubelet = Kubelet::start(&dp_dir);
-        let pods_socket = dir.path().join("pod-resources.sock");
-        let pods = Pods::serve(&pods_socket);
-        let config = format!(
-            "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = \"1s\"\n",
-            npud_tests::host::Host::config(&fake),
-            pods_socket.to_str().unwrap()
-        );
-        let metrics = npud_tests::free_port();
-        let listen = format!("127.0.0.1:{metrics}");
-        let args = ["--device-plugin-dir", dp_dir.to_str().unwrap(), "--metrics", &listen];
-        let builder = match acl {
-            true => acl_builder(&budget, &args).env("NPU_SIM_DEVICES", &DEVICES.to_string()),
-            false => Daemon::builder().args(&args).args(&["--sim-devices", &DEVICES.to_string()]),
-        };
-        let d = builder.state_dir(&dir.path().join("state")).config(&config).start();
-        assert!(kubelet.registration().await.is_some(), "registered:\n{}", d.log());
-        // This test process is on the host (its cgroup planted so): it reads npud's books.
-        plant(&fake, std::process::id(), HOST_CGROUP);
-        let host = d.client().await;
-        let plugin = plugin(&dp_dir).await;
-        Node { dir, fake, budget, pods, d, metrics, plugin, host, _kubelet: kubelet }
-    }
-
-    /// A client process of pod `pod` (container `container`) presenting `token`.
-    fn peer(&self, token: &Path, pod: &str, container: char) -> npud_tests::Peer {
-        let wrapper = format!("NPUD_ALLOCATION={} \"$0\" \"$@\"", token.display());
-        let p = npud_tests::Peer::spawn_under(self.d.socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
-        plant(&self.fake, p.pid, &pod_cgroup(pod, container));
-        p
-    }
-
-    /// (npud's in use, reserved) per device.
-    async fn books(&self) -> Vec<(u32, u32)> {
-        self.host.devices().await.unwrap().iter().map(|x| (x.in_use, x.reserved)).collect()
-    }
-
-    /// What the fake driver counts per physical device (npud's own streams aside).
-    fn driver(&self) -> Vec<u32> {
-        let shared = Shared::at(&self.budget);
-        (0..DEVICES).map(|d| shared.held_on(d, self.d.pid())).collect()
-    }
-
-    /// Waits until npud's count equals the driver's on every device and is `expect`.
-    async fn settles_at(&self, expect: &[u32]) {
-        let ok = eventually_async(Duration::from_secs(30), || async {
-            let books: Vec<u32> = self.books().await.iter().map(|b| b.0).collect();
-            books == expect && self.driver() == expect
-        })
-        .await;
-        assert!(ok, "npud {:?}, driver {:?}, expected {expect:?}\n{}", self.books().await, self.driver(), self.d.log());
-    }
-
-    /// `units` units of npud.io/streams for one container, their ids taken across every
-    /// device from `first` on (as a kubelet picking from any device might).
-    async fn allocate(&mut self, units: u32, first: u32) -> (Vec<String>, Allocated) {
-        let ids = spread_ids(units, DEVICES, first);
-        let a = allocate(&mut self.plugin, &ids).await;
-        (ids, a)
-    }
-
-    /// A process of pod `who.0` (container `who.1`), the AscendCL program making
-    /// `streams` streams on its device `at.1`, seeing `at.0` (physical ids) as its
-    /// devices; it starts once `go` exists, after its cgroup is planted.
-    fn program(&self, a: &Allocated, who: (&str, char), at: (&str, u32), streams: u32, go: &Path) -> App {
-        let ((pod, container), (view, device)) = (who, at);
-        let (program, _) = acl_apps();
-        let inner = acl_command(program, &self.budget, Some((&self.d, 0)));
-        let mut cmd = std::process::Command::new("sh");
-        let script = format!("while [ ! -e {} ]; do sleep 0.01; done; exec \"$0\" \"$@\"", go.display());
-        cmd.arg("-c").arg(script).arg(inner.get_program()).args([streams.to_string(), "-1".into(), device.to_string()]);
-        for (k, v) in inner.get_envs() {
-            if let Some(v) = v {
-                cmd.env(k, v);
-            }
-        }
-        // What Allocate set, the token as the host sees the mounted file.
-        for (k, v) in &a.envs {
-            cmd.env(k, v);
-        }
-        cmd.env("NPUD_ALLOCATION", &a.token)
-            .env("NPU_SIM_DEVICES", DEVICES.to_string())
-            .env("NPU_SIM_CONTAINER_DEVICES", view)
-            .env("NPUD_WAIT", "120s");
-        cmd.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null());
-        let app = App::spawn(cmd);
-        plant(&self.fake, app.child.id(), &pod_cgroup(pod, container));
-        app
-    }
-
-    fn go(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
 
 /// `n` processes' start-up verdicts, read off the blocking runtime's threads.
 async fn started(apps: Vec<App>) -> (Vec<Result<Vec<String>, i64>>, Vec<App>) {
@@ -254,6 +127,7 @@ async fn tensor_parallel_pods_are_admitted_on_every_npu_they_use() {
     release(apps).await;
     node.settles_at(&[0; 8]).await;
     node.pods.set_pods(&[]);
+    node.end_pod(&pod_uid(1));
     let gone = eventually_async(Duration::from_secs(20), || async { node.books().await == vec![(0, 0); 8] }).await;
     assert!(gone, "the TP-8 pod's bookings go with it: {:?}", node.books().await);
 
@@ -280,6 +154,8 @@ async fn tensor_parallel_pods_are_admitted_on_every_npu_they_use() {
     release(apps).await;
     node.settles_at(&[0; 8]).await;
     node.pods.set_pods(&[]);
+    node.end_pod(&pod_uid(2));
+    node.end_pod(&pod_uid(3));
     let gone = eventually_async(Duration::from_secs(20), || async { node.books().await == vec![(0, 0); 8] }).await;
     assert!(gone, "{:?}", node.books().await);
 
@@ -377,7 +253,9 @@ async fn a_pod_whose_npu_is_full_waits_for_it_the_same_in_20_runs() {
         assert_eq!(running.ask("destroy-all")["destroyed"], 1800);
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(host.devices().await.unwrap()[3].queued_requests, 1, "run {run}: still waiting");
-        // The running pod ends.
+        // The running pod ends: its processes, then its cgroup, then its listing.
+        drop(running);
+        node.end_pod(&pod_uid(100 + run));
         node.pods.set_pods(&[("ml", "ninth", vec![Container::new("main", &ids_b, ascend(&[3]))])]);
         let got = ninth.answer();
         assert_eq!(got["handles"].as_array().map(Vec::len), Some(800), "run {run}: it starts once room is back: {got}");

@@ -1,14 +1,15 @@
 //! The kubelet's pod-resources API: it lists every active container with the device ids
 //! of each resource it was given. npud reads it to place an allocation on the devices the
-//! vendor's plugin gave the same container, and to see which allocations' pods are gone:
-//! an allocation no listed container holds (two reads in a row) has lost its pod, and its
-//! booking and holdings go with it.
+//! vendor's plugin gave the same container. Whether an allocation's pod is gone is the
+//! kernel's word, not the listing's: a bound allocation lives while its pod's cgroup does
+//! (plus `allocation_grace`), and only an allocation never presented ends by the listing,
+//! once complete listings have not named it for the grace (`Allocations::sweep`). A
+//! kubelet that restarts lists nothing for seconds: that ends nothing.
 
 use crate::daemon::Daemon;
 use crate::policy::allocations::listing::clean_name;
-use crate::policy::allocations::{Allocations, Listed, PodLister, PodNames};
+use crate::policy::allocations::{Allocations, Listed, PodLister, PodNames, Sweep};
 use npud_proto::podresources as pr;
-use std::collections::HashSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -74,44 +75,70 @@ fn listed(answer: pr::ListPodResourcesResponse) -> Vec<Listed> {
     out
 }
 
-/// Every `period`: lists, hands the daemon the listing, and ends the allocations whose
-/// pods are gone. Until `List` answers, allocations are kept.
+/// Every `period`: lists (where npud may read pod-resources), hands the daemon the
+/// listing, and ends the allocations whose end has been in evidence for the grace; then
+/// the interposers only they mounted go.
 pub async fn watch(
     daemon: Arc<Daemon>,
     allocations: Arc<Allocations>,
     interposer: Option<super::interposer::Installed>,
-    lister: Arc<Lister>,
+    lister: Option<Arc<Lister>>,
     resource: String,
-    period: Duration,
+    (period, grace): (Duration, Duration),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let cgroups = crate::tenancy::cgroup::Mounted { root: daemon.config().cgroup_root.clone() };
+    let alive = |uid: &str| crate::tenancy::cgroup::pod_alive(&cgroups, uid);
     let mut failing = false;
     loop {
         if tokio::time::timeout(period, stop.wait_for(|s| *s)).await.is_ok() {
             return;
         }
-        match lister.list().await {
-            Ok(listing) => {
+        let answer = match &lister {
+            Some(l) => Some((l, l.list().await)),
+            None => None,
+        };
+        let listing = match answer {
+            None => None,
+            Some((_, Ok(listing))) => {
                 failing = false;
-                let live: HashSet<Vec<String>> =
-                    listing.iter().map(|c| c.ids_of(&resource).to_vec()).filter(|ids| !ids.is_empty()).collect();
-                daemon.saw_listing(listing);
-                let gone = allocations.sweep(&live);
-                for a in &gone {
-                    daemon.forget_allocation(a).await;
-                }
-                // An interposer an earlier npud installed goes with the last allocation
-                // that mounted it.
-                if let Some(i) = interposer.as_ref().filter(|_| !gone.is_empty()) {
-                    let dir = i.library.parent().unwrap_or(std::path::Path::new("/"));
-                    super::interposer::remove_unused(dir, &i.name(), &allocations.libraries());
-                }
+                daemon.saw_listing(listing.clone());
+                Some(listing)
             }
-            Err(e) if !failing => {
+            Some((lister, Err(e))) => {
+                if !failing {
+                    tracing::warn!(socket = %lister.socket.display(), error = %e, "cannot read pod resources; allocations never presented are kept until it answers");
+                }
                 failing = true;
-                tracing::warn!(socket = %lister.socket.display(), error = %e, "cannot read pod resources; allocations are kept until it answers");
+                None
             }
-            Err(_) => {}
+        };
+        let sweep = Sweep {
+            listing: listing.as_deref(),
+            resource: &resource,
+            alive: &alive,
+            grace,
+            now: std::time::Instant::now(),
+        };
+        let gone = allocations.sweep(&sweep);
+        for a in &gone {
+            tracing::info!(
+                pod = a.pod.as_deref().unwrap_or("-"),
+                tenant = a.bound.as_deref().unwrap_or("-"),
+                "an allocation ends: {}",
+                if a.bound.is_some() && a.pod.is_some() {
+                    "its pod's cgroup is gone"
+                } else {
+                    "complete listings no longer name it"
+                }
+            );
+            daemon.forget_allocation(a).await;
+        }
+        // An interposer an earlier npud installed goes with the last allocation that
+        // mounted it, and never while one does: every pod that mounted it lives.
+        if let Some(i) = interposer.as_ref().filter(|_| !gone.is_empty()) {
+            let dir = i.library.parent().unwrap_or(std::path::Path::new("/"));
+            super::interposer::remove_unused(dir, &i.name(), &allocations.libraries());
         }
     }
 }

@@ -261,19 +261,20 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             generation: Arc::default(),
         };
         tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
-        if let Some(socket) = &k8s.pod_resources_socket {
+        let lister = k8s.pod_resources_socket.as_ref().map(|socket| {
             let lister = Arc::new(crate::kubernetes::pods::Lister { socket: socket.clone() });
             daemon.set_pod_lister(Arc::clone(&lister) as Arc<dyn crate::policy::allocations::PodLister>);
-            tokio::spawn(crate::kubernetes::pods::watch(
-                Arc::clone(&daemon),
-                Arc::clone(allocations),
-                interposer,
-                lister,
-                k8s.resource_name.clone(),
-                k8s.pod_resources_period,
-                stop_rx.clone(),
-            ));
-        }
+            lister
+        });
+        tokio::spawn(crate::kubernetes::pods::watch(
+            Arc::clone(&daemon),
+            Arc::clone(allocations),
+            interposer,
+            lister,
+            k8s.resource_name.clone(),
+            (k8s.pod_resources_period, k8s.allocation_grace),
+            stop_rx.clone(),
+        ));
     }
     let proc = crate::tenancy::identity::ProcFs::new(config.proc_root.clone(), config.cgroup_root.clone());
     for limit in proc.limits() {

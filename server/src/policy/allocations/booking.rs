@@ -1,11 +1,13 @@
 //! What a pod may hold where: the bookings of the allocations bound to it. Every container
-//! of a pod is one tenant, so a pod holds at most the sum of its containers' allocations,
-//! however many containers present one token. A regular init container's unit ids, which
-//! the kubelet hands on to the app container (calling Allocate again), count once.
+//! of a pod is one tenant, so a pod holds at most its containers' units, however many
+//! containers present one token. A unit id counts once per pod: the kubelet hands a regular
+//! init container's unit ids on to the app container (calling Allocate again, its ids a
+//! superset or a subset of the init container's), and keeps both allocations for the
+//! pod's life, as npud does; the pod is booked the union of their units.
 
 use super::{Allocation, Allocations, Placement, PodNames};
 use crate::types::Tenant;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// `total` split over `n` devices: evenly, the remainder one each to the lowest.
 pub fn split(total: u32, n: usize) -> Vec<u32> {
@@ -53,19 +55,28 @@ impl PodBooking {
     }
 }
 
-/// Of `allocations`, the bound ones that count, oldest binding first: per pod, one of each
-/// set of unit ids (the latest bound: an init container's ids the app container reuses).
-fn counted_in<'a>(allocations: impl Iterator<Item = &'a Allocation>) -> Vec<&'a Allocation> {
-    let mut latest: HashMap<(&Tenant, &[String]), &Allocation> = HashMap::new();
-    for a in allocations {
+/// Of `allocations`, the bound ones that count, oldest binding first, each with the
+/// streams it counts: per pod, each unit id once, for the latest allocation bound that
+/// holds it (the app container's, where it reuses its init container's ids). An allocation
+/// whose every unit a later one holds counts nothing and is left out.
+fn counted_in<'a>(allocations: impl Iterator<Item = &'a Allocation>) -> Vec<(&'a Allocation, u32)> {
+    let mut bound: Vec<&Allocation> = allocations.filter(|a| a.bound.is_some()).collect();
+    bound.sort_by_key(|a| std::cmp::Reverse(a.seq));
+    let mut seen: HashMap<&Tenant, HashSet<&str>> = HashMap::new();
+    let mut out = Vec::new();
+    for a in bound {
         let Some(t) = &a.bound else { continue };
-        let slot = latest.entry((t, a.ids.as_slice())).or_insert(a);
-        if a.seq > slot.seq {
-            *slot = a;
+        let ids = seen.entry(t).or_default();
+        let fresh = a.ids.iter().filter(|id| ids.insert(id.as_str())).count();
+        let total = match a.ids.len() {
+            0 => a.total(),
+            n => (u64::from(a.total()) * fresh as u64 / n as u64) as u32,
+        };
+        if total > 0 || a.ids.is_empty() {
+            out.push((a, total));
         }
     }
-    let mut out: Vec<&Allocation> = latest.into_values().collect();
-    out.sort_by_key(|a| a.seq);
+    out.sort_by_key(|(a, _)| a.seq);
     out
 }
 
@@ -82,11 +93,11 @@ pub struct BookingRow {
 }
 
 impl Allocations {
-    /// The bound allocations that count, oldest binding first: per pod, one of each set of
-    /// unit ids (the latest bound).
-    fn counted(&self) -> Vec<Allocation> {
+    /// The bound allocations that count, oldest binding first, with the streams each
+    /// counts (each unit id of a pod once).
+    fn counted(&self) -> Vec<(Allocation, u32)> {
         let inner = self.lock();
-        counted_in(inner.map.values()).into_iter().cloned().collect()
+        counted_in(inner.map.values()).into_iter().map(|(a, n)| (a.clone(), n)).collect()
     }
 
     /// What the pod `tenant` may hold where; None when no allocation is bound to it. On
@@ -98,8 +109,7 @@ impl Allocations {
             return None;
         }
         let mut b = PodBooking { spread: 1, ..Default::default() };
-        for a in mine {
-            let total = a.total();
+        for (a, total) in mine {
             b.total = b.total.saturating_add(total);
             match &a.placement {
                 Some(Placement::Devices(devices)) => {
@@ -123,9 +133,9 @@ impl Allocations {
     /// their reservations are made, so a newer pod never takes an older one's room.
     pub fn in_binding_order(&self) -> Vec<(Tenant, u32, u32)> {
         let mut out = Vec::new();
-        for a in self.counted() {
+        for (a, total) in self.counted() {
             let (Some(t), Some(Placement::Devices(devices))) = (&a.bound, &a.placement) else { continue };
-            for (d, n) in devices.iter().zip(split(a.total(), devices.len())) {
+            for (d, n) in devices.iter().zip(split(total, devices.len())) {
                 out.push((Tenant::clone(t), *d, n));
             }
         }
@@ -135,9 +145,8 @@ impl Allocations {
     /// Every counted allocation's rows, oldest binding first.
     pub fn rows(&self) -> Vec<BookingRow> {
         let mut out = Vec::new();
-        for a in self.counted() {
+        for (a, allocated) in self.counted() {
             let Some(tenant) = a.bound.clone() else { continue };
-            let allocated = a.total();
             let row = |device, booked| BookingRow {
                 names: a.names.clone(),
                 tenant: Tenant::clone(&tenant),
@@ -157,7 +166,7 @@ impl Allocations {
 
     /// Every pod tenant with an allocation bound (the pods npud books).
     pub fn bound_tenants(&self) -> Vec<Tenant> {
-        let mut out: Vec<Tenant> = self.counted().into_iter().filter_map(|a| a.bound).collect();
+        let mut out: Vec<Tenant> = self.counted().into_iter().filter_map(|(a, _)| a.bound).collect();
         out.sort();
         out.dedup();
         out

@@ -49,8 +49,10 @@ pub struct Allocation {
     pub file: PathBuf,
     /// The unit ids the kubelet gave the container, sorted: how pod-resources names it.
     pub ids: Vec<String>,
-    /// Consecutive pod-resources reads that did not list it (gone after two).
-    pub missing: u8,
+    /// Since when its end has been in evidence: its pod's cgroup gone (a bound one), or
+    /// complete listings not naming it (one never presented). It ends `grace` later;
+    /// evidence to the contrary clears it. Not persisted: a restart starts it again.
+    pub gone_since: Option<std::time::Instant>,
     /// Units by the device their ids came from (units × stream_unit): only their sum
     /// means anything, since the kubelet picks unit ids from any device.
     pub streams: Vec<(u32, u32)>,
@@ -74,6 +76,55 @@ impl Allocation {
     /// The streams the allocation gives: all its units.
     pub fn total(&self) -> u32 {
         self.streams.iter().fold(0u32, |n, (_, s)| n.saturating_add(*s))
+    }
+}
+
+/// What one [`Allocations::sweep`] looks at.
+pub struct Sweep<'a> {
+    /// Every container pod-resources lists now; None when it could not be read.
+    pub listing: Option<&'a [Listed]>,
+    /// npud's resource name (whose unit ids name an allocation in the listing).
+    pub resource: &'a str,
+    /// Whether pod `uid`'s cgroup exists (None: it cannot be told).
+    pub alive: &'a (dyn Fn(&str) -> Option<bool> + Sync),
+    /// How long an allocation's end must be in evidence before it ends.
+    pub grace: std::time::Duration,
+    pub now: std::time::Instant,
+}
+
+/// A listing as the sweep reads it: the unit-id sets of npud's resource, and the pods.
+struct Listing {
+    ids: std::collections::HashSet<Vec<String>>,
+    pods: std::collections::HashSet<(String, String)>,
+}
+
+impl Listing {
+    fn of(listing: &[Listed], resource: &str) -> Listing {
+        Listing {
+            ids: listing.iter().map(|c| c.ids_of(resource).to_vec()).filter(|ids| !ids.is_empty()).collect(),
+            pods: listing.iter().map(|c| (c.names.namespace.clone(), c.names.pod.clone())).collect(),
+        }
+    }
+
+    /// Whether every pod whose cgroup holds a bound allocation (or cannot be told gone)
+    /// is named: by the unit ids of one of its allocations, or by its name. A regular
+    /// init container is never listed; its pod is named by its app container.
+    fn names_every_live_pod<'a>(
+        &self,
+        allocations: impl Iterator<Item = &'a Allocation>,
+        alive: &HashMap<String, Option<bool>>,
+    ) -> bool {
+        let mut named: HashMap<&str, bool> = HashMap::new();
+        for a in allocations {
+            let (Some(_), Some(pod)) = (&a.bound, &a.pod) else { continue };
+            if alive.get(pod).copied().flatten() == Some(false) {
+                continue;
+            }
+            let here = self.ids.contains(&a.ids)
+                || a.names.as_ref().is_some_and(|n| self.pods.contains(&(n.namespace.clone(), n.pod.clone())));
+            *named.entry(pod.as_str()).or_insert(false) |= here;
+        }
+        named.values().all(|n| *n)
     }
 }
 
@@ -134,13 +185,20 @@ impl Allocations {
             let pos = order.iter().position(|t| map.get(t).is_some_and(|a| a.bound.is_none())).unwrap_or(0);
             let old = order.remove(pos);
             if let Some(a) = map.remove(&old) {
+                tracing::warn!(
+                    most = MAX_ALLOCATIONS,
+                    bound = a.bound.is_some(),
+                    ids = a.ids.len(),
+                    "npud holds the most allocations it keeps: the oldest {} one goes to make room",
+                    if a.bound.is_some() { "bound" } else { "never presented" }
+                );
                 records::remove_files(&a.file);
             }
         }
         let fresh = Allocation {
             file: file.clone(),
             ids,
-            missing: 0,
+            gone_since: None,
             streams,
             bound: None,
             pod: None,
@@ -223,25 +281,49 @@ impl Allocations {
         Ok(Bound { allocation, moved_from })
     }
 
-    /// Given the unit-id sets pod-resources lists for npud's resource now, removes (with
-    /// their files) the allocations missing from two reads in a row and returns them: their
-    /// pods are gone. (Two, because a container appears there only after Allocate returns.)
-    pub fn sweep(&self, live: &std::collections::HashSet<Vec<String>>) -> Vec<Allocation> {
+    /// Ends the allocations whose end is in evidence for `sweep.grace` (removing their
+    /// files) and returns them. Silence ends nothing:
+    /// - one bound from a pod lives while that pod's cgroup does; gone for `grace`, it
+    ///   ends, whatever the kubelet lists (a kubelet restart lists nothing for a while);
+    /// - any other (never presented, or bound by a process in no pod) ends once complete
+    ///   listings have not named it for `grace`. A listing is complete when it names every
+    ///   pod whose cgroup holds a bound allocation: an empty or partial one (a kubelet
+    ///   that has not caught up) proves nothing. No listing at all proves nothing either.
+    pub fn sweep(&self, sweep: &Sweep<'_>) -> Vec<Allocation> {
         let mut inner = self.lock();
         let Books { map, order, .. } = &mut *inner;
+        let mut alive: HashMap<String, Option<bool>> = HashMap::new();
+        for pod in map.values().filter(|a| a.bound.is_some()).filter_map(|a| a.pod.clone()) {
+            alive.entry(pod).or_insert_with_key(|uid| (sweep.alive)(uid));
+        }
+        let listed = sweep.listing.map(|l| Listing::of(l, sweep.resource));
+        let complete = listed.as_ref().is_some_and(|l| l.names_every_live_pod(map.values(), &alive));
         let mut gone = Vec::new();
         map.retain(|_, a| {
-            if live.contains(&a.ids) {
-                a.missing = 0;
-                return true;
+            let evidence = match (a.bound.as_ref().and(a.pod.as_ref()), &listed) {
+                (Some(pod), _) => match alive.get(pod).copied().flatten() {
+                    Some(false) => Some(true),
+                    // Alive, or its cgroup cannot be told: kept, whatever is listed.
+                    _ => Some(false),
+                },
+                (None, Some(l)) if l.ids.contains(&a.ids) => Some(false),
+                (None, Some(_)) if complete => Some(true),
+                // Not listed, but the listing is partial or absent: nothing changes.
+                (None, _) => None,
+            };
+            match evidence {
+                Some(false) => a.gone_since = None,
+                Some(true) => {
+                    let since = *a.gone_since.get_or_insert(sweep.now);
+                    if sweep.now.saturating_duration_since(since) >= sweep.grace {
+                        records::remove_files(&a.file);
+                        gone.push(a.clone());
+                        return false;
+                    }
+                }
+                None => {}
             }
-            a.missing = a.missing.saturating_add(1);
-            if a.missing < 2 {
-                return true;
-            }
-            records::remove_files(&a.file);
-            gone.push(a.clone());
-            false
+            true
         });
         order.retain(|t| map.contains_key(t));
         gone

@@ -61,7 +61,7 @@ pub(super) fn reload(dir: &Path) -> Books {
                 let a = Allocation {
                     file: path,
                     ids,
-                    missing: 0,
+                    gone_since: None,
                     streams,
                     bound: binding.bound,
                     pod: binding.pod,

@@ -170,5 +170,36 @@ fn made_by_root(owners: &dyn Owners, hierarchy: &Hierarchy, path: &str, dirs: us
     Ok(())
 }
 
+/// Whether pod `uid`'s cgroup exists, as the kubelet makes it (either driver, any QoS
+/// level, in the hierarchy that places processes), root's. None where the kubelet's tree
+/// itself is not there to look at (no `kubepods` in any hierarchy npud can read): silence,
+/// which proves nothing either way.
+pub fn pod_alive(owners: &dyn Owners, uid: &str) -> Option<bool> {
+    let under = uid.replace('-', "_");
+    let systemd = [
+        format!("/kubepods.slice/kubepods-pod{under}.slice"),
+        format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{under}.slice"),
+        format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{under}.slice"),
+    ];
+    let cgroupfs = [
+        format!("/kubepods/pod{uid}"),
+        format!("/kubepods/burstable/pod{uid}"),
+        format!("/kubepods/besteffort/pod{uid}"),
+    ];
+    let mut seen_tree = false;
+    for hierarchy in [Hierarchy::Unified, Hierarchy::V1("name=systemd".into())] {
+        for (root, pods) in [("/kubepods.slice", &systemd), ("/kubepods", &cgroupfs)] {
+            if owners.owner(&hierarchy, root).is_err() {
+                continue;
+            }
+            seen_tree = true;
+            if pods.iter().any(|p| matches!(owners.owner(&hierarchy, p), Ok(o) if o.uid == 0)) {
+                return Some(true);
+            }
+        }
+    }
+    seen_tree.then_some(false)
+}
+
 #[cfg(test)]
 mod tests;

@@ -201,3 +201,26 @@ fn the_mounted_tree_finds_each_hierarchy_where_systemd_mounts_it() {
     std::os::unix::fs::symlink(root.path().join("a"), root.path().join("link")).unwrap();
     assert!(m.owner(&Hierarchy::Unified, "/link").is_err(), "a link is not followed");
 }
+
+/// Issue 67: a pod lives while the kubelet's cgroup for it does, whichever driver and QoS
+/// level; where the kubelet's tree cannot be seen at all, nothing is known.
+#[test]
+fn a_pod_lives_while_its_cgroup_does() {
+    let uid = "1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d";
+    let under = uid.replace('-', "_");
+    for path in [
+        format!("/kubepods.slice/kubepods-pod{under}.slice"),
+        format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{under}.slice"),
+        format!("/kubepods/burstable/pod{uid}"),
+        format!("/kubepods/pod{uid}"),
+    ] {
+        assert_eq!(pod_alive(&Tree::root_made(&path), uid), Some(true), "{path}");
+        let v1 = Tree::default().with(Hierarchy::V1("name=systemd".into()), &path, None);
+        assert_eq!(pod_alive(&v1, uid), Some(true), "v1: {path}");
+        let other = Tree::root_made(&path.replace("1a2b", "ffff"));
+        assert_eq!(pod_alive(&other, uid), Some(false), "another pod's: {path}");
+    }
+    assert_eq!(pod_alive(&Tree::root_made("/system.slice/sshd.service"), uid), None, "no kubelet tree seen");
+    let handed = Tree::default().with(Hierarchy::Unified, &format!("/kubepods/pod{uid}"), Some((2, 1000)));
+    assert_eq!(pod_alive(&handed, uid), Some(false), "a directory a user owns is no pod's");
+}

@@ -1,0 +1,272 @@
+//! An 8-NPU node for the Kubernetes suites: npud as its device plugin, on the fake AscendCL
+//! driver (or the embedded simulator), a fake kubelet serving Registration and
+//! pod-resources, and the host npud reads its pods' processes from: a tree built as root
+//! (`FakeHost`: cgroups made as the kubelet makes them) or the machine's own cgroups
+//! (`RealHost`), with the kubelet's layout of either cgroup driver.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::host::{FakeHost, Host, RealHost};
+use crate::kubelet::{Allocated, HOST_CGROUP, Kubelet, Pods, allocate, plugin, spread_ids};
+use crate::native::{App, Shared, acl_apps, acl_builder, acl_command, acl_steps_app};
+use crate::{Client, Daemon, eventually_async};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The node's NPUs.
+pub const DEVICES: u32 = 8;
+
+/// Where npud reads its pods' processes and cgroups from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cgroups {
+    /// A tree built as root in a temporary directory.
+    Fake,
+    /// The machine's cgroup v2 (or the hybrid layout's `unified`).
+    RealV2,
+    /// The machine's v1 `name=systemd` hierarchy.
+    RealV1,
+}
+
+/// How a node is started.
+#[derive(Clone, Copy)]
+pub struct NodeOptions<'a> {
+    /// On the fake AscendCL driver, else on the embedded simulator.
+    pub acl: bool,
+    /// How often npud reads pod-resources and looks at pods' cgroups.
+    pub period: &'a str,
+    /// `[kubernetes] allocation_grace`.
+    pub grace: &'a str,
+    pub cgroups: Cgroups,
+    /// The kubelet's systemd cgroup driver (`kubepods.slice/…`), else cgroupfs.
+    pub systemd_driver: bool,
+    /// npud installs the interposer and Allocate mounts it (files a pod keeps).
+    pub interposer: bool,
+}
+
+impl Default for NodeOptions<'_> {
+    fn default() -> Self {
+        NodeOptions {
+            acl: true,
+            period: "1s",
+            grace: "2s",
+            cgroups: Cgroups::Fake,
+            systemd_driver: true,
+            interposer: false,
+        }
+    }
+}
+
+/// An 8-NPU node, npud its device plugin.
+pub struct Node {
+    pub dir: tempfile::TempDir,
+    /// The host npud reads identities and pods' lives from.
+    pub cgroups: Box<dyn Host + Send + Sync>,
+    systemd_driver: bool,
+    pub budget: PathBuf,
+    pub pods: Pods,
+    pub d: Daemon,
+    /// npud's `/metrics` port.
+    pub metrics: u16,
+    pub plugin: npud_proto::deviceplugin::device_plugin_client::DevicePluginClient<tonic::transport::Channel>,
+    pub host: Client,
+    pub kubelet: Kubelet,
+    pub dp_dir: PathBuf,
+    /// How npud was started, to start it again on the same socket and state.
+    started: (bool, String, Vec<String>),
+}
+
+impl Node {
+    /// On the fake AscendCL driver, pod-resources read every second, a pod's allocation
+    /// ending 2 s after its cgroup.
+    pub async fn start() -> Node {
+        Node::with(NodeOptions::default()).await.unwrap()
+    }
+
+    /// On the fake AscendCL driver (`acl`), else on the embedded simulator.
+    pub async fn start_on(acl: bool) -> Node {
+        Node::with(NodeOptions { acl, ..Default::default() }).await.unwrap()
+    }
+
+    /// A node as `o` says; Err (why) where the machine's own cgroups were asked for and
+    /// cannot be used here.
+    pub async fn with(o: NodeOptions<'_>) -> Result<Node, String> {
+        let cgroups: Box<dyn Host + Send + Sync> = match o.cgroups {
+            Cgroups::Fake => Box::new(FakeHost::new()),
+            Cgroups::RealV2 => Box::new(RealHost::v2()?),
+            Cgroups::RealV1 => Box::new(RealHost::v1_systemd()?),
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let (dp_dir, budget) = (dir.path().join("dp"), dir.path().join("budget"));
+        std::fs::create_dir_all(&dp_dir).unwrap();
+        let mut kubelet = Kubelet::start(&dp_dir);
+        let pods_socket = dir.path().join("pod-resources.sock");
+        let pods = Pods::serve(&pods_socket);
+        let mut config = format!(
+            "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = {:?}\n\
+             allocation_grace = {:?}\n",
+            cgroups.config(),
+            pods_socket.to_str().unwrap(),
+            o.period,
+            o.grace,
+        );
+        if o.interposer {
+            let source = dir.path().join("libnpud_preload.so");
+            std::fs::copy(crate::native::preload_library(), &source).unwrap();
+            let lib = dir.path().join("lib");
+            config += &format!(
+                "preload_library = {:?}\npreload_dir = {:?}\n",
+                source.to_str().unwrap(),
+                lib.to_str().unwrap()
+            );
+        }
+        let metrics = crate::free_port();
+        let listen = format!("127.0.0.1:{metrics}");
+        let args: Vec<String> =
+            ["--device-plugin-dir", dp_dir.to_str().unwrap(), "--metrics", &listen].map(str::to_string).into();
+        let started = (o.acl, config, args);
+        let d = Node::npud(dir.path(), &budget, &started);
+        assert!(kubelet.registration().await.is_some(), "registered:\n{}", d.log());
+        // This test process is on the host: it reads npud's books. (On the machine's own
+        // cgroups it already is.)
+        if !cgroups.is_real() {
+            cgroups.place(std::process::id(), HOST_CGROUP.trim().trim_start_matches("0::"), None);
+        }
+        let host = d.client().await;
+        let plugin = plugin(&dp_dir).await;
+        let systemd_driver = o.systemd_driver;
+        Ok(Node { dir, cgroups, systemd_driver, budget, pods, d, metrics, plugin, host, kubelet, dp_dir, started })
+    }
+
+    /// npud on the node's socket and state directory.
+    fn npud(dir: &Path, budget: &Path, (acl, config, args): &(bool, String, Vec<String>)) -> Daemon {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let builder = match acl {
+            true => acl_builder(budget, &args).env("NPU_SIM_DEVICES", &DEVICES.to_string()),
+            false => Daemon::builder().args(&args).args(&["--sim-devices", &DEVICES.to_string()]),
+        };
+        builder.socket(&dir.join("run").join("npud.sock")).state_dir(&dir.join("state")).config(config).start()
+    }
+
+    /// npud killed (SIGKILL) and started again on the same socket and state, as a
+    /// crashed or upgraded DaemonSet pod is.
+    pub async fn restart_npud(&mut self) {
+        self.d.kill9();
+        self.d = Node::npud(self.dir.path(), &self.budget, &self.started);
+        assert!(self.kubelet.registration().await.is_some(), "registered again:\n{}", self.d.log());
+        self.host = self.d.client().await;
+        self.plugin = plugin(&self.dp_dir).await;
+    }
+
+    /// The cgroup the kubelet's driver gives container `container` (a hex digit, repeated)
+    /// of pod `pod` (its uid, with `-` or `_`).
+    pub fn pod_path(&self, pod: &str, container: char) -> String {
+        let id = container.to_string().repeat(64);
+        match self.systemd_driver {
+            true => format!("/kubepods.slice/kubepods-pod{}.slice/cri-containerd-{id}.scope", pod.replace('-', "_")),
+            false => format!("/kubepods/besteffort/pod{}/{id}", pod.replace('_', "-")),
+        }
+    }
+
+    /// Puts process `pid` in container `container` of pod `pod`.
+    pub fn place(&self, pid: u32, pod: &str, container: char) {
+        self.cgroups.place(pid, &self.pod_path(pod, container), None);
+    }
+
+    /// A client process of pod `pod` (container `container`) presenting `token`.
+    pub fn peer(&self, token: &Path, pod: &str, container: char) -> crate::Peer {
+        let wrapper = format!("NPUD_ALLOCATION={} \"$0\" \"$@\"", token.display());
+        let p = crate::Peer::spawn_under(self.d.socket.to_str().unwrap(), None, &["sh", "-c", &wrapper]);
+        self.place(p.pid, pod, container);
+        p
+    }
+
+    /// (npud's in use, reserved) per device.
+    pub async fn books(&self) -> Vec<(u32, u32)> {
+        self.host.devices().await.unwrap().iter().map(|x| (x.in_use, x.reserved)).collect()
+    }
+
+    /// What the fake driver counts per physical device (npud's own streams aside).
+    pub fn driver(&self) -> Vec<u32> {
+        let shared = Shared::at(&self.budget);
+        (0..DEVICES).map(|d| shared.held_on(d, self.d.pid())).collect()
+    }
+
+    /// Waits until npud's count equals the driver's on every device and is `expect`.
+    pub async fn settles_at(&self, expect: &[u32]) {
+        let ok = eventually_async(Duration::from_secs(30), || async {
+            let books: Vec<u32> = self.books().await.iter().map(|b| b.0).collect();
+            books == expect && self.driver() == expect
+        })
+        .await;
+        assert!(ok, "npud {:?}, driver {:?}, expected {expect:?}\n{}", self.books().await, self.driver(), self.d.log());
+    }
+
+    /// `units` units of npud.io/streams for one container, their ids taken across every
+    /// device from `first` on (as a kubelet picking from any device might).
+    pub async fn allocate(&mut self, units: u32, first: u32) -> (Vec<String>, Allocated) {
+        let ids = spread_ids(units, DEVICES, first);
+        let a = allocate(&mut self.plugin, &ids).await;
+        (ids, a)
+    }
+
+    /// `program` with `args`, interposed, as a process of the container `a` was given,
+    /// seeing `view` (physical ids) as its devices; it starts once `go` exists, after its
+    /// cgroup is made.
+    fn in_pod(&self, program: &Path, args: &[String], a: &Allocated, who: (&str, char), view: &str, go: &Path) -> App {
+        let inner = acl_command(program, &self.budget, Some((&self.d, 0)));
+        let mut cmd = std::process::Command::new("sh");
+        let script = format!("while [ ! -e {} ]; do sleep 0.01; done; exec \"$0\" \"$@\"", go.display());
+        cmd.arg("-c").arg(script).arg(inner.get_program()).args(args);
+        for (k, v) in inner.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        // What Allocate set, the token as the host sees the mounted file.
+        for (k, v) in &a.envs {
+            cmd.env(k, v);
+        }
+        cmd.env("NPUD_ALLOCATION", &a.token)
+            .env("NPU_SIM_DEVICES", DEVICES.to_string())
+            .env("NPU_SIM_CONTAINER_DEVICES", view)
+            .env("NPUD_WAIT", "120s");
+        cmd.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        let app = App::spawn(cmd);
+        self.place(app.child.id(), who.0, who.1);
+        app
+    }
+
+    /// A process of pod `who.0` (container `who.1`), the AscendCL program making
+    /// `streams` streams on its device `at.1`, seeing `at.0` (physical ids) as its
+    /// devices; it starts once `go` exists.
+    pub fn program(&self, a: &Allocated, who: (&str, char), at: (&str, u32), streams: u32, go: &Path) -> App {
+        let (program, _) = acl_apps();
+        let args = [streams.to_string(), "-1".into(), at.1.to_string()];
+        self.in_pod(program, &args, a, who, at.0, go)
+    }
+
+    /// A process of pod `who.0` (container `who.1`) seeing NPU `npu` as its device 0, the
+    /// AscendCL program that makes and destroys streams as told (`+N`, `-N`: `held K`),
+    /// started at once, asking at start-up for `startup` streams (`NPUD_STREAMS`, the
+    /// default stream included) rather than the allocation Allocate set.
+    pub fn steps(&self, a: &Allocated, who: (&str, char), npu: u32, startup: u32) -> App {
+        let go = self.go(&format!("steps-{}", crate::free_port()));
+        let mut a = a.clone();
+        a.envs.insert("NPUD_STREAMS".into(), startup.to_string());
+        let app = self.in_pod(acl_steps_app(), &[], &a, who, &npu.to_string(), &go);
+        std::fs::write(&go, b"").unwrap();
+        app
+    }
+
+    pub fn go(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Pod `pod` (its uid, with `-` or `_`) ends: the kubelet stops its containers and
+    /// removes its cgroup (its processes gone first).
+    pub fn end_pod(&self, pod: &str) {
+        self.cgroups.remove_pod(&pod.replace('_', "-"));
+    }
+}
