@@ -150,8 +150,7 @@ impl Admission {
         let max = quota.max_streams.min(l.capacity());
         let ceiling = max.saturating_add(debt.min(max)).saturating_sub(l.used_by(tenant));
         let room = l.grantable().saturating_sub(l.reserved_unused_by_others(tenant));
-        let accepted = count.min(room).min(ceiling);
-        st.ledger.force_take(tenant, accepted);
+        let accepted = st.ledger.take_within_caps(tenant, count.min(room).min(ceiling));
         self.remeasure_after_booking(device, accepted > 0);
         accepted
     }

@@ -171,3 +171,18 @@ async fn an_ask_only_its_own_quota_keeps_out_does_not_make_the_device_contended(
     drop(held);
     assert!(kept_out.await.unwrap().is_ok() && parked.await.unwrap().is_ok());
 }
+
+/// Issue 68: a capture claim goes through every cap a grant goes through, its tenant's
+/// cap over every device included (a pod booked per acquisition): a pod capped at 6 that
+/// holds 5 books one claimed stream, not the claim's 4.
+#[tokio::test]
+async fn a_capture_claim_stays_within_the_cap_over_every_device() {
+    let a = admission(Policy::Managed);
+    let pod = tenant("pod-a");
+    a.set_spread_cap(&pod, Some(6));
+    let q = Quota::default();
+    let held = a.grant(0, &pod, &q, 5, PATIENT).await.expect("5 of its 6");
+    assert_eq!(a.capture_debt(0, &pod, &q, CAPACITY, 4), 1, "what the cap leaves");
+    assert_eq!(a.spread(&pod), (6, Some(6)));
+    drop(held);
+}

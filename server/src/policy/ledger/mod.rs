@@ -186,11 +186,13 @@ impl<W> Ledger<W> {
         self.queue.len() as u32
     }
 
-    /// Waiting asks that the device's room (not their own tenant's quota) keeps out:
-    /// an ask over its tenant's quota waits only for its siblings' releases, and no
-    /// other tenant's creation can change that.
+    /// Waiting asks that the device's hardware room keeps out: creation there races for
+    /// the last streams. An ask over its own tenant's quota waits for its siblings'
+    /// releases, and one kept out only by other tenants' unused reservations (or its turn
+    /// in the fair queue) waits for nothing the hardware lacks: neither contends.
     pub fn contending(&self) -> u32 {
-        self.queue.values().filter(|p| self.fits_quota(&p.tenant, p.count, &p.quota)).count() as u32
+        let room = self.grantable();
+        self.queue.values().filter(|p| p.count > room && self.fits_quota(&p.tenant, p.count, &p.quota)).count() as u32
     }
     pub fn used_by(&self, tenant: &str) -> u32 {
         self.used.get(tenant).copied().unwrap_or(0)
@@ -309,12 +311,14 @@ impl<W> Ledger<W> {
         self.seq += 1;
         let key = (tag, self.seq);
         let ticket = self.seq;
-        // A guaranteed request never waits behind others; the rest wait their turn.
+        // A guaranteed request never waits behind others; the rest wait their turn. The
+        // total over every device is checked and taken in one step, last.
         if (within_reservation || self.queue.is_empty())
             && self.fits_quota(tenant, count, quota)
             && self.fits_budget(tenant, count)
+            && self.spread.try_add(tenant, count)
         {
-            self.take(tenant, count, tag);
+            self.book(tenant, count, tag);
             return Ok(Admit::Granted(waiter));
         }
         let waiting = self.pending.entry(Arc::clone(tenant)).or_insert(0);
@@ -333,12 +337,12 @@ impl<W> Ledger<W> {
         Ok(Admit::Queued(ticket))
     }
 
-    fn take(&mut self, tenant: &Tenant, count: u32, tag: Tag) {
+    /// Books `count` to `tenant` here (its total over every device is already taken).
+    fn book(&mut self, tenant: &Tenant, count: u32, tag: Tag) {
         // Checked under every policy: passthrough books asks no admission bounded.
         let used = self.used.entry(Arc::clone(tenant)).or_insert(0);
         *used = used.saturating_add(count);
         self.in_use = self.in_use.saturating_add(count);
-        self.spread.add(tenant, count);
         if tag.0.is_finite() {
             self.virtual_time = self.virtual_time.max(tag.0);
         }
@@ -359,12 +363,15 @@ impl<W> Ledger<W> {
             if !self.fits_budget(&p.tenant, p.count) {
                 break;
             }
+            if !self.spread.try_add(&p.tenant, p.count) {
+                continue;
+            }
             let Some(p) = self.queue.remove(&key) else {
                 continue;
             };
             self.tickets.remove(&key.1);
             self.unqueue(&p.tenant);
-            self.take(&p.tenant, p.count, key.0);
+            self.book(&p.tenant, p.count, key.0);
             granted.push((p.tenant, p.count, p.waiter));
         }
         granted
@@ -421,7 +428,16 @@ impl<W> Ledger<W> {
     /// have seen these streams as untracked and count them twice once applied: that only
     /// withholds, until the measurement its caller asks for.
     pub fn force_take(&mut self, tenant: &Tenant, count: u32) {
-        self.take(tenant, count, Tag(f64::NEG_INFINITY));
+        self.spread.add(tenant, count);
+        self.book(tenant, count, Tag(f64::NEG_INFINITY));
+    }
+
+    /// Books as much of `count` as `tenant`'s cap over every device leaves (what a capture
+    /// claim may take: every cap a grant goes through); how much.
+    pub fn take_within_caps(&mut self, tenant: &Tenant, count: u32) -> u32 {
+        let n = self.spread.add_within(tenant, count);
+        self.book(tenant, n, Tag(f64::NEG_INFINITY));
+        n
     }
 
     /// Whether `tenant` has an ask waiting here.

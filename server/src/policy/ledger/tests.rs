@@ -205,3 +205,64 @@ fn a_cap_over_devices_holds_across_ledgers() {
     let err = d0.request(&pod, 61, &quota(100, 0, 1), 3).err().unwrap();
     assert_eq!(err.reason, Reason::QuotaExceeded, "{err}");
 }
+
+/// Issue 68: eight devices granting one pod's asks at once, each under its own lock, never
+/// take the pod past its total over every device. The total's test hook holds each
+/// ledger between its own checks and the take until all eight are there, so on any number
+/// of cores every round is the race: 10,000 rounds of eight asks of 16 against a total of
+/// 64, each round four granted and four refused.
+#[test]
+fn eight_devices_at_once_never_pass_a_pods_total_in_10000_rounds() {
+    use std::sync::Barrier;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const DEVICES: usize = 8;
+    let spread = Arc::new(Spread::default());
+    let pod = t("pod-x");
+    spread.set_cap(&pod, Some(64));
+    let meet = Arc::new(Barrier::new(DEVICES));
+    let at_take = Arc::clone(&meet);
+    *spread.before_take.lock().unwrap() = Some(Arc::new(move || {
+        at_take.wait();
+    }));
+    let round = Arc::new(Barrier::new(DEVICES));
+    let granted_in_round = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let threads: Vec<_> = (0..DEVICES)
+        .map(|_| {
+            let (spread, pod, round) = (Arc::clone(&spread), Arc::clone(&pod), Arc::clone(&round));
+            let (granted_in_round, most) = (Arc::clone(&granted_in_round), Arc::clone(&most));
+            std::thread::spawn(move || {
+                let mut ledger: Ledger<()> = Ledger::shared(2048, u32::MAX, Arc::clone(&spread));
+                let q = quota(2048, 0, 1);
+                for _ in 0..10_000 {
+                    let got = match ledger.request(&pod, 16, &q, ()) {
+                        Ok(Admit::Granted(())) => true,
+                        Ok(Admit::Queued(ticket)) => {
+                            ledger.cancel(ticket);
+                            false
+                        }
+                        Err(e) => panic!("refused outright: {e}"),
+                    };
+                    if got {
+                        granted_in_round.fetch_add(16, Ordering::SeqCst);
+                    }
+                    // Every device has asked: the pod's total over them is what they hold.
+                    if round.wait().is_leader() {
+                        let held = granted_in_round.swap(0, Ordering::SeqCst);
+                        most.fetch_max(held.max(spread.held("pod-x")), Ordering::SeqCst);
+                    }
+                    round.wait();
+                    if got {
+                        ledger.release("pod-x", 16, false);
+                    }
+                    round.wait();
+                }
+            })
+        })
+        .collect();
+    for th in threads {
+        th.join().unwrap();
+    }
+    assert_eq!(most.load(Ordering::SeqCst), 64, "four asks of 16 at most, each round, never five");
+    assert_eq!(spread.held("pod-x"), 0);
+}

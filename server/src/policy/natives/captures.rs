@@ -1,9 +1,11 @@
 //! Each holder's capture counter: the streams npud granted it for graph captures (asks
 //! marked `capture`: a capture's Begin stream, each stream that joins it, each cascade
 //! stream, the open runtime's rules, asked for by the interposer before the device makes
-//! them). A `captured` claim is evidence of streams such a capture made beyond what was
-//! asked for; it is accepted only up to this counter, and each accepted stream uses it up.
-//! So a session that began no capture claims nothing, and no claim books more than the
+//! them) that it still holds. A `captured` claim is evidence of streams such a capture
+//! made beyond what was asked for; it is accepted only up to this counter, and each
+//! accepted stream uses it up. So a session that began no capture claims nothing, a
+//! capture whose streams went back is no longer live to claim for (each release lowers
+//! the counter: `Natives::remove`), and no claim books more than the
 //! captures npud admitted can have grown by once more.
 
 use super::Natives;

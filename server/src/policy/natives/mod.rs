@@ -150,8 +150,18 @@ impl Natives {
     }
 
     /// Takes up to `n` streams off the holder's count; returns how many it held of them.
+    /// Its capture counter falls with them, as if they were capture streams first: a
+    /// release does not say which streams went, and a capture whose streams went back is
+    /// no capture a claim can match (see `captures`). Fails closed: a claim refused for it
+    /// leaves its streams counted as the device's untracked ones, never booked to nobody.
     pub fn remove(&self, id: u64, device: u32, n: u32) -> u32 {
-        let n = self.lock().get_mut(&id).map_or(0, |h| take_from(&mut h.held, device, n));
+        let n = self.lock().get_mut(&id).map_or(0, |h| {
+            let taken = take_from(&mut h.held, device, n);
+            if let Some(room) = h.capture_room.get_mut(&device) {
+                *room = room.saturating_sub(taken);
+            }
+            taken
+        });
         self.touch();
         n
     }
