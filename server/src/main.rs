@@ -6,6 +6,11 @@ use npud::{Config, Daemon, config::Args};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+/// The allocator, counting what npud holds: the proof behind `limits.client_memory_mib`
+/// (`npud_heap_bytes` and its peak, in the metrics).
+#[global_allocator]
+static HEAP: cap::Cap<std::alloc::System> = cap::Cap::new(std::alloc::System, usize::MAX);
+
 const EX_USAGE: u8 = 64;
 const EX_UNAVAILABLE: u8 = 69;
 
@@ -68,6 +73,7 @@ async fn reload_on_sighup(daemon: Arc<Daemon>, args: Args, hup: std::io::Result<
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    npud::observe::heap::install(|| (HEAP.allocated(), HEAP.max_allocated()));
     // Before the config: its connection limits follow the descriptors npud may open.
     npud::config::descriptors::raise_soft_limit();
     let config = match Config::load(&args) {

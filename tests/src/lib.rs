@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod contention;
+pub mod h2raw;
 pub mod host;
 pub mod inproc;
 pub mod kubelet;
@@ -168,8 +169,19 @@ pub fn native(acl: i64, cuda: i64) -> i64 {
 }
 
 /// A free loopback port (bound and released; good enough for tests on one machine).
+/// A loopback port nothing listens on now, never the same one twice in this process: the
+/// kernel hands a just-closed ephemeral port out again, so two calls in a row (a daemon's
+/// metrics port and its TCP port) could otherwise get the same one.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 pub struct DaemonBuilder {

@@ -158,3 +158,34 @@ fn a_claim_never_books_another_programs_untracked_streams() {
     );
     drop(w);
 }
+
+/// Issue 68: a capture's counter falls as its streams go back. 16 rounds of acquiring 8
+/// capture streams and releasing them leave no live capture: a claim of 128 then books
+/// nothing (it booked all 128 before, streams that never existed). Nor does a claim past
+/// the live capture's own streams, and one over the per-call bound is refused outright.
+#[test]
+fn recycled_and_oversized_claims_book_nothing_that_does_not_exist() {
+    let shared = Shared::new();
+    let d = npud_tests::native::acl_builder(&shared.path, &[]).start();
+    let mut w = Wire::hello(&d.socket, pb::BudgetHello::default());
+    for _ in 0..16 {
+        assert!(matches!(acquire(&mut w, 8, true), Ok(Reply::Acquired(_))));
+        let release = Call::Release(pb::ReleaseBudgetRequest { device: 0, count: 8, ..Default::default() });
+        assert!(matches!(w.call(release), Ok(Reply::Released(_))));
+    }
+    let recycled = claim(&mut w, 128);
+    assert!(recycled.is_err() || recycled == Ok(0), "no capture is live: {recycled:?}");
+    assert_eq!(d.in_use(), 0, "nothing booked");
+    // A live capture of 8: a claim books at most what it can have grown by.
+    assert!(matches!(acquire(&mut w, 8, true), Ok(Reply::Acquired(_))));
+    let accepted = claim(&mut w, 128).expect("a live capture's claim");
+    assert!(accepted <= 8, "{accepted} booked for a capture of 8");
+    assert_eq!(d.in_use() as u32, 8 + accepted);
+    let oversized = claim(&mut w, 5000).expect_err("past the per-call bound");
+    assert_eq!(
+        oversized.detail.as_ref().map(|d| d.reason),
+        Some(pb::ErrorReason::InvalidCount as i32),
+        "{oversized:?}"
+    );
+    assert_eq!(d.in_use() as u32, 8 + accepted, "nothing more");
+}

@@ -46,20 +46,32 @@ impl AdminService for Api {
                 });
             }
         }
+        // The node's totals are an admin's; anyone else sees its own tenant's, and nothing
+        // that counts what other tenants do.
+        let (node, sessions, streams, events) = match caller.admin {
+            true => {
+                let (s, st, e) = d.registry().totals();
+                (true, s as u32, st as u32, e as u32)
+            }
+            false => {
+                let own = counts.get(&caller.tenant);
+                let events = own.map_or(0, |(_, per_dev)| per_dev.values().sum());
+                (false, own.map_or(0, |(s, _)| *s), tenants.iter().map(|t| t.streams).sum(), events)
+            }
+        };
         let hardware_creations = d.devices().iter().map(|x| d.backend().hardware_creations(x.id)).sum();
-        let (sessions, streams, events) = d.registry().totals();
         Ok(Response::new(pb::StatusResponse {
             devices: self.device_list(),
             tenants,
             policy: d.config().policy.name().to_string(),
             epoch: u32::from(d.epoch()),
-            pool_hits: d.pool_hits(),
-            hardware_creations,
-            sessions: sessions as u32,
-            streams: streams as u32,
-            events: events as u32,
-            callbacks_in_flight: d.reports().pending_callbacks() as u32,
-            invariant_violations: d.health().violations(),
+            pool_hits: if node { d.pool_hits() } else { 0 },
+            hardware_creations: if node { hardware_creations } else { 0 },
+            sessions,
+            streams,
+            events,
+            callbacks_in_flight: if node { d.reports().pending_callbacks() as u32 } else { 0 },
+            invariant_violations: if node { d.health().violations() } else { 0 },
             native_holders: d.natives().rows((!caller.admin).then_some(caller.tenant.as_ref())),
             allocations: d.booking_rows((!caller.admin).then_some(caller.tenant.as_ref())),
         }))

@@ -19,8 +19,8 @@ impl BudgetService for Api {
     /// the process that opened it has exited while its connection lives on.
     async fn budget(&self, req: Request<Streaming<pb::BudgetCall>>) -> Result<Response<Self::BudgetStream>, Status> {
         let caller = self.caller(&req)?;
-        let origin = match req.extensions().get::<Arc<crate::tenancy::identity::Peer>>() {
-            Some(peer) => Origin::of(peer),
+        let origin = match req.extensions().get::<crate::tenancy::identity::Connected>() {
+            Some(c) => Origin::of(&c.peer),
             None => Origin { pid: 0, container: None, pod: None },
         };
         let session = NativeSession::open(Arc::clone(&self.daemon), caller, origin)?;

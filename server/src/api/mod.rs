@@ -124,7 +124,7 @@ fn session_id<T>(req: &Request<T>) -> Result<u64, Status> {
 }
 
 fn unix_peer<T>(req: &Request<T>) -> Option<&Peer> {
-    req.extensions().get::<std::sync::Arc<Peer>>().map(|peer| &**peer)
+    req.extensions().get::<crate::tenancy::identity::Connected>().map(|c| &*c.peer)
 }
 
 /// `authorization: Bearer <token>`, bounded so a huge header is not hashed.

@@ -23,7 +23,8 @@ pub fn code_of(reason: Reason) -> Code {
         | TooManyCallbacks
         | TooManyReportStreams
         | TooManyBlockingCalls
-        | TooManyReportBytes => Code::ResourceExhausted,
+        | TooManyReportBytes
+        | TooManyCallsInFlight => Code::ResourceExhausted,
         SyncTimeout => Code::DeadlineExceeded,
         StaleEpoch
         | EventNotRecorded

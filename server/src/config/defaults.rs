@@ -65,7 +65,18 @@ pub const MAX_UNTRACKED_PER_TENANT: u32 = 1024;
 /// device; its quota bounds it too.
 pub const MAX_CAPTURE_DEBT_PER_TENANT: u32 = 256;
 /// Calls in flight per HTTP/2 connection.
-pub const MAX_CONCURRENT_CALLS: u32 = 1024;
+/// Calls one HTTP/2 connection may have in flight (SETTINGS_MAX_CONCURRENT_STREAMS): a
+/// client past it waits for a call to end, it is not refused. h2 keeps state for every
+/// stream a connection ever had at once, so this bounds each connection's memory too.
+pub const MAX_CONCURRENT_CALLS: u32 = 100;
+/// npud's ceiling for what clients' calls hold: well under the DaemonSet's 512 MiB limit,
+/// with npud's own books beside it.
+pub const CLIENT_MEMORY_MIB: u32 = 96;
+/// One tenant's share: about a hundred HTTP/2 connections, or a thousand calls in flight.
+pub const CLIENT_MEMORY_PER_TENANT_MIB: u32 = 16;
+/// How long a reply may wait for its peer to read it: a peer that keeps its HTTP/2
+/// receive window shut longer is closed, and what it held freed.
+pub const REPLY_DEADLINE: Duration = Duration::from_secs(30);
 pub const MAX_REPORT_STREAMS_PER_SESSION: u32 = 16;
 pub const MAX_REPORT_BYTES: usize = 64 << 20;
 pub const DECLARE_GRACE: Duration = Duration::from_secs(60);

@@ -110,6 +110,9 @@ pub(super) struct FileLimits {
     pub(super) declare_grace: Option<String>,
     pub(super) max_untracked_per_tenant: Option<u32>,
     pub(super) max_capture_debt_per_tenant: Option<u32>,
+    pub(super) client_memory_mib: Option<u32>,
+    pub(super) client_memory_per_tenant_mib: Option<u32>,
+    pub(super) reply_deadline: Option<String>,
 }
 
 /// Reads and parses the file `--config` names (bounded: a config is small).

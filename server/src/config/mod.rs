@@ -190,6 +190,13 @@ pub struct Limits {
     /// Streams one tenant may hold past its max_streams on a device through capture
     /// claims (and no more than its max_streams).
     pub max_capture_debt_per_tenant: u32,
+    /// npud's ceiling for what clients' calls hold (calls in flight, replies not yet
+    /// read), in MiB: `tenancy::replies`.
+    pub client_memory_mib: u32,
+    /// One tenant's share of it, across all its connections, in MiB.
+    pub client_memory_per_tenant_mib: u32,
+    /// How long a reply may wait for its peer to read it before its connection is closed.
+    pub reply_deadline: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -335,6 +342,9 @@ impl Config {
             max_pending_reports: l.max_pending_reports.unwrap_or(d::MAX_PENDING_REPORTS),
             max_untracked_per_tenant: l.max_untracked_per_tenant.unwrap_or(d::MAX_UNTRACKED_PER_TENANT),
             max_capture_debt_per_tenant: l.max_capture_debt_per_tenant.unwrap_or(d::MAX_CAPTURE_DEBT_PER_TENANT),
+            client_memory_mib: l.client_memory_mib.unwrap_or(d::CLIENT_MEMORY_MIB),
+            client_memory_per_tenant_mib: l.client_memory_per_tenant_mib.unwrap_or(d::CLIENT_MEMORY_PER_TENANT_MIB),
+            reply_deadline: dur("limits.reply_deadline", &l.reply_deadline, d::REPLY_DEADLINE),
         };
         let lease = dur("lease", &args.lease.clone().or(f.lease.clone()), d::LEASE);
         let named_lease = dur("named_lease", &f.named_lease, d::NAMED_LEASE);

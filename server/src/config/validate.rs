@@ -74,6 +74,19 @@ impl Config {
                 || l.max_report_bytes < 64 * 1024,
             || "limits.max_connections_per_tenant, max_blocking_calls, max_concurrent_calls and max_report_streams_per_session must be at least 1, max_report_bytes and max_callback_report_bytes at least 64 KiB".into(),
         );
+        p.check(
+            !(1..=16_384).contains(&l.client_memory_mib)
+                || !(1..=l.client_memory_mib).contains(&l.client_memory_per_tenant_mib),
+            || {
+                format!(
+                    "limits.client_memory_mib must be 1..=16384 and limits.client_memory_per_tenant_mib 1..=it, got {}                      and {}",
+                    l.client_memory_mib, l.client_memory_per_tenant_mib
+                )
+            },
+        );
+        p.check(l.reply_deadline < Duration::from_secs(1) || l.reply_deadline > Duration::from_secs(3600), || {
+            format!("limits.reply_deadline must be 1s..=1h, got {}", humantime::format_duration(l.reply_deadline))
+        });
         let most = super::descriptors::most_connections(l.descriptors);
         p.check(l.max_connections == 0 || l.max_connections > most, || {
             format!(

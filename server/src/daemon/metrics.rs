@@ -133,6 +133,24 @@ pub fn render(daemon: &Daemon) -> String {
         "Of a pod's booked streams on the device, those reserved there now",
         booked(&|row| row.reserved),
     );
+    let gauge = |r: &mut Registry, name: &str, help: &str, value: u64| {
+        let g: Gauge = Gauge::default();
+        g.set(i64::try_from(value).unwrap_or(i64::MAX));
+        r.register(name, help, g);
+    };
+    if let Some((now, peak)) = crate::observe::heap::read() {
+        gauge(&mut r, "heap_bytes", "Bytes npud's allocator holds now", now as u64);
+        gauge(&mut r, "heap_peak_bytes", "The most bytes npud's allocator has held at once", peak as u64);
+    }
+    let replies = daemon.replies();
+    let (ceiling, share) = replies.limits();
+    gauge(&mut r, "client_memory_bytes", "Bytes clients' calls in flight and unread replies hold", replies.held());
+    gauge(&mut r, "client_memory_ceiling_bytes", "npud's ceiling for them (limits.client_memory_mib)", ceiling);
+    gauge(&mut r, "client_memory_share_bytes", "One tenant's share of it", share);
+    gauge(&mut r, "client_calls_in_flight", "Calls in flight or with replies not yet read", replies.calls());
+    let refused: Counter = Counter::default();
+    refused.inc_by(replies.refused());
+    r.register("client_calls_refused", "Calls refused because their tenant's share of client memory was held", refused);
     let processes: Gauge = Gauge::default();
     processes.set(daemon.natives.connections() as i64);
     r.register("native_sessions", "Budget sessions open (interposed processes and BudgetService streams)", processes);

@@ -45,6 +45,8 @@ pub struct Daemon {
     limiter: crate::tenancy::limits::RateLimiter,
     /// Blocking calls in flight per tenant.
     blocking: Arc<crate::tenancy::inflight::InFlight>,
+    /// What clients' calls hold on the gRPC fronts, per tenant and in all.
+    replies: Arc<crate::tenancy::replies::Replies>,
     health: Arc<crate::observe::health::Health>,
     metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
@@ -99,6 +101,10 @@ impl Daemon {
                 )
             }
         };
+        if let Some(dir) = &config.state_dir {
+            crate::policy::state::private_dir(dir)
+                .map_err(|e| StartError::Config(format!("state directory {}: {e}", dir.display())))?;
+        }
         let store = StateStore::new(config.state_dir.as_deref());
         let persisted = store.load()?;
         // A state file is input like the config: its quotas pass the same checks.
@@ -161,6 +167,12 @@ impl Daemon {
             Arc::new(crate::policy::allocations::Allocations::new(dir))
         });
         let blocking = crate::tenancy::inflight::InFlight::new(config.limits.max_blocking_calls);
+        let mib = |m: u32| u64::from(m) << 20;
+        let replies = crate::tenancy::replies::Replies::new(
+            mib(config.limits.client_memory_per_tenant_mib),
+            mib(config.limits.client_memory_mib),
+            crate::tenancy::replies::conn_cost(config.limits.max_concurrent_calls),
+        );
         let daemon = Arc::new(Daemon {
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
@@ -172,6 +184,7 @@ impl Daemon {
             config,
             limiter,
             blocking,
+            replies,
             health,
             metrics,
             natives,
@@ -285,6 +298,11 @@ impl Daemon {
     /// The metrics handle, for the layers that count on the daemon's behalf.
     pub fn metrics(&self) -> Arc<crate::observe::metrics::Metrics> {
         Arc::clone(&self.metrics)
+    }
+
+    /// What clients' calls hold on the gRPC fronts.
+    pub fn replies(&self) -> &Arc<crate::tenancy::replies::Replies> {
+        &self.replies
     }
 
     pub fn devices(&self) -> &[DeviceDesc] {

@@ -2,4 +2,5 @@
 //! are handles the daemon makes once and passes to whatever updates them.
 
 pub mod health;
+pub mod heap;
 pub mod metrics;

@@ -61,6 +61,14 @@ impl StateStore {
     }
 }
 
+/// Makes `dir` npud's own state directory: created 0700, and made 0700 where it was
+/// there already (a DaemonSet's hostPath is made 0755). Files npud keeps there are 0600.
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
 /// Replaces `path` with `bytes` so that a crash at any point, the machine's included,
 /// leaves the old file or the new one, never a torn one: temp file, fsync, rename, fsync
 /// of the directory.
@@ -79,14 +87,17 @@ pub fn write_replacing(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 }
 
 /// Writes `bytes` to a temp file beside `path` (synced when `sync`) and renames it over
-/// `path`; the directory it is in.
+/// `path`; the directory it is in. The file is npud's alone (0600), in a directory made
+/// npud's alone (0700) where it makes one: state names tenants and what they hold.
 fn replace<'a>(path: &'a Path, bytes: &[u8], sync: bool) -> std::io::Result<&'a Path> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
-    let mut file = std::fs::File::create(&tmp)?;
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
     file.write_all(bytes)?;
     if sync {
         file.sync_all()?;

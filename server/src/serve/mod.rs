@@ -7,6 +7,7 @@
 //! removes the socket.
 
 pub mod metrics;
+mod replies;
 pub mod systemd;
 mod tcp;
 mod unix;
@@ -172,6 +173,9 @@ fn server_tls(tls: &crate::config::TlsFiles) -> tonic::transport::ServerTlsConfi
     cfg
 }
 
+/// How often a connection's peer is pinged, and how long it has to answer.
+const KEEPALIVE: Duration = Duration::from_secs(20);
+
 /// How long a TCP peer may take to finish its TLS handshake.
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -281,6 +285,8 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tracing::warn!("{limit}");
     }
     let inspector: Arc<dyn crate::tenancy::identity::PeerInspector> = Arc::new(proc);
+    let watched = Arc::new(replies::Watched::default());
+    tokio::spawn(Arc::clone(&watched).watch(Arc::clone(&daemon), config.limits.reply_deadline));
     let cri = config.cri_socket.clone().map(|s| Arc::new(crate::kubernetes::cri::Confirmer::new(s)));
     let calls = Some(config.limits.max_concurrent_calls);
     // One limiter for both transports: the total bounds npud's descriptors whichever way
@@ -299,18 +305,35 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             res
         })
     };
+    // A peer that reads nothing at all cannot answer pings: its connection is closed, and
+    // what it held freed (`replies`).
+    let keepalive = (Some(KEEPALIVE), Some(KEEPALIVE));
+    // h2 keeps state for each stream a peer opens past its concurrent calls until it
+    // refuses it; a peer that keeps opening them gets GOAWAY after this many, not 1,024.
+    let resets = Some(config.limits.max_concurrent_calls as usize);
+    let budget = replies::ReplyBudgetLayer { daemon: Arc::clone(&daemon) };
     let uds = tonic::transport::Server::builder()
         .max_concurrent_streams(calls)
+        .http2_max_local_error_reset_streams(resets)
+        .http2_keepalive_interval(keepalive.0)
+        .http2_keepalive_timeout(keepalive.1)
         .layer(decode_errors())
+        .layer(budget.clone())
         .layer(crate::api::status::RefuseOversizedMetadataLayer)
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
-            unix::route_connections(listener, inspector, cri, Arc::clone(&daemon), Arc::clone(&limiter)),
+            unix::route_connections(listener, (inspector, cri, watched), Arc::clone(&daemon), Arc::clone(&limiter)),
             stopped(stop_rx.clone()),
         );
     let tcp = match config.listen {
         Some(addr) => {
-            let mut builder = tonic::transport::Server::builder().max_concurrent_streams(calls).layer(decode_errors());
+            let mut builder = tonic::transport::Server::builder()
+                .max_concurrent_streams(calls)
+                .http2_max_local_error_reset_streams(resets)
+                .http2_keepalive_interval(keepalive.0)
+                .http2_keepalive_timeout(keepalive.1)
+                .layer(decode_errors())
+                .layer(budget);
             match &config.tls {
                 Some(tls) => {
                     builder =
@@ -322,7 +345,7 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
                 }
             }
             let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
-            let incoming = tcp::incoming(l, limiter, daemon.metrics());
+            let incoming = tcp::incoming(l, limiter, daemon.metrics(), Arc::clone(daemon.replies()));
             Some(builder.add_routes(routes).serve_with_incoming_shutdown(incoming, stopped(stop_rx)))
         }
         None => None,

@@ -21,6 +21,8 @@ use tonic::transport::server::{Connected, TcpConnectInfo};
 pub struct LimitedTcp {
     inner: TcpStream,
     _slot: ConnectionSlot,
+    /// Its place in its address's share of client memory (`tenancy::replies`).
+    _memory: crate::tenancy::replies::Call,
 }
 
 /// The connections of `listener` that fit their address's limit and the total; the rest
@@ -29,6 +31,7 @@ pub fn incoming(
     listener: TcpListener,
     limiter: Arc<ConnectionLimiter>,
     metrics: Arc<Metrics>,
+    replies: Arc<crate::tenancy::replies::Replies>,
 ) -> impl Stream<Item = std::io::Result<LimitedTcp>> {
     tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |accepted| {
         let inner = match accepted {
@@ -38,8 +41,17 @@ pub fn incoming(
         let address = inner.peer_addr().map_or_else(|_| "unknown".to_string(), |a| a.ip().to_string());
         // '/' is in no tenant's name, so an address never shares a configured tenant's count.
         let key: Tenant = Arc::from(format!("tcp/{address}"));
+        // Calls on it take the same address's share (`serve::replies`).
+        let memory_key: Tenant = Arc::from(format!("tcp:{address}"));
         match limiter.admit(&key, false) {
-            Ok(slot) => Some(Ok(LimitedTcp { inner, _slot: slot })),
+            Ok(slot) => match replies.enter_conn(&memory_key, false) {
+                Ok(memory) => Some(Ok(LimitedTcp { inner, _slot: slot, _memory: memory })),
+                Err(full) => {
+                    metrics.connection_refused("memory");
+                    tracing::debug!(%address, %full, "closing a TCP connection: its address's memory share is held");
+                    None
+                }
+            },
             Err(full) => {
                 let limit = match full {
                     Full::Tenant => "tcp-address",

@@ -24,8 +24,7 @@ const IDENTIFYING: usize = 256;
 /// runtime must confirm is admitted in its task, after the runtime's word.
 pub(super) fn route_connections(
     listener: UnixListener,
-    inspector: Arc<dyn PeerInspector>,
-    cri: Option<Arc<Confirmer>>,
+    (inspector, cri, watched): (Arc<dyn PeerInspector>, Option<Arc<Confirmer>>, Arc<super::replies::Watched>),
     daemon: Arc<Daemon>,
     limiter: Arc<ConnectionLimiter>,
 ) -> impl tokio_stream::Stream<Item = std::io::Result<PeerStream>> {
@@ -43,7 +42,10 @@ pub(super) fn route_connections(
                 }
             };
             let peer = match PeerStream::accept(stream, inspector.as_ref()) {
-                Ok(peer) => peer,
+                Ok(peer) => {
+                    watched.add(peer.conn());
+                    peer
+                }
                 Err(e) => {
                     tracing::debug!(error = %e, "dropping a connection whose peer cannot be identified");
                     continue;
@@ -133,12 +135,24 @@ async fn route(mut peer: PeerStream, tx: tokio::sync::mpsc::Sender<std::io::Resu
             peer.consume_preface();
             crate::native::wire::serve(daemon, peer).await;
         }
-        Ok(Ok(_)) => match peer.normalise_authority() {
-            Ok(()) => {
-                let _ = tx.send(Ok(peer)).await;
+        Ok(Ok(_)) => {
+            // An HTTP/2 connection takes its tenant's share of client memory for its life.
+            let (tenant, admin) = daemon.connection_owner(peer.info());
+            match daemon.replies().enter_conn(&tenant, admin) {
+                Ok(memory) => peer.hold_memory(memory),
+                Err(full) => {
+                    daemon.metrics().connection_refused("memory");
+                    tracing::debug!(%tenant, %full, "closing an HTTP/2 connection: its tenant's memory share is held");
+                    return;
+                }
             }
-            Err(e) => tracing::debug!(error = %e, "dropping a connection with a malformed start"),
-        },
+            match peer.normalise_authority() {
+                Ok(()) => {
+                    let _ = tx.send(Ok(peer)).await;
+                }
+                Err(e) => tracing::debug!(error = %e, "dropping a connection with a malformed start"),
+            }
+        }
         _ => tracing::debug!("dropping a connection that sent no preface"),
     }
 }

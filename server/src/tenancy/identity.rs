@@ -4,6 +4,7 @@
 
 use crate::tenancy::authority::AuthorityRewriter;
 use crate::tenancy::cgroup::{Mounted, Owners};
+use crate::tenancy::conn::Conn;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -161,13 +162,34 @@ pub struct PeerStream {
     rewriter: Option<Box<AuthorityRewriter>>,
     /// The connection's place in its uid's limit, freed when the connection is dropped.
     slot: Option<crate::tenancy::connections::ConnectionSlot>,
+    /// Its replies not yet read, and its kill switch.
+    conn: Arc<Conn>,
+    /// Its place in its tenant's share of client memory, as an HTTP/2 connection.
+    memory: Option<crate::tenancy::replies::Call>,
+}
+
+/// What a request on a Unix connection knows of it: who the peer is, and the connection's
+/// handle (its replies not yet read).
+#[derive(Clone)]
+pub struct Connected {
+    pub peer: Arc<Peer>,
+    pub conn: Arc<Conn>,
 }
 
 impl PeerStream {
     pub fn accept(stream: UnixStream, inspector: &dyn PeerInspector) -> std::io::Result<PeerStream> {
         let cred = stream.peer_cred()?;
         let info = identify(cred.uid(), cred.gid(), cred.pid(), inspector);
-        Ok(PeerStream { inner: stream, info: Arc::new(info), replay: Vec::new(), rewriter: None, slot: None })
+        let conn = Arc::new(Conn::default());
+        Ok(PeerStream {
+            inner: stream,
+            info: Arc::new(info),
+            replay: Vec::new(),
+            rewriter: None,
+            slot: None,
+            conn,
+            memory: None,
+        })
     }
 
     /// From now on the peer gets no identity, for `why` (the container runtime
@@ -183,6 +205,11 @@ impl PeerStream {
         &self.info
     }
 
+    /// The connection's handle.
+    pub fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
     /// Reads the connection's first `N` bytes (its protocol preface). Unless the caller
     /// then calls [`PeerStream::consume_preface`], later reads see them again.
     pub async fn read_preface<const N: usize>(&mut self) -> std::io::Result<[u8; N]> {
@@ -191,6 +218,11 @@ impl PeerStream {
         self.inner.read_exact(&mut preface).await?;
         self.replay = preface.to_vec();
         Ok(preface)
+    }
+
+    /// Holds `memory` (its place in its tenant's share) for as long as the connection lives.
+    pub fn hold_memory(&mut self, memory: crate::tenancy::replies::Call) {
+        self.memory = Some(memory);
     }
 
     /// Holds `slot` for as long as the connection lives.
@@ -251,16 +283,20 @@ fn invalid(e: crate::tenancy::authority::AuthorityError) -> std::io::Error {
 }
 
 impl tonic::transport::server::Connected for PeerStream {
-    type ConnectInfo = Arc<Peer>;
+    type ConnectInfo = Connected;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        Arc::clone(&self.info)
+        Connected { peer: Arc::clone(&self.info), conn: Arc::clone(&self.conn) }
     }
 }
 
 impl AsyncRead for PeerStream {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
+        // Closed from outside (`tenancy::conn`): the stream ends, and its server with it.
+        if this.conn.is_closed() {
+            return Poll::Ready(Ok(()));
+        }
         if let Some(rewriter) = this.rewriter.as_mut() {
             loop {
                 let out = rewriter.output();
@@ -273,7 +309,10 @@ impl AsyncRead for PeerStream {
                 // Uninitialised: no 16 KiB memset on every read of the hot path.
                 let mut scratch = [std::mem::MaybeUninit::<u8>::uninit(); 16 * 1024];
                 let mut read = ReadBuf::uninit(&mut scratch);
-                std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut read))?;
+                if Pin::new(&mut this.inner).poll_read(cx, &mut read)?.is_pending() {
+                    this.conn.reader_waits(cx.waker());
+                    return Poll::Pending;
+                }
                 if read.filled().is_empty() {
                     return Poll::Ready(Ok(()));
                 }
@@ -290,7 +329,11 @@ impl AsyncRead for PeerStream {
             self.replay.drain(..n);
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if read.is_pending() {
+            self.conn.reader_waits(cx.waker());
+        }
+        read
     }
 }
 

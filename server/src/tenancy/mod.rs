@@ -5,9 +5,11 @@
 pub mod auth;
 pub mod authority;
 pub mod cgroup;
+pub mod conn;
 pub mod connections;
 pub mod hpack;
 pub mod identity;
 pub mod inflight;
 pub mod limits;
 pub mod liveness;
+pub mod replies;

@@ -2,10 +2,12 @@
 //! stdin and answers one JSON line each; it connects only on its first command, so a test
 //! can first plant a fake cgroup for its pid (container identity) or run it under another
 //! uid. Commands: tenant, create N, create-on DEVICE N WAIT_MS, destroy-all, list, get H,
-//! destroy H, sync H, query H,
+//! destroy H, sync H, query H, status,
 //! event-create, event-record E S, event-sync E, wait-event S E, reports MS, set-quota T N,
 //! launch S, subscribe T S; and, on a budget-wire session of its own (kept open, its
-//! holdings with it), declare DEVICE N (after a restart: streams it says it holds).
+//! holdings with it), declare DEVICE N (after a restart: streams it says it holds); and
+//! race DEVICES ROUNDS COUNT: a budget session per device (presenting `$NPUD_ALLOCATION`'s
+//! token), all asking for COUNT at once each round, answering the most granted together.
 
 use npud_client::{Client, EventOptions, StreamOptions, Target, proto};
 use serde_json::{Value, json};
@@ -88,6 +90,23 @@ async fn run(client: &Client, words: &[&str]) -> Result<Value, npud_client::Erro
             }
             json!({ "reports": streams.len(), "streams": streams })
         }
+        "status" => {
+            let s = client.status().await?;
+            let mut tenants: Vec<String> = s.tenants.iter().map(|t| t.tenant.clone()).collect();
+            tenants.extend(s.native_holders.iter().map(|h| h.tenant.clone()));
+            tenants.extend(s.allocations.iter().map(|a| a.tenant.clone()));
+            tenants.sort();
+            tenants.dedup();
+            json!({
+                "tenants": tenants,
+                "sessions": s.sessions,
+                "streams": s.streams,
+                "events": s.events,
+                "pool_hits": s.pool_hits,
+                "hardware_creations": s.hardware_creations,
+                "callbacks_in_flight": s.callbacks_in_flight,
+            })
+        }
         "set-quota" => {
             let req = proto::SetQuotaRequest {
                 tenant: words.get(1).unwrap_or(&"").to_string(),
@@ -135,6 +154,11 @@ async fn main() -> anyhow::Result<()> {
             println!("{answer}");
             continue;
         }
+        if let (["race", devices, rounds, count], Target::Socket(socket)) = (words.as_slice(), &target) {
+            let n = |w: &str| w.parse::<u32>().unwrap_or(0);
+            println!("{}", race(socket, n(devices), n(rounds), n(count)));
+            continue;
+        }
         if client.is_none() {
             match Client::connect(target.clone()).await {
                 Ok(c) => client = Some(c),
@@ -149,4 +173,45 @@ async fn main() -> anyhow::Result<()> {
         println!("{answer}");
     }
     Ok(())
+}
+
+/// A budget session per device, every round asking for `count` on its device at once
+/// (none waits), then giving back what it got: the most granted together in a round.
+fn race(socket: &std::path::Path, devices: u32, rounds: u32, count: u32) -> Value {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Barrier};
+    let token = std::env::var_os("NPUD_ALLOCATION")
+        .and_then(|p| npud_proto::read_allocation_token(std::path::Path::new(&p)))
+        .unwrap_or_default();
+    let hello = npud_proto::v1::BudgetHello { allocation: token, ..Default::default() };
+    let meet = Arc::new(Barrier::new(devices as usize));
+    let (granted, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    let threads: Vec<_> = (0..devices)
+        .map(|d| {
+            let (socket, hello, meet) = (socket.to_path_buf(), hello.clone(), Arc::clone(&meet));
+            let (granted, most) = (Arc::clone(&granted), Arc::clone(&most));
+            std::thread::spawn(move || {
+                let mut w = npud_tests::wire::Wire::hello(&socket, hello);
+                for _ in 0..rounds {
+                    meet.wait();
+                    let got = matches!(w.acquire(d, count, 0), Ok(npud_proto::v1::budget_reply::Reply::Acquired(_)));
+                    if got {
+                        granted.fetch_add(count, Ordering::SeqCst);
+                    }
+                    if meet.wait().is_leader() {
+                        most.fetch_max(granted.swap(0, Ordering::SeqCst), Ordering::SeqCst);
+                    }
+                    meet.wait();
+                    if got {
+                        let release = npud_proto::v1::ReleaseBudgetRequest { device: d, count, ..Default::default() };
+                        let _ = w.call(npud_proto::v1::budget_call::Call::Release(release));
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        let _ = t.join();
+    }
+    json!({ "most": most.load(Ordering::SeqCst), "rounds": rounds })
 }

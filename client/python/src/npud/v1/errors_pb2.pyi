@@ -34,6 +34,7 @@ class ErrorReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TOO_MANY_REPORT_STREAMS: _ClassVar[ErrorReason]
     TOO_MANY_BLOCKING_CALLS: _ClassVar[ErrorReason]
     TOO_MANY_REPORT_BYTES: _ClassVar[ErrorReason]
+    TOO_MANY_CALLS_IN_FLIGHT: _ClassVar[ErrorReason]
     SYNC_TIMEOUT: _ClassVar[ErrorReason]
     STALE_EPOCH: _ClassVar[ErrorReason]
     EVENT_NOT_RECORDED: _ClassVar[ErrorReason]
@@ -79,6 +80,7 @@ TOO_MANY_CALLBACKS: ErrorReason
 TOO_MANY_REPORT_STREAMS: ErrorReason
 TOO_MANY_BLOCKING_CALLS: ErrorReason
 TOO_MANY_REPORT_BYTES: ErrorReason
+TOO_MANY_CALLS_IN_FLIGHT: ErrorReason
 SYNC_TIMEOUT: ErrorReason
 STALE_EPOCH: ErrorReason
 EVENT_NOT_RECORDED: ErrorReason
