@@ -104,10 +104,22 @@ impl FakeHost {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:")).map(str::trim).unwrap_or("");
         self.write_status(pid, nspid);
+        // Its descriptors are the kernel's: the real /proc's (the devices it holds open).
+        let fd = dir.join("fd");
+        if std::fs::symlink_metadata(&fd).is_err() {
+            std::os::unix::fs::symlink(format!("/proc/{pid}/fd"), &fd).unwrap();
+        }
         for line in cgroup.lines() {
             let mut parts = line.splitn(3, ':');
             let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else { continue };
-            make(&self.top(controllers), path.trim(), delegated);
+            let leaf = make(&self.top(controllers), path.trim(), delegated);
+            // The process is in it, as cgroup.procs lists.
+            let procs = leaf.join("cgroup.procs");
+            let mut listed = std::fs::read_to_string(&procs).unwrap_or_default();
+            if !listed.split_whitespace().any(|p| p == pid.to_string()) {
+                listed.push_str(&format!("{pid}\n"));
+                std::fs::write(&procs, listed).unwrap();
+            }
         }
     }
 
@@ -151,8 +163,8 @@ impl Host for FakeHost {
 }
 
 /// Makes `path`'s directories under `top`, owned by root (mode 0755) above depth
-/// `delegated.0` and by `delegated.1` from there on.
-fn make(top: &Path, path: &str, delegated: Option<(usize, u32)>) {
+/// `delegated.0` and by `delegated.1` from there on; returns the deepest.
+fn make(top: &Path, path: &str, delegated: Option<(usize, u32)>) -> PathBuf {
     let mut dir = top.to_path_buf();
     for (depth, seg) in path.split('/').filter(|s| !s.is_empty()).enumerate() {
         dir.push(seg);
@@ -169,6 +181,7 @@ fn make(top: &Path, path: &str, delegated: Option<(usize, u32)>) {
             }
         }
     }
+    dir
 }
 
 /// The machine's own cgroups: the unified hierarchy (v2, or the hybrid layout's

@@ -41,6 +41,9 @@ pub struct NodeOptions<'a> {
     pub systemd_driver: bool,
     /// npud installs the interposer and Allocate mounts it (files a pod keeps).
     pub interposer: bool,
+    /// Each NPU has a device node (a pty), named by the fake driver
+    /// (`NPU_SIM_DEVICE_NODES`), which processes hold open while they use the runtime.
+    pub device_nodes: bool,
 }
 
 impl Default for NodeOptions<'_> {
@@ -52,6 +55,7 @@ impl Default for NodeOptions<'_> {
             cgroups: Cgroups::Fake,
             systemd_driver: true,
             interposer: false,
+            device_nodes: false,
         }
     }
 }
@@ -73,6 +77,9 @@ pub struct Node {
     pub dp_dir: PathBuf,
     /// How npud was started, to start it again on the same socket and state.
     started: (bool, String, Vec<String>),
+    /// The NPUs' device nodes (`NodeOptions::device_nodes`): their paths, and the pty
+    /// masters that keep them there.
+    pub nodes: Option<(String, Vec<std::os::fd::OwnedFd>)>,
 }
 
 impl Node {
@@ -123,8 +130,9 @@ impl Node {
         let listen = format!("127.0.0.1:{metrics}");
         let args: Vec<String> =
             ["--device-plugin-dir", dp_dir.to_str().unwrap(), "--metrics", &listen].map(str::to_string).into();
+        let nodes = o.device_nodes.then(device_nodes);
         let started = (o.acl, config, args);
-        let d = Node::npud(dir.path(), &budget, &started);
+        let d = Node::npud(dir.path(), &budget, &started, nodes.as_ref().map(|n| n.0.as_str()));
         assert!(kubelet.registration().await.is_some(), "registered:\n{}", d.log());
         // This test process is on the host: it reads npud's books. (On the machine's own
         // cgroups it already is.)
@@ -134,16 +142,38 @@ impl Node {
         let host = d.client().await;
         let plugin = plugin(&dp_dir).await;
         let systemd_driver = o.systemd_driver;
-        Ok(Node { dir, cgroups, systemd_driver, budget, pods, d, metrics, plugin, host, kubelet, dp_dir, started })
+        Ok(Node {
+            dir,
+            cgroups,
+            systemd_driver,
+            budget,
+            pods,
+            d,
+            metrics,
+            plugin,
+            host,
+            kubelet,
+            dp_dir,
+            started,
+            nodes,
+        })
     }
 
     /// npud on the node's socket and state directory.
-    fn npud(dir: &Path, budget: &Path, (acl, config, args): &(bool, String, Vec<String>)) -> Daemon {
+    fn npud(
+        dir: &Path,
+        budget: &Path,
+        (acl, config, args): &(bool, String, Vec<String>),
+        nodes: Option<&str>,
+    ) -> Daemon {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let builder = match acl {
+        let mut builder = match acl {
             true => acl_builder(budget, &args).env("NPU_SIM_DEVICES", &DEVICES.to_string()),
             false => Daemon::builder().args(&args).args(&["--sim-devices", &DEVICES.to_string()]),
         };
+        if let Some(nodes) = nodes {
+            builder = builder.env("NPU_SIM_DEVICE_NODES", nodes);
+        }
         builder.socket(&dir.join("run").join("npud.sock")).state_dir(&dir.join("state")).config(config).start()
     }
 
@@ -151,7 +181,8 @@ impl Node {
     /// crashed or upgraded DaemonSet pod is.
     pub async fn restart_npud(&mut self) {
         self.d.kill9();
-        self.d = Node::npud(self.dir.path(), &self.budget, &self.started);
+        let nodes = self.nodes.as_ref().map(|n| n.0.clone());
+        self.d = Node::npud(self.dir.path(), &self.budget, &self.started, nodes.as_deref());
         assert!(self.kubelet.registration().await.is_some(), "registered again:\n{}", self.d.log());
         self.host = self.d.client().await;
         self.plugin = plugin(&self.dp_dir).await;
@@ -226,6 +257,9 @@ impl Node {
         for (k, v) in &a.envs {
             cmd.env(k, v);
         }
+        if let Some((nodes, _)) = &self.nodes {
+            cmd.env("NPU_SIM_DEVICE_NODES", nodes);
+        }
         cmd.env("NPUD_ALLOCATION", &a.token)
             .env("NPU_SIM_DEVICES", DEVICES.to_string())
             .env("NPU_SIM_CONTAINER_DEVICES", view)
@@ -269,4 +303,21 @@ impl Node {
     pub fn end_pod(&self, pod: &str) {
         self.cgroups.remove_pod(&pod.replace('_', "-"));
     }
+}
+
+/// A pty per NPU: openable character devices with distinct device numbers, standing for
+/// `/dev/davinci<N>`. Their paths (physical id order, comma-separated) and the masters
+/// that keep them.
+fn device_nodes() -> (String, Vec<std::os::fd::OwnedFd>) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let mut paths = Vec::new();
+    let mut masters = Vec::new();
+    for _ in 0..DEVICES {
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).expect("a pty");
+        grantpt(&master).unwrap();
+        unlockpt(&master).unwrap();
+        paths.push(ptsname(&master, Vec::new()).unwrap().to_string_lossy().into_owned());
+        masters.push(master);
+    }
+    (paths.join(","), masters)
 }

@@ -96,8 +96,8 @@ async fn never_reading_http2_clients_stay_under_npuds_ceiling() {
     assert!(good.status().await.is_ok());
 }
 
-/// A tenant reserves 1,900 of the device and holds nothing; another holds 100 and parks an
-/// ask of 100 that only the unused reservation keeps out. The hardware has room, so a
+/// A tenant reserves 1,900 of the device and holds nothing; another holds 100, and its
+/// second process parks an ask of 100 that only the unused reservation keeps out. The hardware has room, so a
 /// third tenant's start-up is not paced (`unpaced` on its grant).
 #[test]
 fn a_reservation_with_a_parked_ask_beside_it_paces_nobody() {
@@ -107,7 +107,14 @@ fn a_reservation_with_a_parked_ask_beside_it_paces_nobody() {
         .start();
     let mut att = Wire::hello(&d.socket, pb::BudgetHello::default());
     assert!(matches!(att.acquire(0, 100, 0), Ok(Reply::Acquired(_))));
-    att.send(Call::Acquire(pb::AcquireBudgetRequest { device: 0, count: 100, wait_ms: 60_000, ..Default::default() }));
+    // Its second process, holding nothing, parks an ask (a holder's own growth never waits).
+    let mut parked = Wire::hello(&d.socket, pb::BudgetHello::default());
+    parked.send(Call::Acquire(pb::AcquireBudgetRequest {
+        device: 0,
+        count: 100,
+        wait_ms: 60_000,
+        ..Default::default()
+    }));
     assert!(
         eventually(Duration::from_secs(10), || d.npuctl_json(&["status"])["devices"][0]["queued_requests"] == 1),
         "the ask is parked: {}",

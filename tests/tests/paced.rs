@@ -18,10 +18,12 @@ async fn an_ask_over_its_own_quota_does_not_pace_other_tenants() {
         .config("[[tenants]]\nname = \"root\"\nmax_streams = 16\n[budget]\nnative_pacing = \"5s\"\n")
         .start();
     let socket = d.socket.clone();
-    // The tiny tenant: 15 held, then an ask for 2 parked as long as the wire allows.
+    // The tiny tenant: 15 held, then an ask for 2, from another of its processes (one
+    // holding nothing: a holder's growth never waits), parked as long as the wire allows.
     let mut holder = Wire::hello(&socket, pb::BudgetHello::default());
     assert!(matches!(holder.acquire(0, 15, 0), Ok(Reply::Acquired(_))));
-    holder.send(Call::Acquire(pb::AcquireBudgetRequest {
+    let mut parker = Wire::hello(&socket, pb::BudgetHello::default());
+    parker.send(Call::Acquire(pb::AcquireBudgetRequest {
         device: 0,
         count: 2,
         wait_ms: u32::MAX,
@@ -55,6 +57,6 @@ async fn an_ask_over_its_own_quota_does_not_pace_other_tenants() {
         drop(calls);
     }
     assert_eq!(unpaced, 8, "every start-up answered unpaced (slowest {slowest:?})\n{}", d.log());
-    drop(silent);
+    drop((silent, parker));
     drop(holder);
 }

@@ -18,6 +18,8 @@ pub struct Devices {
     names: Mutex<Map<u32, Option<pb::DeviceIdentity>>>,
     /// Device numbers npud said it does not own.
     unowned: Mutex<Set<u32>>,
+    /// How many devices the runtime shows the process (0: not known yet, or cannot say).
+    visible: std::sync::atomic::AtomicU32,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -33,6 +35,21 @@ impl Devices {
         // The vendor call runs without the lock held; two threads may both ask, and agree.
         let name = lookup();
         lock(&self.names).entry(device).or_insert(name);
+    }
+
+    /// Looks up how many devices the runtime shows the process, the first time.
+    pub fn learn_visible(&self, lookup: impl FnOnce() -> Option<u32>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.visible.load(Relaxed) == 0
+            && let Some(n) = lookup()
+        {
+            self.visible.store(n, Relaxed);
+        }
+    }
+
+    /// How many devices the runtime shows the process (0 when unknown).
+    pub fn visible(&self) -> u32 {
+        self.visible.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The name to send with a message about `device`.

@@ -206,6 +206,13 @@ pub trait Backend: Send + Sync + 'static {
     }
     fn hardware_creations(&self, device: u32) -> u64;
 
+    /// The host's character device for `device`, as its driver names it: a process that
+    /// holds it open is using the device (`daemon::holding`). None where the vendor names
+    /// none (the simulator).
+    fn device_node(&self, _device: u32) -> Option<std::path::PathBuf> {
+        None
+    }
+
     /// Resolves when the device has shown it still executes work (a liveness probe).
     fn heartbeat(&self, device: u32) -> Wait;
     /// Streams the hardware holds now, the runtime's own included.

@@ -198,14 +198,20 @@ impl Daemon {
     /// the reason its owner needs.
     pub(crate) fn quota_for_streams(&self, tenant: &Tenant, device: u32, count: u32) -> NpudResult<Quota> {
         let (quota, source) = self.quotas.get(tenant);
-        if let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) {
+        let mut booking = self.allocations.as_ref().and_then(|a| a.booking(tenant));
+        if booking.as_ref().is_some_and(|b| b.on(device) == 0) && self.follow_held_devices(tenant) {
+            // Its pod's processes hold this device, or others, open: booked where they are.
+            booking = self.allocations.as_ref().and_then(|a| a.booking(tenant));
+        }
+        if let Some(b) = booking {
             let on = b.quota(quota, device);
             if on.max_streams == 0 {
                 let list: Vec<String> = b.devices.keys().map(u32::to_string).collect();
                 return Err(NpudError::new(
                     Reason::QuotaExceeded,
                     format!(
-                        "this pod's allocation of {} streams is booked on device(s) {}; it gets none on device {device}",
+                        "this pod's allocation of {} streams is booked on device(s) {}; it gets none on device {device}, \
+                         which none of its processes holds open",
                         b.total,
                         list.join(", ")
                     ),
@@ -235,6 +241,40 @@ impl Daemon {
             Some(b) => b.quota(quota, device),
             None => quota,
         }
+    }
+
+    /// How many of an ask for `asked.1` streams on `device` (no fewer than `asked.0`) to
+    /// grant `tenant` now. A holder's growth gets what the device and its quota have room
+    /// for now (an ask ahead never takes room a measurement promised and others took
+    /// since), and only what it needs while others wait there: the room is the queue's. A pod's process gets the most its booking lets it take there now, with its
+    /// other processes' grants counted, and at its start-up (`starting`) an even share of
+    /// its streams placed on no device over the `visible` devices its container shows it
+    /// (a one-NPU container's process takes all of them).
+    pub(crate) fn what_fits(
+        &self,
+        tenant: &Tenant,
+        device: u32,
+        asked: (u32, u32),
+        starting: bool,
+        visible: u32,
+    ) -> u32 {
+        let (least, mut count) = asked;
+        if !starting && let Ok(quota) = self.quota_for_streams(tenant, device, least) {
+            count = count.min(self.admission.native_share(device, tenant, &quota).available);
+            if self.admission.queued(device) > 0 {
+                count = least;
+            }
+        }
+        let Some(b) = self.allocations.as_ref().and_then(|a| a.booking(tenant)) else { return count.max(least) };
+        let placed = b.devices.get(&device).copied().unwrap_or(0);
+        let floating = match (starting, visible) {
+            (true, n) if n > 0 => b.floating.div_ceil(n),
+            _ => b.floating,
+        };
+        let (held_all, cap) = self.admission.spread(tenant);
+        let pod_left = cap.unwrap_or(b.total).saturating_sub(held_all);
+        let device_left = b.on(device).saturating_sub(self.admission.held_by(device, tenant));
+        count.min(placed.saturating_add(floating)).min(pod_left).min(device_left).max(least)
     }
 
     /// What each device's first ask of a process of a pod booked as `b` may be (the
@@ -277,7 +317,12 @@ impl Daemon {
                     in_use: fig.streams,
                     waiting: fig.waiting_streams,
                     allocated: row.allocated,
-                    mode: if placed { "devices" } else { "fallback" }.into(),
+                    mode: match (placed, row.moved) {
+                        (true, true) => "moved",
+                        (true, false) => "devices",
+                        (false, _) => "fallback",
+                    }
+                    .into(),
                 });
             }
         }

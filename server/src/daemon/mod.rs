@@ -12,6 +12,7 @@ mod delivery;
 pub mod events;
 pub mod exits;
 pub mod health;
+mod holding;
 pub mod metrics;
 pub mod reconcile;
 pub mod released;
@@ -47,6 +48,8 @@ pub struct Daemon {
     blocking: Arc<crate::tenancy::inflight::InFlight>,
     /// What clients' calls hold on the gRPC fronts, per tenant and in all.
     replies: Arc<crate::tenancy::replies::Replies>,
+    /// Device number (st_rdev) of each device's node → the device (`holding`).
+    device_nodes: std::collections::HashMap<u64, u32>,
     health: Arc<crate::observe::health::Health>,
     metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
@@ -173,7 +176,9 @@ impl Daemon {
             mib(config.limits.client_memory_mib),
             crate::tenancy::replies::conn_cost(config.limits.max_concurrent_calls),
         );
+        let device_nodes = holding::node_map(backend.as_ref());
         let daemon = Arc::new(Daemon {
+            device_nodes,
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),
             reports,

@@ -134,6 +134,10 @@ pub async fn watch(
             );
             daemon.forget_allocation(a).await;
         }
+        // Bookings follow the devices pods' processes hold open.
+        for tenant in allocations.bound_tenants() {
+            daemon.follow_held_devices(&tenant);
+        }
         // An interposer an earlier npud installed goes with the last allocation that
         // mounted it, and never while one does: every pod that mounted it lives.
         if let Some(i) = interposer.as_ref().filter(|_| !gone.is_empty()) {

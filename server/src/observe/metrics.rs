@@ -51,6 +51,7 @@ pub struct Metrics {
     reclaimed: Family<KindLabels, Counter>,
     connections_refused: Family<LimitLabels, Counter>,
     measurements: Family<DeviceLabels, Counter>,
+    booking_moves: Counter,
 }
 
 impl Metrics {
@@ -65,6 +66,7 @@ impl Metrics {
             reclaimed: Family::default(),
             connections_refused: Family::default(),
             measurements: Family::default(),
+            booking_moves: Counter::default(),
         }
     }
 
@@ -91,6 +93,11 @@ impl Metrics {
     /// tenants together ("total") had the most connections they may.
     pub fn connection_refused(&self, limit: &str) {
         self.connections_refused.get_or_create(&LimitLabels { limit: limit.to_string() }).inc();
+    }
+
+    /// A pod's booking moved to the devices its processes hold open.
+    pub fn booking_moved(&self) {
+        self.booking_moves.inc();
     }
 
     /// npud compared its books with `device`'s own count once more (reconciliation).
@@ -126,6 +133,11 @@ impl Metrics {
             "device_measurements",
             "Times npud compared its books with the device's own count of streams (reconciliation)",
             self.measurements.clone(),
+        );
+        r.register(
+            "booking_moves",
+            "Pods' bookings moved to the devices their processes hold open (Volcano, unknown ids)",
+            self.booking_moves.clone(),
         );
         r.register("grant_wait_seconds", "Time create requests waited for budget", self.grant_wait.clone());
         r.register("hardware_create_seconds", "Time one paced creation batch took", self.hardware_create.clone());

@@ -209,6 +209,47 @@ pub fn certificate_names(der: &[u8]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tenancy::identity::{PeerInspector, identify};
+
+    fn identities() -> Identities {
+        let args = <crate::config::flags::Args as clap::Parser>::parse_from(["npud"]);
+        Identities::new(&crate::Config::load(&args).expect("the default configuration"))
+    }
+
+    /// A peer whose /proc entry is gone by the time npud reads it.
+    struct Vanished;
+    impl PeerInspector for Vanished {
+        fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        }
+    }
+
+    /// A `/proc` with nothing for pid 1 (hidepid, an old kernel).
+    struct NoHost;
+    impl PeerInspector for NoHost {
+        fn cgroup(&self, _pid: i32) -> std::io::Result<String> {
+            Ok("0::/\n".into())
+        }
+    }
+
+    /// A uid-0 peer whose cgroup cannot be read is never host root: refused, and told why.
+    #[test]
+    fn a_peer_whose_cgroup_cannot_be_read_is_refused() {
+        let peer = identify(0, 0, Some(42), &Vanished);
+        let e = identities().resolve(&peer).expect_err("never host root");
+        assert_eq!(e.reason, crate::error::Reason::NoIdentity);
+        assert!(e.message.contains("cgroup could not be read"), "{}", e.message);
+    }
+
+    /// Issue 66: where npud cannot read a peer's pid namespace, a uid-0 peer is not
+    /// proven the host's: not `root`, not an admin, but its uid's tenant.
+    #[test]
+    fn where_the_namespace_is_unreadable_root_is_not_proven() {
+        let peer = identify(0, 0, Some(42), &NoHost);
+        assert!(!peer.is_host_root() && peer.elsewhere.is_some(), "{peer:?}");
+        let caller = identities().resolve(&peer).expect("its uid's tenant");
+        assert_eq!((&*caller.tenant, caller.admin), ("uid-0", false));
+    }
 
     #[test]
     fn token_hashes_are_sha256_hex() {

@@ -12,6 +12,7 @@
 
 mod callbacks;
 mod device_ids;
+mod device_nodes;
 mod events;
 mod graphs;
 mod last_error;

@@ -62,6 +62,11 @@ impl Numbering {
         )
     }
 
+    /// The physical ids of the devices the container shows the process.
+    pub fn physical_ids(&self) -> &[u32] {
+        &self.physical
+    }
+
     /// Devices the program can set (aclrtGetDeviceCount).
     pub fn count(&self) -> u32 {
         self.logical.len() as u32

@@ -51,3 +51,23 @@ pub unsafe extern "C" fn npudFakeStreamsInUse(device: i32, count: *mut u32) -> A
         Err(e) => failed(e),
     }
 }
+
+/// The host's node of physical device `physical`, as the driver names it (see
+/// `device_nodes`), written NUL-terminated into `buf` of `len` bytes: its length, or -1
+/// where no node is named or `buf` is too small. npud matches processes' open descriptors
+/// against these to know which devices a pod holds.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npudFakeDeviceNode(physical: i32, buf: *mut c_char, len: usize) -> i32 {
+    let paths = crate::device_nodes::paths();
+    let Some(path) = usize::try_from(physical).ok().and_then(|p| paths.get(p)) else { return -1 };
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if buf.is_null() || bytes.len() >= len {
+        return -1;
+    }
+    // SAFETY: `buf` is the caller's, non-null and at least `len` bytes, more than the path.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
+        buf.add(bytes.len()).write(0);
+    }
+    i32::try_from(bytes.len()).unwrap_or(-1)
+}

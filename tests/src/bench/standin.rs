@@ -94,9 +94,12 @@ fn answer(call: Option<Call>) -> Reply {
     };
     match call {
         Some(Call::Hello(_)) => Reply::Welcome(pb::BudgetWelcome { tenant: "bench".into(), ..Default::default() }),
-        Some(Call::Acquire(a)) => {
-            Reply::Acquired(pb::AcquireBudgetResponse { waited_ms: 0, share: share(a.device), unpaced: true })
-        }
+        Some(Call::Acquire(a)) => Reply::Acquired(pb::AcquireBudgetResponse {
+            waited_ms: 0,
+            share: share(a.device),
+            unpaced: true,
+            granted: None,
+        }),
         Some(Call::Release(r)) => Reply::Released(pb::ReleaseBudgetResponse { share: share(r.device) }),
         Some(Call::Declare(d)) => Reply::Declared(pb::DeclareBudgetResponse {
             accepted: d.count,

@@ -34,10 +34,20 @@ fn physical_of(user: u32) -> Option<npud_proto::v1::DeviceIdentity> {
     Some(crate::devices::physical(phy))
 }
 
+/// How many devices AscendCL shows the process (aclrtGetDeviceCount: the container's,
+/// within ASCEND_RT_VISIBLE_DEVICES).
+fn device_count() -> Option<u32> {
+    let count = real!(&ACL, aclrtGetDeviceCount: CountFn, null_mut())?;
+    let mut n = 0u32;
+    // SAFETY: the vendor function with an out-pointer to a local.
+    (unsafe { count(&mut n) } == 0 && n > 0).then_some(n)
+}
+
 /// `device` (the process's own number), its physical identity looked up once; and, once
-/// per process, how many streams a context holds on this SoC.
+/// per process, how many streams a context holds on this SoC and how many devices it sees.
 pub(super) fn known(p: &Process, device: u32) -> u32 {
     p.devices.learn(device, || physical_of(device));
+    p.devices.learn_visible(device_count);
     p.learn_context_sync(context_sync);
     device
 }

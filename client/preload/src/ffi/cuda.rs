@@ -57,6 +57,15 @@ fn uuid_of(ordinal: u32) -> Option<npud_proto::v1::DeviceIdentity> {
     (rc == 0).then(|| crate::devices::uuid(npud_proto::identity::gpu_uuid(&raw)))
 }
 
+/// How many devices the driver shows the process (cuDeviceGetCount: within
+/// CUDA_VISIBLE_DEVICES).
+fn device_count() -> Option<u32> {
+    let count = real!(&CUDA, cuDeviceGetCount: OutIntFn, null_mut())?;
+    let mut n = 0i32;
+    // SAFETY: the driver function with an out-pointer to a local.
+    (unsafe { count(&mut n) } == 0).then(|| u32::try_from(n).ok()).flatten().filter(|n| *n > 0)
+}
+
 /// cuInit: a process that initialises the driver is about to use a device, so the
 /// connection to npud opens now, off the path of its first ask (see `Process::prepare`),
 /// as at AscendCL's aclInit.
@@ -84,6 +93,7 @@ fn create_in(
         |p: &'static Process| {
             let Some((ctx, device)) = place(p).filter(|_| !out.is_null()) else { return create() };
             p.devices.learn(device, || uuid_of(device));
+            p.devices.learn_visible(device_count);
             if p.admit(device, 1).is_err() {
                 return OUT_OF_MEMORY;
             }

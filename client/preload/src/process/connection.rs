@@ -137,6 +137,7 @@ impl Process {
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         self.tenant_priority.store(conn.highest_priority.unwrap_or(i32::MIN), Ordering::Relaxed);
         *lock(&self.bookings) = conn.bookings.clone();
+        self.shared.store(conn.shared, Ordering::Relaxed);
         for (device, used) in holding.into_iter().filter(|(d, _)| !self.devices.is_unowned(*d)) {
             let identity = self.devices.identity(device);
             let declare = pb::DeclareBudgetRequest { device, count: used, events: 0, identity };

@@ -69,6 +69,11 @@ pub struct Process {
     /// On Kubernetes, the most the process asks for at once on each device its pod is
     /// booked on, as the welcome said (empty: no allocation, or not heard yet).
     bookings: Mutex<Vec<pb::DeviceBooking>>,
+    /// The process is a pod's, sharing the pod's allocation with its other processes (the
+    /// welcome said so): what it does not use goes back once its start-up settles.
+    shared: AtomicBool,
+    /// Devices whose start-up grant is settling: since when no stream was made there.
+    settling: Mutex<crate::Map<u32, Duration>>,
     /// Whether npud has been asked for it (once, before the first plan).
     asked_tenant: AtomicBool,
     warned: AtomicBool,
@@ -104,6 +109,8 @@ impl Process {
             tenant_max: AtomicU32::new(0),
             tenant_priority: AtomicI32::new(i32::MIN),
             bookings: Mutex::new(Vec::new()),
+            shared: AtomicBool::new(false),
+            settling: Mutex::new(crate::Map::default()),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
@@ -145,7 +152,12 @@ impl Process {
             // A device whose vendor name is unknown is taken by its number.
             _ => identity.is_none() && b.device == device,
         });
-        booked.map_or(ask, |b| ask.min(b.streams))
+        // A pod's streams placed on no device: all of them asked for, npud grants a share
+        // over the devices the process sees (`at_least`, `visible_devices`).
+        booked.map_or(ask, |b| match b.floating {
+            0 => ask.min(b.streams),
+            floating => ask.min(b.placed.saturating_add(floating)),
+        })
     }
 
     /// The priority a stream the program asks `asked` for is made with: no more urgent
@@ -199,9 +211,25 @@ impl Process {
         // What the process created there goes with the ask: a measurement since the last
         // report would otherwise count those streams against this ask too (`created`).
         let created = Some(lock(&self.books).device(device).used);
-        let ask = |count| {
+        // A pod's process says the least that will do (the streams it makes now, or needs
+        // past its grant): npud grants it what the pod has left, up to the ask.
+        let shared = self.shared.load(Ordering::Relaxed);
+        let visible_devices = self.devices.visible();
+        let ask = |count: u32| {
             let identity = self.devices.identity(device);
-            Call::Acquire(pb::AcquireBudgetRequest { device, count, wait_ms, identity, created, capture })
+            // At start-up what it makes now, past its grant what it lacks now: a pod's
+            // process says so always, anyone's ask ahead too.
+            let at_least = (shared || count > needed).then_some(needed.min(n).clamp(1, count));
+            Call::Acquire(pb::AcquireBudgetRequest {
+                device,
+                count,
+                wait_ms,
+                identity,
+                created,
+                capture,
+                at_least,
+                visible_devices,
+            })
         };
         let answer = match with_hello {
             true => self.call_opening(ask(count), wait),
@@ -233,6 +261,10 @@ impl Process {
             // goes back, with any other surplus (`release_quiet_surplus`).
             self.destroying(device);
         }
+        if booked.is_ok() && shared {
+            // A pod's process gives back what it does not use once its start-up settles.
+            self.settle(device);
+        }
         booked
     }
 
@@ -244,6 +276,11 @@ impl Process {
                 let (unpaced, room) = match &reply {
                     Reply::Acquired(a) if a.unpaced => (true, a.share.as_ref().map_or(0, |s| s.available)),
                     _ => (false, 0),
+                };
+                // What npud granted of an ask that said the least that would do.
+                let count = match &reply {
+                    Reply::Acquired(a) => a.granted.map_or(count, |g| g.max(n)),
+                    _ => count,
                 };
                 let mut books = lock(&self.books);
                 books.granted(device, count, n);

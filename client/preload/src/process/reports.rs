@@ -18,14 +18,18 @@ const WATCH_PERIOD: Duration = Duration::from_millis(250);
 /// creations are much closer together than this. A batch that used its whole grant ends
 /// at once where it holds the device's creation turn (see `batch_complete`).
 const BATCH_QUIET: Duration = Duration::from_millis(20);
+/// How long a pod's process must make no stream on a device before its start-up counts
+/// as settled and what it was granted and does not use goes back to its pod: far longer
+/// than between a start-up's creations, short enough that the pod's next process (an
+/// exec probe, a second worker) finds the rest.
+const SETTLE: Duration = Duration::from_millis(500);
 
-/// Takes the devices that have been quiet for `BATCH_QUIET` out of `last_seen` (times on
-/// the coarse clock).
-fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>) -> Vec<u32> {
+/// Takes the devices that have been quiet for `quiet` out of `last_seen` (times on the
+/// coarse clock).
+fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>, quiet: Duration) -> Vec<u32> {
     let mut map = lock(last_seen);
     let now = coarse_now();
-    let quiet: Vec<u32> =
-        map.iter().filter(|(_, last)| now.saturating_sub(**last) >= BATCH_QUIET).map(|(&d, _)| d).collect();
+    let quiet: Vec<u32> = map.iter().filter(|(_, last)| now.saturating_sub(**last) >= quiet).map(|(&d, _)| d).collect();
     for d in &quiet {
         map.remove(d);
     }
@@ -50,7 +54,8 @@ impl Process {
     /// `BATCH_QUIET`, it tells npud, off the program's path.
     fn watch(&'static self) {
         loop {
-            let open = !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty();
+            let open =
+                !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty() || !lock(&self.settling).is_empty();
             std::thread::park_timeout(if open { BATCH_QUIET } else { WATCH_PERIOD });
             if std::process::id() != self.pid {
                 return;
@@ -65,6 +70,7 @@ impl Process {
             if let Some(conn) = guard.as_mut() {
                 self.end_quiet_batches(conn);
                 self.release_quiet_surplus(conn);
+                self.release_settled(conn);
             }
             if guard.as_mut().is_some_and(Connection::closed_by_peer) {
                 *guard = None;
@@ -76,7 +82,7 @@ impl Process {
     }
 
     fn end_quiet_batches(&self, conn: &mut Connection) {
-        for device in take_quiet(&self.batches) {
+        for device in take_quiet(&self.batches, BATCH_QUIET) {
             // Best effort: npud ends the batch anyway when its pacing window passes. The
             // grant stays the process's: a quiet spell is no proof the batch is over (a slow
             // start-up, lazy creation), and a later ask does not wait, so giving the unused
@@ -98,14 +104,14 @@ impl Process {
     }
 
     fn release_quiet_surplus(&self, conn: &mut Connection) {
-        for device in take_quiet(&self.releases) {
+        for device in take_quiet(&self.releases, BATCH_QUIET) {
             if self.devices.is_unowned(device) {
                 continue;
             }
             let (reset_streams, reset_events) = lock(&self.resets).remove(&device).unwrap_or((0, 0));
             let (count, created) = {
                 let mut books = lock(&self.books);
-                (books.surplus(device, self.startup(device)).saturating_add(reset_streams), books.device(device).used)
+                (books.surplus(device, self.kept(device)).saturating_add(reset_streams), books.device(device).used)
             };
             // Nothing to give back still says what the process now has created: npud's
             // reconciliation would otherwise count destroyed streams as still held, and
@@ -118,6 +124,39 @@ impl Process {
             let count = lock(&self.events).surplus(device).saturating_add(reset_events);
             self.release_events(conn, device, count);
         }
+    }
+
+    /// What unused grant the process keeps on `device` once quiet: its start-up need, so a
+    /// program that destroys and re-creates asks npud nothing; none for a pod's process,
+    /// whose pod's other processes share its allocation.
+    fn kept(&self, device: u32) -> u32 {
+        match self.shared.load(std::sync::atomic::Ordering::Relaxed) {
+            true => 0,
+            false => self.startup(device),
+        }
+    }
+
+    /// A pod's process's start-up on `device` settled (no stream made there for
+    /// `SETTLE`): what it was granted and does not use goes back to its pod.
+    fn release_settled(&self, conn: &mut Connection) {
+        for device in take_quiet(&self.settling, SETTLE) {
+            if self.devices.is_unowned(device) {
+                continue;
+            }
+            let (count, created) = {
+                let mut books = lock(&self.books);
+                (books.surplus(device, 0), books.device(device).used)
+            };
+            if count > 0 {
+                let _ = conn.call(self.release_of(device, count, created), Duration::ZERO);
+            }
+        }
+    }
+
+    /// A pod's process was granted on `device`: what it does not use goes back once it
+    /// has made no stream there for a while.
+    pub(super) fn settle(&self, device: u32) {
+        lock(&self.settling).insert(device, coarse_now());
     }
 
     /// Gives back now what a reset of `device` left for the watcher: the process is about to
@@ -153,8 +192,12 @@ impl Process {
     /// process's next ask or release.
     pub(super) fn creating(&self, device: u32, new_batch: bool) {
         let now = coarse_now();
-        // A surplus waiting for quiet (one asked ahead) waits while creation goes on.
+        // A surplus waiting for quiet (one asked ahead), or a start-up settling, waits
+        // while creation goes on.
         if let Some(last) = lock(&self.releases).get_mut(&device) {
+            *last = now;
+        }
+        if let Some(last) = lock(&self.settling).get_mut(&device) {
             *last = now;
         }
         let mut batches = lock(&self.batches);

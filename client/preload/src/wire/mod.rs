@@ -85,6 +85,8 @@ pub struct Connection {
     /// On Kubernetes, the most a process of this pod may ask for at once on each device
     /// (empty: no allocation bound).
     pub bookings: Vec<pb::DeviceBooking>,
+    /// The process is a pod's, sharing its allocation (the welcome's `shared`).
+    pub shared: bool,
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
@@ -192,6 +194,7 @@ impl Connection {
             process_streams: 0,
             max_streams: 0,
             bookings: Vec::new(),
+            shared: false,
             highest_priority: None,
             shares: Map::default(),
             owed: VecDeque::new(),
@@ -237,6 +240,7 @@ impl Connection {
                     self.max_streams = w.max_streams;
                     self.highest_priority = w.highest_priority;
                     self.bookings = w.bookings;
+                    self.shared = w.shared;
                     self.welcomed = true;
                 }
                 Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),

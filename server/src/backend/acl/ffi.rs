@@ -135,6 +135,24 @@ pub trait Acl {
         (rc.ok()? == 0).then(|| u32::try_from(phy).ok()).flatten()
     }
     // The fake library's test hooks (absent from real AscendCL).
+    /// The fake driver's node for physical device `physical`; None from real AscendCL.
+    fn fake_device_node(&self, physical: u32) -> Option<std::path::PathBuf> {
+        if !self.lib().has("npudFakeDeviceNode") {
+            return None;
+        }
+        let mut buf = [0u8; 512];
+        let n = call!(
+            self.lib(),
+            "npudFakeDeviceNode",
+            fn(i32, *mut u8, usize) -> i32,
+            i32::try_from(physical).ok()?,
+            buf.as_mut_ptr(),
+            buf.len()
+        )
+        .ok()?;
+        let n = usize::try_from(n).ok().filter(|n| *n < buf.len())?;
+        Some(std::path::PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&buf[..n])))
+    }
     fn fake_launch_delay(&self, s: usize, us: u64, task: &mut u64) -> Result<AclError, LoadError> {
         call!(self.lib(), "npudFakeLaunchDelay", fn(usize, u64, *mut u64) -> AclError, s, us, task)
     }

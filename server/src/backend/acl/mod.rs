@@ -325,6 +325,13 @@ impl Backend for AclBackend {
         self.shared.creations.get(device as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// `/dev/davinci<N>`, N the device's physical id (the driver's naming); the fake
+    /// library names its own nodes (`npudFakeDeviceNode`).
+    fn device_node(&self, device: u32) -> Option<std::path::PathBuf> {
+        let physical = self.descs.get(device as usize)?.identity.physical_id?;
+        self.shared.lib.fake_device_node(physical).or_else(|| Some(format!("/dev/davinci{physical}").into()))
+    }
+
     fn heartbeat(&self, device: u32) -> Wait {
         let shared = Arc::clone(&self.shared);
         super::abandonable_wait(move |_| {

@@ -3,6 +3,7 @@
 //! gRPC stream). The session lives as long as its connection and the process that opened
 //! it (`daemon::exits`); dropping it gives back everything it held.
 
+mod acquire;
 mod claims;
 
 use crate::daemon::Daemon;
@@ -14,7 +15,7 @@ use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use prost::Message;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The most events one call may ask for.
 const MAX_EVENT_ASK: u32 = 4096;
@@ -196,108 +197,31 @@ impl NativeSession {
             // A pod's own quota is its allocation, over all its devices.
             quota.max_streams = b.total;
         }
+        let shared = booking.is_some();
         let bookings = booking
-            .map(|b| self.daemon.first_asks(&b))
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(device, streams)| pb::DeviceBooking {
-                device,
-                identity: self.daemon.device(device).ok().and_then(|d| identity_of(&d.identity)),
-                streams,
+            .map(|b| {
+                self.daemon
+                    .first_asks(&b)
+                    .into_iter()
+                    .map(|(device, streams)| pb::DeviceBooking {
+                        device,
+                        identity: self.daemon.device(device).ok().and_then(|d| identity_of(&d.identity)),
+                        streams,
+                        placed: b.devices.get(&device).copied().unwrap_or(0),
+                        floating: b.floating,
+                    })
+                    .collect()
             })
-            .collect();
+            .unwrap_or_default();
         Ok(Reply::Welcome(pb::BudgetWelcome {
             bookings,
+            shared,
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
             process_streams: self.daemon.process_streams(&self.caller.tenant).unwrap_or(0),
             max_streams: quota.max_streams,
             highest_priority: (quota.highest_priority != i32::MIN).then_some(quota.highest_priority),
-        }))
-    }
-
-    async fn acquire(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {
-        let daemon = &self.daemon;
-        self.check_device(a.device)?;
-        daemon.refuse_if_draining()?;
-        let capacity = daemon.admission.capacity(a.device);
-        if a.count == 0 || a.count > capacity {
-            // Under every policy: no device holds more, and the books stay in range.
-            return Err(NpudError::new(
-                Reason::InvalidCount,
-                format!("asked for {} streams; device {} holds 1..={capacity}", a.count, a.device),
-            ));
-        }
-        let quota = daemon.quota_for_streams(&self.caller.tenant, a.device, a.count)?;
-        // Where the ask reports creations and does not fit, a measurement is asked for now.
-        let reported = a.created.is_some_and(|c| c > 0);
-        let grace = daemon.admission.remeasure_grace(a.device, &self.caller.tenant, &quota, a.count, reported);
-        // Asking again means the last batch on this device is done; it must not wait for itself.
-        self.end_batch(a.device);
-        // No hold-and-wait: a process holding streams on another device fits now or is
-        // refused, as the device would refuse it; two processes each holding one device
-        // and waiting for the other's would otherwise wait each other out. Nor does an ask
-        // that said it will not wait (a stream past the grant, a capture's Begin: the
-        // vendor answers those at once). Either waits only for the measurement its report
-        // asked for, which waits on no other holder, and is then judged on the books it
-        // corrected: a refused one answers after one measurement, not after the grace.
-        let queues = a.wait_ms > 0 && !daemon.natives.holds_elsewhere(self.id, a.device);
-        let wait = match queues {
-            true => Duration::from_millis(u64::from(a.wait_ms)).max(grace),
-            false => {
-                if !grace.is_zero() {
-                    daemon.admission.measured_since_now(a.device, grace).await;
-                }
-                Duration::ZERO
-            }
-        };
-        // The ledger changes in acquire_native and the holder's count just after: one mutation.
-        let _mutation = daemon.health.mutation();
-        let waited = daemon.admission.acquire_native(a.device, &self.caller.tenant, &quota, a.count, wait).await?;
-        // Granted: wait for the device's creation turn within what is left of the caller's
-        // wait (none for a grant that does not wait), giving the grant back if the session
-        // goes away meanwhile.
-        let paced = Instant::now();
-        let unclaimed = Unclaimed { daemon, tenant: &self.caller.tenant, device: a.device, count: a.count };
-        // Paced only where creation contends (this grant included in the books): on a
-        // device with room the batch takes no turn, and its holder need not hurry to say it
-        // is over.
-        let contended = daemon.admission.contended(a.device);
-        let bound = match contended {
-            true => wait.saturating_sub(waited),
-            false => Duration::ZERO,
-        };
-        let batch = daemon.natives.pacing.turn(a.device, &self.caller.tenant, bound).await;
-        unclaimed.claim();
-        daemon.natives.add(self.id, a.device, a.count);
-        if a.capture {
-            daemon.natives.capture_granted(self.id, a.device, a.count);
-        }
-        // Said only where the device has room: its holder may then leave the `created`
-        // report to its watcher. Where creation contends the report is wanted at once,
-        // with or without a turn (pacing off, a benched tenant, the bound passed): until it
-        // comes the new streams count twice (granted, and untracked on the device), and a
-        // device near its limit cannot spare them.
-        let unpaced = !contended;
-        if let Some(batch) = batch {
-            self.batches.lock().unwrap_or_else(|e| e.into_inner()).insert(a.device, batch);
-        }
-        let turn = paced.elapsed();
-        tracing::debug!(
-            id = self.id,
-            device = a.device,
-            count = a.count,
-            room_ms = waited.as_secs_f64() * 1e3,
-            turn_ms = turn.as_secs_f64() * 1e3,
-            unpaced,
-            "native grant"
-        );
-        let waited = waited + turn;
-        Ok(Reply::Acquired(pb::AcquireBudgetResponse {
-            waited_ms: millis(waited),
-            share: Some(self.share(a.device)),
-            unpaced,
         }))
     }
 
@@ -317,12 +241,6 @@ impl NativeSession {
             daemon.event_room(&self.caller.tenant, a.device, a.count, on_device, of_tenant)
         })?;
         Ok(Reply::EventsAcquired(pb::AcquireEventsResponse { share: Some(self.share(a.device)) }))
-    }
-
-    /// Ends this session's creation batch on `device`, if it has one open.
-    fn end_batch(&self, device: u32) {
-        let batch = self.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&device);
-        drop(batch);
     }
 
     fn release(&self, r: &pb::ReleaseBudgetRequest) -> Result<Reply, NpudError> {
@@ -359,29 +277,6 @@ impl NativeSession {
 
     fn check_device(&self, device: u32) -> Result<(), NpudError> {
         self.daemon.device(device).map(drop)
-    }
-}
-
-/// A grant not yet counted against its session: given back if dropped (the wait for the
-/// creation turn was cancelled), forgotten once counted.
-struct Unclaimed<'a> {
-    daemon: &'a Daemon,
-    tenant: &'a crate::types::Tenant,
-    device: u32,
-    count: u32,
-}
-
-impl Unclaimed<'_> {
-    /// The grant is about to be counted against its session.
-    fn claim(self) {
-        // Only references inside: forgetting it skips the give-back and leaks nothing.
-        std::mem::forget(self);
-    }
-}
-
-impl Drop for Unclaimed<'_> {
-    fn drop(&mut self) {
-        self.daemon.admission.release_native(self.device, self.tenant, self.count);
     }
 }
 

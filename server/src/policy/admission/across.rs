@@ -21,6 +21,16 @@ impl Admission {
         self.lock(device).ledger.reservation_of(tenant)
     }
 
+    /// Asks waiting on `device`.
+    pub fn queued(&self, device: u32) -> u32 {
+        self.lock(device).ledger.queued()
+    }
+
+    /// What `tenant` holds on `device`.
+    pub fn held_by(&self, device: u32, tenant: &str) -> u32 {
+        self.lock(device).ledger.used_by(tenant)
+    }
+
     /// What `tenant` holds over every device, and its cap there.
     pub fn spread(&self, tenant: &str) -> (u32, Option<u32>) {
         (self.spread.held(tenant), self.spread.cap(tenant))

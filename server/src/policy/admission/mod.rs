@@ -226,6 +226,20 @@ impl Admission {
         count: u32,
         wait: Duration,
     ) -> NpudResult<Grant> {
+        self.grant_as(device, tenant, quota, count, wait, false).await
+    }
+
+    /// [`Admission::grant`]; a holder's growth (`grows`) is granted whenever it fits
+    /// ([`Ledger::request_as`]).
+    pub async fn grant_as(
+        self: &Arc<Self>,
+        device: u32,
+        tenant: &Tenant,
+        quota: &Quota,
+        count: u32,
+        wait: Duration,
+        grows: bool,
+    ) -> NpudResult<Grant> {
         let mut grant = Grant {
             admission: Arc::clone(self),
             device,
@@ -238,7 +252,7 @@ impl Admission {
             return Ok(grant);
         }
         let started = Instant::now();
-        self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait)).await?;
+        self.wait_for_grant(device, tenant, quota, count, wait.min(self.config.max_wait), grows).await?;
         grant.held = true;
         grant.waited = started.elapsed();
         self.metrics.grant_waited(grant.waited.as_secs_f64());
@@ -253,11 +267,12 @@ impl Admission {
         quota: &Quota,
         count: u32,
         wait: Duration,
+        grows: bool,
     ) -> NpudResult<()> {
         let (tx, rx) = oneshot::channel();
         let ticket = {
             let mut st = self.lock(device);
-            match st.ledger.request(tenant, count, quota, tx)? {
+            match st.ledger.request_as(tenant, count, quota, tx, grows)? {
                 Admit::Granted(_) => return Ok(()),
                 Admit::Queued(ticket) => {
                     grant_queued(&mut st.ledger);

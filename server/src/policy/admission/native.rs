@@ -32,7 +32,8 @@ pub struct NativeShare {
 
 impl Admission {
     /// Waits (bounded, cancellation-safe) for `count` streams of native budget, then makes
-    /// room on the hardware by evicting pooled streams if needed.
+    /// room on the hardware by evicting pooled streams if needed. A holder's growth
+    /// (`grows`) is granted whenever it fits, newcomers waiting or not.
     pub async fn acquire_native(
         self: &Arc<Self>,
         device: u32,
@@ -40,13 +41,14 @@ impl Admission {
         quota: &Quota,
         count: u32,
         wait: Duration,
+        grows: bool,
     ) -> NpudResult<Duration> {
         if self.policy == Policy::Passthrough {
             self.lock(device).ledger.force_take(tenant, count);
             self.make_room(device).await;
             return Ok(Duration::ZERO);
         }
-        let grant = self.grant(device, tenant, quota, count, wait).await?;
+        let grant = self.grant_as(device, tenant, quota, count, wait, grows).await?;
         // A caller that goes away while room is made drops the grant, which gives it back.
         self.make_room(device).await;
         Ok(grant.hand_over())

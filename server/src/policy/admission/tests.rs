@@ -96,7 +96,7 @@ async fn a_quota_caps_one_tenant_without_touching_another() {
 async fn native_budget_is_acquired_and_released_in_the_same_ledger() {
     let a = admission(Policy::Managed);
     let t = tenant("proc");
-    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT).await.expect("native budget");
+    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT, false).await.expect("native budget");
     assert_eq!(a.view(0).in_use, 5);
     assert!(a.grant(0, &tenant("b"), &Quota::default(), 4, Duration::ZERO).await.is_err(), "3 left");
     a.release_native(0, &t, 5);
@@ -109,19 +109,21 @@ async fn a_device_contends_from_three_quarters_taken_or_a_queue() {
     let a = admission(Policy::Managed);
     let t = tenant("proc");
     assert!(!a.contended(0), "empty");
-    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT).await.expect("5 of 8");
+    a.acquire_native(0, &t, &Quota::default(), 5, PATIENT, false).await.expect("5 of 8");
     assert!(!a.contended(0), "5 of 8 taken");
-    a.acquire_native(0, &t, &Quota::default(), 1, PATIENT).await.expect("6 of 8");
+    a.acquire_native(0, &t, &Quota::default(), 1, PATIENT, false).await.expect("6 of 8");
     assert!(a.contended(0), "6 of 8 taken");
     a.release_native(0, &t, 6);
     a.set_untracked(0, 6, a.view(0).lowered).await;
     assert!(a.contended(0), "streams outside the books are taken too");
     a.set_untracked(0, 0, a.view(0).lowered).await;
     assert!(!a.contended(0));
-    a.acquire_native(0, &t, &Quota::default(), 8, PATIENT).await.expect("all of it");
+    a.acquire_native(0, &t, &Quota::default(), 8, PATIENT, false).await.expect("all of it");
     let waiter = {
         let a = Arc::clone(&a);
-        tokio::spawn(async move { a.acquire_native(0, &tenant("b"), &Quota::default(), 1, PATIENT).await.is_ok() })
+        tokio::spawn(
+            async move { a.acquire_native(0, &tenant("b"), &Quota::default(), 1, PATIENT, false).await.is_ok() },
+        )
     };
     while a.view(0).queued == 0 {
         tokio::task::yield_now().await;

@@ -90,6 +90,9 @@ pub struct BookingRow {
     pub device: Option<u32>,
     pub booked: u32,
     pub allocated: u32,
+    /// Booked where its pod's processes hold devices open, not where its vendor's ids
+    /// said.
+    pub moved: bool,
 }
 
 impl Allocations {
@@ -153,6 +156,7 @@ impl Allocations {
                 device,
                 booked,
                 allocated,
+                moved: a.moved,
             };
             match &a.placement {
                 Some(Placement::Devices(devices)) => {

@@ -70,6 +70,9 @@ pub struct Allocation {
     /// The installed interposer Allocate mounted for it (its file name), which stays on
     /// the host while the allocation does.
     pub library: Option<String>,
+    /// Its booking followed the devices its pod's processes hold open, away from those
+    /// its vendor's ids named (Volcano, an id scheme npud does not know, a vNPU).
+    pub moved: bool,
 }
 
 impl Allocation {
@@ -206,6 +209,7 @@ impl Allocations {
             placement: None,
             names: None,
             library,
+            moved: false,
         };
         map.insert(token.clone(), fresh);
         order.push(token.clone());
@@ -343,6 +347,35 @@ impl Allocations {
                 records::write_binding(a);
             }
         }
+    }
+
+    /// The pod uid of `tenant`'s bound allocations (its pod's, from its cgroup).
+    pub fn pod_of(&self, tenant: &str) -> Option<String> {
+        self.lock().map.values().find(|a| a.bound.as_deref() == Some(tenant)).and_then(|a| a.pod.clone())
+    }
+
+    /// Books every allocation of `tenant` on `devices` (the ones its pod's processes hold
+    /// open), where it is not booked there already; returns whether any moved, and the
+    /// pod's names where known. Written down: a restart keeps the move.
+    pub fn rebook(&self, tenant: &str, devices: &[u32]) -> (bool, Option<PodNames>) {
+        let mut inner = self.lock();
+        let (mut moved, mut names) = (false, None);
+        for a in inner.map.values_mut().filter(|a| a.bound.as_deref() == Some(tenant)) {
+            names = names.or_else(|| a.names.clone());
+            if a.placement.as_ref() == Some(&Placement::Devices(devices.to_vec())) {
+                continue;
+            }
+            a.placement = Some(Placement::Devices(devices.to_vec()));
+            a.moved = true;
+            moved = true;
+            records::write_binding(a);
+        }
+        (moved, names)
+    }
+
+    /// Whether any of `tenant`'s allocations was moved to the devices its pod holds.
+    pub fn moved(&self, tenant: &str) -> bool {
+        self.lock().map.values().any(|a| a.bound.as_deref() == Some(tenant) && a.moved)
     }
 
     /// The pod `tenant`'s namespace and name, where pod-resources named one of its

@@ -69,6 +69,7 @@ pub(super) fn reload(dir: &Path) -> Books {
                     placement: binding.placement,
                     names: binding.names,
                     library,
+                    moved: binding.moved,
                 };
                 books.map.insert(token.clone(), a);
                 books.order.push(token);
@@ -137,6 +138,9 @@ pub(super) fn write_binding(a: &Allocation) {
     if let Some(n) = &a.names {
         text += &format!("names {} {} {}\n", n.namespace, n.pod, n.container);
     }
+    if a.moved {
+        text += "moved\n";
+    }
     if let Err(e) = crate::policy::state::write_atomically(path, text.as_bytes()) {
         tracing::warn!(file = %path.display(), error = %e, "cannot write an allocation's binding; a restart forgets it");
     }
@@ -149,6 +153,7 @@ struct Binding {
     seq: u64,
     placement: Option<Placement>,
     names: Option<PodNames>,
+    moved: bool,
 }
 
 /// Reads a binding written by [`write_binding`] (or by an earlier npud, which booked an
@@ -175,7 +180,8 @@ fn read_binding(path: &Path) -> Binding {
         let names = PodNames { namespace: parts.next()?, pod: parts.next()?, container: parts.next()? };
         parts.next().is_none().then_some(names)
     });
-    Binding { bound, pod, seq, placement: devices.or(fallback).or(single), names }
+    let moved = text.lines().any(|l| l.trim() == "moved");
+    Binding { bound, pod, seq, placement: devices.or(fallback).or(single), names, moved }
 }
 
 /// `bytes` random bytes from the kernel, as hex.

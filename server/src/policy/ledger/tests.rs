@@ -1,6 +1,7 @@
 //! The ledger's rules: whole grants, fair order, reservations, quotas.
 
 use super::*;
+use crate::error::{NpudError, Reason};
 
 fn quota(max: u32, reserved: u32, weight: u32) -> Quota {
     Quota { max_streams: max, reserved_streams: reserved, weight, ..Quota::default() }

@@ -65,6 +65,11 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// Directory `path` (from the hierarchy's top) of `hierarchy`, where it is mounted.
+    pub fn dir(&self, hierarchy: &Hierarchy, path: &str) -> std::path::PathBuf {
+        self.top(hierarchy).join(path.trim_start_matches('/'))
+    }
+
     fn top(&self, hierarchy: &Hierarchy) -> std::path::PathBuf {
         match hierarchy {
             Hierarchy::Unified if self.root.join("cgroup.controllers").exists() => self.root.clone(),
@@ -175,20 +180,9 @@ fn made_by_root(owners: &dyn Owners, hierarchy: &Hierarchy, path: &str, dirs: us
 /// itself is not there to look at (no `kubepods` in any hierarchy npud can read): silence,
 /// which proves nothing either way.
 pub fn pod_alive(owners: &dyn Owners, uid: &str) -> Option<bool> {
-    let under = uid.replace('-', "_");
-    let systemd = [
-        format!("/kubepods.slice/kubepods-pod{under}.slice"),
-        format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{under}.slice"),
-        format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{under}.slice"),
-    ];
-    let cgroupfs = [
-        format!("/kubepods/pod{uid}"),
-        format!("/kubepods/burstable/pod{uid}"),
-        format!("/kubepods/besteffort/pod{uid}"),
-    ];
     let mut seen_tree = false;
     for hierarchy in [Hierarchy::Unified, Hierarchy::V1("name=systemd".into())] {
-        for (root, pods) in [("/kubepods.slice", &systemd), ("/kubepods", &cgroupfs)] {
+        for (root, pods) in pod_dirs(uid) {
             if owners.owner(&hierarchy, root).is_err() {
                 continue;
             }
@@ -199,6 +193,30 @@ pub fn pod_alive(owners: &dyn Owners, uid: &str) -> Option<bool> {
         }
     }
     seen_tree.then_some(false)
+}
+
+/// Where the kubelet puts pod `uid`'s cgroup: its tree's top for each driver, and the
+/// pod's directory under it at each QoS level.
+pub fn pod_dirs(uid: &str) -> [(&'static str, [String; 3]); 2] {
+    let under = uid.replace('-', "_");
+    [
+        (
+            "/kubepods.slice",
+            [
+                format!("/kubepods.slice/kubepods-pod{under}.slice"),
+                format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{under}.slice"),
+                format!("/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{under}.slice"),
+            ],
+        ),
+        (
+            "/kubepods",
+            [
+                format!("/kubepods/pod{uid}"),
+                format!("/kubepods/burstable/pod{uid}"),
+                format!("/kubepods/besteffort/pod{uid}"),
+            ],
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -164,6 +164,7 @@ pub fn runtime() -> &'static Rt {
         .ok();
         npu_sim::fork::register(|| rt().map(|r| Box::new(r.hold_for_fork()) as Box<dyn std::any::Any>));
         let numbering = Numbering::from_env(devices.len() as u32);
+        crate::device_nodes::open_visible(numbering.physical_ids());
         let shared =
             npu_sim::shared::SharedBudget::from_env(profile.stream_limit.saturating_sub(profile.internal_sync_streams));
         let shared_events = npu_sim::shared::SharedBudget::events_from_env(profile.event_limit);

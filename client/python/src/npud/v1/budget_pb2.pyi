@@ -64,7 +64,7 @@ class BudgetHello(_message.Message):
     def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
-    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings")
+    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings", "shared")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DECLARE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,7 @@ class BudgetWelcome(_message.Message):
     MAX_STREAMS_FIELD_NUMBER: _ClassVar[int]
     HIGHEST_PRIORITY_FIELD_NUMBER: _ClassVar[int]
     BOOKINGS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     epoch: int
     declare_grace_ms: int
@@ -79,43 +80,54 @@ class BudgetWelcome(_message.Message):
     max_streams: int
     highest_priority: int
     bookings: _containers.RepeatedCompositeFieldContainer[DeviceBooking]
-    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ...) -> None: ...
+    shared: bool
+    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ..., shared: _Optional[bool] = ...) -> None: ...
 
 class DeviceBooking(_message.Message):
-    __slots__ = ("device", "identity", "streams")
+    __slots__ = ("device", "identity", "streams", "placed", "floating")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     STREAMS_FIELD_NUMBER: _ClassVar[int]
+    PLACED_FIELD_NUMBER: _ClassVar[int]
+    FLOATING_FIELD_NUMBER: _ClassVar[int]
     device: int
     identity: DeviceIdentity
     streams: int
-    def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., streams: _Optional[int] = ...) -> None: ...
+    placed: int
+    floating: int
+    def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., streams: _Optional[int] = ..., placed: _Optional[int] = ..., floating: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "wait_ms", "identity", "created", "capture")
+    __slots__ = ("device", "count", "wait_ms", "identity", "created", "capture", "at_least", "visible_devices")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     CAPTURE_FIELD_NUMBER: _ClassVar[int]
+    AT_LEAST_FIELD_NUMBER: _ClassVar[int]
+    VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     wait_ms: int
     identity: DeviceIdentity
     created: int
     capture: bool
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., capture: _Optional[bool] = ...) -> None: ...
+    at_least: int
+    visible_devices: int
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., capture: _Optional[bool] = ..., at_least: _Optional[int] = ..., visible_devices: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
-    __slots__ = ("waited_ms", "share", "unpaced")
+    __slots__ = ("waited_ms", "share", "unpaced", "granted")
     WAITED_MS_FIELD_NUMBER: _ClassVar[int]
     SHARE_FIELD_NUMBER: _ClassVar[int]
     UNPACED_FIELD_NUMBER: _ClassVar[int]
+    GRANTED_FIELD_NUMBER: _ClassVar[int]
     waited_ms: int
     share: BudgetShare
     unpaced: bool
-    def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., unpaced: _Optional[bool] = ...) -> None: ...
+    granted: int
+    def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., unpaced: _Optional[bool] = ..., granted: _Optional[int] = ...) -> None: ...
 
 class ReleaseBudgetRequest(_message.Message):
     __slots__ = ("device", "count", "identity", "created")
