@@ -38,13 +38,33 @@ pub mod cri {
 /// allocation token its device-plugin allocation mounted into it.
 pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";
 
+/// Where Allocate mounts a container's allocation token (`NPUD_ALLOCATION` names it):
+/// the one path a set-uid program reads it from, whatever its environment says.
+pub const CONTAINER_TOKEN_PATH: &str = "/run/npud-allocation/token";
+
+/// The socket of an npud run by root (the socket rule's default for root, and where the
+/// DaemonSet serves): the one socket a set-uid program connects to.
+pub const ROOT_SOCKET: &str = "/run/npud/npud.sock";
+
 /// The allocation token in the file a container's `NPUD_ALLOCATION` names, trimmed; None
-/// when it cannot be read or is empty. The token is one short line, so at most 4 KiB of
-/// the file is read: the path may name anything, /dev/zero included.
+/// when it cannot be read or is empty. The path may name anything: the open never blocks
+/// (a FIFO), and only a regular file is read, 4 KiB of it at most (the token is one short
+/// line).
 pub fn read_allocation_token(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).ok()?;
+    allocation_token_of(file)
+}
+
+/// The allocation token in `file`, opened by the caller (a set-uid program opens it with
+/// its real uid's rights); as [`read_allocation_token`].
+pub fn allocation_token_of(file: std::fs::File) -> Option<String> {
     use std::io::Read;
+    if !file.metadata().ok()?.is_file() {
+        return None;
+    }
     let mut text = String::new();
-    std::fs::File::open(path).ok()?.take(4096).read_to_string(&mut text).ok()?;
+    file.take(4096).read_to_string(&mut text).ok()?;
     Some(text.trim().to_string()).filter(|t| !t.is_empty())
 }
 
@@ -65,7 +85,7 @@ pub fn default_socket_path() -> std::path::PathBuf {
     // The owner of /proc/self is the effective uid, without an unsafe libc call.
     let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0);
     if uid == 0 {
-        return "/run/npud/npud.sock".into();
+        return ROOT_SOCKET.into();
     }
     match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
         Some(dir) => std::path::PathBuf::from(dir).join("npud.sock"),

@@ -88,6 +88,14 @@ pub fn empty_preload() -> &'static PathBuf {
     build("empty_preload.c", "dl", "libempty_preload.so", &["-shared", "-fPIC"])
 }
 
+/// `native/acl_app.c` linked against the fake libascendcl with its directory in the
+/// program's own run path: the only way a set-uid program finds it, since the loader
+/// ignores `LD_LIBRARY_PATH` there (ld.so(8), secure-execution mode).
+pub fn acl_app_rpath() -> &'static PathBuf {
+    let rpath = format!("-Wl,-rpath,{}", fake_dir().display());
+    build("acl_app.c", "ascendcl", "acl_app_rpath", &[&rpath])
+}
+
 /// `native/acl_app.c` built once per process with `-DWITHOUT_TSD`: arguments and output as
 /// [`acl_apps`]' programs, the device set with aclrtSetDeviceWithoutTsdVXX.
 pub fn acl_app_without_tsd() -> &'static PathBuf {

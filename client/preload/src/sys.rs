@@ -5,7 +5,9 @@
 //! - a send that never raises SIGPIPE: a write to a connection npud has closed (killed, or
 //!   restarted under the pod) would otherwise kill the program, whose default action for
 //!   SIGPIPE the interposer must not change, and which std ignores only in Rust programs;
-//! - a coarse monotonic clock, read around every stream creation and destroy.
+//! - a coarse monotonic clock, read around every stream creation and destroy;
+//! - whether the process runs set-uid, set-gid or with file capabilities (`AT_SECURE`),
+//!   and an open with the real uid's rights for such a process.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -52,6 +54,41 @@ pub fn coarse_now() -> Duration {
         0 => Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0)),
         _ => Duration::ZERO,
     }
+}
+
+/// Whether the kernel started this program set-uid, set-gid or with file capabilities
+/// (`getauxval(AT_SECURE)`, as glibc's loader decides its own secure mode): its caller's
+/// environment is then nobody's to trust (ld.so(8)).
+pub fn secure() -> bool {
+    // SAFETY: getauxval reads the auxiliary vector the kernel gave the process; it takes
+    // a constant and has no side effect.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// Opens `path` for reading with the rights of the user who ran the program, not the
+/// set-uid owner's: the filesystem uid and gid are the real ones around the open (per
+/// thread, `setfsuid`/`setfsgid`; never `seteuid`, which would change the whole
+/// process's identity under the program). Never follows a link at the last component,
+/// never blocks on a FIFO.
+pub fn open_as_caller(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // SAFETY: getuid/getgid read the process's credentials; setfsuid/setfsgid change only
+    // the calling thread's filesystem ids and return the previous ones, restored below.
+    let (old_gid, old_uid) = unsafe {
+        let old_gid = libc::setfsgid(libc::getgid());
+        let old_uid = libc::setfsuid(libc::getuid());
+        (old_gid, old_uid)
+    };
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    // SAFETY: restores this thread's filesystem ids read above.
+    unsafe {
+        libc::setfsuid(old_uid as libc::uid_t);
+        libc::setfsgid(old_gid as libc::gid_t);
+    }
+    opened
 }
 
 #[cfg(test)]

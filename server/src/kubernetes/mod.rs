@@ -18,30 +18,25 @@ pub mod register;
 
 /// Installs the interposer npud ships (`preload_library`) on the host under its content
 /// hash (`preload_dir`, else `<state_dir>/lib`) and removes the ones no allocation uses
-/// any more. None, logged, when npud ships none or it cannot be installed: allocated
-/// containers then get no interposer.
+/// any more. None, logged, when npud ships none: allocated containers then get no
+/// interposer. An install directory or file anyone but root could have written is an
+/// error npud does not start with: what is installed there runs in every pod.
 pub fn install_interposer(
     k8s: &crate::config::kubernetes::KubernetesConfig,
     state_dir: Option<&std::path::Path>,
     allocations: &crate::policy::allocations::Allocations,
-) -> Option<interposer::Installed> {
+) -> Result<Option<interposer::Installed>, String> {
     if !k8s.preload_library.is_file() {
         tracing::warn!(library = %k8s.preload_library.display(), "no interposer to install: allocated containers get none, and unmodified programs are not admitted");
-        return None;
+        return Ok(None);
     }
     let dir = k8s
         .preload_dir
         .clone()
         .unwrap_or_else(|| state_dir.unwrap_or(std::path::Path::new("/var/lib/npud")).join("lib"));
-    match interposer::install(&k8s.preload_library, &dir) {
-        Ok(installed) => {
-            interposer::remove_unused(&dir, &installed.name(), &allocations.libraries());
-            tracing::info!(library = %installed.library.display(), "the interposer is installed for allocated containers");
-            Some(installed)
-        }
-        Err(e) => {
-            tracing::error!(dir = %dir.display(), error = %e, "cannot install the interposer: allocated containers get none");
-            None
-        }
-    }
+    let installed = interposer::install(&k8s.preload_library, &dir)
+        .map_err(|e| format!("cannot install the interposer in {} ([kubernetes] preload_dir): {e}", dir.display()))?;
+    interposer::remove_unused(&dir, &installed.name(), &allocations.libraries());
+    tracing::info!(library = %installed.library.display(), "the interposer is installed for allocated containers");
+    Ok(Some(installed))
 }

@@ -220,6 +220,14 @@ fn spawn_background(daemon: &Arc<Daemon>) {
 /// Serves until `shutdown` resolves, then drains within the configured grace.
 pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let config = &daemon.config();
+    // Before any bind: a directory that would hand every pod to another uid stops npud.
+    let interposer = match (&config.kubernetes, daemon.allocations()) {
+        (Some(k8s), Some(allocations)) => {
+            crate::kubernetes::install_interposer(k8s, config.state_dir.as_deref(), allocations)
+                .map_err(ServeError::Startup)?
+        }
+        _ => None,
+    };
     let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?;
     let socket = config.socket.clone();
     let _socket_file = SocketFile(socket.clone());
@@ -256,7 +264,6 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     if let (Some(k8s), Some(allocations)) = (&config.kubernetes, daemon.allocations()) {
-        let interposer = crate::kubernetes::install_interposer(k8s, config.state_dir.as_deref(), allocations);
         let plugin = crate::kubernetes::plugin::Plugin {
             daemon: Arc::clone(&daemon),
             config: k8s.clone(),

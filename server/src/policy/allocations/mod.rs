@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 /// Where an allocation's token file appears inside the container.
-pub const CONTAINER_TOKEN_PATH: &str = "/run/npud-allocation/token";
+pub use npud_proto::CONTAINER_TOKEN_PATH;
 
 /// Where an allocation is booked, decided when it is first bound.
 #[derive(Debug, Clone, PartialEq, Eq)]

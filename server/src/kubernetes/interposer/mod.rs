@@ -10,10 +10,13 @@
 //! it (and for the kubelet, which reuses a container's checkpointed Allocate answer when
 //! it restarts): an old file goes only once no allocation that mounted it is left.
 
+mod trusted;
+
 use sha2::Digest;
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use trusted::Existing;
 
 /// Where the interposer appears inside a container: its hashed file name, under this.
 pub const CONTAINER_DIR: &str = "/usr/local/lib/npud";
@@ -22,8 +25,6 @@ pub const LD_SO_PRELOAD: &str = "/etc/ld.so.preload";
 /// The installed libraries' and preload files' names begin with these.
 const LIBRARY_PREFIX: &str = "libnpud_preload-";
 const PRELOAD_PREFIX: &str = "ld.so.preload-";
-/// The most an interposer may weigh: a release build is a few MiB.
-const MAX_LIBRARY: u64 = 256 << 20;
 
 /// The installed interposer: the host files Allocate mounts, and where in the container.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,41 +44,58 @@ impl Installed {
     }
 }
 
-/// Installs `source` into `dir` under its content hash (see the module), unless a file of
-/// that name is there already; returns what Allocate mounts.
+/// Installs `source` into `dir` under its content hash (see the module), unless npud's
+/// own file of that name is there already; returns what Allocate mounts. A directory or a
+/// file anyone but root could have written is refused, naming it (`trusted`).
 pub fn install(source: &Path, dir: &Path) -> std::io::Result<Installed> {
-    let meta = std::fs::metadata(source)?;
-    if !meta.is_file() || meta.len() > MAX_LIBRARY {
-        return Err(std::io::Error::other(format!(
-            "{} is not a library file of at most {MAX_LIBRARY} bytes",
-            source.display()
-        )));
-    }
-    let bytes = std::fs::read(source)?;
+    let bytes = read_source(source)?;
     let hash: String = sha2::Sha256::digest(&bytes).iter().take(8).map(|b| format!("{b:02x}")).collect();
     let name = format!("{LIBRARY_PREFIX}{hash}.so");
-    std::fs::DirBuilder::new().recursive(true).create(dir)?;
+    trusted::check_dir(dir)?;
     let library = dir.join(&name);
-    if std::fs::read(&library).ok().as_deref() != Some(bytes.as_slice()) {
-        write_then_rename(&library, &bytes, 0o555)?;
-    }
+    put(&library, &bytes, 0o555)?;
     let container_path = format!("{CONTAINER_DIR}/{name}");
     let preload_file = dir.join(format!("{PRELOAD_PREFIX}{hash}"));
-    let line = format!("{container_path}\n");
-    if std::fs::read(&preload_file).ok().as_deref() != Some(line.as_bytes()) {
-        write_then_rename(&preload_file, line.as_bytes(), 0o444)?;
-    }
+    put(&preload_file, format!("{container_path}\n").as_bytes(), 0o444)?;
     Ok(Installed { library, preload_file, container_path })
 }
 
-/// Writes `bytes` to a new file beside `path`, flushed, and renames it over `path`.
-fn write_then_rename(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))?;
-    std::fs::rename(&tmp, path)
+/// The library npud ships: a regular file of at most [`trusted::MAX_FILE`] bytes, read
+/// without blocking on whatever is at its name.
+fn read_source(source: &Path) -> std::io::Result<Vec<u8>> {
+    let not_a_library = || {
+        std::io::Error::other(format!(
+            "{} is not a library file of at most {} bytes",
+            source.display(),
+            trusted::MAX_FILE
+        ))
+    };
+    let meta = std::fs::metadata(source)?;
+    if !meta.is_file() || meta.len() > trusted::MAX_FILE {
+        return Err(not_a_library());
+    }
+    let mut f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(source)?;
+    if !f.metadata()?.is_file() {
+        return Err(not_a_library());
+    }
+    let mut bytes = Vec::new();
+    f.by_ref().take(trusted::MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > trusted::MAX_FILE {
+        return Err(not_a_library());
+    }
+    Ok(bytes)
+}
+
+/// `path` holds `bytes` afterwards: kept where npud's own file already does, written
+/// (to a temporary name, then renamed) otherwise.
+fn put(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    if trusted::existing(path, bytes)? == Existing::Same {
+        return Ok(());
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".tmp{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    trusted::write_then_rename(path, &tmp, bytes, mode)
 }
 
 /// Removes the installed libraries (and their preload files) in `dir` that are neither
