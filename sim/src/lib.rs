@@ -12,6 +12,7 @@ mod engine;
 pub mod error;
 /// The flag vocabulary lives with the wire contract; re-exported for the simulator's users.
 pub use npud_proto::flags;
+mod exit;
 pub mod fleet;
 pub mod fork;
 mod pidfd;

@@ -19,6 +19,17 @@
 //! live by a lock it holds for as long as it runs: `<budget>.lives/<ns>-<pid>`, locked
 //! (flock) when the process first uses the budget and released by the kernel when its last
 //! thread goes. A line without `ns` (an older table) is taken as this namespace's.
+//!
+//! Containers run under different uids, and a pid namespace's inode number is reused once
+//! the namespace is gone, so a later process can be pid 1 of a namespace with the inode
+//! an earlier one had, under another uid. So every uid may update the table and the lives
+//! directory (both made writable by all, as a shared scratch file of a test); a lives file
+//! is made under a name of its own, locked, and then renamed over whatever a dead
+//! predecessor left at `<ns>-<pid>`; others read it to test its lock (read-only: it is
+//! 0644 and its owner's); a process's first use drops any line a dead predecessor of the
+//! same pid and namespace left; and lives files nobody holds are removed, by the process
+//! that leaves (at exit) and by the next one to open the budget (those of processes
+//! killed).
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -69,13 +80,69 @@ fn lives_file(path: &std::path::Path, ns: u64, pid: u32) -> std::path::PathBuf {
     std::path::PathBuf::from(dir).join(format!("{ns}-{pid}"))
 }
 
-/// Locks this process's lives file (kept open, close-on-exec, for as long as it runs).
+/// The most stale lives files one open of the budget removes.
+const SWEEP_LIVES: usize = 64;
+
+/// Locks this process's lives file (kept open, close-on-exec, for as long as it runs):
+/// made under a name of its own, locked, and renamed over whatever a dead process of the
+/// same namespace and pid left (see the module). Stale files are swept first.
 fn hold_lives(path: &std::path::Path, ns: u64, pid: u32) -> Option<File> {
+    use std::os::unix::fs::PermissionsExt;
     let file = lives_file(path, ns, pid);
-    std::fs::create_dir_all(file.parent()?).ok()?;
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&file).ok()?;
+    let dir = file.parent()?;
+    if std::fs::create_dir(dir).is_ok() {
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777));
+    }
+    sweep_lives(dir);
+    let tmp = dir.join(format!(".{ns}-{pid}.{}", std::process::id()));
+    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&tmp).ok()?;
+    let _ = f.set_permissions(std::fs::Permissions::from_mode(0o644));
     f.try_lock().ok()?;
+    std::fs::rename(&tmp, &file).ok()?;
+    OWN_LIVES.lock().unwrap_or_else(|e| e.into_inner()).push((std::process::id(), file));
+    register_exit_cleanup();
     Some(f)
+}
+
+/// The lives files this process made (one per budget: streams, events), by the pid that
+/// made each, removed when it exits (`exit_cleanup`). A forked child inherits its parent's
+/// entries and leaves them alone.
+static OWN_LIVES: std::sync::Mutex<Vec<(u32, std::path::PathBuf)>> = std::sync::Mutex::new(Vec::new());
+
+fn register_exit_cleanup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // Once per process image: a forked child inherits it, with OWN_LIVES its own file.
+    ONCE.call_once(|| crate::exit::at_exit(exit_cleanup));
+}
+
+extern "C" fn exit_cleanup() {
+    // try_lock: exit may run while another thread holds the lock; then a later open
+    // sweeps the file instead.
+    if let Ok(own) = OWN_LIVES.try_lock() {
+        let me = std::process::id();
+        for (_, file) in own.iter().filter(|(pid, _)| *pid == me) {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+/// Removes lives files (and unfinished ones a minute old) that no process holds locked,
+/// among the first [`SWEEP_LIVES`] entries.
+fn sweep_lives(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten().take(SWEEP_LIVES) {
+        // A file being made (a dot-name) is locked a moment after it is created: left
+        // alone unless it is old enough to be a dead maker's.
+        let young =
+            |m: std::fs::Metadata| m.modified().ok().and_then(|t| t.elapsed().ok()).is_none_or(|a| a.as_secs() < 60);
+        if e.file_name().to_string_lossy().starts_with('.') && e.metadata().map_or(true, young) {
+            continue;
+        }
+        let Ok(f) = File::open(e.path()) else { continue };
+        if f.try_lock().is_ok() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
 }
 
 impl SharedBudget {
@@ -102,7 +169,19 @@ impl SharedBudget {
         let (pid, ns) = (std::process::id(), my_namespace());
         let lives = hold_lives(path, ns, pid);
         let file = std::sync::Mutex::new((pid, file, lives));
-        Some(SharedBudget { path: path.to_path_buf(), file, limit, ns, sweep_from: AtomicUsize::new(pid as usize) })
+        let budget =
+            SharedBudget { path: path.to_path_buf(), file, limit, ns, sweep_from: AtomicUsize::new(pid as usize) };
+        budget.forget_predecessor(pid);
+        Some(budget)
+    }
+
+    /// Drops the lines a dead process of this pid and namespace left: this process has
+    /// taken nothing yet, so none of them are its own.
+    fn forget_predecessor(&self, pid: u32) {
+        let _ = self.update(|t| {
+            t.holders.retain(|(p, _, ns), _| !(*p == pid && *ns == self.ns));
+            Ok(())
+        });
     }
 
     /// Takes `n` streams on `device` for this process, or fails when the device (all
@@ -150,7 +229,8 @@ impl SharedBudget {
     fn update<T>(&self, op: impl FnOnce(&mut Table) -> Result<T, SharedError>) -> Result<T, SharedError> {
         let mut held = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let me = std::process::id();
-        if held.0 != me {
+        let forked = held.0 != me;
+        if forked {
             // A forked child: its own table description, and a lives file of its own (the
             // parent's, inherited, is let go here so the parent's death can be seen).
             let table = open_table(&self.path).map_err(|_| SharedError::Io)?;
@@ -177,6 +257,10 @@ impl SharedBudget {
                 })
                 .collect();
             let mut t = Table { holders, lives: Lives { path: &self.path, ns: self.ns, me } };
+            if forked {
+                // As at open: lines of this pid are a dead predecessor's.
+                t.holders.retain(|(p, _, ns), _| !(*p == me && *ns == self.ns));
+            }
             t.sweep(self.sweep_from.fetch_add(SWEEP, Ordering::Relaxed));
             let out = op(&mut t)?;
             let mut text = String::new();
@@ -257,8 +341,20 @@ impl Table<'_> {
     }
 }
 
+/// Opens the table, made writable by every uid when this process creates it (containers
+/// of other uids share it; see the module).
 fn open_table(path: &std::path::Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    match std::fs::OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path) {
+        Ok(f) => {
+            let _ = f.set_permissions(std::fs::Permissions::from_mode(0o666));
+            Ok(f)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::OpenOptions::new().read(true).write(true).open(path)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Whether `pid` names a live process. A zombie has exited and its streams are freed,
@@ -294,7 +390,8 @@ pub fn holder_alive(path: &std::path::Path, pid: u32, ns: u64) -> bool {
     if ns == my_namespace() {
         return alive(pid);
     }
-    let Ok(f) = std::fs::OpenOptions::new().read(true).write(true).open(lives_file(path, ns, pid)) else {
+    // Read-only: the file is its owner's, 0644, and flock needs no more.
+    let Ok(f) = File::open(lives_file(path, ns, pid)) else {
         return false;
     };
     f.try_lock().is_err()

@@ -33,10 +33,10 @@ int main(int argc, char **argv) {
     aclError rc = aclInit(NULL);
     if (rc == 0) rc = aclrtSetDevice(0);
     if (rc == 0) rc = aclrtCreateStream(&main_stream);
-    if (rc == 0) rc = aclrtCreateEvent(&fork_event);
+    if (rc == 0) rc = aclrtCreateEventExWithFlag(&fork_event, ACL_EVENT_SYNC);
     for (int j = 0; rc == 0 && j < joined; j++) {
         rc = aclrtCreateStream(&side[j]);
-        if (rc == 0) rc = aclrtCreateEvent(&join_events[j]);
+        if (rc == 0) rc = aclrtCreateEventExWithFlag(&join_events[j], ACL_EVENT_SYNC);
     }
     if (rc != 0) {
         printf("fail %d after 0\n", rc);

@@ -150,7 +150,7 @@ static int codes(aclrtStream stream) {
     CHECK(aclmdlRICaptureThreadExchangeMode(&mode) == 107000, "exchange to mode 3: 107000");
     CHECK(pthread_create(&t, NULL, exchange_without_context, NULL) == 0 && pthread_join(t, NULL) == 0, "thread");
     CHECK(g_exchange_rc == 107002, "exchange with no context: ACL_ERROR_RT_CONTEXT_NULL");
-    CHECK(aclrtCreateStream(&joiner) == 0 && aclrtCreateEvent(&fork) == 0, "a stream and an event");
+    CHECK(aclrtCreateStream(&joiner) == 0 && aclrtCreateEventExWithFlag(&fork, ACL_EVENT_SYNC) == 0, "a stream and an event");
     CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
     CHECK(aclmdlRICaptureGetInfo(stream, &status, NULL) == 0 && status == 1, "GetInfo, status only");
     CHECK(aclmdlRICaptureGetInfo(stream, NULL, &model) == 0 && model != NULL, "GetInfo, model only");
@@ -219,7 +219,7 @@ int main(int argc, char **argv) {
         CHECK(aclrtSynchronizeStream(stream) == 0, "synchronize-after");
     } else if (strcmp(mode, "unjoined") == 0) {
         CHECK(aclrtCreateStream(&side) == 0, "aclrtCreateStream");
-        CHECK(aclrtCreateEvent(&fork) == 0 && aclrtCreateEvent(&join) == 0, "aclrtCreateEvent");
+        CHECK(aclrtCreateEventExWithFlag(&fork, ACL_EVENT_SYNC) == 0 && aclrtCreateEventExWithFlag(&join, ACL_EVENT_SYNC) == 0, "aclrtCreateEventExWithFlag");
         for (int back = 0; back < 2; back++) {
             CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
             CHECK(aclrtRecordEvent(fork, stream) == 0, "record-fork");

@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     static aclrtStream streams[72];
     static aclrtEvent events[72];
     int nstreams = 0, nevents = 72;
-    for (int i = 0; i < nevents; i++) TRY(aclrtCreateEvent(&events[i]), "aclrtCreateEvent");
+    for (int i = 0; i < nevents; i++) TRY(aclrtCreateEventExWithFlag(&events[i], ACL_EVENT_SYNC), "aclrtCreateEventExWithFlag");
     int reset = 0;
 
     if (strcmp(mode, "threads") == 0) {

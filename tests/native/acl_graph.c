@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     aclmdlRI model = NULL;
     aclrtEvent event = NULL;
     uint32_t status = 9;
-    CHECK(aclrtCreateEvent(&event) == 0, "aclrtCreateEvent");
+    CHECK(aclrtCreateEventExWithFlag(&event, ACL_EVENT_SYNC) == 0, "aclrtCreateEventExWithFlag");
     CHECK(aclmdlRICaptureEnd(stream, &model) == 107029, "no capture to end: ACL_ERROR_RT_STREAM_NOT_CAPTURED");
     CHECK(aclmdlRICaptureBegin(stream, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL) == 0, "aclmdlRICaptureBegin");
     CHECK(aclrtMemsetAsync(scratch, N, 0xee, N, stream) == 0, "aclrtMemsetAsync");

@@ -88,6 +88,12 @@ pub fn empty_preload() -> &'static PathBuf {
     build("empty_preload.c", "dl", "libempty_preload.so", &["-shared", "-fPIC"])
 }
 
+/// `native/acl_capture_rules.c` built once per process, against both fake libraries:
+/// the runtime's capture rules, one check each (its header says what it prints).
+pub fn acl_capture_rules_app() -> &'static PathBuf {
+    build("acl_capture_rules.c", "ascendcl", "acl_capture_rules", &["-Wl,--no-as-needed", "-lruntime"])
+}
+
 /// `native/acl_app.c` linked against the fake libascendcl with its directory in the
 /// program's own run path: the only way a set-uid program finds it, since the loader
 /// ignores `LD_LIBRARY_PATH` there (ld.so(8), secure-execution mode).

@@ -8,7 +8,7 @@
 
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
 use npud_tests::kubelet::Container;
-use npud_tests::native::{App, Shared, acl_builder, acl_command, acl_steps_app};
+use npud_tests::native::{App, Shared, acl_builder, acl_command, acl_steps_app, native_created};
 use npud_tests::node::{DEVICES, Node, NodeOptions};
 use npud_tests::wire::Wire;
 use npud_tests::{eventually, eventually_async, metric};
@@ -189,7 +189,12 @@ fn forty_processes_outgrow_their_first_grant_with_newcomers_queued() {
     for app in &mut apps {
         assert_eq!(step(app, "+40", &log), 40);
     }
-    assert!(eventually(Duration::from_secs(20), || d.in_use() == 40 * 41));
+    // What each process made is reported (npud's count is the driver's): until a report
+    // comes, npud withholds a stream it cannot tell from one made outside its books.
+    let settled = |n: u32| {
+        eventually(Duration::from_secs(20), || native_created(&d) as u32 == n && shared.held_by_others(d.pid()) == n)
+    };
+    assert!(eventually(Duration::from_secs(20), || d.in_use() == 40 * 41) && settled(40 * 41));
     // Newcomers (another tenant's processes: here, sessions of this one holding nothing)
     // ask for more than is left, and wait.
     let left = capacity - 40 * 41;
@@ -208,6 +213,12 @@ fn forty_processes_outgrow_their_first_grant_with_newcomers_queued() {
         let more = 1 + (i as u32 * 7) % 10;
         grown += more;
         assert_eq!(step(app, &format!("+{more}"), &log), 40 + more, "growth {i} while newcomers wait");
+        assert!(
+            settled(40 * 41 + grown),
+            "reported: npud {} driver {}",
+            native_created(&d),
+            shared.held_by_others(d.pid())
+        );
     }
     assert!(grown <= left);
     assert!(

@@ -6,23 +6,32 @@ use crate::*;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { create_event(event, flag, false) }
+}
+
+/// The "Ex" variant: the runtime's new-mode event (`rtEventCreateExWithFlag`), the only
+/// kind a capture may record or wait on (`state::capture::rules`). On a real device it
+/// may also come from a larger table on newer parts; the fake's one table serves both.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> AclError {
+    // SAFETY: forwarded out-pointer.
+    unsafe { create_event(event, flag, true) }
+}
+
+unsafe fn create_event(event: *mut Handle, flag: u32, ex: bool) -> AclError {
     if event.is_null() {
         return INVALID_PARAM;
     }
     let Some(r) = rt() else { return UNINITIALIZE };
     match r.create_event(flag) {
-        // SAFETY: checked non-null out-pointer.
-        Ok(h) => unsafe { put(event, h) },
+        Ok(h) => {
+            r.event_made(h, flag, ex);
+            // SAFETY: checked non-null out-pointer.
+            unsafe { put(event, h) }
+        }
         Err(e) => failed(e),
     }
-}
-
-/// The "Ex" variant differs on a real device in how many events it may make (a larger
-/// table on newer parts); the fake's one table serves both.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut Handle, flag: u32) -> AclError {
-    // SAFETY: forwarded out-pointer.
-    unsafe { aclrtCreateEventWithFlag(event, flag) }
 }
 
 #[unsafe(no_mangle)]
@@ -46,6 +55,7 @@ pub extern "C" fn aclrtDestroyEvent(event: Handle) -> AclError {
     with_rt(|r| {
         r.destroy_event(event)?;
         r.event_forgotten(event);
+        r.capture_attrs_gone(event as usize);
         Ok(())
     })
 }

@@ -9,6 +9,20 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> AclError {
     via(|d| d.begin_capture(stream, mode), || with_rt(|r| r.capture_begin(stream, mode)))
 }
 
+/// aclmdlRICaptureToModelRIBegin(stream, modelRI, mode): a capture into a sub ACL graph
+/// (`src/acl/aclrt_impl/model_ri.cpp` 411-423: `rtStreamBeginCaptureToModel`); see
+/// `state::capture::added`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureToModelRIBegin(stream: Handle, model: Handle, mode: u32) -> AclError {
+    if stream.is_null() {
+        return INVALID_PARAM;
+    }
+    via(
+        |d| d.begin_capture_to_model(stream, mode, model),
+        || with_rt(|r| r.capture_begin_to_model(stream, mode, model)),
+    )
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) -> AclError {
     // AscendCL checks the stream (ACL_REQUIRES_NOT_NULL: 100000); a NULL out-pointer goes
@@ -27,6 +41,10 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(stream: Handle, model: *mut Handle) 
     if let Some(down) = runtime::down() {
         return down.end_capture(stream, model);
     }
+    // The runtime clears the out-pointer before anything else (`Context::StreamEndCapture`,
+    // hicann/runtime `feature/aclgraph/context_aclgraph.cc` 510): a failed End leaves NULL.
+    // SAFETY: checked non-null out-pointer from the caller.
+    unsafe { model.write(std::ptr::null_mut()) };
     match r.capture_end(stream) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(m) => unsafe { put(model, m) },

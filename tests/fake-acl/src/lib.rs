@@ -16,6 +16,7 @@ mod device_nodes;
 mod events;
 mod graphs;
 mod last_error;
+mod launch;
 mod numbering;
 mod peer;
 mod runtime;
@@ -30,6 +31,7 @@ pub use events::*;
 pub use graphs::*;
 pub(crate) use last_error::failed;
 pub use last_error::{aclrtGetErrorVerbose, aclrtGetLastError, aclrtPeekAtLastError};
+pub use launch::*;
 pub use peer::*;
 pub use state::stream_attrs::{aclrtGetStreamAttribute, aclrtSetStreamAttribute};
 pub use state::value_ops::{aclrtValueWait, aclrtValueWrite};
@@ -256,16 +258,19 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(stream: *mut Handle, priori
     if stream.is_null() {
         return INVALID_PARAM;
     }
-    let Some(r) = rt() else { return UNINITIALIZE };
+    if rt().is_none() {
+        return UNINITIALIZE;
+    }
     if let Some(down) = runtime::down() {
         return match runtime::checked_flags(flag) {
             Ok(flag) => down.create_with_config(stream, priority, flag),
             Err(e) => failed(e),
         };
     }
-    match r.create_stream(clamped_priority(priority), flag) {
-        // SAFETY: checked non-null out-pointer from the caller.
-        Ok(h) => unsafe { put(stream, h) },
+    match runtime::checked_flags(flag) {
+        // SAFETY: checked non-null out-pointer from the caller; the runtime's own checks
+        // on the flags AscendCL maps.
+        Ok(flag) => unsafe { runtime::create_rt_stream(stream, priority, runtime::rt_flags(flag)) },
         Err(e) => failed(e),
     }
 }

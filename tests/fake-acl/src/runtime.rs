@@ -27,6 +27,7 @@ use crate::runtime_abi::{
     ATTR_FLAGS, ATTR_PRIORITY, CreateAttr, CreateConfig, RT_HUGE_STREAM, RT_NORMAL_STREAM, RUNTIME_TABLE_VERSION,
     RtStream, RuntimeTable,
 };
+use crate::state::capture::rules;
 use crate::state::{self, Rt};
 use crate::{ACL_SUCCESS, AclError, Handle, INVALID_PARAM, failed};
 use npud_proto::codes::acl::{RT_FEATURE_NOT_SUPPORT, RT_PARAM_INVALID};
@@ -45,7 +46,7 @@ const FLAG_MAP: [(u32, u32); 6] = [
     (acl::STREAM_DEVICE_USE_ONLY, 0x800), // RT_STREAM_CP_PROCESS_USE
 ];
 
-fn rt_flags(acl_flags: u32) -> u32 {
+pub(crate) fn rt_flags(acl_flags: u32) -> u32 {
     FLAG_MAP.iter().filter(|(a, _)| acl_flags & a != 0).fold(0, |f, (_, r)| f | r)
 }
 
@@ -88,14 +89,28 @@ unsafe extern "C" fn get_device(device: *mut i32) -> i32 {
     }
 }
 
-/// `ApiErrorDecorator::StreamCreate`: the priority is clamped, not refused.
+/// `ApiErrorDecorator::StreamCreate`: the flags checked (`CheckStreamFlags`), the
+/// priority clamped, not refused.
 unsafe extern "C" fn stream_create(stream: *mut RtStream, priority: i32, flags: u32) -> i32 {
     if stream.is_null() {
         return failed(RT_PARAM_INVALID);
     }
-    match runtime().create_stream(crate::clamped_priority(priority as u32), acl_flags(flags)) {
-        // SAFETY: checked non-null out-pointer from the caller.
-        Ok(h) => unsafe { put(stream, h) },
+    // SAFETY: checked non-null out-pointer from the caller.
+    unsafe { create_rt_stream(stream, priority as u32, flags) }
+}
+
+/// A stream of RT_STREAM_* `flags`, checked as the runtime does, into `out` (non-null).
+pub(crate) unsafe fn create_rt_stream(out: *mut Handle, priority: u32, flags: u32) -> i32 {
+    if let Err(e) = rules::check_create_flags(flags) {
+        return failed(e);
+    }
+    let r = runtime();
+    match r.create_stream(crate::clamped_priority(priority), acl_flags(flags)) {
+        Ok(h) => {
+            r.stream_flags_made(h, flags);
+            // SAFETY: the caller's non-null out-pointer.
+            unsafe { put(out, h) }
+        }
         Err(e) => failed(e),
     }
 }
@@ -143,6 +158,9 @@ unsafe extern "C" fn end_capture(stream: RtStream, model: *mut *mut c_void) -> i
     if model.is_null() {
         return failed(runtime().capture_end_checks(stream).err().unwrap_or(RT_PARAM_INVALID));
     }
+    // NULL first, whatever End answers (`context_aclgraph.cc` 510).
+    // SAFETY: checked non-null out-pointer from the caller.
+    unsafe { model.write(std::ptr::null_mut()) };
     match runtime().capture_end(stream) {
         // SAFETY: checked non-null out-pointer from the caller.
         Ok(m) => unsafe { put(model, m) },
@@ -162,6 +180,18 @@ unsafe extern "C" fn exchange_capture_mode(mode: *mut u32) -> i32 {
     }
 }
 
+unsafe extern "C" fn add_to_model(stream: RtStream, model: *mut c_void) -> i32 {
+    answer(runtime().capture_add_stream(stream, model))
+}
+
+unsafe extern "C" fn begin_capture_to_model(stream: RtStream, mode: u32, model: *mut c_void) -> i32 {
+    answer(runtime().capture_begin_to_model(stream, mode, model))
+}
+
+unsafe extern "C" fn launch(stream: RtStream, blocks: u32) -> i32 {
+    answer(runtime().launch(stream, blocks))
+}
+
 static TABLE: RuntimeTable = RuntimeTable {
     version: RUNTIME_TABLE_VERSION,
     set_device,
@@ -174,6 +204,9 @@ static TABLE: RuntimeTable = RuntimeTable {
     begin_capture,
     end_capture,
     exchange_capture_mode,
+    add_to_model,
+    begin_capture_to_model,
+    launch,
 };
 
 /// The runtime layer's implementations, for the fake libruntime.so (never a vendor name).
@@ -198,6 +231,7 @@ pub(crate) struct Down {
     begin_capture: unsafe extern "C" fn(RtStream, u32) -> i32,
     end_capture: unsafe extern "C" fn(RtStream, *mut *mut c_void) -> i32,
     exchange_capture_mode: unsafe extern "C" fn(*mut u32) -> i32,
+    begin_capture_to_model: unsafe extern "C" fn(RtStream, u32, *mut c_void) -> i32,
 }
 
 /// Where AscendCL goes down to the runtime layer; None in the single-library layout.
@@ -244,6 +278,7 @@ fn resolve() -> Option<Down> {
         begin_capture: find(c"rtStreamBeginCapture")?,
         end_capture: find(c"rtStreamEndCapture")?,
         exchange_capture_mode: find(c"rtThreadExchangeCaptureMode")?,
+        begin_capture_to_model: find(c"rtStreamBeginCaptureToModel")?,
     })
 }
 
@@ -302,6 +337,12 @@ impl Down {
     pub(crate) fn begin_capture(&self, stream: Handle, mode: u32) -> AclError {
         // SAFETY: rtStreamBeginCapture(rtStream_t, rtStreamCaptureMode), `runtime/stream.h`.
         unsafe { (self.begin_capture)(stream, mode) }
+    }
+
+    pub(crate) fn begin_capture_to_model(&self, stream: Handle, mode: u32, model: Handle) -> AclError {
+        // SAFETY: rtStreamBeginCaptureToModel(rtStream_t, rtStreamCaptureMode, rtModel_t),
+        // as aclmdlRICaptureToModelRIBegin calls it (`src/acl/aclrt_impl/model_ri.cpp` 419).
+        unsafe { (self.begin_capture_to_model)(stream, mode, model) }
     }
 
     pub(crate) fn end_capture(&self, stream: Handle, model: *mut Handle) -> AclError {

@@ -31,9 +31,15 @@ pub struct RuntimeTable {
     pub begin_capture: unsafe extern "C" fn(RtStream, u32) -> i32,
     pub end_capture: unsafe extern "C" fn(RtStream, *mut *mut c_void) -> i32,
     pub exchange_capture_mode: unsafe extern "C" fn(*mut u32) -> i32,
+    /// rtStreamAddToModel(stream, capture model).
+    pub add_to_model: unsafe extern "C" fn(RtStream, *mut c_void) -> i32,
+    /// rtStreamBeginCaptureToModel(stream, mode, model).
+    pub begin_capture_to_model: unsafe extern "C" fn(RtStream, u32, *mut c_void) -> i32,
+    /// A kernel of (stream, blocks) whose function the caller has checked is registered.
+    pub launch: unsafe extern "C" fn(RtStream, u32) -> i32,
 }
 
-pub const RUNTIME_TABLE_VERSION: u32 = 1;
+pub const RUNTIME_TABLE_VERSION: u32 = 2;
 
 /// `rtGetAvailStreamNum`'s stream types (`rt_external_stream.h`).
 pub const RT_NORMAL_STREAM: u32 = 0;

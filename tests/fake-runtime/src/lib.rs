@@ -16,6 +16,8 @@
 #[allow(dead_code)]
 mod abi;
 
+mod kernels;
+
 use abi::{ATTR_FLAGS, ATTR_PRIORITY, CreateConfig, RUNTIME_TABLE_VERSION, RtStream, RuntimeTable};
 use std::ffi::{CStr, c_void};
 use std::sync::OnceLock;

@@ -11,9 +11,10 @@
 //! libruntime.so with `-Bsymbolic`), these see only the calls made at this layer. A
 //! runtime-layer call that AscendCL makes for a name we do not hook is booked here.
 //!
-//! Not hooked: `rtStreamAddToModel` (binds an existing stream to a capture model: no
-//! stream made or freed, as aclmdlRIBindStream) and `rtThreadExchangeCaptureMode` (no
-//! stream either); both pass through, as their AscendCL counterparts do.
+//! Not hooked: `rtStreamAddToModel`, which makes one capture stream for the stream it adds
+//! (the runtime's `AddStreamToCaptureModel`): it is counted with the model's streams at
+//! End, as docs/interposer.md says; and `rtThreadExchangeCaptureMode` (no stream), which
+//! passes through as its AscendCL counterpart does.
 
 use super::ascend::{CountFn, IntFn, PtrFn, create_one, destroy, reset, set_device, share};
 use super::capture::{CaptureBeginFn, CaptureEndFn};

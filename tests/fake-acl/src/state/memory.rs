@@ -138,7 +138,25 @@ fn make(t: &Task) {
         // SAFETY: an aligned address inside a device block of the process (`value_ops`
         // checked both); volatile, as a watcher thread reads it (`read_device_u64`).
         Task::Value { dst, value } => unsafe { std::ptr::write_volatile(dst as *mut u64, value) },
+        Task::Kernel => {
+            KERNELS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Task::Call { func, data } => {
+            // SAFETY: a host function the program issued (`Rt::launch_callback`), kept as
+            // its address with its argument; the program keeps both valid while it
+            // executes the model, as the vendor requires of a captured host function.
+            let func: unsafe extern "C" fn(*mut c_void) = unsafe { std::mem::transmute(func) };
+            // SAFETY: the program's own function and argument (above).
+            unsafe { func(data as *mut c_void) }
+        }
     }
+}
+
+static KERNELS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Kernels run in this process (`launch`).
+pub(crate) fn kernels_run() -> u64 {
+    KERNELS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn copy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> AclError {

@@ -411,6 +411,7 @@ impl Rt {
             }
             drop(inner);
             self.stream_gone(h);
+            self.capture_attrs_gone(h);
         }
         let result = if force { dev.destroy_stream_force(id) } else { dev.destroy_stream(id) }.map_err(|e| e.code);
         self.give_shared(dev.id(), 1);

@@ -60,6 +60,15 @@ impl Rt {
         not_subscribed: AclError,
     ) -> Result<(), AclError> {
         let (dev, id) = self.stream(stream)?;
+        if !self.lock().subscribed.contains_key(&(stream as usize)) {
+            return Err(not_subscribed);
+        }
+        // Issued to a capturing stream, it is a task of the capture (it counts toward the
+        // capture stream's depth) and runs at each execution of the model, not now.
+        let call = crate::state::capture::Task::Call { func: func as usize, data: user_data };
+        if self.capture_task(stream, call)? {
+            return Ok(());
+        }
         let callback = {
             let mut inner = self.lock();
             if !inner.subscribed.contains_key(&(stream as usize)) {

@@ -40,7 +40,7 @@ pub struct EventUse {
     /// The flag of its first aclrtStreamWaitEventWithFlag.
     wait_flag: Option<u32>,
     /// It has been recorded the ordinary way.
-    recorded: bool,
+    pub(super) recorded: bool,
     /// It has been used with an EXTERNAL flag: the runtime switched it to its software
     /// mode, after which ordinary records no longer stand in the way.
     software: bool,

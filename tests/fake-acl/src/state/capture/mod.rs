@@ -39,8 +39,10 @@
 //! issued, but for those that cross the capture's edge (`external`). Modes (GLOBAL 0, THREAD_LOCAL 1, RELAXED 2) decide which thread may end a
 //! capture, and which may call the "unsafe" functions meanwhile (`modes`).
 
+mod added;
 mod external;
 mod modes;
+pub mod rules;
 mod tasks;
 
 pub use external::{DEFAULT as EVENT_FLAG_DEFAULT, EXTERNAL as EVENT_FLAG_EXTERNAL};
@@ -55,7 +57,7 @@ use npud_proto::codes::acl::{
     RT_STREAM_CAPTURE_INVALIDATED, RT_STREAM_CAPTURE_UNMATCHED, RT_STREAM_CAPTURE_WRONG_THREAD, RT_STREAM_CAPTURED,
     RT_STREAM_CONTEXT, RT_STREAM_MODEL, RT_STREAM_NOT_CAPTURED,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::thread::ThreadId;
 use tasks::Member;
 
@@ -75,6 +77,10 @@ pub enum Task {
     Set { dst: usize, value: u8, count: usize },
     /// aclrtValueWrite: the 64-bit `value` at `dst` (8-byte aligned).
     Value { dst: usize, value: u64 },
+    /// A kernel launch (`launch`): the simulated device counts it.
+    Kernel,
+    /// A host function or callback issued to a capturing stream: called at each execution.
+    Call { func: usize, data: usize },
 }
 
 struct Capture {
@@ -127,6 +133,11 @@ pub struct Captures {
     modes: HashMap<usize, [u32; 3]>,
     /// Each event's uses with and without the EXTERNAL flags (`external`).
     event_use: HashMap<usize, external::EventUse>,
+    /// Streams whose flags keep them out of captures, events of the new mode, and events
+    /// made with ACL_EVENT_EXTERNAL (`rules`).
+    uncapturable: HashSet<usize>,
+    new_mode: HashSet<usize>,
+    external_made: HashSet<usize>,
 }
 
 impl Rt {
@@ -173,6 +184,7 @@ impl Rt {
         if mode > RELAXED {
             return Err(RT_PARAM_INVALID);
         }
+        self.capture_flags_ok(stream as usize)?;
         let device = self.capturable(stream)?;
         if self.in_capture(stream) {
             return Err(RT_STREAM_CAPTURED);

@@ -104,6 +104,9 @@ impl Rt {
     /// streams waiting on it can join by.
     pub fn capture_recorded(&self, event: Handle, stream: Handle) -> Result<(), AclError> {
         let (event, stream) = (event as usize, stream as usize);
+        if self.in_capture(stream as Handle) {
+            self.capture_record_allowed(event, stream)?;
+        }
         let mut guard = self.captures();
         let c = &mut *guard;
         let Some(capture) = c.origin_of(stream).and_then(|o| c.active.get_mut(&o)) else {
@@ -130,6 +133,16 @@ impl Rt {
     /// so they can only fail to end (507903), freeing their streams.
     pub fn capture_waits(&self, stream: Handle, event: Handle) -> Result<(), AclError> {
         let (event, stream) = (event as usize, stream as usize);
+        // What the runtime checks before it touches the capture (`rules`).
+        let (capturing, captured_event) = {
+            let c = self.captures();
+            (c.origin_of(stream).is_some(), c.recorded_in.get(&event).is_some_and(|o| c.active.contains_key(o)))
+        };
+        if captured_event {
+            self.captured_wait_allowed(stream)?;
+        } else if capturing {
+            self.outside_wait_allowed(event)?;
+        }
         let mut guard = self.captures();
         let c = &mut *guard;
         let recorded = c.recorded_in.get(&event).copied().filter(|o| c.active.contains_key(o));
