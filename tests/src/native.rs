@@ -88,6 +88,12 @@ pub fn empty_preload() -> &'static PathBuf {
     build("empty_preload.c", "dl", "libempty_preload.so", &["-shared", "-fPIC"])
 }
 
+/// `native/acl_frameworks.c` built once per process: graph capture as frameworks run it,
+/// with kernel launches (its header says what it prints).
+pub fn acl_frameworks_app() -> &'static PathBuf {
+    build("acl_frameworks.c", "ascendcl", "acl_frameworks", &[])
+}
+
 /// `native/acl_capture_rules.c` built once per process, against both fake libraries:
 /// the runtime's capture rules, one check each (its header says what it prints).
 pub fn acl_capture_rules_app() -> &'static PathBuf {
@@ -656,6 +662,18 @@ pub fn runs_natively_and_under_npud_with_the_books_equal(program: &Path, arg: &s
 /// [`runs_natively_and_under_npud_with_the_books_equal`] on the parts of `profile`
 /// (`NPU_SIM_PROFILE`: the daemon's devices and the program's alike), or the default.
 pub fn runs_natively_and_under_npud_on(profile: Option<&str>, program: &Path, arg: &str, ok: &str, created: u32) {
+    runs_natively_and_under_npud_with(profile, &[], program, arg, ok, created);
+}
+
+/// [`runs_natively_and_under_npud_on`], the program under npud with `env` besides.
+pub fn runs_natively_and_under_npud_with(
+    profile: Option<&str>,
+    env: &[(&str, &str)],
+    program: &Path,
+    arg: &str,
+    ok: &str,
+    created: u32,
+) {
     let shared = Shared::new();
     let mut builder = acl_builder(&shared.path, &[]);
     if let Some(p) = profile {
@@ -676,6 +694,7 @@ pub fn runs_natively_and_under_npud_on(profile: Option<&str>, program: &Path, ar
     assert_eq!(native.line(), ok);
     native.release();
     let mut cmd = on_profile(acl_command(&bin("npuctl"), &shared.path, None));
+    cmd.envs(env.iter().copied());
     cmd.arg("--socket").arg(&d.socket).arg("run").arg("--").arg(program).arg(arg);
     let mut app = App::spawn(cmd);
     assert_eq!(app.line(), ok);

@@ -75,26 +75,39 @@ fn a_capture_with_no_room_in_the_quota_fails_at_begin_with_207008() {
     assert!(eventually(Duration::from_secs(10), || d.in_use() == 0 && shared.held_by_others(d.pid()) == 0));
 }
 
-/// A capture's joins are admitted before the device makes them (issue 57): a capture that
-/// would grow past the tenant's quota is refused at the join that would pass it, with the
-/// device's own 207008, and invalidated as the runtime invalidates a capture it cannot give
-/// a stream (its End would free what it took; `native/acl_capture_edges.c codes` ends
-/// one). Nothing is made unadmitted, so nothing is booked as debt (before, the joins were
-/// learnt at End and booked over the quota).
+/// A capture is admitted whole at Begin or refused there (issue 72): with no earlier
+/// capture and no hint, its need is npud's `capture_headroom` (8), which a quota with one
+/// stream left cannot give: Begin fails with 207008, npud logs why, and nothing is left
+/// booked. With `NPUD_CAPTURE_STREAMS=1` Begin is admitted; its first join is past that
+/// headroom, and is refused at once by the growth rule (the quota), the device's own
+/// 207008, the capture invalidated as the runtime invalidates one it cannot give a stream.
+/// Nothing is made unadmitted, so nothing is booked as debt.
 #[test]
-fn a_capture_whose_joins_would_pass_the_quota_is_refused_at_the_join_not_booked_as_debt() {
+fn a_capture_that_cannot_have_its_need_is_refused_at_begin_and_past_it_at_the_join() {
     let shared = Shared::new();
     let d = shared.daemon(&[]);
     assert!(d.npuctl(&["quota", "set", "root", "--max-streams", "6"]).status.success());
-    // Start-up takes 5 (default, main, 3 side streams); the capture is admitted for its
-    // own stream, the sixth; its first join would be the seventh.
+    // Start-up takes 5 (default, main, 3 side streams): one stream left in the quota.
     let mut app = capture(&d, &shared, &["--streams", "4"], &["2", "3", "destroy"]);
+    assert_eq!(app.started(), Err(207008), "refused at Begin");
+    let pid = app.child.id();
+    assert!(agree(&d, &shared, pid, 5), "npud {}, driver {}", holder_streams(&d, pid), shared.held_on(0, d.pid()));
+    assert!(d.log().contains("a graph capture's streams were refused"), "{}", d.log());
+    app.release();
+
+    let mut cmd = acl_command(&bin("npuctl"), &shared.path, None);
+    cmd.env("NPUD_CAPTURE_STREAMS", "1");
+    cmd.arg("--socket").arg(&d.socket).args(["run", "--streams", "4", "--"]).arg(acl_capture_app());
+    let mut app = App::spawn({
+        cmd.args(["2", "3", "destroy"]);
+        cmd
+    });
     assert_eq!(app.started(), Err(207008), "the join is refused as the device would refuse it");
     let pid = app.child.id();
     // The program stops at the failed join without ending the capture: the capture's own
     // stream stays held, on the device and in npud's books alike.
     assert!(
-        agree(&d, &shared, pid, 6),
+        eventually(Duration::from_secs(10), || agree(&d, &shared, pid, 6)),
         "npud {}, driver {}\n{}",
         holder_streams(&d, pid),
         shared.held_on(0, d.pid()),
@@ -341,7 +354,14 @@ fn a_graph_goes_with_its_context_natively_and_under_npud() {
 /// device throughout.
 #[test]
 fn a_captures_edges_and_a_join_with_no_stream_answer_as_the_runtime_natively_and_under_npud() {
-    native::runs_natively_and_under_npud_with_the_books_equal(
+    // The program fills the device but for one stream and begins a capture there, whose
+    // join then gets none. Under npud a capture is admitted whole at Begin for the most an
+    // earlier capture took (2, here): told it makes one (NPUD_CAPTURE_STREAMS, the
+    // operator's word, which stands), Begin takes the last stream and the join is refused
+    // by the growth rule, as the device refuses it natively.
+    native::runs_natively_and_under_npud_with(
+        None,
+        &[("NPUD_CAPTURE_STREAMS", "1")],
         acl_capture_edges_app(),
         "codes",
         "ok codes streams 0",

@@ -16,6 +16,9 @@ pub struct Device {
     pub granted: u32,
     /// Streams that exist: default streams of contexts plus created streams.
     pub used: u32,
+    /// Of the grant, what graph captures under way hold for the streams they may still
+    /// make (their headroom, `reserve`): neither usable for other streams nor given back.
+    pub reserved: u32,
     /// aclrtSetDevice calls not yet undone by aclrtResetDevice.
     pub set_count: u32,
     /// The default context aclrtSetDevice made, once known.
@@ -64,7 +67,7 @@ impl Books {
     /// Whether every stream granted on `device` exists.
     pub fn grant_used(&self, device: u32) -> bool {
         let d = self.device(device);
-        d.granted > 0 && d.used >= d.granted
+        d.granted > 0 && d.used.saturating_add(d.reserved) >= d.granted
     }
 
     pub fn devices(&self) -> Vec<(u32, Device)> {
@@ -76,7 +79,7 @@ impl Books {
     pub fn plan(&mut self, device: u32, n: u32, startup: u32) -> Plan {
         let room = self.room.get(&device).copied().unwrap_or(0);
         let d = self.devices.entry(device).or_default();
-        if d.used.saturating_add(n) <= d.granted {
+        if d.used.saturating_add(n).saturating_add(d.reserved) <= d.granted {
             d.used += n;
             return Plan::Covered;
         }
@@ -87,7 +90,7 @@ impl Books {
             // it. A process that makes streams one at a time past its start-up would
             // otherwise wait for npud once per stream (1,330 round trips for 1,400 streams).
             // What it does not use goes back with `surplus` once the device is quiet.
-            let needed = d.used.saturating_add(n) - d.granted;
+            let needed = d.used.saturating_add(n).saturating_add(d.reserved) - d.granted;
             let ahead = (d.used / 2).min(room / 4).min(GROW_MAX);
             Plan::Ask { count: needed.max(ahead), wait: false, needed }
         } else {
@@ -127,10 +130,53 @@ impl Books {
     /// while it uses the device) off the books: how much to give back to npud.
     pub fn surplus(&mut self, device: u32, floor: u32) -> u32 {
         let Some(d) = self.devices.get_mut(&device) else { return 0 };
-        let keep = d.used.max(floor.min(d.granted));
+        let keep = d.used.saturating_add(d.reserved).max(floor.min(d.granted));
         let back = d.granted.saturating_sub(keep);
         d.granted -= back;
         back
+    }
+
+    /// Holds `need` streams of the grant on `device` for a graph capture's headroom; what
+    /// the grant lacks for it (0: none; npud is asked for that much, all or nothing, and
+    /// [`Books::reserved_granted`] books it).
+    pub fn reserve(&mut self, device: u32, need: u32) -> u32 {
+        let d = self.devices.entry(device).or_default();
+        let free = d.granted.saturating_sub(d.used).saturating_sub(d.reserved);
+        if free >= need {
+            d.reserved += need;
+            return 0;
+        }
+        need - free
+    }
+
+    /// npud granted `count` streams for a capture's headroom of `need` (`reserve`).
+    pub fn reserved_granted(&mut self, device: u32, count: u32, need: u32) {
+        let d = self.devices.entry(device).or_default();
+        d.granted = d.granted.saturating_add(count);
+        d.reserved = d.reserved.saturating_add(need);
+    }
+
+    /// A capture made `n` streams out of its headroom: they exist now (counted as made
+    /// even where the headroom is gone, as after npud restarted: `declaring`).
+    pub fn reserved_used(&mut self, device: u32, n: u32) {
+        let d = self.devices.entry(device).or_default();
+        d.reserved = d.reserved.saturating_sub(n);
+        d.used = d.used.saturating_add(n);
+    }
+
+    /// `n` streams of headroom a capture no longer needs: part of the grant again.
+    pub fn unreserve(&mut self, device: u32, n: u32) {
+        let d = self.devices.entry(device).or_default();
+        d.reserved = d.reserved.saturating_sub(n);
+    }
+
+    /// `n` streams just granted and counted as used (a capture growing past its headroom:
+    /// `plan`) are headroom instead, made by the call that follows.
+    pub fn to_reserved(&mut self, device: u32, n: u32) {
+        let d = self.devices.entry(device).or_default();
+        let n = n.min(d.used);
+        d.used -= n;
+        d.reserved = d.reserved.saturating_add(n);
     }
 
     pub fn stream_created(&mut self, stream: usize, device: u32, ctx: usize) {
@@ -229,6 +275,8 @@ impl Books {
         }
         let ctx = d.default_ctx;
         d.default_ctx = 0;
+        // The device's captures went with its default context (`Captures::drop_context`).
+        d.reserved = 0;
         // The default context's stream is the device's own: it goes with the last context.
         let freed = u32::from(self.retains(device) == 0) + self.context_sync + self.drop_streams_of(ctx);
         let d = self.devices.entry(device).or_default();
@@ -249,6 +297,7 @@ impl Books {
     /// last device reset): how much to give back to npud.
     pub fn release_unused(&mut self, device: u32) -> u32 {
         let Some(d) = self.devices.get_mut(&device) else { return 0 };
+        d.reserved = 0;
         let back = d.granted.saturating_sub(d.used);
         d.granted -= back;
         back
@@ -297,7 +346,10 @@ impl Books {
     /// where it would otherwise be made on the old grant and never be declared.
     pub fn declaring(&mut self) -> Vec<(u32, u32)> {
         for d in self.devices.values_mut() {
+            // A restarted npud holds no headroom for captures under way: what they make
+            // from now on is counted as made (`reserved_used`) and reported.
             d.granted = d.used;
+            d.reserved = 0;
         }
         self.devices.iter().filter(|(_, d)| d.used > 0).map(|(&id, d)| (id, d.used)).collect()
     }
@@ -306,6 +358,28 @@ impl Books {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 72: a capture's headroom is held out of the grant: no other stream is made
+    /// from it, it never goes back as surplus, and what the capture makes moves it to used.
+    #[test]
+    fn a_captures_headroom_is_neither_used_by_others_nor_given_back() {
+        let mut b = Books::default();
+        b.granted(0, 20, 10);
+        assert_eq!(b.reserve(0, 16), 6, "10 of the grant are free: 6 short");
+        assert_eq!(b.device(0).reserved, 0, "nothing held until it is all there");
+        b.reserved_granted(0, 6, 16);
+        assert_eq!(
+            b.plan(0, 1, 0),
+            Plan::Ask { count: 1, wait: false, needed: 1 },
+            "the headroom is not the process's"
+        );
+        b.not_created(0, 0);
+        b.reserved_used(0, 3);
+        assert_eq!((b.device(0).used, b.device(0).reserved), (13, 13));
+        assert_eq!(b.surplus(0, 0), 0, "the headroom is kept");
+        b.unreserve(0, 13);
+        assert_eq!(b.surplus(0, 0), 13, "once the capture ended, it goes back");
+    }
 
     /// The race issue 56's restart test caught: a stream made on the dead npud's unused
     /// grant while the watcher declared was never declared, so the restarted npud counted
@@ -347,7 +421,7 @@ mod tests {
         for _ in 0..70 {
             assert_eq!(b.plan(0, 1, 71), Plan::Covered);
         }
-        assert_eq!(b.device(0), Device { granted: 71, used: 71, set_count: 1, default_ctx: 0 });
+        assert_eq!(b.device(0), Device { granted: 71, used: 71, reserved: 0, set_count: 1, default_ctx: 0 });
     }
 
     #[test]
@@ -396,7 +470,7 @@ mod tests {
         b.stream_created(0x10, 0, 7);
         assert_eq!(b.stream_destroyed(0x10), Some(0));
         b.freed(0, 1);
-        assert_eq!(b.device(0), Device { granted: 71, used: 60, set_count: 0, default_ctx: 0 });
+        assert_eq!(b.device(0), Device { granted: 71, used: 60, reserved: 0, set_count: 0, default_ctx: 0 });
         assert_eq!(b.stream_destroyed(0x10), None, "only once");
         assert_eq!(b.plan(0, 1, 71), Plan::Covered, "re-creating asks npud nothing");
         // Growth past the start-up need goes back once it is destroyed; the need stays.

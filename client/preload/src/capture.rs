@@ -1,11 +1,12 @@
 //! Graph captures a process makes (aclmdlRICaptureBegin/End) and the models that hold their
 //! streams until aclmdlRIDestroy, a device reset or exit. Pure bookkeeping, like `books`.
 //!
-//! Begin is admitted for the size of the device's last capture where the tenant has room
-//! for it, else for the capture's own stream (what the device takes at Begin). While the
-//! capture goes on, the streams it makes the runtime's way are counted before each call
-//! that makes one (`made`), so the interposer is admitted for each before the device makes
-//! it (hicann/runtime `feature/aclgraph`):
+//! Begin is admitted whole or refused: for the process's capture need on the device (the
+//! most streams one of its captures there took, else `NPUD_CAPTURE_STREAMS`, else npud's
+//! `capture_headroom`), held as the capture's headroom until it ends. While the capture
+//! goes on, the streams it makes the runtime's way are counted before each call that
+//! makes one (`made`): within the headroom they are covered, past it each is admitted
+//! before the device makes it (hicann/runtime `feature/aclgraph`):
 //! - a stream outside the capture that waits on an event recorded in it joins it, on a
 //!   capture stream of its own (`GetCaptureStream` → `StreamAddToCaptureModelProc`); joins
 //!   chain, a joined stream's records being the capture's too;
@@ -14,10 +15,11 @@
 //!   per task, four for a wait on an event recorded in the capture (MEM_WAIT_SQE_NUM),
 //!   the bound reached when entries plus the 32 kept for the model reach the queue's 2048.
 //!
-//! Tasks issued through calls the interposer does not hook (kernel launches) are not
-//! counted, so a cascade they cause is learnt at End. End settles the difference between
-//! what was admitted and what the model holds: a smaller capture leaves unused grant, a
-//! larger one needs the rest booked (npud books it even over quota, as the tenant's debt).
+//! Tasks are counted where the interposer sees them (copies, memsets, value writes, records,
+//! waits, kernel launches, callbacks); a task it cannot see (a runtime's internal launch)
+//! may cascade unseen, into the headroom. End settles the difference between what was
+//! made and what the model holds (the streams learnt there are booked, npud booking them
+//! even over quota, as the tenant's debt) and gives the unused headroom back.
 
 use crate::{Map, Set};
 
@@ -73,6 +75,9 @@ pub struct Active {
     /// Streams it has made so far, the runtime's way (its own at Begin, then joins and
     /// cascades seen): what it may hold, and what must be admitted before the next.
     pub made: u32,
+    /// The model it captures into (aclmdlRICaptureGetInfo's; 0: unknown), by which
+    /// rtStreamAddToModel names it.
+    pub model: usize,
 }
 
 /// A model that holds streams: its device, its context, how many.
@@ -98,14 +103,17 @@ pub struct Captures {
     invalidated: Set<usize>,
     /// Models by handle.
     models: Map<usize, Model>,
-    /// Per device, the streams its last capture took.
-    last: Map<u32, u32>,
+    /// Per device, the most streams one capture took there.
+    largest: Map<u32, u32>,
 }
 
 impl Captures {
-    /// What the next capture on `device` is admitted for.
-    pub fn expected(&self, device: u32) -> u32 {
-        self.last.get(&device).copied().unwrap_or(1).max(1)
+    /// What the next capture on `device` is admitted for: `hint` (`NPUD_CAPTURE_STREAMS`,
+    /// the operator's word, which stands); else the most streams one capture took there (a
+    /// later one the same size or smaller: vLLM captures its largest first); else
+    /// `headroom` (npud's `capture_headroom`).
+    pub fn need(&self, device: u32, hint: Option<u32>, headroom: u32) -> u32 {
+        hint.or_else(|| self.largest.get(&device).copied()).unwrap_or(headroom).max(1)
     }
 
     pub fn begun(&mut self, stream: usize, capture: Active) {
@@ -146,6 +154,17 @@ impl Captures {
                 self.task_on(origin, stream, if r.is_some() { ENTRIES_CAPTURED_WAIT } else { ENTRIES_TASK })
             }
             (None, Some(origin)) => Step::Join { origin },
+        }
+    }
+
+    /// `stream` is added to the capture whose model is `model` (rtStreamAddToModel): a join,
+    /// once per stream; nothing where no capture under way has that model or the stream is
+    /// in one already (the runtime makes no stream then).
+    pub fn plan_add(&self, stream: usize, model: usize) -> Step {
+        let origin = self.active.iter().find(|(_, a)| a.model == model && model != 0).map(|(o, _)| *o);
+        match (origin, self.origin_of(stream)) {
+            (Some(origin), None) => Step::Join { origin },
+            _ => Step::Outside,
         }
     }
 
@@ -227,7 +246,8 @@ impl Captures {
         let capture = self.active.remove(&stream)?;
         self.forget(stream);
         self.models.insert(model, Model { device: capture.device, context: capture.context, held });
-        self.last.insert(capture.device, held.max(1));
+        let largest = self.largest.entry(capture.device).or_insert(0);
+        *largest = (*largest).max(held);
         Some(capture)
     }
 
@@ -244,10 +264,11 @@ impl Captures {
     }
 
     /// A context's teardown frees its models and abandons its captures (the runtime's
-    /// `TearDownModelsOnContextTearDown`): the streams they held and the streams admitted
-    /// for captures under way. The device's default context goes at its last reset; a
-    /// capture whose context was not known then is taken to be the default context's.
-    pub fn drop_context(&mut self, device: u32, context: usize, default: bool) -> u32 {
+    /// `TearDownModelsOnContextTearDown`): the streams they held and the streams captures
+    /// under way made, and the headroom those captures held. The device's default context
+    /// goes at its last reset; a capture whose context was not known then is taken to be
+    /// the default context's.
+    pub fn drop_context(&mut self, device: u32, context: usize, default: bool) -> (u32, u32) {
         let ours = |d: u32, c: usize| d == device && (c == context || (default && c == 0));
         let mut freed = 0u32;
         self.models.retain(|_, m| {
@@ -257,11 +278,12 @@ impl Captures {
             }
             keep
         });
-        let mut gone = Vec::new();
+        let (mut gone, mut headroom) = (Vec::new(), 0u32);
         self.active.retain(|origin, a| {
             let keep = !ours(a.device, a.context);
             if !keep {
-                freed = freed.saturating_add(a.admitted);
+                freed = freed.saturating_add(a.made);
+                headroom = headroom.saturating_add(a.admitted.saturating_sub(a.made));
                 gone.push(*origin);
             }
             keep
@@ -269,7 +291,7 @@ impl Captures {
         for origin in gone {
             self.forget(origin);
         }
-        freed
+        (freed, headroom)
     }
 }
 
@@ -278,16 +300,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_capture_is_admitted_for_the_size_of_the_last_one() {
+    fn a_capture_needs_the_most_one_took_else_the_hint_else_the_headroom() {
         let mut c = Captures::default();
-        assert_eq!(c.expected(0), 1, "the first capture: its own stream");
-        c.begun(10, Active { device: 0, context: 5, admitted: 1, free_before: None, made: 1 });
-        assert_eq!(c.ended(10, 100, 4).map(|a| a.admitted), Some(1));
-        assert_eq!(c.expected(0), 4);
-        assert_eq!(c.expected(1), 1, "per device");
-        c.begun(10, Active { device: 0, context: 5, admitted: 4, free_before: None, made: 1 });
+        assert_eq!(c.need(0, None, 8), 8, "no history, no hint: npud's headroom");
+        assert_eq!(c.need(0, Some(3), 8), 3, "the hint");
+        c.begun(10, Active { device: 0, context: 5, admitted: 8, free_before: None, made: 1, model: 0 });
+        assert_eq!(c.ended(10, 100, 4).map(|a| a.admitted), Some(8));
+        assert_eq!(c.need(0, None, 8), 4, "what the capture took");
+        assert_eq!(c.need(0, Some(6), 8), 6, "the hint stands");
+        assert_eq!(c.need(0, Some(2), 8), 2, "smaller too: the operator's word");
+        assert_eq!(c.need(1, None, 8), 8, "per device");
+        c.begun(10, Active { device: 0, context: 5, admitted: 4, free_before: None, made: 1, model: 0 });
         assert_eq!(c.ended(10, 101, 2).map(|a| a.admitted), Some(4));
-        assert_eq!(c.expected(0), 2);
+        assert_eq!(c.need(0, None, 8), 4, "the largest, not the last: captures shrink");
         assert_eq!(c.destroyed(100), Some((0, 4)));
         assert_eq!(c.destroyed(100), None, "once");
     }
@@ -295,18 +320,22 @@ mod tests {
     #[test]
     fn a_context_takes_its_models_and_captures_with_it() {
         let mut c = Captures::default();
-        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1 });
+        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1, model: 0 });
         c.ended(1, 100, 2);
-        c.begun(2, Active { device: 1, context: 6, admitted: 1, free_before: None, made: 1 });
+        c.begun(2, Active { device: 1, context: 6, admitted: 1, free_before: None, made: 1, model: 0 });
         c.ended(2, 200, 3);
-        c.begun(3, Active { device: 0, context: 7, admitted: 1, free_before: None, made: 1 });
+        c.begun(3, Active { device: 0, context: 7, admitted: 1, free_before: None, made: 1, model: 0 });
         c.ended(3, 300, 1);
-        c.begun(4, Active { device: 0, context: 0, admitted: 1, free_before: None, made: 1 });
-        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1 });
-        assert_eq!(c.drop_context(0, 5, true), 5, "the default context's model and captures, and the unknown one");
+        c.begun(4, Active { device: 0, context: 0, admitted: 1, free_before: None, made: 1, model: 0 });
+        c.begun(1, Active { device: 0, context: 5, admitted: 2, free_before: None, made: 1, model: 0 });
+        assert_eq!(
+            c.drop_context(0, 5, true),
+            (4, 1),
+            "the default context's model and captures, and the unknown one: made, and headroom"
+        );
         assert_eq!((c.active(1), c.active(4)), (None, None));
         assert_eq!(c.destroyed(200), Some((1, 3)), "another device's model stays");
-        assert_eq!(c.drop_context(0, 7, false), 1, "a context made with aclrtCreateContext");
+        assert_eq!(c.drop_context(0, 7, false), (1, 0), "a context made with aclrtCreateContext");
         assert_eq!(c.destroyed(300), None);
     }
 }
@@ -316,7 +345,7 @@ mod growth {
     use super::*;
 
     fn begun(c: &mut Captures, stream: usize, admitted: u32) {
-        c.begun(stream, Active { device: 0, context: 5, admitted, free_before: None, made: 1 });
+        c.begun(stream, Active { device: 0, context: 5, admitted, free_before: None, made: 1, model: 0 });
     }
 
     #[test]

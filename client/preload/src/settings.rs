@@ -11,6 +11,11 @@ use std::time::Duration;
 /// A torch_npu process per device: the default stream, 2 from initGlobalStreamState,
 /// 2 × 32 pool streams and 4 sync-launch streams (reference/interposition.md §1.4).
 pub const DEFAULT_STREAMS: u32 = 71;
+/// What a process's first graph capture on a device is admitted for, with no hint and no
+/// word from npud (`[budget] capture_headroom`'s default).
+pub const DEFAULT_CAPTURE_HEADROOM: u32 = 8;
+/// The most `NPUD_CAPTURE_STREAMS` may say: a device's streams.
+const MAX_CAPTURE_STREAMS: u32 = 4096;
 /// How long a process's first ask may wait in npud's queue.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
 /// How long a process that requires npud waits for it to come back (an npud restart or
@@ -33,6 +38,9 @@ pub struct Settings {
     /// `NPUD_CONNECT_WAIT`: how long a process that requires npud waits for it to be
     /// reachable before it is refused.
     pub connect_wait: Duration,
+    /// `NPUD_CAPTURE_STREAMS`: the streams one graph capture of this process makes, what
+    /// its first capture on a device is admitted for (later ones: the most one took).
+    pub capture_streams: Option<u32>,
     /// On Kubernetes, the allocation token mounted into the container: the contents of
     /// the file `NPUD_ALLOCATION` names (empty when unset or unreadable).
     pub allocation: String,
@@ -78,6 +86,13 @@ impl Settings {
             let shown: String = text.chars().take(32).collect();
             ignored.push(format!("{name}={shown:?} is not {what}; it is ignored"));
         };
+        let capture_streams = var("NPUD_CAPTURE_STREAMS").and_then(|text| {
+            let n = text.trim().parse::<u32>().ok().filter(|n| (1..=MAX_CAPTURE_STREAMS).contains(n));
+            if n.is_none() {
+                note("NPUD_CAPTURE_STREAMS", &text, "a count of streams from 1 to 4096");
+            }
+            n
+        });
         let streams = var("NPUD_STREAMS").and_then(|text| {
             let n = text.trim().parse::<u32>().ok().filter(|n| *n > 0);
             if n.is_none() {
@@ -99,7 +114,7 @@ impl Settings {
         let required = var("NPUD_REQUIRED").is_some_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
         let trimmed = |t: String| t.chars().take(256).collect::<String>();
         if secure {
-            for name in ["NPUD_STREAMS", "NPUD_SOCKET", "NPUD_ALLOCATION"] {
+            for name in ["NPUD_STREAMS", "NPUD_SOCKET", "NPUD_ALLOCATION", "NPUD_CAPTURE_STREAMS"] {
                 if var(name).is_some() {
                     ignored.push(format!("{name} is not honoured in a set-uid or set-gid program; it is ignored"));
                 }
@@ -108,6 +123,7 @@ impl Settings {
             return Settings {
                 socket: npud_proto::ROOT_SOCKET.into(),
                 streams: None,
+                capture_streams: None,
                 wait: wait.unwrap_or(DEFAULT_WAIT).min(DEFAULT_WAIT),
                 required: required || allocation.is_some(),
                 connect_wait: connect_wait.unwrap_or(DEFAULT_CONNECT_WAIT).min(DEFAULT_CONNECT_WAIT),
@@ -120,6 +136,7 @@ impl Settings {
                 .filter(|s| !s.is_empty())
                 .map_or_else(npud_proto::default_socket_path, PathBuf::from),
             streams,
+            capture_streams,
             wait: wait.unwrap_or(DEFAULT_WAIT),
             required,
             connect_wait: connect_wait.unwrap_or(DEFAULT_CONNECT_WAIT),

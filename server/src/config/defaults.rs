@@ -31,6 +31,10 @@ pub const PREWARM: u32 = 0;
 pub const MAX_WAIT: Duration = Duration::from_secs(600);
 /// CUDA has no fixed stream limit: npud hands out this many per device.
 pub const CUDA_STREAMS_PER_DEVICE: u32 = 1024;
+/// Streams a process's first graph capture on a device is admitted for (no history, no
+/// hint): a torch_npu NPUGraph of one stream and a few side streams, a vLLM-Ascend graph
+/// with its communication streams.
+pub const CAPTURE_HEADROOM: u32 = 8;
 
 pub const MAX_SESSIONS_PER_TENANT: u32 = 1024;
 pub const MAX_PENDING_REQUESTS: u32 = 256;

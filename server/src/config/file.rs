@@ -83,6 +83,7 @@ pub(super) struct FileBudget {
     pub(super) prewarm: Option<u32>,
     pub(super) max_wait: Option<String>,
     pub(super) cuda_streams_per_device: Option<u32>,
+    pub(super) capture_headroom: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

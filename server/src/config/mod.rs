@@ -145,6 +145,9 @@ pub struct BudgetConfig {
     /// How long a fall of a device's untracked count that the books do not explain is held
     /// before it is believed (zero: at once). See `daemon::reconcile`.
     pub untracked_hold: Duration,
+    /// What a process's first graph capture on a device is admitted for, with no earlier
+    /// capture there and no `NPUD_CAPTURE_STREAMS` (the welcome says it; docs/interposer.md).
+    pub capture_headroom: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -366,6 +369,7 @@ impl Config {
             prewarm: b.prewarm.unwrap_or(d::PREWARM),
             max_wait,
             cuda_streams_per_device: b.cuda_streams_per_device.unwrap_or(d::CUDA_STREAMS_PER_DEVICE),
+            capture_headroom: b.capture_headroom.unwrap_or(d::CAPTURE_HEADROOM),
         };
         // As a node's device plugin, pods' processes of any uid (runAsUser, user
         // namespaces, rootless runtimes) connect: the socket accepts every uid, and who a

@@ -54,6 +54,12 @@ impl Config {
     fn check_budget_and_limits(&self, p: &mut Problems) {
         let b = &self.budget;
         p.check(b.batch_size == 0 || b.batch_size > 4096, || "budget.batch_size must be 1..=4096".into());
+        p.check(b.capture_headroom == 0 || b.capture_headroom > 4096, || {
+            format!(
+                "budget.capture_headroom must be 1..=4096 (streams one graph capture takes), not {}",
+                b.capture_headroom
+            )
+        });
         p.check(b.create_retries > 100, || "budget.create_retries must be at most 100".into());
         p.check(b.safety_margin >= self.sim.profile.stream_limit && self.backend == BackendKind::Sim, || {
             "budget.safety_margin leaves no streams to hand out".into()

@@ -10,9 +10,9 @@
 //! counts toward the capture stream's depth and cascades like any other (`capture::tasks`),
 //! and runs at each execution of the model.
 //!
-//! `aclopExecuteV2` issues its kernel by the runtime's internal path, as the real
+//! `aclopExecuteV2` issues its kernels by the runtime's internal path, as the real
 //! single-operator executor does through GE's task building: no exported launch entry
-//! point sees it, so an interposer that hooks launches does not either.
+//! point sees them, so an interposer that hooks launches sees one call, not its tasks.
 
 use crate::state::capture::Task;
 use crate::*;
@@ -79,7 +79,9 @@ pub extern "C" fn aclrtLaunchKernel(
 }
 
 /// aclopExecuteV2(opType, numInputs, inputDesc, inputs, numOutputs, outputDesc, outputs,
-/// attr, stream): one kernel, by the runtime's internal path (module docs).
+/// attr, stream): the operator's two kernels (its tiling kernel and its compute kernel,
+/// as an operator compiled with dynamic shapes runs), by the runtime's internal path
+/// (module docs): two tasks for one call, which no entry point shows.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub extern "C" fn aclopExecuteV2(
@@ -96,7 +98,10 @@ pub extern "C" fn aclopExecuteV2(
     if op_type.is_null() || num_inputs < 0 || num_outputs < 0 {
         return INVALID_PARAM;
     }
-    with_rt(|r| r.launch(stream, 1))
+    with_rt(|r| {
+        r.launch(stream, 1)?;
+        r.launch(stream, 1)
+    })
 }
 
 /// Kernels the simulated devices have run in this process (each execution of a model

@@ -53,8 +53,9 @@ fn model_streams(model: Handle) -> Option<u32> {
     (unsafe { get(model, null_mut(), &mut n) } == 0).then_some(n)
 }
 
-/// aclmdlRICaptureBegin: the capture is admitted for the size of the device's last one
-/// (at least its own stream); a tenant with no room gets 207008 here, as the device would.
+/// aclmdlRICaptureBegin: the capture is admitted whole, for the process's capture need on
+/// the device (`crate::capture`), or refused here with 207008, as the device refuses a
+/// stream, where npud has no room for all of it.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRICaptureBegin(stream: Handle, mode: u32) -> i32 {
     real!(&ACL, aclmdlRICaptureBegin: CaptureBeginFn).map_or(INTERNAL, |real| begin(stream, mode, real))
@@ -76,10 +77,12 @@ pub(super) fn begin(stream: Handle, mode: u32, real: CaptureBeginFn) -> i32 {
             let rc = unsafe { real(stream, mode) };
             if rc == 0 {
                 let context = current_context();
-                let active = crate::capture::Active { device, context, admitted, free_before, made: 1 };
+                // The model it captures into: what rtStreamAddToModel names it by.
+                let model = capturing_into(stream).map_or(0, |m| m as usize);
+                let active = crate::capture::Active { device, context, admitted, free_before, made: 1, model };
                 p.capture_begun(stream as usize, active);
             } else {
-                p.not_created(device, admitted);
+                p.capture_not_begun(device, admitted);
             }
             rc
         },
@@ -181,7 +184,7 @@ pub extern "C" fn aclmdlRICaptureGetInfo(stream: Handle, status: *mut u32, model
 
 /// A call on `stream` that may make a stream of a capture (planned by `plan`): the stream
 /// admitted first, the step applied once the call succeeded.
-fn captured(
+pub(super) fn captured(
     stream: Handle,
     plan: impl FnOnce(&Captures) -> Step,
     recorded: Option<usize>,

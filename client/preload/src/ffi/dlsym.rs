@@ -18,7 +18,7 @@
 //! loader call `dlsym` too.
 
 use super::vendor::{ACL, CUDA, REAL_DLSYM, RUNTIME, Vendor, find, real_dlsym};
-use super::{Handle, acl, capture, cuda, errors, rt};
+use super::{Handle, acl, capture, cuda, errors, launch, rt};
 use std::ffi::{CStr, c_char, c_void};
 use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
@@ -28,10 +28,16 @@ const PASS: usize = 1;
 
 /// Which vendor library `name` belongs to, and our hook for it, if we interpose it.
 fn ours(name: &[u8]) -> Option<(&'static Vendor, *mut c_void)> {
-    if name.starts_with(b"aclrt") || name.starts_with(b"aclmdl") || name.starts_with(b"aclGet") || name == b"aclInit" {
-        Some((&ACL, acl::ours(name).or_else(|| capture::ours(name)).or_else(|| errors::ours(name))?))
+    if name.starts_with(b"aclrt")
+        || name.starts_with(b"aclmdl")
+        || name.starts_with(b"aclGet")
+        || name.starts_with(b"aclop")
+        || name == b"aclInit"
+    {
+        let hook = acl::ours(name).or_else(|| capture::ours(name)).or_else(|| errors::ours(name));
+        Some((&ACL, hook.or_else(|| launch::ours_acl(name))?))
     } else if name.starts_with(b"rt") {
-        Some((&RUNTIME, rt::ours(name)?))
+        Some((&RUNTIME, rt::ours(name).or_else(|| launch::ours_rt(name))?))
     } else if name.starts_with(b"cu") {
         Some((&CUDA, cuda::ours(name)?))
     } else {

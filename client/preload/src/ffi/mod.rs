@@ -22,6 +22,7 @@ mod capture;
 mod cuda;
 mod dlsym;
 mod errors;
+mod launch;
 mod rt;
 mod vendor;
 

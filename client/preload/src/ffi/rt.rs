@@ -11,10 +11,9 @@
 //! libruntime.so with `-Bsymbolic`), these see only the calls made at this layer. A
 //! runtime-layer call that AscendCL makes for a name we do not hook is booked here.
 //!
-//! Not hooked: `rtStreamAddToModel`, which makes one capture stream for the stream it adds
-//! (the runtime's `AddStreamToCaptureModel`): it is counted with the model's streams at
-//! End, as docs/interposer.md says; and `rtThreadExchangeCaptureMode` (no stream), which
-//! passes through as its AscendCL counterpart does.
+//! `rtStreamAddToModel` and the runtime's kernel launches are in `launch`. Not hooked:
+//! `rtThreadExchangeCaptureMode` (no stream), which passes through as its AscendCL
+//! counterpart does.
 
 use super::ascend::{CountFn, IntFn, PtrFn, create_one, destroy, reset, set_device, share};
 use super::capture::{CaptureBeginFn, CaptureEndFn};

@@ -138,6 +138,10 @@ impl Process {
         self.tenant_priority.store(conn.highest_priority.unwrap_or(i32::MIN), Ordering::Relaxed);
         *lock(&self.bookings) = conn.bookings.clone();
         self.shared.store(conn.shared, Ordering::Relaxed);
+        // An npud that does not say (an older one) leaves the interposer's own default.
+        if conn.capture_headroom > 0 {
+            self.capture_headroom.store(conn.capture_headroom, Ordering::Relaxed);
+        }
         for (device, used) in holding.into_iter().filter(|(d, _)| !self.devices.is_unowned(*d)) {
             let identity = self.devices.identity(device);
             let declare = pb::DeclareBudgetRequest { device, count: used, events: 0, identity };

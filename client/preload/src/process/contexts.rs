@@ -51,7 +51,9 @@ impl Process {
     pub fn context_destroyed(&self, ctx: usize) {
         self.streams_gone(|books| {
             let (device, streams) = books.context_destroyed(ctx)?;
-            Some((device, streams + lock(&self.captures).drop_context(device, ctx, false)))
+            let (made, headroom) = lock(&self.captures).drop_context(device, ctx, false);
+            books.unreserve(device, headroom);
+            Some((device, streams + made))
         });
     }
 
@@ -137,8 +139,9 @@ impl Process {
                 // The last reset frees the default context's graphs too (lock order: books,
                 // captures).
                 let ctx = books.device(device).default_ctx;
-                let models = lock(&self.captures).drop_context(device, ctx, true);
-                books.freed(device, models);
+                let (made, headroom) = lock(&self.captures).drop_context(device, ctx, true);
+                books.unreserve(device, headroom);
+                books.freed(device, made);
             }
             let back = books.reset_device(device, force);
             (back, books.device(device).set_count == 0)

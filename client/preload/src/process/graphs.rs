@@ -10,22 +10,36 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 impl Process {
-    /// aclmdlRICaptureBegin on `device`: admits a capture the size of the device's last
-    /// one where the tenant has room for it, else its own stream (what the device takes at
-    /// Begin; the rest is admitted as it is made), refused as the device would refuse it
-    /// when there is no room for that one. Returns what was admitted.
+    /// aclmdlRICaptureBegin on `device`: admits the capture whole, for the process's
+    /// capture need there (`Captures::need`), held as its headroom until it ends; or
+    /// refuses it at once, as the device refuses a stream, where npud has no room for all
+    /// of it. Never waits: the process holds streams (the capture's own stream exists),
+    /// and a holder never waits for room only another holder frees. Returns the need.
     pub fn capture_admit(&'static self, device: u32) -> Result<u32, Refused> {
         self.captured_once.store(true, Ordering::Release);
-        let n = lock(&self.captures).expected(device);
-        match self.admit_as(device, n, true) {
-            Ok(()) => Ok(n),
-            Err(_) if n > 1 => self.admit_as(device, 1, true).map(|()| 1),
-            Err(r) => Err(r),
+        let headroom = self.capture_headroom.load(Ordering::Relaxed);
+        let need = lock(&self.captures).need(device, self.settings.capture_streams, headroom);
+        if lock(&self.books).reserve(device, need) == 0 {
+            return Ok(need);
         }
+        // The need is planned as streams to make: the ask is what the grant lacks for it,
+        // as growth (no wait; all of it, or the Begin is refused). Granted, the need is
+        // held as headroom, made by the capture as it goes.
+        self.admit_as(device, need, true)?;
+        lock(&self.books).to_reserved(device, need);
+        Ok(need)
     }
 
+    /// The capture Begin admitted for `admitted` did not begin: its headroom goes.
+    pub fn capture_not_begun(&self, device: u32, admitted: u32) {
+        lock(&self.books).unreserve(device, admitted);
+    }
+
+    /// The capture began on `stream`, its own stream made out of its headroom.
     pub fn capture_begun(&self, stream: usize, capture: Active) {
+        lock(&self.books).reserved_used(capture.device, capture.made);
         lock(&self.captures).begun(stream, capture);
+        self.creating(capture.device, false);
     }
 
     /// Plans a call on a stream that may be in a capture, and admits the streams it will
@@ -49,9 +63,13 @@ impl Process {
             (step, need)
         };
         if let Some((origin, device, short)) = need {
+            // Past its headroom: the growth rule, granted at once where the device has room.
             match self.admit_as(device, short, true) {
                 Ok(()) => {
-                    if !lock(&self.captures).admitted_more(origin, short) {
+                    if lock(&self.captures).admitted_more(origin, short) {
+                        // Made by the call that follows, as the headroom's streams are.
+                        lock(&self.books).to_reserved(device, short);
+                    } else {
                         self.not_created(device, short); // it ended meanwhile
                     }
                 }
@@ -67,7 +85,15 @@ impl Process {
     /// The call planned as `step` on `stream` succeeded (`recorded`: the event it recorded).
     pub fn capture_applied(&self, stream: usize, step: Step, recorded: Option<usize>) {
         if self.captured_once.load(Ordering::Acquire) && (step != Step::Outside || recorded.is_some()) {
-            lock(&self.captures).applied(stream, step, recorded);
+            let mut captures = lock(&self.captures);
+            let made = step.grows().and_then(|(origin, n)| Some((captures.active(origin)?.device, n)));
+            captures.applied(stream, step, recorded);
+            drop(captures);
+            if let Some((device, n)) = made {
+                lock(&self.books).reserved_used(device, n);
+                // npud hears what now exists once the device is quiet.
+                self.creating(device, false);
+            }
         }
     }
 
@@ -81,29 +107,36 @@ impl Process {
         lock(&self.captures).active(stream)
     }
 
-    /// aclmdlRICaptureEnd failed: the capture took nothing.
+    /// aclmdlRICaptureEnd failed and the capture is gone with its streams: what it made
+    /// is freed and its headroom goes, reported as the device now holds.
     pub fn capture_abandoned(&self, stream: usize) {
         if let Some(a) = lock(&self.captures).abandoned(stream) {
-            self.not_created(a.device, a.admitted);
+            let mut books = lock(&self.books);
+            books.unreserve(a.device, a.admitted.saturating_sub(a.made));
+            books.freed(a.device, a.made);
+            drop(books);
+            self.destroying(a.device);
         }
     }
 
-    /// aclmdlRICaptureEnd returned `model` holding `held` streams: settles the difference
-    /// with what Begin admitted. Streams beyond the grant exist already, so they are booked
-    /// with npud as the tenant's debt.
+    /// aclmdlRICaptureEnd returned `model` holding `held` streams: the unused headroom
+    /// goes, and the difference with what the interposer saw made is settled (streams
+    /// made by tasks it cannot see are learnt here). Streams beyond the grant exist
+    /// already, so they are booked with npud as the tenant's debt.
     pub fn capture_ended(&'static self, stream: usize, model: usize, held: u32) {
         let Some(a) = lock(&self.captures).ended(stream, model, held) else { return };
         let over = {
             let mut books = lock(&self.books);
-            if held >= a.admitted {
-                books.granted(a.device, 0, held - a.admitted);
+            books.unreserve(a.device, a.admitted.saturating_sub(a.made));
+            if held >= a.made {
+                books.granted(a.device, 0, held - a.made);
             } else {
-                books.freed(a.device, a.admitted - held);
+                books.freed(a.device, a.made - held);
             }
             let d = books.device(a.device);
-            d.used.saturating_sub(d.granted)
+            d.used.saturating_add(d.reserved).saturating_sub(d.granted)
         };
-        if held < a.admitted {
+        if held != a.made || a.admitted > a.made {
             self.destroying(a.device);
         }
         if over > 0 && !self.devices.is_unowned(a.device) {

@@ -19,7 +19,7 @@ use crate::books::{Books, Plan};
 use crate::capture::Captures;
 use crate::devices::Devices;
 use crate::events::EventBooks;
-use crate::settings::{DEFAULT_STREAMS, Settings};
+use crate::settings::{DEFAULT_CAPTURE_HEADROOM, DEFAULT_STREAMS, Settings};
 use crate::wire::{Connection, WireError};
 use crate::{Map, Set};
 use npud_proto::v1::{self as pb, budget_call::Call, budget_reply::Reply};
@@ -72,6 +72,9 @@ pub struct Process {
     /// The process is a pod's, sharing the pod's allocation with its other processes (the
     /// welcome said so): what it does not use goes back once its start-up settles.
     shared: AtomicBool,
+    /// What a first graph capture with no hint is admitted for (the welcome's
+    /// `capture_headroom`).
+    capture_headroom: AtomicU32,
     /// Devices whose start-up grant is settling: since when no stream was made there.
     settling: Mutex<crate::Map<u32, Duration>>,
     /// Whether npud has been asked for it (once, before the first plan).
@@ -110,6 +113,7 @@ impl Process {
             tenant_priority: AtomicI32::new(i32::MIN),
             bookings: Mutex::new(Vec::new()),
             shared: AtomicBool::new(false),
+            capture_headroom: AtomicU32::new(DEFAULT_CAPTURE_HEADROOM),
             settling: Mutex::new(crate::Map::default()),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),

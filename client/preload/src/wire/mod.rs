@@ -87,6 +87,8 @@ pub struct Connection {
     pub bookings: Vec<pb::DeviceBooking>,
     /// The process is a pod's, sharing its allocation (the welcome's `shared`).
     pub shared: bool,
+    /// npud's `capture_headroom` (the welcome's).
+    pub capture_headroom: u32,
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
@@ -195,6 +197,7 @@ impl Connection {
             max_streams: 0,
             bookings: Vec::new(),
             shared: false,
+            capture_headroom: 0,
             highest_priority: None,
             shares: Map::default(),
             owed: VecDeque::new(),
@@ -241,6 +244,7 @@ impl Connection {
                     self.highest_priority = w.highest_priority;
                     self.bookings = w.bookings;
                     self.shared = w.shared;
+                    self.capture_headroom = w.capture_headroom;
                     self.welcomed = true;
                 }
                 Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),

@@ -10,6 +10,18 @@ use std::time::{Duration, Instant};
 
 impl NativeSession {
     pub(super) async fn acquire(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {
+        let answer = self.acquire_judged(a).await;
+        // A graph capture refused at Begin (or past its headroom) fails a framework's
+        // capture: the operator is told why, with the program's tenant and device.
+        if a.capture
+            && let Err(e) = &answer
+        {
+            tracing::info!(id = self.id, tenant = %self.caller.tenant, device = a.device, streams = a.count, reason = %e.message, "a graph capture's streams were refused");
+        }
+        answer
+    }
+
+    async fn acquire_judged(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {
         let daemon = &self.daemon;
         self.check_device(a.device)?;
         daemon.refuse_if_draining()?;

@@ -216,6 +216,7 @@ impl NativeSession {
         Ok(Reply::Welcome(pb::BudgetWelcome {
             bookings,
             shared,
+            capture_headroom: self.daemon.config().budget.capture_headroom,
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
