@@ -9,9 +9,12 @@ pub fn gpu_uuid(bytes: &[u8; 16]) -> String {
     format!("GPU-{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
 }
 
-/// The 16 bytes of a `GPU-…` UUID; None when `text` is not one.
+/// The 16 bytes of a `GPU-…` UUID, or of a MIG device's `MIG-…` one (R470 drivers and
+/// later; the bytes are what cuDeviceGetUuid gives a process that sees the MIG device);
+/// None when `text` is neither.
 pub fn parse_gpu_uuid(text: &str) -> Option<[u8; 16]> {
-    let hex: String = text.strip_prefix("GPU-")?.chars().filter(|c| *c != '-').collect();
+    let rest = text.strip_prefix("GPU-").or_else(|| text.strip_prefix("MIG-"))?;
+    let hex: String = rest.chars().filter(|c| *c != '-').collect();
     if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
         return None;
     }
@@ -20,6 +23,16 @@ pub fn parse_gpu_uuid(text: &str) -> Option<[u8; 16]> {
         *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
     }
     Some(out)
+}
+
+/// Whether two UUID texts name one device: the same 16 bytes, whichever prefix each
+/// carries (a MIG device is `MIG-…` to NVML and `GPU-…` as CUDA's bytes are printed), or
+/// the same text where either is no UUID.
+pub fn same_uuid(a: &str, b: &str) -> bool {
+    match (parse_gpu_uuid(a), parse_gpu_uuid(b)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a.eq_ignore_ascii_case(b),
+    }
 }
 
 #[cfg(test)]

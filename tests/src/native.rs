@@ -70,6 +70,20 @@ pub fn cuda_daemon(shared: &Path, extra: &[&str]) -> Daemon {
         .start()
 }
 
+/// The fake CUDA driver and NVML as the NVIDIA container toolkit lays them out, side by
+/// side under their real names in `dir` (`libcuda.so.1`, `libnvidia-ml.so.1`): npud finds
+/// NVML beside the driver. Returns the driver's path.
+pub fn nvidia_libraries(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).expect("a directory for the drivers");
+    let cuda = dir.join("libcuda.so.1");
+    for (link, file) in [(&cuda, "libcuda.so"), (&dir.join("libnvidia-ml.so.1"), "libnvidia_ml.so")] {
+        if !link.exists() {
+            std::os::unix::fs::symlink(fake_library(file), link).expect("link a fake driver");
+        }
+    }
+    cuda
+}
+
 /// A command for the CUDA program on the shared budget, interposed when `npud` is given.
 pub fn cuda_command(program: &Path, shared: &Path, npud: Option<(&Daemon, u32)>) -> Command {
     command(program, shared, ("CUDA_APP_LIBRARY", "libcuda.so"), npud)

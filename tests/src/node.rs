@@ -27,6 +27,16 @@ pub enum Cgroups {
     RealV1,
 }
 
+/// Which driver npud runs on.
+#[derive(Clone)]
+enum Drivers {
+    Sim,
+    Acl,
+    /// The fake CUDA driver and NVML (their files in the directory), with these GPUs in
+    /// MIG mode.
+    Cuda(String, PathBuf),
+}
+
 /// How a node is started.
 #[derive(Clone, Copy)]
 pub struct NodeOptions<'a> {
@@ -44,6 +54,9 @@ pub struct NodeOptions<'a> {
     /// Each NPU has a device node (a pty), named by the fake driver
     /// (`NPU_SIM_DEVICE_NODES`), which processes hold open while they use the runtime.
     pub device_nodes: bool,
+    /// An 8-GPU node on the fake CUDA driver and NVML instead, these GPUs in MIG mode
+    /// (`NPU_SIM_CUDA_MIG`: `GPU:INSTANCES,…`).
+    pub cuda_mig: Option<&'a str>,
 }
 
 impl Default for NodeOptions<'_> {
@@ -56,6 +69,7 @@ impl Default for NodeOptions<'_> {
             systemd_driver: true,
             interposer: false,
             device_nodes: false,
+            cuda_mig: None,
         }
     }
 }
@@ -76,7 +90,7 @@ pub struct Node {
     pub kubelet: Kubelet,
     pub dp_dir: PathBuf,
     /// How npud was started, to start it again on the same socket and state.
-    started: (bool, String, Vec<String>),
+    started: (Drivers, String, Vec<String>),
     /// The NPUs' device nodes (`NodeOptions::device_nodes`): their paths, and the pty
     /// masters that keep them there.
     pub nodes: Option<(String, Vec<std::os::fd::OwnedFd>)>,
@@ -131,7 +145,12 @@ impl Node {
         let args: Vec<String> =
             ["--device-plugin-dir", dp_dir.to_str().unwrap(), "--metrics", &listen].map(str::to_string).into();
         let nodes = o.device_nodes.then(device_nodes);
-        let started = (o.acl, config, args);
+        let drivers = match (o.cuda_mig, o.acl) {
+            (Some(mig), _) => Drivers::Cuda(mig.to_string(), dir.path().join("nvidia")),
+            (None, true) => Drivers::Acl,
+            (None, false) => Drivers::Sim,
+        };
+        let started = (drivers, config, args);
         let d = Node::npud(dir.path(), &budget, &started, nodes.as_ref().map(|n| n.0.as_str()));
         assert!(kubelet.registration().await.is_some(), "registered:\n{}", d.log());
         // This test process is on the host: it reads npud's books. (On the machine's own
@@ -163,13 +182,22 @@ impl Node {
     fn npud(
         dir: &Path,
         budget: &Path,
-        (acl, config, args): &(bool, String, Vec<String>),
+        (drivers, config, args): &(Drivers, String, Vec<String>),
         nodes: Option<&str>,
     ) -> Daemon {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let mut builder = match acl {
-            true => acl_builder(budget, &args).env("NPU_SIM_DEVICES", &DEVICES.to_string()),
-            false => Daemon::builder().args(&args).args(&["--sim-devices", &DEVICES.to_string()]),
+        let mut builder = match drivers {
+            Drivers::Acl => acl_builder(budget, &args).env("NPU_SIM_DEVICES", &DEVICES.to_string()),
+            Drivers::Sim => Daemon::builder().args(&args).args(&["--sim-devices", &DEVICES.to_string()]),
+            Drivers::Cuda(mig, libs) => {
+                let cuda = crate::native::nvidia_libraries(libs);
+                Daemon::builder()
+                    .args(&args)
+                    .args(&["--backend", "cuda", "--cuda-library", cuda.to_str().unwrap()])
+                    .env("NPU_SIM_SHARED", budget.to_str().unwrap())
+                    .env("NPU_SIM_DEVICES", &DEVICES.to_string())
+                    .env("NPU_SIM_CUDA_MIG", mig)
+            }
         };
         if let Some(nodes) = nodes {
             builder = builder.env("NPU_SIM_DEVICE_NODES", nodes);

@@ -39,23 +39,6 @@ fn a_missing_vendor_library_is_refused_naming_every_path_tried() {
     assert!(!dir.path().join("npud.sock").exists(), "nothing was bound");
 }
 
-/// npud holds a context on every GPU it owns; on a GPU in EXCLUSIVE_PROCESS compute mode
-/// that would keep every workload off it, so npud refuses to start and says so.
-#[test]
-fn a_gpu_in_exclusive_process_mode_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(bin("npud"))
-        .args(["--backend", "cuda", "--cuda-library"])
-        .arg(npud_tests::fake_library("libcuda.so"))
-        .arg("--socket")
-        .arg(dir.path().join("npud.sock"))
-        .env("NPU_SIM_CUDA_COMPUTE_MODE", "3")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("EXCLUSIVE_PROCESS") && err.contains("-c DEFAULT"), "{err}");
-}
-
 /// A node running npud as its device plugin, on the fake AscendCL driver, with the
 /// interposer at `source` to install.
 struct Node {

@@ -55,7 +55,7 @@ impl Identity {
     pub fn matches(&self, physical_id: Option<u32>, uuid: Option<&str>) -> bool {
         match (physical_id, uuid) {
             (Some(p), _) => self.physical_id == Some(p),
-            (None, Some(u)) => self.uuid.as_deref().is_some_and(|mine| mine.eq_ignore_ascii_case(u)),
+            (None, Some(u)) => self.uuid.as_deref().is_some_and(|mine| npud_proto::identity::same_uuid(mine, u)),
             (None, None) => false,
         }
     }

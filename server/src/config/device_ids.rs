@@ -3,7 +3,8 @@
 //!
 //! Each resource has id templates: literal text with placeholders.
 //! - `{physical_id}`: a decimal Ascend physical device id (npud's `physical_id`).
-//! - `{uuid}`: a CUDA UUID as `GPU-` and 8-4-4-4-12 hex digits (npud's `uuid`).
+//! - `{uuid}`: a CUDA UUID as `GPU-` (or a MIG device's, `MIG-`) and 8-4-4-4-12 hex digits
+//!   (npud's `uuid`).
 //! - `{n}`: a decimal number that names no device (a replica, an instance).
 //! - `{*}`: any non-empty text that names no device.
 //!
@@ -32,7 +33,7 @@ pub fn default_resources() -> Vec<DeviceResource> {
         // UUID, a MIG instance `MIG-<uuid>` (not its GPU's), and a time-sliced replica
         // `<id>::<replica>` (`AnnotatedID` in NVIDIA/k8s-device-plugin internal/rm/devices.go).
         // Under `deviceIDStrategy: index` the ids are numbers and match nothing here.
-        entry("nvidia.com/gpu", &["{uuid}", "{uuid}::{n}", "MIG-{*}"]),
+        entry("nvidia.com/gpu", &["{uuid}", "{uuid}::{n}"]),
     ]
 }
 
@@ -203,9 +204,9 @@ fn slot_value(slot: Slot, value: &str) -> Option<Named> {
     let decimal = |v: &str| !v.is_empty() && v.len() <= 9 && v.bytes().all(|b| b.is_ascii_digit());
     match slot {
         Slot::PhysicalId => decimal(value).then(|| value.parse().ok().map(Named::PhysicalId)).flatten(),
-        Slot::Uuid => {
-            npud_proto::identity::parse_gpu_uuid(value).map(|bytes| Named::Uuid(npud_proto::identity::gpu_uuid(&bytes)))
-        }
+        // A MIG device's id is its own UUID (`MIG-…`), which names it as npud's device where
+        // NVML showed npud the host's MIG devices.
+        Slot::Uuid => npud_proto::identity::parse_gpu_uuid(value).map(|_| Named::Uuid(value.to_string())),
         Slot::Number => decimal(value).then_some(Named::Unplaceable),
         Slot::Any => Some(Named::Unplaceable),
     }
@@ -252,7 +253,8 @@ mod tests {
         assert_eq!(name("nvidia.com/gpu", UUID), Some(Named::Uuid(UUID.into())));
         assert_eq!(name("nvidia.com/gpu", &UUID.replace("GPU-", "gpu-")), None, "GPU- is literal");
         assert_eq!(name("nvidia.com/gpu", &format!("{UUID}::3")), Some(Named::Uuid(UUID.into())), "a replica");
-        assert_eq!(name("nvidia.com/gpu", "MIG-7f3c2c8e-2d8a-5a87-9a3e-1f6c7b2d9e01"), Some(Named::Unplaceable));
+        let mig = "MIG-7f3c2c8e-2d8a-5a87-9a3e-1f6c7b2d9e01";
+        assert_eq!(name("nvidia.com/gpu", mig), Some(Named::Uuid(mig.into())), "a MIG device, by its own UUID");
         assert_eq!(name("nvidia.com/gpu", "0"), None, "the index strategy's ids name nothing");
         assert_eq!(name("example.com/npu", "Ascend910-3"), None, "another resource");
     }

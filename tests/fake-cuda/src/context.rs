@@ -12,7 +12,11 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> 
             // SAFETY: out-pointer from the caller.
             let rc = unsafe { put(ctx, *c) };
             if rc == SUCCESS {
-                r.retains()[dev as usize] += 1;
+                let mut retains = r.retains();
+                retains[dev as usize] += 1;
+                if retains[dev as usize] == 1 {
+                    held::opened(dev);
+                }
             }
             rc
         }
@@ -40,6 +44,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
             return Ok(());
         }
         // The context ends, and the flags set for it with it (`ctx_state`).
+        held::closed(dev);
         r.lock().primary_flags.remove(&(dev as usize));
         r.destroy_primary_streams(dev as usize)
     })
@@ -228,4 +233,29 @@ pub extern "C" fn cuCtxSynchronize() -> CuResult {
         }
         first.map_or(Ok(()), Err)
     })
+}
+
+/// Which processes hold a primary context on which device, where other processes can see:
+/// a file `<NPU_SIM_SHARED>.contexts/<pid>-<device>` while one is retained (a context
+/// costs device memory on a real GPU, so a test can tell npud holds none). A killed
+/// process's file stays; readers check the pid.
+mod held {
+    fn path(dev: i32) -> Option<std::path::PathBuf> {
+        let mut dir = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
+        dir.push(".contexts");
+        Some(std::path::PathBuf::from(dir).join(format!("{}-{dev}", std::process::id())))
+    }
+
+    pub(super) fn opened(dev: i32) {
+        if let Some(p) = path(dev) {
+            let _ = p.parent().map(std::fs::create_dir_all);
+            let _ = std::fs::write(p, b"");
+        }
+    }
+
+    pub(super) fn closed(dev: i32) {
+        if let Some(p) = path(dev) {
+            let _ = std::fs::remove_file(p);
+        }
+    }
 }

@@ -80,11 +80,11 @@ pub trait Cuda {
     fn primary_ctx_retain(&self, ctx: &mut usize, dev: i32) -> Result<CuResult, LoadError> {
         call!(self.lib(), "cuDevicePrimaryCtxRetain", fn(*mut usize, i32) -> CuResult, ctx, dev)
     }
+    fn primary_ctx_release(&self, dev: i32) -> Result<CuResult, LoadError> {
+        call!(self.lib(), "cuDevicePrimaryCtxRelease_v2", fn(i32) -> CuResult, dev)
+    }
     fn ctx_set_current(&self, ctx: usize) -> Result<CuResult, LoadError> {
         call!(self.lib(), "cuCtxSetCurrent", fn(usize) -> CuResult, ctx)
-    }
-    fn ctx_get_stream_priority_range(&self, least: &mut i32, greatest: &mut i32) -> Result<CuResult, LoadError> {
-        call!(self.lib(), "cuCtxGetStreamPriorityRange", fn(*mut i32, *mut i32) -> CuResult, least, greatest)
     }
     fn stream_create_with_priority(&self, s: &mut usize, flags: u32, priority: i32) -> Result<CuResult, LoadError> {
         call!(self.lib(), "cuStreamCreateWithPriority", fn(*mut usize, u32, i32) -> CuResult, s, flags, priority)

@@ -9,10 +9,13 @@
 //! `%globaltimer`. Host callbacks use cuLaunchHostFunc, which holds the stream until the
 //! function returns: a BLOCK callback returns when the client acknowledges it.
 
+mod devices;
 mod ffi;
+mod nvml;
 mod open;
 mod result;
 mod shared;
+mod spin;
 
 pub use open::{candidates, default_library};
 
@@ -55,7 +58,7 @@ impl Backend for CudaBackend {
     }
 
     fn create_stream(&self, device: u32, priority: i32, flags: u32) -> BackendResult<RawStream> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let cu_flags = if flags & NPUD_NON_BLOCKING != 0 { NON_BLOCKING } else { 0 };
         let mut s = 0usize;
         check(self.shared.lib.stream_create_with_priority(&mut s, cu_flags, priority))?;
@@ -65,10 +68,12 @@ impl Backend for CudaBackend {
     }
 
     fn destroy_stream(&self, device: u32, stream: RawStream) -> BackendResult<()> {
-        self.shared.on(device)?;
+        let ctx = self.shared.on(device)?;
         check(self.shared.lib.stream_destroy(stream.ptr()))?;
         self.shared.streams[device as usize].fetch_sub(1, Ordering::Relaxed);
         self.shared.books().failed.remove(&stream);
+        drop(ctx);
+        self.shared.release_if_idle(device);
         Ok(())
     }
 
@@ -90,7 +95,7 @@ impl Backend for CudaBackend {
     }
 
     fn stream_query(&self, device: u32, stream: RawStream) -> BackendResult<bool> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         match self.shared.lib.stream_query(stream.ptr()) {
             Ok(NOT_READY) => Ok(false),
             rc => check(rc).map(|()| true),
@@ -100,7 +105,7 @@ impl Backend for CudaBackend {
     fn stream_drained(&self, device: u32, stream: RawStream) -> Wait {
         let shared = Arc::clone(&self.shared);
         super::abandonable_wait(move |abandoned| {
-            shared.on(device)?;
+            let _ctx = shared.on(device)?;
             // A private event marks "everything enqueued so far".
             let mut marker = 0usize;
             check(shared.lib.event_create(&mut marker, DISABLE_TIMING))?;
@@ -134,12 +139,12 @@ impl Backend for CudaBackend {
 
     fn stream_wait_event(&self, device: u32, stream: RawStream, event: RawEvent) -> BackendResult<()> {
         // The stream's context is current; the event may be another device's.
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         check(self.shared.lib.stream_wait_event(stream.ptr(), event.ptr()))
     }
 
     fn enqueue_delay(&self, device: u32, stream: RawStream, duration: Duration) -> BackendResult<u64> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let f = self.spin_kernel(device)?;
         check(self.shared.lib.launch_kernel_u64(f, stream.ptr(), duration.as_nanos() as u64))?;
         Ok(0)
@@ -150,21 +155,26 @@ impl Backend for CudaBackend {
     }
 
     fn create_event(&self, device: u32, _flags: u32, timing: bool) -> BackendResult<RawEvent> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let mut e = 0usize;
         check(self.shared.lib.event_create(&mut e, if timing { 0 } else { DISABLE_TIMING }))?;
+        self.shared.events[device as usize].fetch_add(1, Ordering::Relaxed);
         self.shared.books().events.insert(RawEvent(e as u64), EventMeta { timing, recorded: false });
         Ok(RawEvent(e as u64))
     }
 
     fn destroy_event(&self, device: u32, event: RawEvent) -> BackendResult<()> {
         self.shared.books().events.remove(&event);
-        self.shared.on(device)?;
-        check(self.shared.lib.event_destroy(event.ptr()))
+        let ctx = self.shared.on(device)?;
+        check(self.shared.lib.event_destroy(event.ptr()))?;
+        self.shared.events[device as usize].fetch_sub(1, Ordering::Relaxed);
+        drop(ctx);
+        self.shared.release_if_idle(device);
+        Ok(())
     }
 
     fn record_event(&self, device: u32, event: RawEvent, stream: RawStream) -> BackendResult<()> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         check(self.shared.lib.event_record(event.ptr(), stream.ptr()))?;
         if let Some(m) = self.shared.books().events.get_mut(&event) {
             m.recorded = true;
@@ -177,7 +187,7 @@ impl Backend for CudaBackend {
     }
 
     fn event_state(&self, device: u32, event: RawEvent) -> BackendResult<EventState> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let recorded = self.shared.books().events.get(&event).is_none_or(|m| m.recorded);
         match self.shared.lib.event_query(event.ptr()) {
             Ok(NOT_READY) => Ok(EventState::Pending),
@@ -188,13 +198,13 @@ impl Backend for CudaBackend {
     fn event_complete(&self, device: u32, event: RawEvent) -> Wait {
         let shared = Arc::clone(&self.shared);
         super::abandonable_wait(move |abandoned| {
-            shared.on(device)?;
+            let _ctx = shared.on(device)?;
             shared.poll(abandoned, || shared.lib.event_query(event.ptr()))
         })
     }
 
     fn elapsed_ms(&self, device: u32, start: RawEvent, end: RawEvent) -> BackendResult<f32> {
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let mut ms = 0f32;
         check(self.shared.lib.event_elapsed_time(&mut ms, start.ptr(), end.ptr())).map_err(|mut e| {
             if e.native_code == i64::from(INVALID_HANDLE) {
@@ -225,7 +235,7 @@ impl Backend for CudaBackend {
                 s.callbacks.fire(&s.sink, device, stream, callback, blocking);
             }
         };
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         if self.shared.lib.has("cuStreamAddCallback") {
             let thunk: ffi::StatusThunk = Box::new(fire);
             let user_data = ffi::UserData::new(thunk);
@@ -262,10 +272,15 @@ impl Backend for CudaBackend {
         self.shared.creations.get(device as usize).map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// The driver answers (cuDeviceGetCount needs no context); where npud holds the
+    /// device's context, in it. A probe never opens a context.
     fn heartbeat(&self, device: u32) -> Wait {
         let shared = Arc::clone(&self.shared);
         super::abandonable_wait(move |_| {
-            shared.on(device)?;
+            let _ctx = match shared.context_open(device) {
+                true => Some(shared.on(device)?),
+                false => None,
+            };
             let mut n = 0i32;
             check(shared.lib.device_get_count(&mut n))
         })
@@ -296,7 +311,7 @@ impl Backend for CudaBackend {
         if !self.shared.lib.has("npudFakeFailTask") {
             return Err(unsupported("fault injection"));
         }
-        self.shared.on(device)?;
+        let _ctx = self.shared.on(device)?;
         let code = i32::try_from(code).map_err(|_| unsupported("an error code beyond 32 bits"))?;
         check(self.shared.lib.fake_fail_task(stream.ptr(), task, code))
     }
