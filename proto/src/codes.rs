@@ -98,6 +98,11 @@ pub mod cuda {
     pub const LAUNCH_FAILED: CuResult = 719;
     /// A CUDA call from a stream callback or host function (cuStreamAddCallback's page).
     pub const NOT_PERMITTED: CuResult = 800;
+    /// CUDA_ERROR_DEVICE_UNAVAILABLE: "all CUDA-capable devices are busy or unavailable",
+    /// as a second process's context on an EXCLUSIVE_PROCESS GPU is answered.
+    pub const DEVICE_UNAVAILABLE: CuResult = 46;
+    /// CUDA_ERROR_MPS_MAX_CLIENTS_REACHED: the MPS server has its most clients.
+    pub const MPS_MAX_CLIENTS_REACHED: CuResult = 808;
     pub const NOT_SUPPORTED: CuResult = 801;
     pub const TIMEOUT: CuResult = 909;
     /// cuDeviceGetDevResource of a resource type the device does not have.

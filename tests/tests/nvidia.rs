@@ -9,7 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use npud_tests::kubelet::Container;
-use npud_tests::native::{App, Shared, cuda_apps, cuda_command, nvidia_libraries};
+use npud_tests::native::{App, Shared, cuda_apps, cuda_command, nvidia_libraries, release_as_granted};
 use npud_tests::node::{Node, NodeOptions};
 use npud_tests::{Daemon, StreamOptions, eventually, eventually_async};
 use std::path::Path;
@@ -119,4 +119,49 @@ async fn mig_devices_are_devices_and_a_pod_is_booked_on_its_own() {
     let status = node.host.status().await.unwrap();
     assert!(booked, "booked on MIG device {on} ({mig}): {:?}\n{}", status.allocations, node.d.log());
     assert!(status.allocations.iter().filter(|r| r.pod == "mig").all(|r| r.device == on), "{:?}", status.allocations);
+}
+
+/// Under MPS (its control daemon's pipe present, the GPU in EXCLUSIVE_PROCESS mode) the
+/// MPS server takes 4 clients here (`NPU_SIM_CUDA_MPS_CLIENTS`; 48 on a real Volta-or-later
+/// GPU through CUDA 13.0): 10 programs natively, 6 fail to retain their context
+/// (CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, 808); under npud, told the limit (`mps_clients`),
+/// the 6 wait for a client slot in its fair queue and start as others end: 0 failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_over_the_mps_client_limit_wait_for_a_slot_instead_of_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = dir.path().join("mps");
+    std::fs::create_dir_all(&pipe).unwrap();
+    std::fs::write(pipe.join("control"), b"").unwrap();
+    let mode = [("NPU_SIM_CUDA_COMPUTE_MODE", "3"), ("NPU_SIM_CUDA_MPS_CLIENTS", "4")];
+    let (program, _) = cuda_apps();
+    let spawn = |shared: &Shared, d: Option<&Daemon>| {
+        let mut cmd = cuda_command(program, &shared.path, d.map(|d| (d, 5)));
+        cmd.envs(mode).env("NPUD_WAIT", "60s").args(["5", "-1"]);
+        App::spawn(cmd)
+    };
+
+    let bare = Shared::new();
+    let mut apps: Vec<App> = (0..10).map(|_| spawn(&bare, None)).collect();
+    let verdicts: Vec<_> = tokio::task::block_in_place(|| apps.iter_mut().map(App::started).collect());
+    assert_eq!(verdicts.iter().filter(|v| **v == Err(808)).count(), 6, "{verdicts:?}");
+    drop(apps);
+
+    let shared = Shared::new();
+    let cuda = nvidia_libraries(&dir.path().join("lib"));
+    let d = Daemon::builder()
+        .args(&["--backend", "cuda", "--cuda-library", cuda.to_str().unwrap()])
+        .config("[budget]\nmps_clients = 4\n")
+        .env("NPU_SIM_SHARED", shared.path.to_str().unwrap())
+        .env("CUDA_MPS_PIPE_DIRECTORY", pipe.to_str().unwrap())
+        .env("NPU_SIM_CUDA_COMPUTE_MODE", "3")
+        .start();
+    let apps: std::collections::HashMap<u32, App> = (0..10)
+        .map(|_| {
+            let a = spawn(&shared, Some(&d));
+            (a.child.id(), a)
+        })
+        .collect();
+    // Each program that holds a slot (and so its streams) ends in turn: a slot frees, and a
+    // waiting program takes it. Every one starts.
+    tokio::task::block_in_place(|| release_as_granted(&d, apps, Duration::from_secs(120)));
 }

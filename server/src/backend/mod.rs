@@ -77,6 +77,11 @@ pub struct DeviceDesc {
     /// Most urgent priority value (numerically smallest on every supported vendor).
     pub priority_highest: i32,
     pub priority_lowest: i32,
+    /// Processes that may hold a context on the device at once, where the device limits
+    /// them (a CUDA GPU in EXCLUSIVE_PROCESS mode: one, or under MPS the MPS server's
+    /// client limit); None where it does not. npud admits a process's first context
+    /// against it (`policy::slots`).
+    pub client_slots: Option<u32>,
 }
 
 /// Why a backend call failed: the runtime vocabulary the simulator defines, shared by

@@ -32,6 +32,7 @@ impl SimBackend {
                 event_limit: profile.event_limit,
                 priority_highest: 0,
                 priority_lowest: profile.priority_lowest as i32,
+                client_slots: None,
             });
             devices.push(device);
         }

@@ -35,6 +35,9 @@ pub const CUDA_STREAMS_PER_DEVICE: u32 = 1024;
 /// hint): a torch_npu NPUGraph of one stream and a few side streams, a vLLM-Ascend graph
 /// with its communication streams.
 pub const CAPTURE_HEADROOM: u32 = 8;
+/// MPS client contexts per device on Volta and later, through CUDA 13.0 (NVIDIA's MPS
+/// documentation, "Client-Server Connection Limits"; 16 before Volta).
+pub const MPS_CLIENTS: u32 = 48;
 
 pub const MAX_SESSIONS_PER_TENANT: u32 = 1024;
 pub const MAX_PENDING_REQUESTS: u32 = 256;

@@ -84,6 +84,7 @@ pub(super) struct FileBudget {
     pub(super) max_wait: Option<String>,
     pub(super) cuda_streams_per_device: Option<u32>,
     pub(super) capture_headroom: Option<u32>,
+    pub(super) mps_clients: Option<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -148,6 +148,9 @@ pub struct BudgetConfig {
     /// What a process's first graph capture on a device is admitted for, with no earlier
     /// capture there and no `NPUD_CAPTURE_STREAMS` (the welcome says it; docs/interposer.md).
     pub capture_headroom: u32,
+    /// The MPS server's client limit per GPU, where NVIDIA's MPS runs (devices' client
+    /// slots; docs/hardware.md).
+    pub mps_clients: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -370,6 +373,7 @@ impl Config {
             max_wait,
             cuda_streams_per_device: b.cuda_streams_per_device.unwrap_or(d::CUDA_STREAMS_PER_DEVICE),
             capture_headroom: b.capture_headroom.unwrap_or(d::CAPTURE_HEADROOM),
+            mps_clients: b.mps_clients.unwrap_or(d::MPS_CLIENTS),
         };
         // As a node's device plugin, pods' processes of any uid (runAsUser, user
         // namespaces, rootless runtimes) connect: the socket accepts every uid, and who a

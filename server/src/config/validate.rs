@@ -54,6 +54,9 @@ impl Config {
     fn check_budget_and_limits(&self, p: &mut Problems) {
         let b = &self.budget;
         p.check(b.batch_size == 0 || b.batch_size > 4096, || "budget.batch_size must be 1..=4096".into());
+        p.check(b.mps_clients == 0 || b.mps_clients > 1024, || {
+            format!("budget.mps_clients must be 1..=1024 (the MPS server's clients per GPU), not {}", b.mps_clients)
+        });
         p.check(b.capture_headroom == 0 || b.capture_headroom > 4096, || {
             format!(
                 "budget.capture_headroom must be 1..=4096 (streams one graph capture takes), not {}",

@@ -54,6 +54,8 @@ pub struct Daemon {
     metrics: Arc<crate::observe::metrics::Metrics>,
     /// Processes holding streams they created themselves (the interposer's connections).
     natives: crate::policy::natives::Natives,
+    /// Per device that limits its processes with a context, who holds a slot.
+    slots: crate::policy::slots::ClientSlots,
     /// Streams sessions destroyed that are still draining (for device sync).
     released: crate::daemon::released::Released,
     /// Per device, what reconciliation keeps between measurements (`reconcile`).
@@ -99,8 +101,12 @@ impl Daemon {
             BackendKind::Cuda => {
                 let paths = crate::backend::cuda::candidates(config.cuda_library.as_deref());
                 Arc::new(
-                    crate::backend::cuda::CudaBackend::open(&paths, config.budget.cuda_streams_per_device)
-                        .map_err(|message| StartError::Backend { backend: "cuda", message })?,
+                    crate::backend::cuda::CudaBackend::open(
+                        &paths,
+                        config.budget.cuda_streams_per_device,
+                        config.budget.mps_clients,
+                    )
+                    .map_err(|message| StartError::Backend { backend: "cuda", message })?,
                 )
             }
         };
@@ -177,7 +183,9 @@ impl Daemon {
             crate::tenancy::replies::conn_cost(config.limits.max_concurrent_calls),
         );
         let device_nodes = holding::node_map(backend.as_ref());
+        let slots = crate::policy::slots::ClientSlots::new(backend.devices().iter().map(|d| d.client_slots));
         let daemon = Arc::new(Daemon {
+            slots,
             device_nodes,
             identities: std::sync::RwLock::new(Identities::new(&config)),
             registry: Registry::new(Arc::clone(&minter)),

@@ -8,4 +8,5 @@ pub mod allocations;
 pub mod ledger;
 pub mod natives;
 pub mod quota;
+pub mod slots;
 pub mod state;

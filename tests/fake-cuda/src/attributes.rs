@@ -24,7 +24,7 @@ const PCI_DOMAIN_ID: i32 = 50;
 
 /// The device's compute mode (CU_COMPUTEMODE_*), as an admin set it with `nvidia-smi -c`:
 /// `NPU_SIM_CUDA_COMPUTE_MODE` (0 DEFAULT, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS), else 0.
-fn compute_mode() -> i32 {
+pub(crate) fn compute_mode() -> i32 {
     std::env::var("NPU_SIM_CUDA_COMPUTE_MODE").ok().and_then(|m| m.parse().ok()).unwrap_or(0)
 }
 

@@ -9,16 +9,20 @@ pub unsafe extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut usize, dev: i32) -> 
     let r = runtime!();
     match r.primary.get(dev as usize) {
         Some(c) => {
-            // SAFETY: out-pointer from the caller.
-            let rc = unsafe { put(ctx, *c) };
-            if rc == SUCCESS {
-                let mut retains = r.retains();
-                retains[dev as usize] += 1;
-                if retains[dev as usize] == 1 {
-                    held::opened(dev);
-                }
+            if ctx.is_null() {
+                return INVALID_VALUE;
             }
-            rc
+            let mut retains = r.retains();
+            if retains[dev as usize] == 0 {
+                let physical = r.physical(dev).unwrap_or(dev as u32);
+                if let Err(rc) = clients::take(physical) {
+                    return rc;
+                }
+                held::opened(dev);
+            }
+            retains[dev as usize] += 1;
+            // SAFETY: the caller's non-null out-pointer.
+            unsafe { put(ctx, *c) }
         }
         None => INVALID_DEVICE,
     }
@@ -45,6 +49,7 @@ pub extern "C" fn cuDevicePrimaryCtxRelease_v2(dev: i32) -> CuResult {
         }
         // The context ends, and the flags set for it with it (`ctx_state`).
         held::closed(dev);
+        clients::give(r.physical(dev).unwrap_or(dev as u32));
         r.lock().primary_flags.remove(&(dev as usize));
         r.destroy_primary_streams(dev as usize)
     })
@@ -256,6 +261,45 @@ mod held {
     pub(super) fn closed(dev: i32) {
         if let Some(p) = path(dev) {
             let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Processes with a context on a GPU in EXCLUSIVE_PROCESS compute mode: one, as the
+/// driver allows (a second is CUDA_ERROR_DEVICE_UNAVAILABLE), or under MPS
+/// (`NPU_SIM_CUDA_MPS_CLIENTS`, the MPS server's client limit: NVIDIA's MPS documentation,
+/// "Client-Server Connection Limits") that many, the next CUDA_ERROR_MPS_MAX_CLIENTS_REACHED.
+/// Counted across processes in `<NPU_SIM_SHARED>.clients`, a dead process's freed.
+mod clients {
+    use npud_proto::codes::cuda::{CuResult, DEVICE_UNAVAILABLE, MPS_MAX_CLIENTS_REACHED};
+    use std::sync::OnceLock;
+
+    fn mps() -> Option<u32> {
+        std::env::var("NPU_SIM_CUDA_MPS_CLIENTS").ok().and_then(|v| v.parse().ok())
+    }
+
+    fn table() -> Option<&'static npu_sim::shared::SharedBudget> {
+        static TABLE: OnceLock<Option<npu_sim::shared::SharedBudget>> = OnceLock::new();
+        TABLE
+            .get_or_init(|| {
+                if crate::attributes::compute_mode() != 3 {
+                    return None;
+                }
+                let mut path = std::env::var_os("NPU_SIM_SHARED").filter(|p| !p.is_empty())?;
+                path.push(".clients");
+                npu_sim::shared::SharedBudget::open(std::path::Path::new(&path), mps().unwrap_or(1))
+            })
+            .as_ref()
+    }
+
+    pub(super) fn take(physical: u32) -> Result<(), CuResult> {
+        let Some(t) = table() else { return Ok(()) };
+        t.take(physical, 1).map_err(|_| if mps().is_some() { MPS_MAX_CLIENTS_REACHED } else { DEVICE_UNAVAILABLE })
+    }
+
+    pub(super) fn give(physical: u32) {
+        if let Some(t) = table() {
+            t.give(physical, 1);
         }
     }
 }

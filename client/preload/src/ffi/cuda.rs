@@ -15,7 +15,7 @@ use std::ptr::null_mut;
 /// OUT_OF_MEMORY: what the driver answers when it cannot make a stream, and what a
 /// refused or expired admission returns. UNKNOWN: the real function could not be found,
 /// or a hook failed.
-use npud_proto::codes::cuda::{CuResult, OUT_OF_MEMORY, UNKNOWN};
+use npud_proto::codes::cuda::{CuResult, DEVICE_UNAVAILABLE, OUT_OF_MEMORY, UNKNOWN};
 /// The CUDA version from which a base name means its `_v2` entry point (cudaTypedefs.h).
 const V2_FROM: i32 = 4000;
 const PROC_ADDRESS_V2_FROM: i32 = 12000;
@@ -176,13 +176,24 @@ pub extern "C" fn cuDevicePrimaryCtxRetain(ctx: *mut Handle, dev: i32) -> CuResu
     // SAFETY (both closures): the driver function with the caller's arguments.
     hook_or(
         |p: &'static Process| {
-            let rc = unsafe { real(ctx, dev) };
-            if rc == 0
-                && !ctx.is_null()
-                && let Ok(device) = u32::try_from(dev)
+            // The process's first context on a device that limits them waits for a slot.
+            let device = u32::try_from(dev).ok();
+            if let Some(device) = device
+                && p.client_slot(device).is_err()
             {
-                // SAFETY: the driver filled the caller's non-null out-pointer.
-                p.primary_retained(device, unsafe { *ctx } as usize);
+                // As the driver answers a context the device cannot take now (the refusal
+                // was said on stderr).
+                return DEVICE_UNAVAILABLE;
+            }
+            let rc = unsafe { real(ctx, dev) };
+            match (rc, device) {
+                (0, Some(device)) if !ctx.is_null() => {
+                    // SAFETY: the driver filled the caller's non-null out-pointer.
+                    p.primary_retained(device, unsafe { *ctx } as usize);
+                }
+                (0, _) => {}
+                (_, Some(device)) => p.client_slot_done(device),
+                (_, None) => {}
             }
             rc
         },

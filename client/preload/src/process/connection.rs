@@ -138,6 +138,7 @@ impl Process {
         self.tenant_priority.store(conn.highest_priority.unwrap_or(i32::MIN), Ordering::Relaxed);
         *lock(&self.bookings) = conn.bookings.clone();
         self.shared.store(conn.shared, Ordering::Relaxed);
+        self.client_slots.store(conn.client_slots, Ordering::Relaxed);
         // An npud that does not say (an older one) leaves the interposer's own default.
         if conn.capture_headroom > 0 {
             self.capture_headroom.store(conn.capture_headroom, Ordering::Relaxed);

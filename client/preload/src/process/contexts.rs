@@ -2,8 +2,12 @@
 //! and green ones): the streams each of them makes or takes away, as the process's books
 //! count them.
 
-use super::{Process, lock};
+use super::{Process, Refused, lock};
 use crate::books::Books;
+use crate::wire::WireError;
+use npud_proto::v1::{self as pb, budget_call::Call};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// Books `made` streams where `admitted` were admitted: threads that made contexts on one
 /// device at once each planned from the same books, and only one of them made the
@@ -62,11 +66,54 @@ impl Process {
         lock(&self.books).primary_retained(device, ctx);
     }
 
+    /// Before the process's first context on `device`: a client slot there where npud
+    /// limits the device's processes (`policy::slots`), waiting in its fair queue up to
+    /// `NPUD_WAIT`. True when the process holds one now (or needs none).
+    pub fn client_slot(&'static self, device: u32) -> Result<(), Refused> {
+        if lock(&self.books).primary_context(device).is_some() || lock(&self.slots).contains(&device) {
+            return Ok(());
+        }
+        // The welcome says whether npud limits any device's processes.
+        let _ = self.with_conn(|_| Ok(()));
+        if !self.client_slots.load(Ordering::Relaxed) || self.devices.is_unowned(device) {
+            return Ok(());
+        }
+        let wait_ms = self.settings.wait.as_millis().min(u128::from(u32::MAX)) as u32;
+        let ask = pb::AcquireBudgetRequest {
+            device,
+            count: 1,
+            wait_ms,
+            identity: self.devices.identity(device),
+            client_slot: true,
+            ..Default::default()
+        };
+        match self.with_conn(|c| c.call(Call::Acquire(ask), self.settings.wait)) {
+            Ok(_) => {
+                lock(&self.slots).insert(device);
+                Ok(())
+            }
+            Err(WireError::Unreachable(e)) => self.unreachable(&WireError::Unreachable(e)),
+            Err(WireError::Refused { message, .. }) => Err(Refused::because(message)),
+        }
+    }
+
+    /// The process's last context on `device` is gone (or its first never came): its
+    /// client slot goes back.
+    pub fn client_slot_done(&'static self, device: u32) {
+        if !lock(&self.slots).remove(&device) {
+            return;
+        }
+        let identity = self.devices.identity(device);
+        let release = pb::ReleaseBudgetRequest { device, count: 0, identity, created: None, client_slot: true };
+        let _ = self.with_conn(|c| c.call(Call::Release(release), Duration::ZERO));
+    }
+
     /// A primary context was released: its last release destroys it, and its streams.
     pub fn primary_released(&'static self, device: u32) {
         let last = lock(&self.books).primary_released(device);
         if let Some(ctx) = last {
             self.primary_gone(device, ctx);
+            self.client_slot_done(device);
         }
     }
 

@@ -75,6 +75,10 @@ pub struct Process {
     /// What a first graph capture with no hint is admitted for (the welcome's
     /// `capture_headroom`).
     capture_headroom: AtomicU32,
+    /// npud limits some device's processes with a context (client slots).
+    client_slots: AtomicBool,
+    /// Devices this process holds a client slot on.
+    slots: Mutex<crate::Set<u32>>,
     /// Devices whose start-up grant is settling: since when no stream was made there.
     settling: Mutex<crate::Map<u32, Duration>>,
     /// Whether npud has been asked for it (once, before the first plan).
@@ -114,6 +118,8 @@ impl Process {
             bookings: Mutex::new(Vec::new()),
             shared: AtomicBool::new(false),
             capture_headroom: AtomicU32::new(DEFAULT_CAPTURE_HEADROOM),
+            client_slots: AtomicBool::new(false),
+            slots: Mutex::new(crate::Set::default()),
             settling: Mutex::new(crate::Map::default()),
             asked_tenant: AtomicBool::new(false),
             warned: AtomicBool::new(false),
@@ -233,6 +239,7 @@ impl Process {
                 capture,
                 at_least,
                 visible_devices,
+                client_slot: false,
             })
         };
         let answer = match with_hello {

@@ -94,7 +94,7 @@ impl Process {
     /// Giving back `count` streams' budget on `device`, saying the process has `created`.
     pub(super) fn release_of(&self, device: u32, count: u32, created: u32) -> Call {
         let identity = self.devices.identity(device);
-        Call::Release(pb::ReleaseBudgetRequest { device, count, identity, created: Some(created) })
+        Call::Release(pb::ReleaseBudgetRequest { device, count, identity, created: Some(created), client_slot: false })
     }
 
     /// The report that the batch on `device` is over: what the process has created there.

@@ -89,6 +89,8 @@ pub struct Connection {
     pub shared: bool,
     /// npud's `capture_headroom` (the welcome's).
     pub capture_headroom: u32,
+    /// Some device of npud's limits its processes with a context (the welcome's).
+    pub client_slots: bool,
     /// The last share npud sent for each device (the process's own numbers), and when:
     /// every reply about a device carries one, so aclrtGetStreamAvailableNum right after a
     /// grant needs no round trip of its own.
@@ -198,6 +200,7 @@ impl Connection {
             bookings: Vec::new(),
             shared: false,
             capture_headroom: 0,
+            client_slots: false,
             highest_priority: None,
             shares: Map::default(),
             owed: VecDeque::new(),
@@ -245,6 +248,7 @@ impl Connection {
                     self.bookings = w.bookings;
                     self.shared = w.shared;
                     self.capture_headroom = w.capture_headroom;
+                    self.client_slots = w.client_slots;
                     self.welcomed = true;
                 }
                 Some(Ok(other)) => return Err(broken(format!("unexpected answer to hello: {other:?}"))),

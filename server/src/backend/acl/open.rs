@@ -100,6 +100,7 @@ impl AclBackend {
                 event_limit,
                 priority_highest: 0,
                 priority_lowest: 7,
+                client_slots: None,
             });
         }
         let shared = Arc::new(Shared {

@@ -33,6 +33,42 @@ pub struct Device {
     pub handle: Option<i32>,
     /// Why npud keeps books only there, as a gRPC stream call is told.
     pub books_only: Option<String>,
+    /// How many processes may hold a context there at once, where the mode limits it.
+    pub client_slots: Option<Slots>,
+}
+
+/// Who limits a GPU's processes with a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Slots {
+    /// EXCLUSIVE_PROCESS without MPS: one process.
+    One,
+    /// EXCLUSIVE_PROCESS with NVIDIA's MPS control daemon running: its server's client
+    /// limit (48 client contexts per device on Volta and later through CUDA 13.0, 16 before
+    /// Volta: NVIDIA's MPS documentation, "Client-Server Connection Limits"), configured as
+    /// `[budget] mps_clients`.
+    Mps,
+}
+
+impl Slots {
+    pub fn slots(self, mps_clients: u32) -> u32 {
+        match self {
+            Slots::One => 1,
+            Slots::Mps => mps_clients,
+        }
+    }
+}
+
+/// Whether NVIDIA's MPS control daemon runs: its pipe in `CUDA_MPS_PIPE_DIRECTORY`, else
+/// the default `/tmp/nvidia-mps` (the MPS documentation's "CUDA_MPS_PIPE_DIRECTORY").
+pub fn mps_running() -> bool {
+    let dir = std::env::var_os("CUDA_MPS_PIPE_DIRECTORY").filter(|d| !d.is_empty());
+    let dir = dir.map_or_else(|| std::path::PathBuf::from("/tmp/nvidia-mps"), std::path::PathBuf::from);
+    dir.join("control").exists()
+}
+
+/// The slots a GPU in compute mode `mode` has.
+fn slots_of(mode: u32, mps: bool) -> Option<Slots> {
+    (mode == EXCLUSIVE_PROCESS).then_some(if mps { Slots::Mps } else { Slots::One })
 }
 
 /// `CUcomputemode` / `nvmlComputeMode_t` values (they agree).
@@ -55,7 +91,7 @@ fn mode_says(mode: u32, name: &str) -> Option<String> {
 
 /// npud's devices: with NVML, every GPU of the host in NVML's order (a GPU in MIG mode as
 /// its MIG devices); without it, the driver's ordinals.
-pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>) -> Vec<Device> {
+pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>, mps: bool) -> Vec<Device> {
     let Some(gpus) = gpus.filter(|g| !g.is_empty()) else {
         return ordinals
             .iter()
@@ -67,6 +103,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>) -> Vec<Device> {
                     pci_bus_id: o.pci_bus_id.clone(),
                     handle: books_only.is_none().then_some(o.handle),
                     books_only,
+                    client_slots: slots_of(o.compute_mode, mps),
                 }
             })
             .collect();
@@ -85,6 +122,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>) -> Vec<Device> {
                          and makes no streams there itself",
                         gpu.uuid
                     )),
+                    client_slots: None,
                 });
             }
             continue;
@@ -101,6 +139,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>) -> Vec<Device> {
             pci_bus_id: seen.and_then(|o| o.pci_bus_id.clone()),
             handle: seen.filter(|_| books_only.is_none()).map(|o| o.handle),
             books_only,
+            client_slots: slots_of(gpu.compute_mode, mps),
         });
     }
     out
@@ -133,11 +172,13 @@ mod tests {
 
     #[test]
     fn exclusive_and_prohibited_gpus_are_books_only_and_mig_gpus_are_their_instances() {
-        let without = assemble(&[ordinal(0, 0), ordinal(1, 3)], None);
+        let without = assemble(&[ordinal(0, 0), ordinal(1, 3)], None, false);
+        assert_eq!((without[0].client_slots, without[1].client_slots), (None, Some(Slots::One)));
+        assert_eq!(assemble(&[ordinal(1, 3)], None, true)[0].client_slots, Some(Slots::Mps));
         assert_eq!((without[0].handle, without[1].handle), (Some(0), None));
         assert!(without[1].books_only.as_ref().is_some_and(|w| w.contains("EXCLUSIVE_PROCESS")));
 
-        let with = assemble(&[ordinal(0, 0), ordinal(1, 0)], Some(&[gpu(0, 0, 0), gpu(1, 0, 3), gpu(2, 2, 0)]));
+        let with = assemble(&[ordinal(0, 0), ordinal(1, 0)], Some(&[gpu(0, 0, 0), gpu(1, 0, 3), gpu(2, 2, 0)]), false);
         let uuids: Vec<_> = with.iter().map(|d| d.uuid.clone().unwrap()).collect();
         assert_eq!(uuids, ["GPU-0", "MIG-1-0", "MIG-1-1", "MIG-1-2", "GPU-2"]);
         assert_eq!(with[0].handle, Some(0));

@@ -170,3 +170,51 @@ impl Cuda for Lib {
         self
     }
 }
+
+/// NVML's C ABI (`libnvidia-ml.so.1`; NVIDIA's NVML API reference, `nvml.h`): the calls npud
+/// makes, one method each, returning `nvmlReturn_t`. Handles are opaque usizes.
+pub trait Nvml {
+    fn nvml(&self) -> &Lib;
+
+    fn nvml_init(&self) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlInit_v2", fn() -> u32,)
+    }
+    fn nvml_shutdown(&self) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlShutdown", fn() -> u32,)
+    }
+    fn nvml_device_count(&self, n: &mut u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetCount_v2", fn(*mut u32) -> u32, n)
+    }
+    fn nvml_handle_by_index(&self, index: u32, handle: &mut usize) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetHandleByIndex_v2", fn(u32, *mut usize) -> u32, index, handle)
+    }
+    /// nvmlDeviceGetUUID (`name` false) or nvmlDeviceGetName (`name` true) into `buf`.
+    fn nvml_text(&self, handle: usize, name: bool, buf: &mut [u8; 96]) -> Result<u32, LoadError> {
+        let (ptr, len) = (buf.as_mut_ptr().cast::<c_char>(), buf.len() as u32);
+        match name {
+            false => call!(self.nvml(), "nvmlDeviceGetUUID", fn(usize, *mut c_char, u32) -> u32, handle, ptr, len),
+            true => call!(self.nvml(), "nvmlDeviceGetName", fn(usize, *mut c_char, u32) -> u32, handle, ptr, len),
+        }
+    }
+    fn nvml_minor(&self, handle: usize, minor: &mut u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetMinorNumber", fn(usize, *mut u32) -> u32, handle, minor)
+    }
+    fn nvml_compute_mode(&self, handle: usize, mode: &mut u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetComputeMode", fn(usize, *mut u32) -> u32, handle, mode)
+    }
+    fn nvml_mig_mode(&self, handle: usize, current: &mut u32, pending: &mut u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetMigMode", fn(usize, *mut u32, *mut u32) -> u32, handle, current, pending)
+    }
+    fn nvml_max_mig(&self, handle: usize, count: &mut u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetMaxMigDeviceCount", fn(usize, *mut u32) -> u32, handle, count)
+    }
+    fn nvml_mig_handle(&self, handle: usize, index: u32, mig: &mut usize) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceGetMigDeviceHandleByIndex", fn(usize, u32, *mut usize) -> u32, handle, index, mig)
+    }
+}
+
+impl Nvml for Lib {
+    fn nvml(&self) -> &Lib {
+        self
+    }
+}

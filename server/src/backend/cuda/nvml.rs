@@ -4,10 +4,8 @@
 //! `CUDA_VISIBLE_DEVICES` names: NVIDIA's MIG user guide, "CUDA Device Enumeration").
 //! Signatures from NVIDIA's NVML API reference (`nvml.h`). NVML is optional: without it
 //! npud knows the GPUs the CUDA driver shows it, as before.
-#![allow(unsafe_code)]
 
-use super::super::dl::{Lib, call};
-use std::ffi::c_char;
+use super::ffi::{Lib, Nvml};
 use std::path::{Path, PathBuf};
 
 /// nvmlReturn_t NVML_SUCCESS and NVML_ERROR_NOT_FOUND.
@@ -51,7 +49,7 @@ pub fn inventory(candidates: &[PathBuf]) -> Option<Vec<Gpu>> {
             return None;
         }
     };
-    match call!(lib, "nvmlInit_v2", fn() -> u32,) {
+    match lib.nvml_init() {
         Ok(SUCCESS) => {}
         other => {
             tracing::warn!(?other, library = %lib.path().display(), "nvmlInit_v2 failed: MIG devices and compute modes unknown");
@@ -59,37 +57,29 @@ pub fn inventory(candidates: &[PathBuf]) -> Option<Vec<Gpu>> {
         }
     }
     let gpus = list(&lib);
-    let _ = call!(lib, "nvmlShutdown", fn() -> u32,);
+    let _ = lib.nvml_shutdown();
     tracing::info!(library = %lib.path().display(), gpus = gpus.len(), "NVML read");
     Some(gpus)
 }
 
 fn list(lib: &Lib) -> Vec<Gpu> {
     let mut count = 0u32;
-    if !matches!(call!(lib, "nvmlDeviceGetCount_v2", fn(*mut u32) -> u32, &mut count), Ok(SUCCESS)) {
+    if !matches!(lib.nvml_device_count(&mut count), Ok(SUCCESS)) {
         return Vec::new();
     }
     let mut out = Vec::new();
     // At most 64 GPUs a host (what NVML's own tools index).
     for index in 0..count.min(64) {
         let mut handle = 0usize;
-        if !matches!(
-            call!(lib, "nvmlDeviceGetHandleByIndex_v2", fn(u32, *mut usize) -> u32, index, &mut handle),
-            Ok(SUCCESS)
-        ) {
+        if !matches!(lib.nvml_handle_by_index(index, &mut handle), Ok(SUCCESS)) {
             continue;
         }
         let Some(uuid) = text(lib, "uuid", handle) else { continue };
         let name = text(lib, "name", handle).unwrap_or_default();
         let mut minor = 0u32;
-        let minor = matches!(
-            call!(lib, "nvmlDeviceGetMinorNumber", fn(usize, *mut u32) -> u32, handle, &mut minor),
-            Ok(SUCCESS)
-        )
-        .then_some(minor);
+        let minor = matches!(lib.nvml_minor(handle, &mut minor), Ok(SUCCESS)).then_some(minor);
         let mut mode = 0u32;
-        if !matches!(call!(lib, "nvmlDeviceGetComputeMode", fn(usize, *mut u32) -> u32, handle, &mut mode), Ok(SUCCESS))
-        {
+        if !matches!(lib.nvml_compute_mode(handle, &mut mode), Ok(SUCCESS)) {
             mode = 0;
         }
         out.push(Gpu { uuid, name, minor, compute_mode: mode, migs: migs(lib, handle) });
@@ -100,29 +90,18 @@ fn list(lib: &Lib) -> Vec<Gpu> {
 /// The MIG devices of the GPU `handle`, where it is in MIG mode.
 fn migs(lib: &Lib, handle: usize) -> Vec<(String, String)> {
     let (mut current, mut pending) = (0u32, 0u32);
-    let rc =
-        call!(lib, "nvmlDeviceGetMigMode", fn(usize, *mut u32, *mut u32) -> u32, handle, &mut current, &mut pending);
+    let rc = lib.nvml_mig_mode(handle, &mut current, &mut pending);
     if !matches!(rc, Ok(SUCCESS)) || current != MIG_ENABLE {
         return Vec::new();
     }
     let mut max = 0u32;
-    if !matches!(
-        call!(lib, "nvmlDeviceGetMaxMigDeviceCount", fn(usize, *mut u32) -> u32, handle, &mut max),
-        Ok(SUCCESS)
-    ) {
+    if !matches!(lib.nvml_max_mig(handle, &mut max), Ok(SUCCESS)) {
         return Vec::new();
     }
     let mut out = Vec::new();
     for index in 0..max.min(16) {
         let mut mig = 0usize;
-        match call!(
-            lib,
-            "nvmlDeviceGetMigDeviceHandleByIndex",
-            fn(usize, u32, *mut usize) -> u32,
-            handle,
-            index,
-            &mut mig
-        ) {
+        match lib.nvml_mig_handle(handle, index, &mut mig) {
             Ok(SUCCESS) => {}
             Ok(NOT_FOUND) => continue,
             _ => break,
@@ -137,11 +116,7 @@ fn migs(lib: &Lib, handle: usize) -> Vec<(String, String)> {
 /// A device's UUID or name, as text.
 fn text(lib: &Lib, what: &str, handle: usize) -> Option<String> {
     let mut buf = [0u8; TEXT_BUFFER];
-    let (ptr, len) = (buf.as_mut_ptr().cast::<c_char>(), buf.len() as u32);
-    let rc = match what {
-        "uuid" => call!(lib, "nvmlDeviceGetUUID", fn(usize, *mut c_char, u32) -> u32, handle, ptr, len),
-        _ => call!(lib, "nvmlDeviceGetName", fn(usize, *mut c_char, u32) -> u32, handle, ptr, len),
-    };
+    let rc = lib.nvml_text(handle, what == "name", &mut buf);
     matches!(rc, Ok(SUCCESS))
         .then(|| String::from_utf8_lossy(buf.split(|b| *b == 0).next().unwrap_or(&[])).into_owned())
         .filter(|t| !t.is_empty())

@@ -38,7 +38,7 @@ impl CudaBackend {
     /// the number of streams npud hands out per device (CUDA itself has no fixed limit).
     /// With NVML, every GPU of the host is known with its compute mode, and a GPU in MIG
     /// mode is its MIG devices (`devices`).
-    pub fn open(candidates: &[PathBuf], budget: u32) -> Result<CudaBackend, String> {
+    pub fn open(candidates: &[PathBuf], budget: u32, mps_clients: u32) -> Result<CudaBackend, String> {
         let lib = Lib::open_first("the CUDA driver (libcuda.so.1)", candidates)?;
         let rc = lib.init().map_err(|e| e.to_string())?;
         if rc == 34 {
@@ -67,7 +67,7 @@ impl CudaBackend {
             });
         }
         let gpus = super::nvml::inventory(&super::nvml::candidates(lib.path()));
-        let devices = super::devices::assemble(&ordinals, gpus.as_deref());
+        let devices = super::devices::assemble(&ordinals, gpus.as_deref(), super::devices::mps_running());
         if devices.is_empty() {
             return Err("the CUDA driver reports no devices".into());
         }
@@ -90,6 +90,7 @@ impl CudaBackend {
                 event_limit: 1 << 20,
                 priority_highest: DEFAULT_GREATEST_PRIORITY,
                 priority_lowest: 0,
+                client_slots: d.client_slots.map(|per| per.slots(mps_clients)),
             });
         }
         let n = descs.len();

@@ -25,6 +25,9 @@ impl NativeSession {
         let daemon = &self.daemon;
         self.check_device(a.device)?;
         daemon.refuse_if_draining()?;
+        if a.client_slot {
+            return self.client_slot(a).await;
+        }
         let capacity = daemon.admission.capacity(a.device);
         // An ask that names the least that will do asks for "up to count": what no device
         // holds is cut to what this one does (a pod's process asks for its whole floating
@@ -127,6 +130,33 @@ impl NativeSession {
     }
 
     /// Ends this session's creation batch on `device`, if it has one open.
+    /// A client slot on the device (`policy::slots`): the process's first context there.
+    async fn client_slot(&self, a: &pb::AcquireBudgetRequest) -> Result<Reply, NpudError> {
+        if a.count != 1 {
+            return Err(NpudError::new(
+                Reason::InvalidCount,
+                format!("a client slot is one process's: count must be 1, got {}", a.count),
+            ));
+        }
+        let wait = Duration::from_millis(u64::from(a.wait_ms));
+        let slots = &self.daemon.slots;
+        match slots.acquire(a.device, &self.caller.tenant, self.id, wait).await {
+            Ok(waited) => Ok(Reply::Acquired(pb::AcquireBudgetResponse {
+                waited_ms: millis(waited),
+                share: Some(self.share(a.device)),
+                unpaced: true,
+                granted: None,
+            })),
+            Err(r) => Err(NpudError::new(
+                Reason::GrantWaitExpired,
+                format!(
+                    "device {}: no client slot within {}ms: {} of {} processes hold a context there (queue position {})",
+                    a.device, a.wait_ms, r.held, r.capacity, r.position
+                ),
+            )),
+        }
+    }
+
     pub(super) fn end_batch(&self, device: u32) {
         let batch = self.batches.lock().unwrap_or_else(|e| e.into_inner()).remove(&device);
         drop(batch);

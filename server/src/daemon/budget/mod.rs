@@ -217,6 +217,7 @@ impl NativeSession {
             bookings,
             shared,
             capture_headroom: self.daemon.config().budget.capture_headroom,
+            client_slots: self.daemon.slots.any(),
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),
@@ -246,6 +247,9 @@ impl NativeSession {
 
     fn release(&self, r: &pb::ReleaseBudgetRequest) -> Result<Reply, NpudError> {
         self.check_device(r.device)?;
+        if r.client_slot {
+            self.daemon.slots.release(r.device, self.id);
+        }
         let _mutation = self.daemon.health.mutation();
         let n = self.daemon.natives.remove(self.id, r.device, r.count);
         self.daemon.admission.release_native(r.device, &self.caller.tenant, n);
@@ -285,6 +289,7 @@ impl NativeSession {
 impl Drop for NativeSession {
     fn drop(&mut self) {
         let _mutation = self.daemon.health.mutation();
+        self.daemon.slots.release_all(self.id);
         if let Some(h) = self.daemon.natives.close(self.id) {
             let total: u32 = h.held.values().sum();
             for (&device, &n) in &h.held {

@@ -64,7 +64,7 @@ class BudgetHello(_message.Message):
     def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
-    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings", "shared", "capture_headroom")
+    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings", "shared", "capture_headroom", "client_slots")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DECLARE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +74,7 @@ class BudgetWelcome(_message.Message):
     BOOKINGS_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     CAPTURE_HEADROOM_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SLOTS_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     epoch: int
     declare_grace_ms: int
@@ -83,7 +84,8 @@ class BudgetWelcome(_message.Message):
     bookings: _containers.RepeatedCompositeFieldContainer[DeviceBooking]
     shared: bool
     capture_headroom: int
-    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ..., shared: _Optional[bool] = ..., capture_headroom: _Optional[int] = ...) -> None: ...
+    client_slots: bool
+    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ..., shared: _Optional[bool] = ..., capture_headroom: _Optional[int] = ..., client_slots: _Optional[bool] = ...) -> None: ...
 
 class DeviceBooking(_message.Message):
     __slots__ = ("device", "identity", "streams", "placed", "floating")
@@ -100,7 +102,7 @@ class DeviceBooking(_message.Message):
     def __init__(self, device: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., streams: _Optional[int] = ..., placed: _Optional[int] = ..., floating: _Optional[int] = ...) -> None: ...
 
 class AcquireBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "wait_ms", "identity", "created", "capture", "at_least", "visible_devices")
+    __slots__ = ("device", "count", "wait_ms", "identity", "created", "capture", "at_least", "visible_devices", "client_slot")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     WAIT_MS_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +111,7 @@ class AcquireBudgetRequest(_message.Message):
     CAPTURE_FIELD_NUMBER: _ClassVar[int]
     AT_LEAST_FIELD_NUMBER: _ClassVar[int]
     VISIBLE_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SLOT_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     wait_ms: int
@@ -117,7 +120,8 @@ class AcquireBudgetRequest(_message.Message):
     capture: bool
     at_least: int
     visible_devices: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., capture: _Optional[bool] = ..., at_least: _Optional[int] = ..., visible_devices: _Optional[int] = ...) -> None: ...
+    client_slot: bool
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., wait_ms: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., capture: _Optional[bool] = ..., at_least: _Optional[int] = ..., visible_devices: _Optional[int] = ..., client_slot: _Optional[bool] = ...) -> None: ...
 
 class AcquireBudgetResponse(_message.Message):
     __slots__ = ("waited_ms", "share", "unpaced", "granted")
@@ -132,16 +136,18 @@ class AcquireBudgetResponse(_message.Message):
     def __init__(self, waited_ms: _Optional[int] = ..., share: _Optional[_Union[BudgetShare, _Mapping]] = ..., unpaced: _Optional[bool] = ..., granted: _Optional[int] = ...) -> None: ...
 
 class ReleaseBudgetRequest(_message.Message):
-    __slots__ = ("device", "count", "identity", "created")
+    __slots__ = ("device", "count", "identity", "created", "client_slot")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     IDENTITY_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SLOT_FIELD_NUMBER: _ClassVar[int]
     device: int
     count: int
     identity: DeviceIdentity
     created: int
-    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ...) -> None: ...
+    client_slot: bool
+    def __init__(self, device: _Optional[int] = ..., count: _Optional[int] = ..., identity: _Optional[_Union[DeviceIdentity, _Mapping]] = ..., created: _Optional[int] = ..., client_slot: _Optional[bool] = ...) -> None: ...
 
 class ReleaseBudgetResponse(_message.Message):
     __slots__ = ("share",)
