@@ -58,7 +58,7 @@ newest=$(readelf -V --wide "$bin/libnpud_preload.so" 2>/dev/null | grep -o 'GLIB
 echo "the interposer needs glibc ${newest:-?} at most"
 expect "the interposer needs no glibc newer than 2.17" '^2\.(1[0-7]|[0-9])(\.[0-9]+)?$' "$newest"
 
-section "compute mode: npud refuses EXCLUSIVE_PROCESS, and starts on Default"
+section "compute mode (npud serves any; this check leaves the GPU's as it is: Default)"
 mode=$(nvidia-smi --query-gpu=compute_mode --format=csv,noheader); echo "$mode"
 expect "the GPU is in the Default compute mode" 'Default' "$mode"
 used_before=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
@@ -71,13 +71,16 @@ npud_pid=$!
 for _ in $(seq 300); do ctl health >/dev/null 2>&1 && break; sleep 0.1; done
 out=$(ctl -o json device list); echo "$out"
 expect "npud serves the GPU's budget" '"capacity": ?256' "$out"
-used_after=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
-echo "device memory used (MiB) per GPU before npud: $used_before; with npud's contexts: $used_after"
-expect "npud's contexts' device memory is measured" '^[0-9]' "$used_after"
+used_idle=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
+echo "device memory used (MiB) per GPU before npud: $used_before; npud serving, no client: $used_idle"
+expect "npud holds no context while no client uses a GPU" "^${used_before}\$" "$used_idle"
 
-section "daemon-side streams and events (npuctl)"
+section "daemon-side streams and events (npuctl): a context while a client uses the GPU"
 out=$(ctl stream create --count 4 2>&1; ctl -o json stream list 2>&1); echo "$out"
 expect "npuctl creates daemon-side streams" '"handle"' "$out"
+used_client=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | paste -sd' ')
+echo "device memory used (MiB) per GPU with a gRPC client's streams: $used_client"
+expect "the client's context's device memory is measured" '^[0-9]' "$used_client"
 
 section "an unmodified program, without npud"
 out=$("$work/cuda_app" 8 0); echo "$out"
