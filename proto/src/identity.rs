@@ -46,6 +46,10 @@ mod tests {
         assert_eq!(text, "GPU-00112233-4455-6677-8899-aabbccddeeff");
         assert_eq!(parse_gpu_uuid(&text), Some(bytes));
         assert_eq!(parse_gpu_uuid("GPU-0011"), None);
-        assert_eq!(parse_gpu_uuid("MIG-00112233-4455-6677-8899-aabbccddeeff"), None);
+        // A MIG device's UUID is 16 bytes too, and one spelling of a device matches the other.
+        assert_eq!(parse_gpu_uuid("MIG-00112233-4455-6677-8899-aabbccddeeff"), Some(bytes));
+        assert!(same_uuid("MIG-00112233-4455-6677-8899-aabbccddeeff", &text));
+        assert!(!same_uuid("GPU-00112233-4455-6677-8899-aabbccddeef0", &text));
+        assert_eq!(parse_gpu_uuid("NPU-00112233-4455-6677-8899-aabbccddeeff"), None);
     }
 }

@@ -8,7 +8,8 @@
  *
  * and prints "held K" (the streams it made and holds, the default stream not counted)
  * after each. At the end of its input it destroys the rest, resets the device and prints
- * "done". A creation or destruction that fails prints "fail WHAT CODE" and exits. */
+ * "done". A creation or destruction that fails prints "fail WHAT CODE MESSAGE" (MESSAGE:
+ * aclGetRecentErrMsg's, as a framework logs it) and exits. */
 #include <stdint.h>
 #include <stdio.h>
 #include <signal.h>
@@ -22,6 +23,7 @@ int aclrtSetDevice(int32_t);
 int aclrtResetDevice(int32_t);
 int aclrtCreateStream(aclrtStream *);
 int aclrtDestroyStream(aclrtStream);
+const char *aclGetRecentErrMsg(void);
 
 #define MAX_STREAMS 2048
 
@@ -50,7 +52,8 @@ int main(void) {
         for (int i = 0; i < n; i++) {
             int rc = op == '+' ? aclrtCreateStream(&streams[held]) : aclrtDestroyStream(streams[held - 1]);
             if (rc != 0) {
-                printf("fail %s %d\n", op == '+' ? "aclrtCreateStream" : "aclrtDestroyStream", rc);
+                const char *why = aclGetRecentErrMsg();
+                printf("fail %s %d %s\n", op == '+' ? "aclrtCreateStream" : "aclrtDestroyStream", rc, why ? why : "");
                 return 1;
             }
             held += op == '+' ? 1 : -1;

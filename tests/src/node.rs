@@ -57,6 +57,11 @@ pub struct NodeOptions<'a> {
     /// An 8-GPU node on the fake CUDA driver and NVML instead, these GPUs in MIG mode
     /// (`NPU_SIM_CUDA_MIG`: `GPU:INSTANCES,…`).
     pub cuda_mig: Option<&'a str>,
+    /// The devices' faults can be injected: the fake DCMI's error codes and the fake NVML's
+    /// XIDs come from files of the node's (`Node::fault`, `Node::xid`), and npud classes DCMI
+    /// codes by a table of the device plugin's format holding RestartNPU code 8C03A000 and
+    /// NotHandleFault code 80E21007 (both from mind-cluster's `build/faultCode.json`).
+    pub faults: bool,
 }
 
 impl Default for NodeOptions<'_> {
@@ -70,6 +75,7 @@ impl Default for NodeOptions<'_> {
             interposer: false,
             device_nodes: false,
             cuda_mig: None,
+            faults: false,
         }
     }
 }
@@ -122,8 +128,16 @@ impl Node {
         let mut kubelet = Kubelet::start(&dp_dir);
         let pods_socket = dir.path().join("pod-resources.sock");
         let pods = Pods::serve(&pods_socket);
+        let mut faults = String::new();
+        if o.faults {
+            let table = dir.path().join("faultCode.json");
+            std::fs::write(&table, r#"{"RestartNPUCodes":["8C03A000"],"NotHandleFaultCodes":["80E21007"]}"#).unwrap();
+            std::fs::write(dir.path().join("dcmi-faults"), b"").unwrap();
+            std::fs::write(dir.path().join("nvml-xids"), b"").unwrap();
+            faults = format!("[faults]\ncodes = {:?}\n", table.to_str().unwrap());
+        }
         let mut config = format!(
-            "{}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = {:?}\n\
+            "{}{faults}[kubernetes]\nenabled = true\npod_resources_socket = {:?}\npod_resources_period = {:?}\n\
              allocation_grace = {:?}\n",
             cgroups.config(),
             pods_socket.to_str().unwrap(),
@@ -202,7 +216,13 @@ impl Node {
         if let Some(nodes) = nodes {
             builder = builder.env("NPU_SIM_DEVICE_NODES", nodes);
         }
-        builder.socket(&dir.join("run").join("npud.sock")).state_dir(&dir.join("state")).config(config).start()
+        builder
+            .env("NPU_SIM_DCMI_FAULTS", dir.join("dcmi-faults").to_str().unwrap())
+            .env("NPU_SIM_NVML_XIDS", dir.join("nvml-xids").to_str().unwrap())
+            .socket(&dir.join("run").join("npud.sock"))
+            .state_dir(&dir.join("state"))
+            .config(config)
+            .start()
     }
 
     /// npud killed (SIGKILL) and started again on the same socket and state, as a
@@ -324,6 +344,25 @@ impl Node {
 
     pub fn go(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
+    }
+
+    /// NPU `physical` holds DCMI error code `code` (hex), or (None) holds none any more.
+    pub fn fault(&self, physical: u32, code: Option<&str>) {
+        let path = self.dir.path().join("dcmi-faults");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut lines: Vec<String> =
+            text.lines().filter(|l| !l.starts_with(&format!("{physical} "))).map(str::to_string).collect();
+        if let Some(code) = code {
+            lines.push(format!("{physical} {code}"));
+        }
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    }
+
+    /// GPU `gpu` raises XID `xid` (NVML's critical error event).
+    pub fn xid(&self, gpu: u32, xid: u32) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("nvml-xids")).unwrap();
+        writeln!(f, "{gpu} {xid}").unwrap();
     }
 
     /// Pod `pod` (its uid, with `-` or `_`) ends: the kubelet stops its containers and

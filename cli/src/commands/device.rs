@@ -36,7 +36,7 @@ pub fn device_json(d: &pb::Device) -> serde_json::Value {
         if let Some(p) = d.physical_id {
             map.insert("physical_id".into(), json!(p));
         }
-        for (key, value) in [("uuid", &d.uuid), ("pci_bus_id", &d.pci_bus_id)] {
+        for (key, value) in [("uuid", &d.uuid), ("pci_bus_id", &d.pci_bus_id), ("fault", &d.fault)] {
             if !value.is_empty() {
                 map.insert(key.into(), json!(value));
             }
@@ -93,4 +93,18 @@ pub async fn list(ctx: &Ctx) -> npud_client::Result<()> {
         table(&head, &rows)
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `jq '.[] | select(.fault)'` finds the faulted devices: the key is there only then.
+    #[test]
+    fn a_devices_fault_is_a_key_only_while_it_has_one() {
+        let mut d = pb::Device { id: 3, fault: "code 0x8C03A000 (RestartNPU)".into(), ..Default::default() };
+        assert_eq!(device_json(&d)["fault"], "code 0x8C03A000 (RestartNPU)");
+        d.fault.clear();
+        assert!(device_json(&d).get("fault").is_none());
+    }
 }

@@ -80,8 +80,10 @@ fn render(ctx: &Ctx, s: &pb::StatusResponse) {
                 0 => String::new(),
                 n => format!(" / untracked {n}"),
             };
+            // A faulted device admits nobody: its line says why first.
+            let fault = if d.fault.is_empty() { String::new() } else { format!("  FAULT: {}", d.fault) };
             out.push_str(&format!(
-                "device {} {} ({}, {})  {}  used {} / pooled {}{untracked} / free {} of {}  queue {}\n",
+                "device {} {} ({}, {})  {}  used {} / pooled {}{untracked} / free {} of {}  queue {}{fault}\n",
                 d.id,
                 d.name,
                 d.profile,

@@ -86,6 +86,35 @@ pub fn uuid(text: String) -> pb::DeviceIdentity {
     pb::DeviceIdentity { id: Some(pb::device_identity::Id::Uuid(text)) }
 }
 
+/// Devices npud says are faulted (the budget share's `fault`), by the process's device
+/// number: a stream there is refused with the fault, as npud refuses asks there, until an
+/// answer says it cleared. `ANY` keeps the common case to one atomic load per creation.
+static FAULTS: Mutex<Vec<(u32, String)>> = Mutex::new(Vec::new());
+static ANY_FAULT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// What npud's latest answer about `device` said of its fault.
+pub fn note_fault(device: u32, fault: &str) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if fault.is_empty() && !ANY_FAULT.load(Relaxed) {
+        return;
+    }
+    let mut faults = FAULTS.lock().unwrap_or_else(|e| e.into_inner());
+    faults.retain(|(d, _)| *d != device);
+    if !fault.is_empty() {
+        faults.push((device, fault.to_string()));
+    }
+    ANY_FAULT.store(!faults.is_empty(), Relaxed);
+}
+
+/// `device`'s fault, while npud says it has one.
+pub fn fault(device: u32) -> Option<String> {
+    if !ANY_FAULT.load(std::sync::atomic::Ordering::Relaxed) {
+        return None;
+    }
+    let faults = FAULTS.lock().unwrap_or_else(|e| e.into_inner());
+    faults.iter().find(|(d, _)| *d == device).map(|(_, f)| f.clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +137,17 @@ mod tests {
         d.learn(1, || None);
         assert_eq!(d.identity(1), None, "an old library names nothing: npud is told the number");
         assert!(d.mark_unowned(1) && !d.mark_unowned(1) && d.is_unowned(1) && !d.is_unowned(0));
+    }
+
+    /// A fault npud named stays until an answer about that device says it cleared; other
+    /// devices' answers change nothing.
+    #[test]
+    fn a_fault_lasts_until_npud_says_it_cleared() {
+        assert_eq!(fault(2), None);
+        note_fault(2, "XID 79");
+        note_fault(3, "");
+        assert_eq!((fault(2).as_deref(), fault(3)), (Some("XID 79"), None));
+        note_fault(2, "");
+        assert_eq!(fault(2), None);
     }
 }

@@ -36,6 +36,8 @@ pub struct DeviceLive {
     pub events_in_use: u32,
     pub hardware_in_use: u32,
     pub healthy: bool,
+    /// The device's own fault while it keeps npud from admitting there.
+    pub fault: Option<String>,
 }
 
 pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) -> pb::Device {
@@ -62,6 +64,7 @@ pub fn device(d: &DeviceDesc, backend: &str, b: &BudgetView, live: &DeviceLive) 
         uuid: d.identity.uuid.clone().unwrap_or_default(),
         pci_bus_id: d.identity.pci_bus_id.clone().unwrap_or_default(),
         untracked: b.untracked,
+        fault: live.fault.clone().unwrap_or_default(),
     }
 }
 

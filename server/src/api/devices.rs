@@ -21,6 +21,7 @@ impl Api {
                         events_in_use: events,
                         hardware_in_use: d.backend().hardware_in_use(desc.id),
                         healthy: d.health().is_healthy(desc.id),
+                        fault: d.health().fault(desc.id),
                     },
                 )
             })

@@ -84,6 +84,16 @@ pub struct DeviceDesc {
     pub client_slots: Option<u32>,
 }
 
+/// A device's own word on its health.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FaultSignal {
+    /// The error codes the device holds now (DCMI's `dcmi_get_device_errorcode_v2`): none
+    /// means it reports no fault.
+    Codes(Vec<u64>),
+    /// A critical XID event (NVML's `nvmlEventTypeXidCriticalError`), with its number.
+    Xid(u64),
+}
+
 /// Why a backend call failed: the runtime vocabulary the simulator defines, shared by
 /// every backend so no layer keeps a copy to translate from.
 pub use npu_sim::ErrorKind;
@@ -222,6 +232,13 @@ pub trait Backend: Send + Sync + 'static {
     fn heartbeat(&self, device: u32) -> Wait;
     /// Streams the hardware holds now, the runtime's own included.
     fn hardware_in_use(&self, device: u32) -> u32;
+
+    /// What the devices say of their own health since the last call (DCMI's error codes on
+    /// Ascend, NVML's XID events on NVIDIA): (device, signal). None from a backend without
+    /// such a source, or where the vendor's library did not load.
+    fn fault_signals(&self) -> Vec<(u32, FaultSignal)> {
+        Vec::new()
+    }
 
     /// Fault injection (sim only).
     fn set_stalled(&self, device: u32, stalled: bool) -> BackendResult<()>;

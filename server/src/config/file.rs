@@ -50,6 +50,8 @@ pub(super) struct FileConfig {
     pub(super) identity: FileIdentity,
     #[serde(default)]
     pub(super) kubernetes: super::kubernetes::FileKubernetes,
+    #[serde(default)]
+    pub(super) faults: super::faults::FileFaults,
 }
 
 #[derive(Debug, Default, Deserialize)]

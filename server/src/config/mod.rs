@@ -9,6 +9,7 @@
 pub mod defaults;
 pub mod descriptors;
 pub mod device_ids;
+pub mod faults;
 mod file;
 pub mod flags;
 pub mod kubernetes;
@@ -255,6 +256,8 @@ pub struct Config {
     pub cri_socket: Option<PathBuf>,
     /// The kubelet device plugin (`[kubernetes]`, `--device-plugin-dir`); off when `None`.
     pub kubernetes: Option<crate::config::kubernetes::KubernetesConfig>,
+    /// How the devices' own fault signals are read (`[faults]`).
+    pub faults: faults::FaultsConfig,
 }
 
 /// TLS material for `--listen`, read at load time (see `tls::tls_files`).
@@ -417,6 +420,7 @@ impl Config {
             cgroup_root: f.identity.cgroup_root.clone().unwrap_or_else(|| PathBuf::from(d::CGROUP_ROOT)),
             cri_socket: p.take(f.kubernetes.cri_socket(), None),
             kubernetes: p.take(f.kubernetes.resolve(args.device_plugin_dir.as_ref()), None),
+            faults: p.take(f.faults.resolve(), faults::FaultsConfig::default()),
         })
     }
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 impl Daemon {
     /// Fails fast when the device has stopped answering.
     pub fn require_healthy(&self, device: u32) -> NpudResult<()> {
+        self.refuse_if_faulted(device)?;
         if self.health.is_healthy(device) {
             Ok(())
         } else {

@@ -49,6 +49,12 @@ pub fn render(daemon: &Daemon) -> String {
         devices.iter().map(|(id, _)| (dev(*id), i64::from(daemon.untracked_held(*id)))).collect(),
     );
     gauge_family(&mut r, "device_reserved_streams", "Streams reserved by tenants", per_device(&|v| v.reserved));
+    gauge_family(
+        &mut r,
+        "device_faulted",
+        "1 while the device reports a fault that keeps it from being admitted to (DCMI's codes, NVML's XIDs)",
+        devices.iter().map(|(id, _)| (dev(*id), i64::from(daemon.health.fault(*id).is_some()))).collect(),
+    );
     gauge_family(&mut r, "device_queued_requests", "Create requests waiting for budget", per_device(&|v| v.queued));
     let counts = daemon.registry.tenant_counts();
     // A pod's tenant is labelled with its namespace and name where pod-resources said them.

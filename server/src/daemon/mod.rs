@@ -11,6 +11,7 @@ pub mod callbacks;
 mod delivery;
 pub mod events;
 pub mod exits;
+pub mod faults;
 pub mod health;
 mod holding;
 pub mod metrics;

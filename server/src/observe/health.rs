@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub struct Health {
     healthy: Vec<AtomicBool>,
+    /// Each device's fault as the device itself reports it (`daemon::faults`), while it
+    /// keeps the device from being admitted to.
+    faults: Vec<std::sync::RwLock<Option<String>>>,
     /// Mutations of ledger/registry in flight, and how many have started in all.
     in_flight: AtomicU64,
     generation: AtomicU64,
@@ -27,14 +30,27 @@ impl Health {
     pub fn new(devices: usize) -> Self {
         Self {
             healthy: (0..devices).map(|_| AtomicBool::new(true)).collect(),
+            faults: (0..devices).map(|_| std::sync::RwLock::new(None)).collect(),
             in_flight: AtomicU64::new(0),
             generation: AtomicU64::new(0),
             violations: AtomicU64::new(0),
         }
     }
 
+    /// Answers its liveness probe and reports no fault that keeps it from admitting.
     pub fn is_healthy(&self, device: u32) -> bool {
-        self.healthy.get(device as usize).is_some_and(|h| h.load(Ordering::Acquire))
+        self.healthy.get(device as usize).is_some_and(|h| h.load(Ordering::Acquire)) && self.fault(device).is_none()
+    }
+
+    /// The device's fault, as said to whoever is refused for it.
+    pub fn fault(&self, device: u32) -> Option<String> {
+        self.faults.get(device as usize).and_then(|f| f.read().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+
+    /// Sets (or clears) the device's fault; returns what it was.
+    pub fn set_fault(&self, device: u32, fault: Option<String>) -> Option<String> {
+        let slot = self.faults.get(device as usize)?;
+        std::mem::replace(&mut *slot.write().unwrap_or_else(|e| e.into_inner()), fault)
     }
 
     pub fn mutation(self: &Arc<Self>) -> MutationGuard {

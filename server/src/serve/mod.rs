@@ -198,6 +198,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
     tokio::spawn(crate::daemon::reconcile::run(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::books::keep(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::exits::watch(Arc::clone(daemon)));
+    tokio::spawn(crate::daemon::faults::watch(Arc::clone(daemon)));
     let d = Arc::clone(daemon);
     let period = (d.config().lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {

@@ -17,6 +17,10 @@
 //!   (NVML_ERROR_NOT_SUPPORTED: its device files are `/dev/nvidia-caps/*`, its GPU's node is
 //!   shared by every instance).
 //!
+//! XID events (`nvmlEventSetCreate`, `nvmlDeviceRegisterEvents`, `nvmlEventSetWait_v2`):
+//! lines `GPU XID` a test appends to the file `NPU_SIM_NVML_XIDS`, each read once per
+//! process, as the driver hands every watcher each critical XID.
+//!
 //! Handles are addresses into a table this library keeps for the life of the process.
 //! Every call before `nvmlInit_v2` is NVML_ERROR_UNINITIALIZED, as the reference says.
 
@@ -273,6 +277,100 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(device: usize, inde
 pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: usize, is_mig: *mut u32) -> NvmlReturn {
     // SAFETY: the caller's out-pointer (checked by `put`).
     with(device, |n| unsafe { put(is_mig, u32::from(n.instance.is_some())) })
+}
+
+/// NVML_ERROR_TIMEOUT: no event within the wait.
+pub const ERROR_TIMEOUT: NvmlReturn = 10;
+/// nvmlEventTypeXidCriticalError.
+pub const EVENT_XID_CRITICAL: u64 = 0x8;
+
+/// `nvmlEventData_t` (`nvml.h`).
+#[repr(C)]
+pub struct EventData {
+    pub device: usize,
+    pub event_type: u64,
+    pub event_data: u64,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
+}
+
+/// The event sets made (each: the GPUs registered for XIDs), and how many lines of the
+/// XID file this process has read. XID events come, across processes, from the file
+/// `NPU_SIM_NVML_XIDS` a test appends `GPU XID` lines to (as the driver reports an XID to
+/// every process watching).
+static SETS: std::sync::Mutex<Vec<Vec<u32>>> = std::sync::Mutex::new(Vec::new());
+static XIDS_READ: AtomicU32 = AtomicU32::new(0);
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetCreate(set: *mut usize) -> NvmlReturn {
+    if !initialised() {
+        return ERROR_UNINITIALIZED;
+    }
+    let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+    sets.push(Vec::new());
+    // SAFETY: the caller's out-pointer (checked by `put`); a set is its index, plus one.
+    unsafe { put(set, sets.len()) }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlDeviceRegisterEvents(device: usize, types: u64, set: usize) -> NvmlReturn {
+    with(device, |n| {
+        let mut sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(registered) = set.checked_sub(1).and_then(|i| sets.get_mut(i)) else { return ERROR_INVALID_ARGUMENT };
+        if types & EVENT_XID_CRITICAL != 0 && n.instance.is_none() {
+            registered.push(n.gpu);
+        }
+        SUCCESS
+    })
+}
+
+/// The next XID of a registered GPU not read yet, at once (the fake never waits).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlEventSetWait_v2(set: usize, data: *mut EventData, _timeout_ms: u32) -> NvmlReturn {
+    if !initialised() {
+        return ERROR_UNINITIALIZED;
+    }
+    if data.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    let registered = {
+        let sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(r) = set.checked_sub(1).and_then(|i| sets.get(i)) else { return ERROR_INVALID_ARGUMENT };
+        r.clone()
+    };
+    let text = std::env::var_os("NPU_SIM_NVML_XIDS").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    loop {
+        let at = XIDS_READ.load(Ordering::Relaxed) as usize;
+        let Some(line) = lines.get(at) else { return ERROR_TIMEOUT };
+        XIDS_READ.store(at as u32 + 1, Ordering::Relaxed);
+        let mut w = line.split_whitespace();
+        let (Some(gpu), Some(xid)) =
+            (w.next().and_then(|g| g.parse::<u32>().ok()), w.next().and_then(|x| x.parse().ok()))
+        else {
+            continue;
+        };
+        if !registered.contains(&gpu) {
+            continue;
+        }
+        let Some(index) = table().iter().position(|n| n.instance.is_none() && n.gpu == gpu) else { continue };
+        let event = EventData {
+            device: handle_of(index),
+            event_type: EVENT_XID_CRITICAL,
+            event_data: xid,
+            gpu_instance_id: 0,
+            compute_instance_id: 0,
+        };
+        // SAFETY: the caller's non-null out-pointer.
+        unsafe { data.write(event) };
+        return SUCCESS;
+    }
+}
+
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlEventSetFree(set: usize) -> NvmlReturn {
+    let sets = SETS.lock().unwrap_or_else(|e| e.into_inner());
+    if set == 0 || set > sets.len() { ERROR_INVALID_ARGUMENT } else { SUCCESS }
 }
 
 #[cfg(test)]

@@ -201,6 +201,17 @@ impl Process {
         if self.devices.is_unowned(device) {
             return self.unadmitted(device, n);
         }
+        if crate::devices::fault(device).is_some() {
+            // npud's word may be old: it is asked again, and a cleared fault admits as
+            // before. Unanswered, the streams go the way an unreachable npud's do below.
+            let ask = pb::BudgetShareRequest { device, identity: self.devices.identity(device) };
+            if self.with_conn(|c| c.call(Call::Share(ask), Duration::ZERO)).is_err() {
+                crate::devices::note_fault(device, "");
+            }
+            if let Some(why) = crate::devices::fault(device) {
+                return Err(Refused::because(format!("device {device} is faulted: {why}; npud admits nothing there")));
+            }
+        }
         self.flush_reset(device);
         if let Plan::Covered = lock(&self.books).plan(device, n, self.startup(device)) {
             self.creating(device, false);

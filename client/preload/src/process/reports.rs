@@ -24,6 +24,9 @@ const BATCH_QUIET: Duration = Duration::from_millis(20);
 /// exec probe, a second worker) finds the rest.
 const SETTLE: Duration = Duration::from_millis(500);
 
+/// How often a process holding streams asks npud whether its devices report a fault.
+const HEALTH_PERIOD: Duration = Duration::from_secs(2);
+
 /// Takes the devices that have been quiet for `quiet` out of `last_seen` (times on the
 /// coarse clock).
 fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>, quiet: Duration) -> Vec<u32> {
@@ -53,6 +56,7 @@ impl Process {
     /// It also ends creation batches: once a granted batch has been quiet for
     /// `BATCH_QUIET`, it tells npud, off the program's path.
     fn watch(&'static self) {
+        let mut heard = coarse_now();
         loop {
             let open =
                 !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty() || !lock(&self.settling).is_empty();
@@ -60,12 +64,23 @@ impl Process {
             if std::process::id() != self.pid {
                 return;
             }
-            let holding = lock(&self.books).devices().iter().any(|(_, d)| d.used > 0);
+            // Read before the connection is taken: a thread holding the books may be waiting
+            // for the connection.
+            let held: Vec<u32> =
+                lock(&self.books).devices().into_iter().filter(|(_, d)| d.used > 0).map(|(id, _)| id).collect();
+            let holding = !held.is_empty();
             let Ok(mut guard) = self.conn.try_lock() else { continue };
             if let Some(conn) = guard.as_mut()
                 && conn.settle_arrived().is_err()
             {
                 *guard = None;
+            }
+            if let Some(conn) = guard.as_mut()
+                && holding
+                && coarse_now().saturating_sub(heard) >= HEALTH_PERIOD
+            {
+                heard = coarse_now();
+                self.hear_faults(conn, &held);
             }
             if let Some(conn) = guard.as_mut() {
                 self.end_quiet_batches(conn);
@@ -78,6 +93,16 @@ impl Process {
             if guard.is_none() && holding {
                 *guard = self.connect().ok();
             }
+        }
+    }
+
+    /// Asks npud for the share of each device the process holds streams on, so a device
+    /// that reported a fault since is known (its `fault`) before the process's next stream
+    /// there, though that stream needs no ask.
+    fn hear_faults(&self, conn: &mut Connection, held: &[u32]) {
+        for &device in held.iter().filter(|d| !self.devices.is_unowned(**d)) {
+            let ask = pb::BudgetShareRequest { device, identity: self.devices.identity(device) };
+            let _ = conn.call(Call::Share(ask), Duration::ZERO);
         }
     }
 

@@ -26,7 +26,8 @@ impl Connection {
         };
         let reply = reply?;
         if let (Some(device), Some(share)) = (device, share_of(&reply)) {
-            self.shares.insert(device, (Instant::now(), *share));
+            crate::devices::note_fault(device, &share.fault);
+            self.shares.insert(device, (Instant::now(), share.clone()));
         }
         Ok(reply)
     }

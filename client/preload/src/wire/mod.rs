@@ -319,7 +319,7 @@ impl Connection {
 
     /// The share npud last sent for `device`, if it is younger than `max_age`.
     pub fn recent_share(&self, device: u32, max_age: Duration) -> Option<pb::BudgetShare> {
-        self.shares.get(&device).filter(|(at, _)| at.elapsed() <= max_age).map(|(_, s)| *s)
+        self.shares.get(&device).filter(|(at, _)| at.elapsed() <= max_age).map(|(_, s)| s.clone())
     }
 
     fn send(&mut self, call: Call) -> Result<(), WireError> {

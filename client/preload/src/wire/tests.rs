@@ -114,7 +114,7 @@ fn answers_in_one_read_and_a_reports_answer_are_kept_in_step() {
     // …or by the next call, before its own answer.
     conn.send_unanswered(report()).expect("sent");
     let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
-    assert!(matches!(share, Ok(Reply::Share(s)) if s.available == 7), "{share:?}");
+    assert!(matches!(&share, Ok(Reply::Share(s)) if s.available == 7), "{share:?}");
     npud.join().expect("npud's side saw every call it expected");
 }
 
@@ -162,7 +162,7 @@ fn reports_in_a_tight_loop_never_fill_the_socket() {
     assert!(started.elapsed() < ANSWER_TIMEOUT, "no write waited for npud to read");
     // npud read every report sent, and the next call's answer is its own.
     let share = conn.call(Call::Share(pb::BudgetShareRequest { device: 1, ..Default::default() }), Duration::ZERO);
-    assert!(matches!(share, Ok(Reply::Share(s)) if s.available == sent), "{share:?} after {sent} reports");
+    assert!(matches!(&share, Ok(Reply::Share(s)) if s.available == sent), "{share:?} after {sent} reports");
     assert!(sent >= MAX_REPORTS_IN_FLIGHT as u32);
     npud.join().expect("npud's side saw every call it expected");
 }

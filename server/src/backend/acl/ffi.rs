@@ -191,3 +191,49 @@ pub unsafe extern "C" fn exception_trampoline(info: *mut c_void) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| h(info as usize)));
     }
 }
+
+/// DCMI's C ABI (`libdcmi.so`; `dcmi_interface_api.h` in mind-cluster's
+/// `component/ascend-common/devmanager/dcmi`): the calls npud makes, returning DCMI's int.
+pub trait Dcmi {
+    fn dcmi(&self) -> &Lib;
+
+    fn dcmi_init(&self) -> Result<i32, LoadError> {
+        call!(self.dcmi(), "dcmi_init", fn() -> i32,)
+    }
+    fn dcmi_card_of_physical(&self, card: &mut i32, device: &mut i32, physical: u32) -> Result<i32, LoadError> {
+        call!(
+            self.dcmi(),
+            "dcmi_get_card_id_device_id_from_phyid",
+            fn(*mut i32, *mut i32, u32) -> i32,
+            card,
+            device,
+            physical
+        )
+    }
+    /// dcmi_get_device_errorcode_v2: the codes into `list`, how many the chip holds into `count`.
+    fn dcmi_error_codes(
+        &self,
+        card: i32,
+        device: i32,
+        count: &mut i32,
+        list: &mut [u32; 128],
+    ) -> Result<i32, LoadError> {
+        let (ptr, len) = (list.as_mut_ptr(), list.len() as u32);
+        call!(
+            self.dcmi(),
+            "dcmi_get_device_errorcode_v2",
+            fn(i32, i32, *mut i32, *mut u32, u32) -> i32,
+            card,
+            device,
+            count,
+            ptr,
+            len
+        )
+    }
+}
+
+impl Dcmi for Lib {
+    fn dcmi(&self) -> &Lib {
+        self
+    }
+}

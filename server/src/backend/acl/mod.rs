@@ -8,6 +8,7 @@
 //! thread within a second. Timed work ("delay") exists only where the library offers it
 //! (the test fake); real AscendCL answers UNSUPPORTED.
 
+mod dcmi;
 mod ffi;
 mod open;
 mod result;
@@ -34,11 +35,17 @@ const EVENT_TIME_LINE: u32 = 0x8;
 pub struct AclBackend {
     shared: Arc<Shared>,
     descs: Vec<DeviceDesc>,
+    /// The NPUs' own fault codes, where DCMI loads.
+    faults: Option<dcmi::Faults>,
 }
 
 impl Backend for AclBackend {
     fn name(&self) -> &'static str {
         "acl"
+    }
+
+    fn fault_signals(&self) -> Vec<(u32, crate::backend::FaultSignal)> {
+        self.faults.as_ref().map(dcmi::Faults::read).unwrap_or_default()
     }
 
     fn devices(&self) -> &[DeviceDesc] {

@@ -120,6 +120,8 @@ impl AclBackend {
             check(shared.lib.set_exception_info_callback(ffi::exception_trampoline)).map_err(|e| e.message)?;
         }
         tracing::info!(library = %shared.lib.path().display(), devices = count, "AscendCL opened");
-        Ok(AclBackend { shared, descs })
+        let physical: Vec<Option<u32>> = descs.iter().map(|d| d.identity.physical_id).collect();
+        let faults = super::dcmi::Faults::open(&super::dcmi::candidates(shared.lib.path()), &physical);
+        Ok(AclBackend { shared, descs, faults })
     }
 }

@@ -35,6 +35,8 @@ pub struct Device {
     pub books_only: Option<String>,
     /// How many processes may hold a context there at once, where the mode limits it.
     pub client_slots: Option<Slots>,
+    /// The GPU it is or is part of (its UUID), whose XID events are its own.
+    pub gpu: Option<String>,
 }
 
 /// Who limits a GPU's processes with a context.
@@ -104,6 +106,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>, mps: bool) -> Vec<De
                     handle: books_only.is_none().then_some(o.handle),
                     books_only,
                     client_slots: slots_of(o.compute_mode, mps),
+                    gpu: o.uuid.clone(),
                 }
             })
             .collect();
@@ -123,6 +126,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>, mps: bool) -> Vec<De
                         gpu.uuid
                     )),
                     client_slots: None,
+                    gpu: Some(gpu.uuid.clone()),
                 });
             }
             continue;
@@ -140,6 +144,7 @@ pub fn assemble(ordinals: &[Ordinal], gpus: Option<&[Gpu]>, mps: bool) -> Vec<De
             handle: seen.filter(|_| books_only.is_none()).map(|o| o.handle),
             books_only,
             client_slots: slots_of(gpu.compute_mode, mps),
+            gpu: Some(gpu.uuid.clone()),
         });
     }
     out

@@ -211,6 +211,26 @@ pub trait Nvml {
     fn nvml_mig_handle(&self, handle: usize, index: u32, mig: &mut usize) -> Result<u32, LoadError> {
         call!(self.nvml(), "nvmlDeviceGetMigDeviceHandleByIndex", fn(usize, u32, *mut usize) -> u32, handle, index, mig)
     }
+    fn nvml_event_set_create(&self, set: &mut usize) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlEventSetCreate", fn(*mut usize) -> u32, set)
+    }
+    fn nvml_register_events(&self, handle: usize, types: u64, set: usize) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlDeviceRegisterEvents", fn(usize, u64, usize) -> u32, handle, types, set)
+    }
+    fn nvml_event_wait(&self, set: usize, data: &mut NvmlEventData, timeout_ms: u32) -> Result<u32, LoadError> {
+        call!(self.nvml(), "nvmlEventSetWait_v2", fn(usize, *mut NvmlEventData, u32) -> u32, set, data, timeout_ms)
+    }
+}
+
+/// `nvmlEventData_t` (`nvml.h`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NvmlEventData {
+    pub device: usize,
+    pub event_type: u64,
+    pub event_data: u64,
+    pub gpu_instance_id: u32,
+    pub compute_instance_id: u32,
 }
 
 impl Nvml for Lib {

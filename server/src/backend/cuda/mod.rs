@@ -38,6 +38,8 @@ const NPUD_NON_BLOCKING: u32 = 0x100;
 pub struct CudaBackend {
     shared: Arc<Shared>,
     descs: Vec<DeviceDesc>,
+    /// The GPUs' critical XID events, where NVML loads.
+    xids: Option<nvml::XidWatch>,
 }
 
 impl Backend for CudaBackend {
@@ -47,6 +49,10 @@ impl Backend for CudaBackend {
 
     fn devices(&self) -> &[DeviceDesc] {
         &self.descs
+    }
+
+    fn fault_signals(&self) -> Vec<(u32, super::FaultSignal)> {
+        self.xids.as_ref().map(nvml::XidWatch::read).unwrap_or_default()
     }
 
     fn set_report_sink(&self, sink: ReportSink) {

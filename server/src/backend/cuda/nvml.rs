@@ -121,3 +121,67 @@ fn text(lib: &Lib, what: &str, handle: usize) -> Option<String> {
         .then(|| String::from_utf8_lossy(buf.split(|b| *b == 0).next().unwrap_or(&[])).into_owned())
         .filter(|t| !t.is_empty())
 }
+
+/// nvmlEventTypeXidCriticalError (`nvml.h`) and NVML_ERROR_TIMEOUT.
+const XID_CRITICAL_ERROR: u64 = 0x8;
+/// The most events one read drains.
+const MAX_EVENTS: usize = 1024;
+
+/// NVML's critical XID events of the host's GPUs, each to the npud devices it affects (a
+/// GPU, or every MIG device of a GPU in MIG mode: an XID is the GPU's).
+pub struct XidWatch {
+    lib: Lib,
+    set: usize,
+    /// GPU handle → npud devices.
+    gpus: Vec<(usize, Vec<u32>)>,
+}
+
+impl XidWatch {
+    /// Registers for XID events on the GPUs of `targets` (GPU UUID → npud devices).
+    pub fn open(candidates: &[PathBuf], targets: &[(String, Vec<u32>)]) -> Option<XidWatch> {
+        let lib = Lib::open_first("NVML (libnvidia-ml.so.1)", candidates).ok()?;
+        if !matches!(lib.nvml_init(), Ok(SUCCESS)) {
+            return None;
+        }
+        let mut set = 0usize;
+        if !matches!(lib.nvml_event_set_create(&mut set), Ok(SUCCESS)) {
+            tracing::info!("NVML has no event set here: npud reads no XID");
+            return None;
+        }
+        let mut count = 0u32;
+        let _ = lib.nvml_device_count(&mut count);
+        let mut gpus = Vec::new();
+        for index in 0..count.min(64) {
+            let mut handle = 0usize;
+            if !matches!(lib.nvml_handle_by_index(index, &mut handle), Ok(SUCCESS)) {
+                continue;
+            }
+            let Some(uuid) = text(&lib, "uuid", handle) else { continue };
+            let Some((_, devices)) = targets.iter().find(|(u, _)| npud_proto::identity::same_uuid(u, &uuid)) else {
+                continue;
+            };
+            match lib.nvml_register_events(handle, XID_CRITICAL_ERROR, set) {
+                Ok(SUCCESS) => gpus.push((handle, devices.clone())),
+                other => tracing::info!(gpu = %uuid, ?other, "XID events cannot be registered for this GPU"),
+            }
+        }
+        Some(XidWatch { lib, set, gpus })
+    }
+
+    /// The XID events raised since the last read, without waiting.
+    pub fn read(&self) -> Vec<(u32, crate::backend::FaultSignal)> {
+        let mut out = Vec::new();
+        for _ in 0..MAX_EVENTS {
+            let mut data = super::ffi::NvmlEventData::default();
+            if !matches!(self.lib.nvml_event_wait(self.set, &mut data, 0), Ok(SUCCESS)) {
+                break;
+            }
+            if data.event_type & XID_CRITICAL_ERROR == 0 {
+                continue;
+            }
+            let Some((_, devices)) = self.gpus.iter().find(|(h, _)| *h == data.device) else { continue };
+            out.extend(devices.iter().map(|d| (*d, crate::backend::FaultSignal::Xid(data.event_data))));
+        }
+        out
+    }
+}

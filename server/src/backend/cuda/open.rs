@@ -106,7 +106,16 @@ impl CudaBackend {
             creations: (0..n).map(|_| AtomicU64::new(0)).collect(),
         });
         tracing::info!(library = %shared.lib.path().display(), devices = n, budget, "CUDA driver opened; no context held until a client makes a stream");
-        Ok(CudaBackend { shared, descs })
+        let mut targets: Vec<(String, Vec<u32>)> = Vec::new();
+        for (id, d) in shared.devices.iter().enumerate() {
+            let Some(gpu) = &d.gpu else { continue };
+            match targets.iter_mut().find(|(u, _)| u == gpu) {
+                Some((_, ids)) => ids.push(id as u32),
+                None => targets.push((gpu.clone(), vec![id as u32])),
+            }
+        }
+        let xids = super::nvml::XidWatch::open(&super::nvml::candidates(shared.lib.path()), &targets);
+        Ok(CudaBackend { shared, descs, xids })
     }
 
     /// The spin kernel of a device, in its context (open: the caller holds it).

@@ -25,6 +25,7 @@ impl NativeSession {
         let daemon = &self.daemon;
         self.check_device(a.device)?;
         daemon.refuse_if_draining()?;
+        daemon.refuse_if_faulted(a.device)?;
         if a.client_slot {
             return self.client_slot(a).await;
         }

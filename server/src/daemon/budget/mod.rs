@@ -277,6 +277,7 @@ impl NativeSession {
             holds: self.daemon.natives.held(self.id, device),
             max_streams: quota.max_streams,
             untracked: s.untracked,
+            fault: d.health.fault(device).unwrap_or_default(),
         }
     }
 

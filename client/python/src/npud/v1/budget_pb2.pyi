@@ -260,7 +260,7 @@ class DeviceIdentity(_message.Message):
     def __init__(self, physical_id: _Optional[int] = ..., uuid: _Optional[str] = ...) -> None: ...
 
 class BudgetShare(_message.Message):
-    __slots__ = ("device", "capacity", "device_free", "available", "tenant_holds", "holds", "max_streams", "event_capacity", "events_available", "event_holds", "untracked")
+    __slots__ = ("device", "capacity", "device_free", "available", "tenant_holds", "holds", "max_streams", "event_capacity", "events_available", "event_holds", "untracked", "fault")
     DEVICE_FIELD_NUMBER: _ClassVar[int]
     CAPACITY_FIELD_NUMBER: _ClassVar[int]
     DEVICE_FREE_FIELD_NUMBER: _ClassVar[int]
@@ -272,6 +272,7 @@ class BudgetShare(_message.Message):
     EVENTS_AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     EVENT_HOLDS_FIELD_NUMBER: _ClassVar[int]
     UNTRACKED_FIELD_NUMBER: _ClassVar[int]
+    FAULT_FIELD_NUMBER: _ClassVar[int]
     device: int
     capacity: int
     device_free: int
@@ -283,7 +284,8 @@ class BudgetShare(_message.Message):
     events_available: int
     event_holds: int
     untracked: int
-    def __init__(self, device: _Optional[int] = ..., capacity: _Optional[int] = ..., device_free: _Optional[int] = ..., available: _Optional[int] = ..., tenant_holds: _Optional[int] = ..., holds: _Optional[int] = ..., max_streams: _Optional[int] = ..., event_capacity: _Optional[int] = ..., events_available: _Optional[int] = ..., event_holds: _Optional[int] = ..., untracked: _Optional[int] = ...) -> None: ...
+    fault: str
+    def __init__(self, device: _Optional[int] = ..., capacity: _Optional[int] = ..., device_free: _Optional[int] = ..., available: _Optional[int] = ..., tenant_holds: _Optional[int] = ..., holds: _Optional[int] = ..., max_streams: _Optional[int] = ..., event_capacity: _Optional[int] = ..., events_available: _Optional[int] = ..., event_holds: _Optional[int] = ..., untracked: _Optional[int] = ..., fault: _Optional[str] = ...) -> None: ...
 
 class BudgetError(_message.Message):
     __slots__ = ("message", "detail", "code")

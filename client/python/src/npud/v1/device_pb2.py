@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14npud/v1/device.proto\x12\x07npud.v1\"\x14\n\x12ListDevicesRequest\"\xc6\x03\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x0f\n\x07profile\x18\x04 \x01(\t\x12\x16\n\x0ehardware_limit\x18\x05 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x06 \x01(\r\x12\x10\n\x08reserved\x18\x07 \x01(\r\x12\x0e\n\x06in_use\x18\x08 \x01(\r\x12\x0e\n\x06pooled\x18\t \x01(\r\x12\x11\n\tavailable\x18\n \x01(\r\x12\x13\n\x0b\x65vent_limit\x18\x0b \x01(\r\x12\x15\n\revents_in_use\x18\x0c \x01(\r\x12\x18\n\x10priority_highest\x18\r \x01(\x05\x12\x17\n\x0fpriority_lowest\x18\x0e \x01(\x05\x12\x0f\n\x07healthy\x18\x0f \x01(\x08\x12\x17\n\x0fqueued_requests\x18\x10 \x01(\r\x12\x17\n\x0fhardware_in_use\x18\x11 \x01(\r\x12\x10\n\x08\x64raining\x18\x12 \x01(\r\x12\x18\n\x0bphysical_id\x18\x13 \x01(\rH\x00\x88\x01\x01\x12\x0c\n\x04uuid\x18\x14 \x01(\t\x12\x12\n\npci_bus_id\x18\x15 \x01(\t\x12\x11\n\tuntracked\x18\x16 \x01(\rB\x0e\n\x0c_physical_id\"7\n\x13ListDevicesResponse\x12 \n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x0f.npud.v1.Device\">\n\x18SynchronizeDeviceRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x12\n\ntimeout_ms\x18\x02 \x01(\r\"\x1b\n\x19SynchronizeDeviceResponse2\xa8\x01\n\rDeviceService\x12\x41\n\x04List\x12\x1b.npud.v1.ListDevicesRequest\x1a\x1c.npud.v1.ListDevicesResponse\x12T\n\x0bSynchronize\x12!.npud.v1.SynchronizeDeviceRequest\x1a\".npud.v1.SynchronizeDeviceResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14npud/v1/device.proto\x12\x07npud.v1\"\x14\n\x12ListDevicesRequest\"\xd5\x03\n\x06\x44\x65vice\x12\n\n\x02id\x18\x01 \x01(\r\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x03 \x01(\t\x12\x0f\n\x07profile\x18\x04 \x01(\t\x12\x16\n\x0ehardware_limit\x18\x05 \x01(\r\x12\x10\n\x08\x63\x61pacity\x18\x06 \x01(\r\x12\x10\n\x08reserved\x18\x07 \x01(\r\x12\x0e\n\x06in_use\x18\x08 \x01(\r\x12\x0e\n\x06pooled\x18\t \x01(\r\x12\x11\n\tavailable\x18\n \x01(\r\x12\x13\n\x0b\x65vent_limit\x18\x0b \x01(\r\x12\x15\n\revents_in_use\x18\x0c \x01(\r\x12\x18\n\x10priority_highest\x18\r \x01(\x05\x12\x17\n\x0fpriority_lowest\x18\x0e \x01(\x05\x12\x0f\n\x07healthy\x18\x0f \x01(\x08\x12\x17\n\x0fqueued_requests\x18\x10 \x01(\r\x12\x17\n\x0fhardware_in_use\x18\x11 \x01(\r\x12\x10\n\x08\x64raining\x18\x12 \x01(\r\x12\x18\n\x0bphysical_id\x18\x13 \x01(\rH\x00\x88\x01\x01\x12\x0c\n\x04uuid\x18\x14 \x01(\t\x12\x12\n\npci_bus_id\x18\x15 \x01(\t\x12\x11\n\tuntracked\x18\x16 \x01(\r\x12\r\n\x05\x66\x61ult\x18\x17 \x01(\tB\x0e\n\x0c_physical_id\"7\n\x13ListDevicesResponse\x12 \n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x0f.npud.v1.Device\">\n\x18SynchronizeDeviceRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\r\x12\x12\n\ntimeout_ms\x18\x02 \x01(\r\"\x1b\n\x19SynchronizeDeviceResponse2\xa8\x01\n\rDeviceService\x12\x41\n\x04List\x12\x1b.npud.v1.ListDevicesRequest\x1a\x1c.npud.v1.ListDevicesResponse\x12T\n\x0bSynchronize\x12!.npud.v1.SynchronizeDeviceRequest\x1a\".npud.v1.SynchronizeDeviceResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,13 +34,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTDEVICESREQUEST']._serialized_start=33
   _globals['_LISTDEVICESREQUEST']._serialized_end=53
   _globals['_DEVICE']._serialized_start=56
-  _globals['_DEVICE']._serialized_end=510
-  _globals['_LISTDEVICESRESPONSE']._serialized_start=512
-  _globals['_LISTDEVICESRESPONSE']._serialized_end=567
-  _globals['_SYNCHRONIZEDEVICEREQUEST']._serialized_start=569
-  _globals['_SYNCHRONIZEDEVICEREQUEST']._serialized_end=631
-  _globals['_SYNCHRONIZEDEVICERESPONSE']._serialized_start=633
-  _globals['_SYNCHRONIZEDEVICERESPONSE']._serialized_end=660
-  _globals['_DEVICESERVICE']._serialized_start=663
-  _globals['_DEVICESERVICE']._serialized_end=831
+  _globals['_DEVICE']._serialized_end=525
+  _globals['_LISTDEVICESRESPONSE']._serialized_start=527
+  _globals['_LISTDEVICESRESPONSE']._serialized_end=582
+  _globals['_SYNCHRONIZEDEVICEREQUEST']._serialized_start=584
+  _globals['_SYNCHRONIZEDEVICEREQUEST']._serialized_end=646
+  _globals['_SYNCHRONIZEDEVICERESPONSE']._serialized_start=648
+  _globals['_SYNCHRONIZEDEVICERESPONSE']._serialized_end=675
+  _globals['_DEVICESERVICE']._serialized_start=678
+  _globals['_DEVICESERVICE']._serialized_end=846
 # @@protoc_insertion_point(module_scope)

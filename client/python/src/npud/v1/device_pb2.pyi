@@ -11,7 +11,7 @@ class ListDevicesRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class Device(_message.Message):
-    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests", "hardware_in_use", "draining", "physical_id", "uuid", "pci_bus_id", "untracked")
+    __slots__ = ("id", "name", "backend", "profile", "hardware_limit", "capacity", "reserved", "in_use", "pooled", "available", "event_limit", "events_in_use", "priority_highest", "priority_lowest", "healthy", "queued_requests", "hardware_in_use", "draining", "physical_id", "uuid", "pci_bus_id", "untracked", "fault")
     ID_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class Device(_message.Message):
     UUID_FIELD_NUMBER: _ClassVar[int]
     PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
     UNTRACKED_FIELD_NUMBER: _ClassVar[int]
+    FAULT_FIELD_NUMBER: _ClassVar[int]
     id: int
     name: str
     backend: str
@@ -56,7 +57,8 @@ class Device(_message.Message):
     uuid: str
     pci_bus_id: str
     untracked: int
-    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ..., hardware_in_use: _Optional[int] = ..., draining: _Optional[int] = ..., physical_id: _Optional[int] = ..., uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., untracked: _Optional[int] = ...) -> None: ...
+    fault: str
+    def __init__(self, id: _Optional[int] = ..., name: _Optional[str] = ..., backend: _Optional[str] = ..., profile: _Optional[str] = ..., hardware_limit: _Optional[int] = ..., capacity: _Optional[int] = ..., reserved: _Optional[int] = ..., in_use: _Optional[int] = ..., pooled: _Optional[int] = ..., available: _Optional[int] = ..., event_limit: _Optional[int] = ..., events_in_use: _Optional[int] = ..., priority_highest: _Optional[int] = ..., priority_lowest: _Optional[int] = ..., healthy: _Optional[bool] = ..., queued_requests: _Optional[int] = ..., hardware_in_use: _Optional[int] = ..., draining: _Optional[int] = ..., physical_id: _Optional[int] = ..., uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ..., untracked: _Optional[int] = ..., fault: _Optional[str] = ...) -> None: ...
 
 class ListDevicesResponse(_message.Message):
     __slots__ = ("devices",)
