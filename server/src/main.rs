@@ -2,6 +2,7 @@
 //! (EX_USAGE) before any socket is bound or device opened.
 
 use clap::Parser;
+use npud::serve::handover::{Inherited, Turn};
 use npud::{Config, Daemon, config::Args};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -94,6 +95,25 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    // The handlers register with the runtime's signal driver, so inside it, and now: a
+    // standby is stopped by them too.
+    let (mut shutdown, hup) = {
+        let _entered = runtime.enter();
+        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
+        (Box::pin(shutdown_signal()), hup)
+    };
+    // Another npud serving here: stand by until it hands the node over (an upgrade).
+    let turn =
+        runtime.block_on(npud::serve::handover::wait_turn(&config.socket, config.state_dir.as_deref(), &mut shutdown));
+    let inherited = match turn {
+        Ok(Turn::Alone) => Inherited::default(),
+        Ok(Turn::Took(inherited)) => inherited,
+        Ok(Turn::Stopped) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("npud: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     // Devices are opened inside the runtime: backends may spawn tasks.
     let daemon = match runtime.block_on(async { Daemon::open(config) }) {
         Ok(d) => d,
@@ -102,14 +122,8 @@ fn main() -> ExitCode {
             return ExitCode::from(EX_UNAVAILABLE);
         }
     };
-    // The handlers register with the runtime's signal driver, so inside it, and now.
-    let shutdown = {
-        let _entered = runtime.enter();
-        let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
-        runtime.spawn(reload_on_sighup(Arc::clone(&daemon), args, hup));
-        shutdown_signal()
-    };
-    match runtime.block_on(npud::serve(daemon, shutdown)) {
+    runtime.spawn(reload_on_sighup(Arc::clone(&daemon), args, hup));
+    match runtime.block_on(npud::serve::serve_inherited(daemon, shutdown, inherited)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("npud: {e}");

@@ -104,6 +104,11 @@ impl FakeHost {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:")).map(str::trim).unwrap_or("");
         self.write_status(pid, nspid);
+        // Its start time is the kernel's too (npud's books name a process by pid and start).
+        let stat = dir.join("stat");
+        if std::fs::symlink_metadata(&stat).is_err() {
+            std::os::unix::fs::symlink(format!("/proc/{pid}/stat"), &stat).unwrap();
+        }
         // Its descriptors are the kernel's: the real /proc's (the devices it holds open).
         let fd = dir.join("fd");
         if std::fs::symlink_metadata(&fd).is_err() {

@@ -17,11 +17,61 @@ pub struct Kubelet {
     pub registered: tokio::sync::mpsc::UnboundedReceiver<dp::RegisterRequest>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     socket: PathBuf,
+    /// What the kubelet's own ListAndWatch of each registered plugin saw (`start_watching`).
+    pub watch: Arc<Mutex<PluginWatch>>,
 }
 
-/// Records registrations; refuses the first `refuse` of them (a kubelet not ready yet).
+/// The kubelet's view of a plugin's units, as its device manager keeps it: on Register it
+/// dials the plugin and holds a ListAndWatch stream; when that stream ends it marks every
+/// unit of the resource unhealthy at once (`ManagerImpl.PluginDisconnected`, kubernetes
+/// pkg/kubelet/cm/devicemanager/manager.go, kubernetes#121994), until a plugin's
+/// ListAndWatch sends the units again.
+#[derive(Debug, Default)]
+pub struct PluginWatch {
+    /// Units the kubelet counts as healthy now.
+    pub healthy: usize,
+    /// Each time every unit was unhealthy because the plugin's stream ended: how long,
+    /// from the stream's end to the next plugin's first list.
+    pub windows: Vec<Duration>,
+    /// Since when the units are unhealthy, while they are.
+    down_since: Option<std::time::Instant>,
+}
+
+impl PluginWatch {
+    fn listed(&mut self, units: &[dp::Device]) {
+        if let Some(since) = self.down_since.take() {
+            self.windows.push(since.elapsed());
+        }
+        self.healthy = units.iter().filter(|u| u.health == "Healthy").count();
+    }
+
+    fn disconnected(&mut self) {
+        self.healthy = 0;
+        self.down_since.get_or_insert_with(std::time::Instant::now);
+    }
+}
+
+/// Records registrations; refuses the first `refuse` of them (a kubelet not ready yet);
+/// where it watches (the directory set), lists the plugin's units as the kubelet does.
 #[derive(Clone)]
-struct Registration(tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>, Arc<std::sync::atomic::AtomicU32>);
+struct Registration(
+    tokio::sync::mpsc::UnboundedSender<dp::RegisterRequest>,
+    Arc<std::sync::atomic::AtomicU32>,
+    Option<(PathBuf, Arc<Mutex<PluginWatch>>)>,
+);
+
+/// The kubelet's ListAndWatch of the plugin at `socket`, for as long as its stream lasts.
+async fn watch_plugin(socket: PathBuf, watch: Arc<Mutex<PluginWatch>>) {
+    let channel = crate::npud_channel(&socket).await;
+    let mut client = dp::device_plugin_client::DevicePluginClient::new(channel);
+    if let Ok(stream) = client.list_and_watch(dp::Empty {}).await {
+        let mut stream = stream.into_inner();
+        while let Ok(Some(list)) = stream.message().await {
+            watch.lock().unwrap().listed(&list.devices);
+        }
+    }
+    watch.lock().unwrap().disconnected();
+}
 
 #[tonic::async_trait]
 impl dp::registration_server::Registration for Registration {
@@ -36,7 +86,11 @@ impl dp::registration_server::Registration for Registration {
         if refusals_left.is_ok() {
             return Err(tonic::Status::unavailable("the kubelet is not ready"));
         }
-        let _ = self.0.send(r.into_inner());
+        let r = r.into_inner();
+        if let Some((dir, watch)) = &self.2 {
+            tokio::spawn(watch_plugin(dir.join(&r.endpoint), Arc::clone(watch)));
+        }
+        let _ = self.0.send(r);
         Ok(tonic::Response::new(dp::Empty {}))
     }
 }
@@ -49,6 +103,15 @@ impl Kubelet {
 
     /// The same, refusing the first `refuse` registrations.
     pub fn start_refusing(dir: &Path, refuse: u32) -> Kubelet {
+        Kubelet::serve(dir, refuse, None)
+    }
+
+    /// A kubelet that lists each registered plugin's units (see [`PluginWatch`]).
+    pub fn start_watching(dir: &Path) -> Kubelet {
+        Kubelet::serve(dir, 0, Some(Arc::default()))
+    }
+
+    fn serve(dir: &Path, refuse: u32, watch: Option<Arc<Mutex<PluginWatch>>>) -> Kubelet {
         let socket = dir.join("kubelet.sock");
         let _ = std::fs::remove_file(&socket);
         let listener = tokio::net::UnixListener::bind(&socket).unwrap();
@@ -59,12 +122,13 @@ impl Kubelet {
                 .add_service(dp::registration_server::RegistrationServer::new(Registration(
                     tx,
                     Arc::new(std::sync::atomic::AtomicU32::new(refuse)),
+                    watch.clone().map(|w| (dir.to_path_buf(), w)),
                 )))
                 .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(listener), async {
                     let _ = stopped.await;
                 }),
         );
-        Kubelet { registered, stop: Some(stop), socket }
+        Kubelet { registered, stop: Some(stop), socket, watch: watch.unwrap_or_default() }
     }
 
     /// Waits (10 s at most) for npud to register.

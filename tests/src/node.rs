@@ -62,6 +62,9 @@ pub struct NodeOptions<'a> {
     /// codes by a table of the device plugin's format holding RestartNPU code 8C03A000 and
     /// NotHandleFault code 80E21007 (both from mind-cluster's `build/faultCode.json`).
     pub faults: bool,
+    /// The fake kubelet lists the plugin's units as the kubelet does and records how long
+    /// they were unhealthy between plugins (`Kubelet::start_watching`).
+    pub kubelet_watches: bool,
 }
 
 impl Default for NodeOptions<'_> {
@@ -76,6 +79,7 @@ impl Default for NodeOptions<'_> {
             device_nodes: false,
             cuda_mig: None,
             faults: false,
+            kubelet_watches: false,
         }
     }
 }
@@ -125,7 +129,10 @@ impl Node {
         let dir = tempfile::tempdir().unwrap();
         let (dp_dir, budget) = (dir.path().join("dp"), dir.path().join("budget"));
         std::fs::create_dir_all(&dp_dir).unwrap();
-        let mut kubelet = Kubelet::start(&dp_dir);
+        let mut kubelet = match o.kubelet_watches {
+            true => Kubelet::start_watching(&dp_dir),
+            false => Kubelet::start(&dp_dir),
+        };
         let pods_socket = dir.path().join("pod-resources.sock");
         let pods = Pods::serve(&pods_socket);
         let mut faults = String::new();
@@ -225,10 +232,51 @@ impl Node {
             .start()
     }
 
+    /// A new npud started beside the node's, as a DaemonSet rolling with `maxSurge: 1`
+    /// starts its new pod: on the same socket and state, standing by (ready) until the
+    /// serving one hands over ([`Node::hand_over`]). `edit` makes its configuration from
+    /// the node's (a new interposer, say).
+    pub fn successor(&self, edit: impl FnOnce(&str) -> String) -> Daemon {
+        let (drivers, config, args) = &self.started;
+        let started = (drivers.clone(), edit(config), args.clone());
+        let nodes = self.nodes.as_ref().map(|n| n.0.clone());
+        let next = Node::npud(self.dir.path(), &self.budget, &started, nodes.as_deref());
+        assert!(
+            crate::eventually(Duration::from_secs(30), || next.log().contains("standing by for its handover")
+                && self.d.log().contains("a successor npud is standing by")),
+            "the successor stands by:\n{}\n{}",
+            next.log(),
+            self.d.log()
+        );
+        next
+    }
+
+    /// The node's npud told to stop (SIGTERM, as the DaemonSet deletes the old pod once the
+    /// new one is ready); `next` takes the node over and serves it from then on.
+    pub async fn hand_over(&mut self, next: Daemon) {
+        self.d.signal("TERM");
+        assert!(self.d.wait_exit(Duration::from_secs(60)).is_some(), "the old npud stops:\n{}", self.d.log());
+        assert!(
+            crate::eventually(Duration::from_secs(60), || next.log().contains("npud is serving")),
+            "the successor serves:\n{}\n{}",
+            self.d.log(),
+            next.log()
+        );
+        self.d = next;
+        assert!(self.kubelet.registration().await.is_some(), "registered again:\n{}", self.d.log());
+        self.host = self.d.client().await;
+        self.plugin = plugin(&self.dp_dir).await;
+    }
+
     /// npud killed (SIGKILL) and started again on the same socket and state, as a
     /// crashed or upgraded DaemonSet pod is.
     pub async fn restart_npud(&mut self) {
         self.d.kill9();
+        self.start_npud_again().await;
+    }
+
+    /// npud started again on the node's socket and state (after [`Daemon::kill9`]).
+    pub async fn start_npud_again(&mut self) {
         let nodes = self.nodes.as_ref().map(|n| n.0.clone());
         self.d = Node::npud(self.dir.path(), &self.budget, &self.started, nodes.as_deref());
         assert!(self.kubelet.registration().await.is_some(), "registered again:\n{}", self.d.log());

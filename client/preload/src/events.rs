@@ -82,6 +82,11 @@ impl EventBooks {
         self.devices.remove(&device).map_or(0, |d| d.granted)
     }
 
+    /// Whether the process holds an event anywhere.
+    pub fn holds_any(&self) -> bool {
+        self.devices.values().any(|d| d.used > 0)
+    }
+
     /// Devices where the process holds events, with how many, for a declaration on a
     /// (re)opened connection; as [`crate::books::Books::declaring`], the grant the last
     /// connection had becomes what is used in the same step.

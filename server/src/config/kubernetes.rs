@@ -35,6 +35,9 @@ pub struct FileKubernetes {
     preload_dir: Option<PathBuf>,
     /// Streams a pod's container may hold without an `npud.io/streams` allocation.
     unallocated_quota: Option<u32>,
+    /// Streams each process of a pod may make past its grant, per device, while npud is
+    /// away (0..=64); it declares them when npud is back.
+    process_cushion: Option<u32>,
     /// The vendors' device resources and how their ids name devices (replaces the
     /// defaults when given; an empty list books every allocation per acquisition).
     device_resources: Option<Vec<FileDeviceResource>>,
@@ -56,6 +59,13 @@ pub const DEFAULT_ALLOCATION_GRACE: std::time::Duration = std::time::Duration::f
 /// A pod's container without an allocation gets no streams: identity fails closed.
 pub const DEFAULT_UNALLOCATED_QUOTA: u32 = 0;
 
+/// The streams each process of a pod may make past its grant, per device, while npud is
+/// away (restarting, being upgraded): a framework makes a stream or two after its start-up
+/// (a communicator, a copy stream), and those go on without npud; the process declares
+/// them when npud is back. Nothing is held for it: where the device has no room, the
+/// device refuses the stream itself, as it would without npud.
+pub const DEFAULT_PROCESS_CUSHION: u32 = 4;
+
 #[derive(Debug, Clone)]
 pub struct KubernetesConfig {
     pub resource_name: String,
@@ -71,6 +81,8 @@ pub struct KubernetesConfig {
     pub preload_dir: Option<PathBuf>,
     /// Streams a pod's container may hold without a bound allocation.
     pub unallocated_quota: u32,
+    /// Streams each process of a pod may make past its grant, per device, while npud is away.
+    pub process_cushion: u32,
     /// The vendors' device resources: which devices the kubelet gave a container.
     pub device_resources: Vec<DeviceResource>,
 }
@@ -122,6 +134,7 @@ impl FileKubernetes {
                 .unwrap_or_else(|| "/usr/local/lib/npud/libnpud_preload.so".into()),
             preload_dir: self.preload_dir.clone(),
             unallocated_quota: self.unallocated_quota.unwrap_or(DEFAULT_UNALLOCATED_QUOTA),
+            process_cushion: self.process_cushion.unwrap_or(DEFAULT_PROCESS_CUSHION),
             device_resources: match &self.device_resources {
                 None => default_resources(),
                 Some(list) if list.len() > 32 => {
@@ -145,6 +158,9 @@ impl KubernetesConfig {
         let bad = |m: String| Err(ConfigError::new(m));
         if self.unallocated_quota > 65_536 {
             return bad(format!("kubernetes.unallocated_quota must be 0..=65536, got {}", self.unallocated_quota));
+        }
+        if self.process_cushion > 64 {
+            return bad(format!("kubernetes.process_cushion must be 0..=64, got {}", self.process_cushion));
         }
         // Down to 10 ms for tests that play a long kubelet outage as many listings; the
         // kubelet answers 100 a second at most (kubelet.md section 8), so keep a node's at 1 s or more.

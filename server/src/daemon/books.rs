@@ -17,17 +17,58 @@ use tokio::time::Instant;
 pub const BOOKS_PERIOD: Duration = Duration::from_millis(100);
 
 impl Daemon {
+    /// Writes the books a last time and stops writing them: a successor npud reads them
+    /// next, and writes its own (`serve::handover`).
+    pub async fn final_books(&self) {
+        // Taken before anything can wait: the holders as they are when the handover starts.
+        let snapshot = self.natives.snapshot();
+        let mut frozen = self.books_writer.lock().await;
+        if *frozen || self.config.state_dir.is_none() {
+            return;
+        }
+        *frozen = true;
+        let books = Books::new(self.config.state_dir.as_deref());
+        let holders = snapshot.len();
+        match tokio::task::spawn_blocking(move || books.save(snapshot)).await {
+            Ok(Ok(())) => tracing::info!(holders, "the native holders' books written for the successor"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot write the native holders' books for the successor"),
+            Err(e) => tracing::error!(error = %e, "writing the native holders' books panicked"),
+        }
+    }
+
     /// Takes in the last run's books (at start).
     pub(crate) fn restore_books(&self) {
         let books = Books::new(self.config.state_dir.as_deref());
-        let recorded = books.load();
+        let mut recorded = books.load();
+        // Only processes still running (the same pid and start time) hold anything.
+        recorded.retain(|r| crate::tenancy::identity::process_start(&self.config.proc_root, r.pid) == Some(r.start));
+        // And only on devices this npud has (a node's devices may change across a restart).
+        let devices = self.devices().len();
+        for r in &mut recorded {
+            r.streams.retain(|&d, _| (d as usize) < devices);
+            r.events.retain(|&d, _| (d as usize) < devices);
+        }
         if !recorded.is_empty() {
             tracing::info!(
                 processes = recorded.len(),
-                "native holders' books of the last run read; their declarations are checked against them"
+                "native holders' books of the last run read; what they hold stays booked until they declare it"
             );
         }
         self.natives.restore(recorded);
+        for (tenant, device, streams) in self.natives.recorded_holdings() {
+            self.admission.book_recorded(device, &crate::types::Tenant::from(tenant), streams);
+        }
+    }
+
+    /// The declarations' time is over: what no process declared is let go of.
+    pub async fn expire_recorded(&self) {
+        let left = self.natives.expire_recorded();
+        if !left.is_empty() {
+            tracing::info!(holdings = left.len(), "recorded holdings no process declared are let go of");
+        }
+        for (tenant, device, streams) in left {
+            self.admission.forget_recorded(device, &crate::types::Tenant::from(tenant), streams).await;
+        }
     }
 }
 
@@ -46,9 +87,15 @@ pub async fn keep(daemon: Arc<Daemon>) {
             tokio::time::sleep_until(last + BOOKS_PERIOD).await;
         }
         last = Some(Instant::now());
+        // One writer at a time, and none once the books went to a successor.
+        let frozen = daemon.books_writer.lock().await;
+        if *frozen {
+            return;
+        }
         let snapshot = daemon.natives.snapshot();
         let b = books.clone();
         let written = tokio::task::spawn_blocking(move || b.save(snapshot)).await;
+        drop(frozen);
         match written {
             Ok(Ok(())) if failing => {
                 failing = false;

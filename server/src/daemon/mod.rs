@@ -68,6 +68,9 @@ pub struct Daemon {
     pod_lister: std::sync::OnceLock<Arc<dyn crate::policy::allocations::PodLister>>,
     pod_listing: std::sync::Mutex<Arc<Vec<crate::policy::allocations::Listed>>>,
     draining: AtomicBool,
+    /// Held while the native holders' books are written; true once they went to a
+    /// successor npud (`books`), after which this npud writes them no more.
+    books_writer: tokio::sync::Mutex<bool>,
     /// Set by an admin's Drain(shutdown): serve() treats it like SIGTERM.
     shutdown: tokio::sync::watch::Sender<bool>,
     /// Device reports, consumed by the dispatcher task (taken once at start).
@@ -208,6 +211,7 @@ impl Daemon {
             pod_lister: std::sync::OnceLock::new(),
             pod_listing: std::sync::Mutex::default(),
             draining: AtomicBool::new(false),
+            books_writer: tokio::sync::Mutex::new(false),
             shutdown: tokio::sync::watch::channel(false).0,
             report_rx: std::sync::Mutex::new(Some(report_rx)),
         });

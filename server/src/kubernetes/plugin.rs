@@ -25,6 +25,19 @@ pub struct Plugin {
     /// Bumped when the plugin's server stops (a kubelet restart): its ListAndWatch
     /// streams end, so the server's graceful shutdown does not wait for them forever.
     pub generation: Arc<std::sync::atomic::AtomicU64>,
+    /// Rung when the kubelet accepted a registration (`register`), and to make every
+    /// ListAndWatch stream send the units again though nothing changed: the kubelet marks
+    /// every unit of the resource unhealthy when any stream of it ends (a predecessor's,
+    /// after a handover: `ManagerImpl.PluginDisconnected` is by resource name,
+    /// kubernetes#121994), until a list comes.
+    pub signals: Arc<Signals>,
+}
+
+/// See [`Plugin::signals`].
+#[derive(Default)]
+pub struct Signals {
+    pub registered: tokio::sync::Notify,
+    pub resend: tokio::sync::Notify,
 }
 
 impl Plugin {
@@ -137,12 +150,15 @@ impl dp::device_plugin_server::DevicePlugin for Plugin {
             let mut last = Vec::new();
             let mut tick = tokio::time::interval(WATCH_PERIOD);
             loop {
-                tick.tick().await;
+                let resend = tokio::select! {
+                    _ = tick.tick() => false,
+                    () = plugin.signals.resend.notified() => true,
+                };
                 if plugin.generation.load(std::sync::atomic::Ordering::Acquire) != generation {
                     return;
                 }
                 let now = plugin.devices();
-                if now != last {
+                if now != last || resend {
                     if tx.send(Ok(dp::ListAndWatchResponse { devices: now.clone() })).await.is_err() {
                         return;
                     }

@@ -41,9 +41,11 @@ pub async fn run(plugin: Arc<Plugin>, mut stop: tokio::sync::watch::Receiver<boo
                 continue;
             }
         };
+        let bound = inode(&ours);
         let accepted = match register(&kubelet, &plugin.config.resource_name).await {
             Ok(()) => {
                 (warned, refused) = (false, false);
+                plugin.signals.registered.notify_one();
                 tracing::info!(resource = %plugin.config.resource_name, socket = %ours.display(), "registered with the kubelet");
                 true
             }
@@ -74,7 +76,10 @@ pub async fn run(plugin: Arc<Plugin>, mut stop: tokio::sync::watch::Receiver<boo
         // Its ListAndWatch streams end within a watch period; do not wait on a stuck one.
         let _ = tokio::time::timeout(Duration::from_secs(5), served).await;
         if stopping {
-            let _ = std::fs::remove_file(&ours);
+            // Unless a successor bound its own there meanwhile (a handover).
+            if inode(&ours) == bound {
+                let _ = std::fs::remove_file(&ours);
+            }
             return;
         }
     }

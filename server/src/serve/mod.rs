@@ -6,20 +6,21 @@
 //! every session, gives in-flight calls a bounded grace, destroys pooled streams and
 //! removes the socket.
 
+pub mod handover;
 pub mod metrics;
 mod replies;
+mod socket;
 pub mod systemd;
 mod tcp;
 mod unix;
 
 use crate::daemon::Daemon;
 use crate::tenancy::connections::ConnectionLimiter;
+pub use socket::bind_socket;
 use std::future::Future;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::UnixListener;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -31,132 +32,6 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("start-up failed: {0}")]
     Startup(String),
-}
-
-/// Our effective uid: the owner of /proc/self (no libc call needed).
-fn my_uid() -> u32 {
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(0)
-}
-
-fn socket_error(path: &Path, message: impl Into<String>) -> ServeError {
-    ServeError::Socket { path: path.to_path_buf(), message: message.into() }
-}
-
-/// Binds the Unix socket following the socket rule.
-pub async fn bind_socket(
-    path: &Path,
-    mode: u32,
-    dir_mode: u32,
-    group: Option<u32>,
-) -> Result<UnixListener, ServeError> {
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-        std::fs::create_dir_all(dir).map_err(|e| socket_error(path, format!("cannot create directory: {e}")))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
-            .map_err(|e| socket_error(path, format!("cannot set directory mode: {e}")))?;
-    }
-    own_socket_dir(path, dir_mode, group)?;
-    check_socket_dir(path)?;
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => {
-            return Err(socket_error(path, "is a symlink; refusing to follow it"));
-        }
-        Ok(meta) if !meta.file_type().is_socket() => {
-            return Err(socket_error(path, "exists and is not a socket"));
-        }
-        Ok(meta) if meta.uid() != my_uid() => {
-            return Err(socket_error(
-                path,
-                format!("is owned by uid {}, not by this daemon; refusing to replace it", meta.uid()),
-            ));
-        }
-        Ok(_) => {
-            if tokio::net::UnixStream::connect(path).await.is_ok() {
-                return Err(socket_error(path, "another npud is serving on it"));
-            }
-            tracing::info!(path = %path.display(), "removing stale socket left by an earlier daemon");
-            std::fs::remove_file(path).map_err(|e| socket_error(path, format!("cannot remove stale socket: {e}")))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(socket_error(path, e.to_string())),
-    }
-    let listener = UnixListener::bind(path).map_err(|e| socket_error(path, format!("cannot bind: {e}")))?;
-    if let Some(gid) = group {
-        std::os::unix::fs::chown(path, None, Some(gid))
-            .map_err(|e| socket_error(path, format!("cannot give the socket to group {gid}: {e}")))?;
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| socket_error(path, format!("cannot set mode: {e}")))?;
-    Ok(listener)
-}
-
-/// A socket directory of npud's own (owned by its uid and named `npud…`, as
-/// `/run/npud` and `/tmp/npud-UID` are; never a shared one like `/run` or `/tmp`) gets the
-/// configured mode and `socket_group` every start: a connecting process needs search
-/// permission on the directory as well as write permission on the socket, so a group
-/// member of a 0750 root:root directory, or a pod's uid under an earlier npud's 0750,
-/// would get EACCES however the socket's own mode reads.
-fn own_socket_dir(path: &Path, dir_mode: u32, group: Option<u32>) -> Result<(), ServeError> {
-    let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) else { return Ok(()) };
-    let ours = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with("npud"))
-        && std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir() && m.uid() == my_uid());
-    if !ours {
-        return Ok(());
-    }
-    if let Some(gid) = group {
-        std::os::unix::fs::chown(dir, None, Some(gid))
-            .map_err(|e| socket_error(path, format!("cannot give its directory to group {gid}: {e}")))?;
-    }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(dir_mode))
-        .map_err(|e| socket_error(path, format!("cannot set its directory's mode: {e}")))
-}
-
-/// The socket's directory must be one that no other uid can rename or unlink entries in:
-/// owned by this daemon's uid or by root, and not writable by group or others unless it is
-/// sticky (like /tmp). Otherwise another uid could replace the socket with its own and
-/// root's npuctl would talk to an impostor; it also makes the chmod after bind, which goes
-/// through the path, safe.
-fn check_socket_dir(path: &Path) -> Result<(), ServeError> {
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(d) => d.to_path_buf(),
-        None => PathBuf::from("."),
-    };
-    let meta = std::fs::metadata(&dir).map_err(|e| socket_error(path, format!("cannot inspect its directory: {e}")))?;
-    if meta.uid() != my_uid() && meta.uid() != 0 {
-        return Err(socket_error(
-            path,
-            format!(
-                "its directory {} is owned by uid {}; another uid could replace the socket",
-                dir.display(),
-                meta.uid()
-            ),
-        ));
-    }
-    let mode = meta.permissions().mode();
-    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        return Err(socket_error(
-            path,
-            format!(
-                "its directory {} is writable by other users (mode {:o}) and not sticky; another uid could replace the socket",
-                dir.display(),
-                mode & 0o7777
-            ),
-        ));
-    }
-    Ok(())
-}
-
-/// Removes the socket file when serving ends, however it ends (a TCP listener that cannot
-/// bind must not leave a dead socket behind).
-struct SocketFile(PathBuf);
-
-impl Drop for SocketFile {
-    fn drop(&mut self) {
-        match std::fs::remove_file(&self.0) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => tracing::warn!(error = %e, "could not remove the socket"),
-        }
-    }
 }
 
 /// rustls server config: our certificate, and the CA that signs clients' certificates
@@ -200,6 +75,11 @@ fn spawn_background(daemon: &Arc<Daemon>) {
     tokio::spawn(crate::daemon::exits::watch(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::faults::watch(Arc::clone(daemon)));
     let d = Arc::clone(daemon);
+    tokio::spawn(async move {
+        tokio::time::sleep(d.natives().declare_grace()).await;
+        d.expire_recorded().await;
+    });
+    let d = Arc::clone(daemon);
     let period = (d.config().lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
@@ -220,6 +100,15 @@ fn spawn_background(daemon: &Arc<Daemon>) {
 
 /// Serves until `shutdown` resolves, then drains within the configured grace.
 pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
+    serve_inherited(daemon, shutdown, handover::Inherited::default()).await
+}
+
+/// [`serve`] on the listening sockets a predecessor handed over (`handover`), where it did.
+pub async fn serve_inherited(
+    daemon: Arc<Daemon>,
+    shutdown: impl Future<Output = ()>,
+    inherited: handover::Inherited,
+) -> Result<(), ServeError> {
     let config = &daemon.config();
     // Before any bind: a directory that would hand every pod to another uid stops npud.
     let interposer = match (&config.kubernetes, daemon.allocations()) {
@@ -229,9 +118,21 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         }
         _ => None,
     };
-    let listener = bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?;
+    let listener = match inherited.unix {
+        Some(taken) => {
+            tracing::info!(socket = %config.socket.display(), "took over the socket from the npud before");
+            taken
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::UnixListener::from_std(taken))
+                .map_err(|e| ServeError::Startup(format!("the handed-over socket: {e}")))?
+        }
+        None => bind_socket(&config.socket, config.socket_mode, config.socket_dir_mode, config.socket_group).await?,
+    };
     let socket = config.socket.clone();
-    let _socket_file = SocketFile(socket.clone());
+    let mut socket_file = socket::SocketFile(socket.clone(), false);
+    let mut kept = handover::Kept::new(&listener);
+    let mut predecessor = inherited.predecessor;
+    let standbys = handover::Standbys::listen(config.state_dir.as_deref());
     daemon
         .prewarm((0, npud_proto::flags::STREAM_FAST_LAUNCH | npud_proto::flags::STREAM_FAST_SYNC))
         .await
@@ -260,7 +161,9 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     if let Some(addr) = config.metrics {
-        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
+        let listener =
+            handover::tcp(inherited.metrics, addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
+        kept.metrics = kept.keep(&listener);
         tracing::info!(%addr, "serving Prometheus metrics on /metrics");
         tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
@@ -271,8 +174,14 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             allocations: Arc::clone(allocations),
             interposer: interposer.clone(),
             generation: Arc::default(),
+            signals: Arc::default(),
         };
-        tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop_rx.clone()));
+        let signals = Arc::clone(&plugin.signals);
+        // The plugin stops on a signal of its own: handing over, it outlives the sockets
+        // until the successor's plugin is registered (`handover`).
+        let stop = kept.plugin_stop.subscribe();
+        kept.plugin = Some(tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop)));
+        handover::follow(&mut predecessor, Some(signals));
         let lister = k8s.pod_resources_socket.as_ref().map(|socket| {
             let lister = Arc::new(crate::kubernetes::pods::Lister { socket: socket.clone() });
             daemon.set_pod_lister(Arc::clone(&lister) as Arc<dyn crate::policy::allocations::PodLister>);
@@ -288,6 +197,8 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             stop_rx.clone(),
         ));
     }
+    // Without a device plugin there is nothing to wait for: the predecessor hears so now.
+    handover::follow(&mut predecessor, None);
     let proc = crate::tenancy::identity::ProcFs::new(config.proc_root.clone(), config.cgroup_root.clone());
     for limit in proc.limits() {
         tracing::warn!("{limit}");
@@ -330,7 +241,12 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
         .layer(crate::api::status::RefuseOversizedMetadataLayer)
         .add_routes(routes.clone())
         .serve_with_incoming_shutdown(
-            unix::route_connections(listener, (inspector, cri, watched), Arc::clone(&daemon), Arc::clone(&limiter)),
+            unix::route_connections(
+                (listener, stop_rx.clone()),
+                (inspector, cri, Arc::clone(&watched)),
+                Arc::clone(&daemon),
+                Arc::clone(&limiter),
+            ),
             stopped(stop_rx.clone()),
         );
     let tcp = match config.listen {
@@ -352,7 +268,8 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
                     tracing::warn!(%addr, "serving plain TCP without TLS (--insecure-tcp): peers are not authenticated")
                 }
             }
-            let l = tokio::net::TcpListener::bind(addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
+            let l = handover::tcp(inherited.tcp, addr).await.map_err(|source| ServeError::Tcp { addr, source })?;
+            kept.tcp = kept.keep(&l);
             let incoming = tcp::incoming(l, limiter, daemon.metrics(), Arc::clone(daemon.replies()));
             Some(builder.add_routes(routes).serve_with_incoming_shutdown(incoming, stopped(stop_rx)))
         }
@@ -376,8 +293,26 @@ pub async fn serve(daemon: Arc<Daemon>, shutdown: impl Future<Output = ()>) -> R
             for name in crate::api::SERVICE_NAMES {
                 health.set_service_status(*name, tonic_health::ServingStatus::NotServing).await;
             }
-            daemon.start_draining();
+            let successor = standbys.as_ref().and_then(handover::Standbys::take);
+            // Accepting stops first: a process answered DRAINING from here on connects to
+            // the backlog, which the successor takes over, never to this npud again.
             let _ = stop_tx.send(true);
+            if successor.is_none() {
+                kept.plugin_stop.send_replace(true);
+            }
+            daemon.start_draining();
+            if successor.is_some() {
+                // At once: the books name every holder until their processes, answered
+                // DRAINING, leave for the successor.
+                daemon.final_books().await;
+            }
+            if let Some(successor) = successor {
+                socket_file.1 = kept.hand_over(&successor).await;
+                if socket_file.1 {
+                    // Its processes ask the successor from now on, declaring what they hold.
+                    watched.close_all();
+                }
+            }
             let grace = daemon.config().shutdown_grace;
             let d = Arc::clone(&daemon);
             let reclaim = async move {

@@ -47,6 +47,13 @@ impl Watched {
         self.conns.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::downgrade(conn));
     }
 
+    /// Closes every connection (the node went to a successor npud): their peers reconnect,
+    /// to it.
+    pub fn close_all(&self) {
+        let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.iter().filter_map(Weak::upgrade).for_each(|c| c.close());
+    }
+
     /// Every second: closes the connections whose oldest unread reply has waited past
     /// `deadline`, and forgets the connections gone.
     pub async fn watch(self: Arc<Self>, daemon: Arc<Daemon>, deadline: Duration) {

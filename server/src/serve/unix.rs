@@ -23,7 +23,7 @@ const IDENTIFYING: usize = 256;
 /// task per connection, so a silent client delays no one. A pod's container whose pod the
 /// runtime must confirm is admitted in its task, after the runtime's word.
 pub(super) fn route_connections(
-    listener: UnixListener,
+    (listener, mut stop): (UnixListener, tokio::sync::watch::Receiver<bool>),
     (inspector, cri, watched): (Arc<dyn PeerInspector>, Option<Arc<Confirmer>>, Arc<super::replies::Watched>),
     daemon: Arc<Daemon>,
     limiter: Arc<ConnectionLimiter>,
@@ -32,7 +32,13 @@ pub(super) fn route_connections(
     let identifying = Arc::new(tokio::sync::Semaphore::new(IDENTIFYING));
     tokio::spawn(async move {
         while !tx.is_closed() {
-            let stream = match listener.accept().await {
+            // Stopping: what connects from now on waits in the backlog, for a successor
+            // that takes the socket over (`handover`), or fails when npud is gone.
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let stream = match accepted {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // Out of descriptors or memory: back off instead of spinning.

@@ -85,7 +85,7 @@ impl Process {
     /// Opens a connection and declares whatever the process already holds (it can only
     /// hold something here if npud went away and came back); then `ahead`, with the hello
     /// when there is nothing to declare first.
-    fn connect_with(&'static self, started: Option<Connection>, ahead: Option<(Call, Duration)>) -> Opened {
+    pub(super) fn connect_with(&'static self, started: Option<Connection>, ahead: Option<(Call, Duration)>) -> Opened {
         // The watcher starts first: its thread's start-up then overlaps the round trip
         // below instead of delaying the program once the answer is in. It sleeps before
         // it looks at anything, and it takes the connection's lock, which is held here.
@@ -97,24 +97,26 @@ impl Process {
         {
             return Err(WireError::Unreachable(why.clone()));
         }
-        // What is declared is taken, and the old grant dropped, before the round trip: a
-        // thread creating meanwhile then asks on this connection, after the declaration.
-        let holding = lock(&self.books).declaring();
-        let holding_events = lock(&self.events).declaring();
-        let holds_events = !holding_events.is_empty();
-        let (with_hello, after) = match holding.is_empty() && !holds_events {
-            true => (ahead, None),
-            false => (None, ahead),
+        // A process that holds something declares it before anything else is asked. Its
+        // books change only once npud has welcomed the connection: a connect that fails
+        // (npud away) leaves its grant whole, so what it holds goes on covering its
+        // streams (`away`).
+        let holds = lock(&self.books).devices().iter().any(|(_, d)| d.used > 0) || lock(&self.events).holds_any();
+        let (with_hello, after) = match holds {
+            false => (ahead, None),
+            true => (None, ahead),
         };
         // Where npud is required (a Kubernetes pod's container), it may be restarting: wait
-        // for its socket a moment (NPUD_CONNECT_WAIT) before the process is refused.
-        let patience = if self.settings.required { self.settings.connect_wait } else { Duration::ZERO };
+        // for its socket a moment (NPUD_CONNECT_WAIT, the whole call's bound) before the
+        // process is refused (`away`).
+        let deadline = self.connect_deadline();
         let open = |ahead: Option<(Call, Duration)>| {
-            let deadline = std::time::Instant::now() + patience;
             loop {
                 match Connection::open(&self.settings.socket, &program(), &self.settings.allocation, ahead.clone()) {
                     Err(WireError::Unreachable(_)) if std::time::Instant::now() < deadline => {
-                        std::thread::sleep(CONNECT_RETRY);
+                        std::thread::sleep(
+                            CONNECT_RETRY.min(deadline.saturating_duration_since(std::time::Instant::now())),
+                        );
                     }
                     opened => return opened,
                 }
@@ -133,6 +135,12 @@ impl Process {
             _ => None,
         };
         let (mut conn, mut answered) = opened?;
+        // What is declared is taken, and the old grant dropped, now, under the connection's
+        // lock: a thread creating meanwhile asks on this connection, after the declaration.
+        let (holding, holding_events) = (lock(&self.books).declaring(), lock(&self.events).declaring());
+        self.welcomed_once.store(true, Ordering::Relaxed);
+        self.npud_back();
+        self.cushion.store(conn.cushion, Ordering::Relaxed);
         self.tenant_streams.store(conn.process_streams, Ordering::Relaxed);
         self.tenant_max.store(conn.max_streams, Ordering::Relaxed);
         self.tenant_priority.store(conn.highest_priority.unwrap_or(i32::MIN), Ordering::Relaxed);

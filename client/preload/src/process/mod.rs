@@ -6,6 +6,7 @@
 //! connection lock is only taken with the books lock released, so no hook can deadlock
 //! another thread's hook.
 
+mod away;
 mod connection;
 mod contexts;
 mod events;
@@ -13,6 +14,7 @@ mod graphs;
 mod refusal;
 mod reports;
 
+pub use away::HATCH;
 pub use refusal::Refused;
 
 use crate::books::{Books, Plan};
@@ -83,6 +85,13 @@ pub struct Process {
     settling: Mutex<crate::Map<u32, Duration>>,
     /// Whether npud has been asked for it (once, before the first plan).
     asked_tenant: AtomicBool,
+    /// npud welcomed this process once: while it is away, what the process holds covers
+    /// it, and an ask past that fails at once (`away`).
+    welcomed_once: AtomicBool,
+    /// What a pod's process may make past its grant on each device while npud is away
+    /// (the welcome's `cushion`), and what it made so on each since npud last answered.
+    cushion: AtomicU32,
+    away_made: Mutex<Map<u32, u32>>,
     warned: AtomicBool,
     watcher: Once,
     /// The SoC's streams per context, learned (`learn_context_sync`).
@@ -122,21 +131,14 @@ impl Process {
             slots: Mutex::new(crate::Set::default()),
             settling: Mutex::new(crate::Map::default()),
             asked_tenant: AtomicBool::new(false),
+            welcomed_once: AtomicBool::new(false),
+            cushion: AtomicU32::new(0),
+            away_made: Mutex::new(Map::default()),
             warned: AtomicBool::new(false),
             watcher: Once::new(),
             soc: Once::new(),
             watcher_thread: OnceLock::new(),
         }
-    }
-
-    fn unreachable(&self, e: &WireError) -> Result<(), Refused> {
-        if self.settings.required {
-            return Err(Refused::because(format!("{e}; NPUD_REQUIRED is set, so stream creation fails")));
-        }
-        if !self.warned.swap(true, Ordering::Relaxed) {
-            eprintln!("npud-preload: {e}; streams are created without admission");
-        }
-        Ok(())
     }
 
     /// The process's whole start-up need on `device`: `NPUD_STREAMS`, else its tenant's
@@ -188,6 +190,8 @@ impl Process {
     /// stream, a join, a cascade): npud counts those asks per session as what a later
     /// `captured` claim may match.
     pub fn admit_as(&'static self, device: u32, n: u32, capture: bool) -> Result<(), Refused> {
+        // NPUD_CONNECT_WAIT bounds this whole call's waits for npud, however many connects.
+        let _bound = away::CallDeadline::start(self.settings.connect_wait);
         // The first ask goes with the hello when the process's ask is fixed (NPUD_STREAMS);
         // otherwise the welcome, which carries the tenant's start-up ask and quota, comes
         // first. An unreachable npud is dealt with by the acquire below.
@@ -275,6 +279,10 @@ impl Process {
             {
                 return self.acquired(device, needed, n, self.with_conn(|c| c.call(ask(needed), wait)));
             }
+            // The connection broke, or npud is handing over to its successor: asked once
+            // more on a new connection (npud's successor is already listening during a
+            // handover; an npud that is gone fails the connect at once).
+            Err(WireError::Unreachable(_)) if self.settings.required => self.with_conn(|c| c.call(ask(count), wait)),
             other => other,
         };
         let booked = self.acquired(device, count, n, answer);
@@ -317,7 +325,9 @@ impl Process {
                 Ok(())
             }
             Err(e @ WireError::Unreachable(_)) => {
-                self.unreachable(&e)?;
+                if !self.within_cushion(device, n) {
+                    self.unreachable(&e)?;
+                }
                 // Counted as our own grant, so it can be declared once npud is back.
                 lock(&self.books).granted(device, n, n);
                 Ok(())

@@ -27,6 +27,11 @@ const SETTLE: Duration = Duration::from_millis(500);
 /// How often a process holding streams asks npud whether its devices report a fault.
 const HEALTH_PERIOD: Duration = Duration::from_secs(2);
 
+/// How often a process that holds streams and lost npud tries to reach it again (one
+/// connect each, never a wait), to declare them once npud is back: soon, since until it
+/// does npud books its recorded grant, which its pod's newcomers wait on.
+const RECONNECT_PERIOD: Duration = Duration::from_millis(250);
+
 /// Takes the devices that have been quiet for `quiet` out of `last_seen` (times on the
 /// coarse clock).
 fn take_quiet(last_seen: &Mutex<Map<u32, Duration>>, quiet: Duration) -> Vec<u32> {
@@ -57,6 +62,7 @@ impl Process {
     /// `BATCH_QUIET`, it tells npud, off the program's path.
     fn watch(&'static self) {
         let mut heard = coarse_now();
+        let mut reconnected = coarse_now();
         loop {
             let open =
                 !lock(&self.batches).is_empty() || !lock(&self.releases).is_empty() || !lock(&self.settling).is_empty();
@@ -89,6 +95,10 @@ impl Process {
             }
             if guard.as_mut().is_some_and(Connection::closed_by_peer) {
                 *guard = None;
+            }
+            if guard.is_none() && holding && coarse_now().saturating_sub(reconnected) >= RECONNECT_PERIOD {
+                reconnected = coarse_now();
+                self.reconnect_holding(&mut guard);
             }
             if guard.is_none() && holding {
                 *guard = self.connect().ok();

@@ -54,6 +54,15 @@ impl Connection {
             self.fill().map_err(broken)?;
         };
         Ok(Some(match pb::BudgetReply::decode(body.as_slice()).map_err(broken)?.reply {
+            // An npud that is going (handing over to its successor, or stopping) is treated
+            // as one that is not there: the call is made again on a new connection.
+            Some(Reply::Error(e))
+                if e.detail.as_ref().is_some_and(|d| d.reason == pb::ErrorReason::Draining as i32) =>
+            {
+                super::DRAINING_SEEN
+                    .store(crate::sys::coarse_now().as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+                return Err(broken(e.message));
+            }
             Some(Reply::Error(e)) => {
                 Err(WireError::Refused { message: e.message, reason: e.detail.map_or(0, |d| d.reason) })
             }

@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 mod input;
 
+/// When npud last answered DRAINING (coarse clock, ms; 0: never): it is stopping, and a
+/// successor may be taking its socket over (`process::away`).
+pub static DRAINING_SEEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How long npud may take to answer anything but a wait for budget.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -89,6 +93,8 @@ pub struct Connection {
     pub shared: bool,
     /// npud's `capture_headroom` (the welcome's).
     pub capture_headroom: u32,
+    /// What a pod's process keeps of its grant past what it uses (the welcome's `cushion`).
+    pub cushion: u32,
     /// Some device of npud's limits its processes with a context (the welcome's).
     pub client_slots: bool,
     /// The last share npud sent for each device (the process's own numbers), and when:
@@ -200,6 +206,7 @@ impl Connection {
             bookings: Vec::new(),
             shared: false,
             capture_headroom: 0,
+            cushion: 0,
             client_slots: false,
             highest_priority: None,
             shares: Map::default(),
@@ -248,6 +255,7 @@ impl Connection {
                     self.bookings = w.bookings;
                     self.shared = w.shared;
                     self.capture_headroom = w.capture_headroom;
+                    self.cushion = w.cushion;
                     self.client_slots = w.client_slots;
                     self.welcomed = true;
                 }

@@ -88,6 +88,9 @@ impl NativeSession {
         // goes away meanwhile.
         let paced = Instant::now();
         let unclaimed = Unclaimed { daemon, tenant: &self.caller.tenant, device: a.device, count };
+        // Granted after npud began to stop (it waited meanwhile): given back, and the process
+        // asks npud's successor, whose books this grant would not be in.
+        daemon.refuse_if_draining()?;
         // Paced only where creation contends (this grant included in the books): on a
         // device with room the batch takes no turn, and its holder need not hurry to say it
         // is over.

@@ -69,7 +69,7 @@ impl NativeSession {
         daemon.natives.set_created(self.id, d.device, held);
         daemon.admission.make_room_for(d.device).await;
         if accepted < d.count {
-            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
+            tracing::warn!(tenant = %self.caller.tenant, declared = d.count, accepted, recorded, max_streams = quota.max_streams, untracked = daemon.admission.view(d.device).untracked, device = d.device, "a declaration exceeded what the device has left or holds outside npud's books");
         }
         // Events: up to what was recorded for the process, beyond that only within what the
         // tenant's max_events leaves (no vendor counts events); never past the device's table.

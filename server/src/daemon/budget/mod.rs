@@ -218,6 +218,10 @@ impl NativeSession {
             shared,
             capture_headroom: self.daemon.config().budget.capture_headroom,
             client_slots: self.daemon.slots.any(),
+            cushion: match shared {
+                true => self.daemon.config().kubernetes.as_ref().map_or(0, |k| k.process_cushion),
+                false => 0,
+            },
             tenant: self.caller.tenant.to_string(),
             epoch: u32::from(self.daemon.epoch),
             declare_grace_ms: millis(self.daemon.natives.declare_grace()),

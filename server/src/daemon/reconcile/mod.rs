@@ -140,7 +140,8 @@ impl Daemon {
         let registered = self.registry.device_streams(device);
         let own =
             i64::from(desc.runtime_streams) + i64::from(registered) + i64::from(view.pooled) + i64::from(view.draining);
-        (own + i64::from(self.natives.created_on(device)), view.lowered)
+        let natives = i64::from(self.natives.created_on(device)) + i64::from(self.natives.pending_on(device));
+        (own + natives, view.lowered)
     }
 
     /// Of `device`'s untracked streams, those counted only because a fall of the device's

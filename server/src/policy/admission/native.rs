@@ -108,6 +108,9 @@ impl Admission {
         measured: bool,
     ) -> u32 {
         let mut st = self.lock(device);
+        // The record was booked for its process since the start (`book_recorded`): that
+        // booking becomes what the process declares of it, in this one step.
+        st.ledger.release(tenant, recorded, false);
         let l = &st.ledger;
         let room = l
             .capacity()
@@ -115,25 +118,33 @@ impl Admission {
             .saturating_sub(l.draining())
             .saturating_sub(l.reserved_unused_by_others(tenant));
         let untracked = l.untracked();
-        let from_record = match measured {
-            true => count.min(recorded).min(untracked),
-            false => count.min(recorded),
-        }
-        .min(room);
+        let from_record = count.min(recorded).min(room);
         let quota_left = quota.max_streams.saturating_sub(l.used_by(tenant).saturating_add(from_record));
         let from_device = match measured {
-            true => {
-                (count - from_record).min(untracked.saturating_sub(from_record)).min(room - from_record).min(quota_left)
-            }
+            true => (count - from_record).min(untracked).min(room - from_record).min(quota_left),
             false => 0,
         };
         if measured {
-            // Recorded streams that exist show as untracked until they are booked again.
-            st.ledger.claim_untracked((from_record + from_device).min(untracked));
+            // Streams beyond the record exist and show as untracked until they are booked.
+            st.ledger.claim_untracked(from_device.min(untracked));
         }
         st.ledger.force_take(tenant, from_record + from_device);
         self.remeasure_after_booking(device, measured && from_record + from_device > 0);
         from_record + from_device
+    }
+
+    /// Books what the last run recorded for a process that still runs, until it declares
+    /// (its declaration takes the booking over) or the declarations' time ends: so no
+    /// newcomer of its pod is granted what the process holds while it reconnects.
+    pub fn book_recorded(&self, device: u32, tenant: &Tenant, count: u32) {
+        self.lock(device).ledger.force_take(tenant, count);
+    }
+
+    /// Lets go of a record no declaration took (its process never came back): what it still
+    /// holds on the device is untracked from the next measurement on.
+    pub async fn forget_recorded(&self, device: u32, tenant: &Tenant, count: u32) {
+        self.lock(device).ledger.release(tenant, count, false);
+        self.make_room_for(device).await;
     }
 
     /// Books `count` streams a graph capture took beyond a process's grant. They exist, so

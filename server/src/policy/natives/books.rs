@@ -107,6 +107,29 @@ impl super::Natives {
         }
     }
 
+    /// Every recorded holding, (tenant, device, streams): what the ledger books for the
+    /// recorded processes until they declare (`Daemon::restore_books`).
+    pub fn recorded_holdings(&self) -> Vec<(String, u32, u32)> {
+        let kept = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        kept.values().flat_map(|r| r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n))).collect()
+    }
+
+    /// Recorded streams on `device` not declared yet: booked, so the device's count of them
+    /// is not untracked.
+    pub fn pending_on(&self, device: u32) -> u32 {
+        let kept = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        kept.values().filter_map(|r| r.streams.get(&device)).fold(0u32, |a, &n| a.saturating_add(n))
+    }
+
+    /// The declarations' time is over: every record still undeclared is dropped, and
+    /// returned as (tenant, device, streams) for the ledger to let go of.
+    pub fn expire_recorded(&self) -> Vec<(String, u32, u32)> {
+        let mut kept = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
+        let left = kept.values().flat_map(|r| r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n))).collect();
+        kept.clear();
+        left
+    }
+
     /// What the last run recorded for process `pid` started at `start`, of `tenant`, on
     /// `device`: (streams, events), each only when asked for (a process may declare its
     /// streams and its events in separate calls). Taken, so a record is booked once.

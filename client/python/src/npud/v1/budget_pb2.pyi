@@ -64,7 +64,7 @@ class BudgetHello(_message.Message):
     def __init__(self, program: _Optional[str] = ..., allocation: _Optional[str] = ..., reports_created: _Optional[bool] = ...) -> None: ...
 
 class BudgetWelcome(_message.Message):
-    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings", "shared", "capture_headroom", "client_slots")
+    __slots__ = ("tenant", "epoch", "declare_grace_ms", "process_streams", "max_streams", "highest_priority", "bookings", "shared", "capture_headroom", "client_slots", "cushion")
     TENANT_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     DECLARE_GRACE_MS_FIELD_NUMBER: _ClassVar[int]
@@ -75,6 +75,7 @@ class BudgetWelcome(_message.Message):
     SHARED_FIELD_NUMBER: _ClassVar[int]
     CAPTURE_HEADROOM_FIELD_NUMBER: _ClassVar[int]
     CLIENT_SLOTS_FIELD_NUMBER: _ClassVar[int]
+    CUSHION_FIELD_NUMBER: _ClassVar[int]
     tenant: str
     epoch: int
     declare_grace_ms: int
@@ -85,7 +86,8 @@ class BudgetWelcome(_message.Message):
     shared: bool
     capture_headroom: int
     client_slots: bool
-    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ..., shared: _Optional[bool] = ..., capture_headroom: _Optional[int] = ..., client_slots: _Optional[bool] = ...) -> None: ...
+    cushion: int
+    def __init__(self, tenant: _Optional[str] = ..., epoch: _Optional[int] = ..., declare_grace_ms: _Optional[int] = ..., process_streams: _Optional[int] = ..., max_streams: _Optional[int] = ..., highest_priority: _Optional[int] = ..., bookings: _Optional[_Iterable[_Union[DeviceBooking, _Mapping]]] = ..., shared: _Optional[bool] = ..., capture_headroom: _Optional[int] = ..., client_slots: _Optional[bool] = ..., cushion: _Optional[int] = ...) -> None: ...
 
 class DeviceBooking(_message.Message):
     __slots__ = ("device", "identity", "streams", "placed", "floating")
