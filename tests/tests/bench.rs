@@ -61,6 +61,12 @@ fn npud_bench_quick_runs_and_writes_json() {
     assert!(text.contains("TP-8 start-up under the interposer"), "{text}");
     let node = &doc["interposer"]["node"];
     assert!(node["tp8_native_p50_ms"].as_f64().unwrap() > 0.0 && node["tp8_ratio"].as_f64().unwrap() > 0.0, "{node}");
+    // Issue 75: start-ups while npud hands the node over, none failed; the start-up rows
+    // restated as the time npud adds.
+    let upgrade = &doc["interposer"]["upgrade"];
+    assert_eq!((upgrade["failed"].as_u64(), upgrade["took_over"].as_bool()), (Some(0), Some(true)), "{upgrade}");
+    assert!(doc["interposer"]["startup_added_ms"].is_f64() && node["tp8_added_ms_per_process"].is_f64(), "{node}");
+    assert!(text.contains("the npud serving them handing over midway"), "{text}");
     // Start-ups alternate so that each kind follows each kind; the halves are printed.
     assert!(text.contains("start-ups run native, interposed, interposed, native"), "{text}");
     let halves = doc["interposer"]["startup_ratio_by_half"].as_array().unwrap();

@@ -113,3 +113,26 @@ fn tls_and_listen_go_together() {
     let e = Config::load(&Args { tls_cert: Some("/x.pem".into()), ..Args::default() }).unwrap_err().0;
     assert!(e.contains("TLS needs both --tls-cert and --tls-key"), "{e}");
 }
+
+/// The configuration the Kubernetes manifests ship is one npud loads, with its device
+/// plugin on (as the DaemonSet's flag turns it on) and the values its comments state.
+#[test]
+fn the_shipped_configmap_loads_as_its_comments_say() {
+    let yaml = include_str!("../../../deploy/kubernetes/base/configmap.yaml");
+    let start = yaml.find("npud.toml: |").expect("the configmap holds npud.toml") + "npud.toml: |".len();
+    let toml: String =
+        yaml[start..].lines().skip(1).map(|l| l.strip_prefix("    ").unwrap_or(l)).collect::<Vec<_>>().join("\n");
+    let flags = Args { device_plugin_dir: Some("/var/lib/kubelet/device-plugins".into()), ..Args::default() };
+    let c = load(&toml, flags).expect("the shipped configuration loads");
+    let k8s = c.kubernetes.expect("the device plugin is on");
+    assert_eq!((k8s.stream_unit, k8s.unallocated_quota, k8s.process_cushion), (8, 0, 4));
+}
+
+#[test]
+fn a_cushion_past_64_streams_is_refused_by_name() {
+    let flags = || Args { device_plugin_dir: Some("/var/lib/kubelet/device-plugins".into()), ..Args::default() };
+    let e = load("[kubernetes]\nprocess_cushion = 65\n", flags()).expect_err("refused");
+    assert!(e.to_string().contains("kubernetes.process_cushion must be 0..=64, got 65"), "{e}");
+    let c = load("[kubernetes]\nprocess_cushion = 0\n", flags()).expect("none is allowed");
+    assert_eq!(c.kubernetes.map(|k| k.process_cushion), Some(0));
+}

@@ -57,7 +57,11 @@ impl Daemon {
             *held.entry((e.device, e.tenant)).or_insert(0) += 1;
         }
         // Streams interposed processes created themselves: in the ledger, not on our hardware.
-        let natives = self.natives.totals();
+        let mut natives = self.natives.totals();
+        // And what a restart booked for recorded processes that have not declared yet.
+        for (tenant, device, n) in self.natives.recorded_holdings() {
+            *natives.entry((device, Arc::from(tenant))).or_insert(0) += n;
+        }
         for ((device, tenant), n) in &natives {
             *held.entry((*device, Arc::clone(tenant))).or_insert(0) += n;
         }

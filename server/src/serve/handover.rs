@@ -50,7 +50,7 @@ pub struct Inherited {
     pub tcp: Option<std::net::TcpListener>,
     pub metrics: Option<std::net::TcpListener>,
     /// The connection to the npud that handed over: told when this one's device plugin is
-    /// registered, it stops its own and says so (see [`follow`]).
+    /// registered, it stops its own and says so (see `follow`).
     pub predecessor: Option<std::os::unix::net::UnixStream>,
 }
 
@@ -201,7 +201,18 @@ fn inherited(text: &str, fds: Vec<OwnedFd>) -> std::io::Result<Inherited> {
     if magic != MAGIC {
         return Err(bad(format!("not a handover this npud reads: {text:?}")));
     }
-    let names: Vec<&str> = words.collect();
+    // The network namespace the TCP sockets live in: a successor in another (a pod of its
+    // own) binds its own, since the old pod's addresses go with it.
+    let mut net = None;
+    let names: Vec<&str> = words
+        .filter(|w| match w.strip_prefix("net=") {
+            Some(ns) => {
+                net = Some(ns.to_string());
+                false
+            }
+            None => true,
+        })
+        .collect();
     if names.len() != fds.len() {
         return Err(bad(format!("{} sockets named, {} received", names.len(), fds.len())));
     }
@@ -217,7 +228,16 @@ fn inherited(text: &str, fds: Vec<OwnedFd>) -> std::io::Result<Inherited> {
     if got.unix.is_none() {
         return Err(bad("no Unix socket among them".into()));
     }
+    if net.is_none() || net != network_namespace() {
+        got.tcp = None;
+        got.metrics = None;
+    }
     Ok(got)
+}
+
+/// This process's network namespace, as the kernel names it (`net:[4026531840]`).
+fn network_namespace() -> Option<String> {
+    std::fs::read_link("/proc/self/ns/net").ok().map(|p| p.to_string_lossy().into_owned())
 }
 
 /// The serving npud's side: its handover socket and the newest standby connected to it.
@@ -286,7 +306,8 @@ pub fn hand_over(
     sockets: &[(&str, std::os::fd::BorrowedFd<'_>)],
 ) -> std::io::Result<()> {
     let names: Vec<&str> = sockets.iter().map(|(n, _)| *n).collect();
-    let text = format!("{MAGIC} {}", names.join(" "));
+    let net = network_namespace().map(|ns| format!(" net={ns}")).unwrap_or_default();
+    let text = format!("{MAGIC}{net} {}", names.join(" "));
     let fds: Vec<std::os::fd::BorrowedFd<'_>> = sockets.iter().map(|(_, fd)| *fd).collect();
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
     let mut control = SendAncillaryBuffer::new(&mut space);
@@ -403,6 +424,15 @@ mod tests {
         let fd = OwnedFd::from(a);
         let got = inherited("npud-handover v1 unix", vec![fd]).unwrap();
         assert!(got.unix.is_some() && got.tcp.is_none());
+        // TCP sockets of another network namespace (another pod's) are not taken.
+        let (tcp, here) = (std::net::TcpListener::bind("127.0.0.1:0").unwrap(), network_namespace().unwrap());
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let same = inherited(&format!("npud-handover v1 net={here} unix tcp"), vec![a.into(), tcp.into()]).unwrap();
+        assert!(same.tcp.is_some());
+        let (tcp, (a, _b)) =
+            (std::net::TcpListener::bind("127.0.0.1:0").unwrap(), std::os::unix::net::UnixStream::pair().unwrap());
+        let other = inherited("npud-handover v1 net=net:[1] unix tcp", vec![a.into(), tcp.into()]).unwrap();
+        assert!(other.unix.is_some() && other.tcp.is_none());
         assert!(inherited("npud-handover v2 unix", vec![]).is_err());
         assert!(inherited("npud-handover v1 unix tcp", vec![]).is_err());
         assert!(inherited("npud-handover v1", vec![]).is_err(), "no Unix socket");

@@ -42,17 +42,26 @@ pub fn rows(quick: bool) -> Rows {
         startup.calls_per_process, startup.acquires_per_process
     );
     let decomposed = decomposition(&startup);
+    let added_ms = ms(startup.interposed.p50()) - ms(startup.native.p50());
     let node = super::node::rows(quick);
+    let upgrade = super::upgrade::rows(quick);
     let crowds = crowds(false, if quick { 2 } else { 5 });
     let [native_crowd, restarted, interposed, _] = &crowds.runs;
     let vs_native = interposed.makespan.as_secs_f64() / native_crowd.makespan.as_secs_f64();
     let vs_restarted = interposed.makespan.as_secs_f64() / restarted.makespan.as_secs_f64();
     let mut targets = node.targets;
+    targets.extend(upgrade.targets);
     targets.extend([
         (
-            "interposed 70-stream start-up <= 1.10x native".into(),
-            format!("{startup_ratio:.2}x ({:.2} vs {:.2} ms)", ms(startup.interposed.p50()), ms(startup.native.p50())),
-            startup_ratio <= 1.10,
+            // Issue 75: the time npud adds, side by side with native in the same rounds (the
+            // ratio, issue 33's target, prints above as information).
+            "interposed 70-stream start-up adds <= 0.5 ms to native".into(),
+            format!(
+                "{added_ms:+.3} ms ({:.2} vs {:.2} ms, {startup_ratio:.2}x)",
+                ms(startup.interposed.p50()),
+                ms(startup.native.p50())
+            ),
+            added_ms <= 0.5,
         ),
         (
             "<= 3 budget round trips per interposed start-up and exit".into(),
@@ -100,6 +109,8 @@ pub fn rows(quick: bool) -> Rows {
         "calls_per_process": startup.calls_per_process, "acquires_per_process": startup.acquires_per_process,
         "decomposed": decomposed,
         "node": node.json,
+        "upgrade": upgrade.json,
+        "startup_added_ms": added_ms,
         "crowd": crowds.json,
         "crowd_300x10_rounds": crowds.rounds,
         "kubelet_backoff_makespan_s": kubelet.makespan.as_secs_f64(),

@@ -11,6 +11,7 @@ pub mod profile;
 pub mod scale;
 pub mod standin;
 pub mod timeline;
+pub mod upgrade;
 
 use std::time::{Duration, Instant};
 

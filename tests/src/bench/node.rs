@@ -20,10 +20,17 @@ pub fn rows(quick: bool) -> Rows {
     println!("TP-8 start-up under the interposer: {tp_ratio:.3}x native ({} rounds of each)", tp_native.0.len());
     let crowd = node_crowds(if quick { 1 } else { 5 });
     let memory = super::holders::node_memory_run(8, 1000);
+    // Issue 75: what npud adds to the start-up, per process, beside native in the same
+    // rounds; the ratio (issue 59's target) prints above as information.
+    let added_per_process = (ms(tp_interposed.p50()) - ms(tp_native.p50())) / 8.0;
     let mut targets = vec![(
-        "TP-8 start-up (8 processes x 70 streams, one per NPU, together) <= 1.10x native".into(),
-        format!("{tp_ratio:.2}x ({:.2} vs {:.2} ms)", ms(tp_interposed.p50()), ms(tp_native.p50())),
-        tp_ratio <= 1.10,
+        "TP-8 start-up (8 processes x 70 streams, one per NPU, together) adds <= 0.5 ms per process".into(),
+        format!(
+            "{added_per_process:+.3} ms ({:.2} vs {:.2} ms, {tp_ratio:.2}x)",
+            ms(tp_interposed.p50()),
+            ms(tp_native.p50())
+        ),
+        added_per_process <= 0.5,
     )];
     targets.extend(crowd.targets);
     let (rss_ok, rss_line) = match &memory {
@@ -46,7 +53,7 @@ pub fn rows(quick: bool) -> Rows {
     targets.push(("npud RSS, 8 devices x 2,048 streams booked, 1,000 holders <= 64 MiB".into(), rss_line, rss_ok));
     let json = json!({
         "tp8_native_p50_ms": ms(tp_native.p50()), "tp8_interposed_p50_ms": ms(tp_interposed.p50()),
-        "tp8_ratio": tp_ratio, "tp8_native_spread_ms": spread(&tp_native),
+        "tp8_ratio": tp_ratio, "tp8_added_ms_per_process": added_per_process, "tp8_native_spread_ms": spread(&tp_native),
         "tp8_interposed_spread_ms": spread(&tp_interposed), "rounds": tp_native.0.len(),
         "crowds": crowd.json,
         "memory": memory.as_ref().map(|m| json!({

@@ -3,6 +3,7 @@
 //!     cargo build --release --workspace      # the binaries and the fake vendor libraries
 //!     target/release/npud-bench [--quick] [--json bench.json]
 //!     target/release/npud-bench --node [--quick] [--json node.json]   # only the node rows (issue 59)
+//!     target/release/npud-bench --upgrade [--quick] [--json up.json]  # only the upgrade row (issue 75)
 //!     target/release/npud-bench --loop create-destroy 10    # for perf record -p <pid>
 //!     target/release/npud-bench --crowds --json crowds.json # the crowds alone, every start-up timed
 //!
@@ -46,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let mut quick = false;
     let mut crowds_only = false;
     let mut node_only = false;
+    let mut upgrade_only = false;
     let mut json_path = "bench.json".to_string();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -85,9 +87,11 @@ async fn main() -> anyhow::Result<()> {
             "--crowds" => crowds_only = true,
             // Only the node's rows (issue 59): an eight-NPU node.
             "--node" => node_only = true,
+            // Only the upgrade row (issue 75): start-ups during a handover.
+            "--upgrade" => upgrade_only = true,
             "--help" | "-h" => {
                 println!(
-                    "npud-bench [--quick] [--json FILE] | --crowds [--json FILE] | --node [--quick] [--json FILE] | --loop {{{}}} SECONDS",
+                    "npud-bench [--quick] [--json FILE] | --crowds [--json FILE] | --node|--upgrade [--quick] [--json FILE] | --loop {{{}}} SECONDS",
                     profile::CALLS.join("|")
                 );
                 return Ok(());
@@ -97,6 +101,16 @@ async fn main() -> anyhow::Result<()> {
     }
     // npud as a user runs it: the tests' debug log would put a write on every grant.
     npud_tests::quiet_daemons();
+    if upgrade_only {
+        let upgrade = npud_tests::bench::upgrade::rows(quick);
+        for (target, measured, met) in &upgrade.targets {
+            println!("{:<72} {:<40} {}", target, measured, verdict(*met));
+        }
+        let doc = json!({ "machine": machine(), "upgrade": upgrade.json });
+        std::fs::write(&json_path, serde_json::to_string_pretty(&doc)?)?;
+        println!("wrote {json_path}");
+        return Ok(());
+    }
     if node_only {
         let node = node::rows(quick);
         for (target, measured, met) in &node.targets {
