@@ -156,7 +156,7 @@ impl Node {
             std::fs::copy(crate::native::preload_library(), &source).unwrap();
             let lib = dir.path().join("lib");
             config += &format!(
-                "preload_library = {:?}\npreload_dir = {:?}\n",
+                "preload_library = {:?}\npreload_dir = {:?}\ninterposer_glibc = \"99.0\"\n",
                 source.to_str().unwrap(),
                 lib.to_str().unwrap()
             );

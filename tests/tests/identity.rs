@@ -378,3 +378,30 @@ async fn the_container_runtime_must_agree_with_the_cgroup_about_the_pod() {
         assert!(silent.log().contains("did not answer"), "and says so:\n{}", silent.log());
     });
 }
+
+/// Issue 76: `kubectl exec` into npud's pod runs a process in npud's own container, in
+/// npud's own cgroup: it is npud's operator (`root`, the admin) as host root is. A process
+/// in another container of that pod, or in npud's cgroup as another uid, gains nothing.
+#[test]
+fn a_process_in_npuds_own_container_is_its_admin_and_no_other_is() {
+    let host = FakeHost::new();
+    let d = start(&host, "");
+    let (id, pod) = ids();
+    let u = pod.replace('-', "_");
+    let slice = format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{u}.slice");
+    let npuds = format!("0::{slice}/cri-containerd-{id}.scope\n");
+    host.plant(d.pid(), &npuds);
+    let mut exec = peer(&d, None);
+    host.plant(exec.pid, &npuds);
+    assert_eq!(exec.ask("tenant")["tenant"], "root", "{}", d.log());
+    assert_eq!(exec.ask("set-quota uid-0 5")["ok"], true, "{}", d.log());
+    let (sidecar, _) = ids();
+    let mut side = peer(&d, None);
+    host.plant(side.pid, &format!("0::{slice}/cri-containerd-{sidecar}.scope\n"));
+    assert_eq!(side.ask("tenant")["tenant"], format!("pod-{pod}"));
+    assert_eq!(error_of(&side.ask("set-quota uid-0 5")), "PermissionDenied");
+    let mut user = peer(&d, Some(USER));
+    host.plant(user.pid, &npuds);
+    assert_eq!(user.ask("tenant")["tenant"], format!("pod-{pod}"), "npud's cgroup, not npud's uid");
+    assert_eq!(error_of(&user.ask("set-quota uid-0 5")), "PermissionDenied");
+}

@@ -65,7 +65,7 @@ impl Node {
         let config = format!(
             "{}[kubernetes]\nenabled = true\ndevice_plugin_dir = {:?}\n\
              pod_resources_socket = {:?}\npod_resources_period = \"1s\"\nallocation_grace = \"2s\"\n\
-             preload_library = {:?}\npreload_dir = {:?}\n",
+             preload_library = {:?}\npreload_dir = {:?}\ninterposer_glibc = \"99.0\"\n",
             npud_tests::host::Host::config(&fake),
             dp.to_str().unwrap(),
             dir.path().join("pods.sock").to_str().unwrap(),

@@ -47,11 +47,18 @@ impl Host {
     /// `plant` does (`$$`: npud's pid, which `exec` keeps) is in place before it runs.
     /// Ok(()) when it serves, Err(its stderr) when it exits.
     fn start(&self, plant: &str) -> Result<(), String> {
+        // The test's interposer is this machine's build: the images it is preloaded into
+        // here have this machine's glibc.
+        self.start_with(plant, "interposer_glibc = \"99.0\"\n")
+    }
+
+    /// [`Host::start`] with `extra` in npud's `[kubernetes]` section.
+    fn start_with(&self, plant: &str, extra: &str) -> Result<(), String> {
         let config = self.dir.path().join("npud.toml");
         std::fs::write(
             &config,
             format!(
-                "[kubernetes]\nenabled = true\npreload_library = {:?}\npreload_dir = {:?}\n",
+                "[kubernetes]\nenabled = true\npreload_library = {:?}\npreload_dir = {:?}\n{extra}",
                 self.source.to_str().unwrap(),
                 self.lib.to_str().unwrap()
             ),
@@ -209,4 +216,29 @@ fn a_fifo_at_the_librarys_name_is_refused_without_blocking() {
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     refused(host.start(""), &[fifo.to_str().unwrap(), "not a regular file"]);
     assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo(), "left as it was");
+}
+
+/// Issue 76: an interposer that needs a glibc newer than the oldest the images have
+/// (`interposer_glibc`, 2.17 by default) is refused at install, naming the symbol: through
+/// `/etc/ld.so.preload` it would stop every process of an older image. This machine's build
+/// needs what `readelf` says it does.
+#[test]
+fn an_interposer_needing_a_newer_glibc_is_refused_naming_the_symbol() {
+    let host = Host::new();
+    let out = Command::new("readelf").args(["--dyn-syms", "--wide"]).arg(&host.source).output().unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    let newer: Vec<String> = table
+        .split_whitespace()
+        .filter(|w| w.contains("@GLIBC_2."))
+        .filter(|w| w.rsplit("GLIBC_2.").next().and_then(|v| v.split('.').next()?.parse::<u32>().ok()) > Some(17))
+        .map(str::to_string)
+        .collect();
+    if newer.is_empty() {
+        eprintln!("SKIPPED LOUDLY: this machine's interposer build needs nothing past glibc 2.17");
+        return;
+    }
+    let err = refused(host.start_with("", ""), &["interposer_glibc", "2.17", "scripts/old-glibc.sh"]);
+    assert!(newer.iter().any(|sym| err.contains(sym.split(" (").next().unwrap())), "names one of {newer:?}: {err}");
+    assert!(!host.lib.join(host.library_name()).exists(), "nothing installed");
+    assert!(host.start_with("", "interposer_glibc = \"99.0\"\n").is_ok(), "a floor the build meets installs it");
 }

@@ -103,7 +103,12 @@ def test_kubernetes_manifests_validate_against_the_schemas():
     assert len(manifests) >= 7, manifests
     for path in manifests:
         for doc in yaml.safe_load_all(path.read_text()):
-            kubernetes_validate.validate(doc, "1.30.0", strict=True)
+            for version in KUBERNETES_VERSIONS:
+                kubernetes_validate.validate(doc, version, strict=True)
+
+
+# The Kubernetes releases the manifests are checked against (strict: no unknown fields).
+KUBERNETES_VERSIONS = ["1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
 
 
 def test_a_session_that_vanished_is_reopened_by_the_next_call(daemon):
@@ -233,7 +238,8 @@ def test_every_overlay_renders_and_validates_against_the_api_schemas(overlay):
 
     docs = _render(DEPLOY / "kubernetes" / overlay)
     for doc in docs:
-        kubernetes_validate.validate(doc, "1.30.0", strict=True)
+        for version in KUBERNETES_VERSIONS:
+            kubernetes_validate.validate(doc, version, strict=True)
     kinds = sorted(d["kind"] for d in docs)
     if overlay == "admission-policy":
         assert kinds == ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"]
@@ -243,9 +249,15 @@ def test_every_overlay_renders_and_validates_against_the_api_schemas(overlay):
     assert kinds == ["ConfigMap", "DaemonSet", "Namespace", "NetworkPolicy"]
     (ns,) = [d for d in docs if d["kind"] == "Namespace"]
     assert ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    assert ns["metadata"]["name"] == f"npud-{overlay}", "each overlay its own namespace"
+    (ds,) = [d for d in docs if d["kind"] == "DaemonSet"]
+    rolling = ds["spec"]["updateStrategy"]["rollingUpdate"]
+    assert (rolling["maxSurge"], rolling["maxUnavailable"]) == (1, 0), "an upgrade is a handover"
     spec = _daemonset(docs)
     assert spec["automountServiceAccountToken"] is False and spec["hostPID"] is True
-    assert {t["key"] for t in spec["tolerations"] if t["operator"] == "Exists"} >= {"huawei.com/Ascend910", "nvidia.com/gpu"}
+    if overlay != "sim":
+        tolerated = {t["key"] for t in spec["tolerations"] if t["operator"] == "Exists"}
+        assert tolerated >= {"huawei.com/Ascend910", "nvidia.com/gpu"}
     assert "initContainers" not in spec, "npud installs the interposer itself, never over a mapped file"
     (npud,) = spec["containers"]
     registry = npud["image"].split("/")[0]
@@ -254,17 +266,40 @@ def test_every_overlay_renders_and_validates_against_the_api_schemas(overlay):
     assert f"--backend={backend}" in npud["args"]
     env = {e["name"]: e.get("value") for e in npud.get("env", [])}
     mounts = {m["mountPath"] for m in npud["volumeMounts"]}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert npud[probe]["timeoutSeconds"] >= 5, f"{probe}: an exec probe's 1 s default is too short"
+    assert "cpu" not in npud["resources"]["limits"], "a CPU limit throttles admission in a crowd"
     if overlay == "ascend":
         assert spec["nodeSelector"] == {"accelerator": "huawei-Ascend910"}
-        assert env["ASCEND_HOME_PATH"] == "/usr/local/Ascend/ascend-toolkit/latest"
         assert "/usr/local/Ascend/driver/lib64" in env["LD_LIBRARY_PATH"].split(":")
-        assert {"/usr/local/Ascend/driver", "/usr/local/Ascend/ascend-toolkit"} <= mounts
+        assert "/usr/local/Ascend" in mounts
+        # No mount names a CANN package a node may lack (only the driver is on every node).
+        paths = {v["hostPath"]["path"]: v["hostPath"].get("type") for v in spec["volumes"] if "hostPath" in v}
+        assert not any("toolkit" in p or "nnae" in p or "nnrt" in p for p in paths), paths
     if overlay == "nvidia":
         assert spec["runtimeClassName"] == "nvidia"
         assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
         assert env["NVIDIA_VISIBLE_DEVICES"] == "all" and "compute" in env["NVIDIA_DRIVER_CAPABILITIES"]
     if overlay == "sim":
-        assert "nodeSelector" not in spec, "the simulator runs anywhere it is applied"
+        # Never on an accelerator node, nor on its host paths.
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        absent = {e["key"] for e in terms[0]["matchExpressions"] if e["operator"] == "DoesNotExist"}
+        assert {"accelerator", "nvidia.com/gpu.present"} <= absent, terms
+        assert not {t["key"] for t in spec["tolerations"]} & {"huawei.com/Ascend910", "nvidia.com/gpu"}
+        host = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
+        assert {"/run/npud-sim", "/var/lib/npud-sim"} <= host and not {"/run/npud", "/var/lib/npud"} & host, host
+        assert mounts >= {"/run/npud-sim", "/var/lib/npud-sim"} and "/run/npud" not in mounts, mounts
+
+
+def test_every_overlay_can_be_applied_to_one_cluster():
+    """Ascend, NVIDIA and sim nodes in one cluster: the overlays rendered together name no
+    object twice, so applying one never replaces another's."""
+    seen = {}
+    for overlay in ["ascend", "nvidia", "sim", "admission-policy"]:
+        for d in _render(DEPLOY / "kubernetes" / overlay):
+            key = (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+            assert key not in seen, f"{key} is in both {seen.get(key)} and {overlay}"
+            seen[key] = overlay
 
 
 def test_the_prometheus_operator_overlay_adds_a_pod_monitor():
@@ -302,6 +337,84 @@ def _pod(containers, init=()):
     if init:
         spec["initContainers"] = [{"name": n, "image": "x", **limits(l)} for n, l in init]
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": spec}
+
+
+def _binding():
+    import yaml
+
+    (policy, binding) = yaml.safe_load_all((DEPLOY / "kubernetes" / "admission-policy" / "policy.yaml").read_text())
+    return policy, binding
+
+
+def _selects(selector, labels):
+    """A label selector's matchExpressions (In, NotIn, Exists, DoesNotExist) on `labels`."""
+    for e in selector.get("matchExpressions", []):
+        present, value = e["key"] in labels, labels.get(e["key"])
+        ok = {
+            "In": present and value in e.get("values", []),
+            "NotIn": not present or value not in e.get("values", []),
+            "Exists": present,
+            "DoesNotExist": not present,
+        }[e["operator"]]
+        if not ok:
+            return False
+    return all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+
+
+def test_the_admission_policy_judges_only_new_pods_in_the_namespaces_it_is_scoped_to():
+    """CREATE only: an UPDATE of an older pod that took an NPU without streams (the Job
+    controller removing its tracking finalizer) is never refused. Scoped by namespace: the
+    system and npud's own are out, and any namespace labelled npud.io/admission=off."""
+    policy, binding = _binding()
+    (rule,) = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["operations"] == ["CREATE"] and rule["resources"] == ["pods"]
+    old_pod = _pod([("main", {"huawei.com/Ascend910": "8"})])
+    old_pod["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    assert not _admission(old_pod)[0], "such a pod is refused when it is made"
+    assert "UPDATE" not in rule["operations"], "its finalizer's removal is not judged at all"
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]
+    ns = lambda name, **labels: {"kubernetes.io/metadata.name": name, **labels}  # noqa: E731
+    assert _selects(selector, ns("team-a"))
+    assert not _selects(selector, ns("team-b", **{"npud.io/admission": "off"}))
+    for system in ["kube-system", "npud-ascend", "npud-nvidia", "npud-sim", "mindx-dl", "gpu-operator"]:
+        assert not _selects(selector, ns(system)), system
+
+
+def test_the_admission_policy_covers_shared_and_partitioned_accelerators():
+    """vNPUs (static templates and Volcano's npu-core), time-sliced GPUs and MIG devices take
+    an accelerator too: without npud.io/streams they are refused, with it admitted."""
+    for name in [
+        "huawei.com/Ascend910-2c",
+        "huawei.com/Ascend910-16c",
+        "huawei.com/Ascend310P-1c",
+        "huawei.com/Ascend310P-2c.1cpu",
+        "huawei.com/npu-core",
+        "nvidia.com/gpu.shared",
+        "nvidia.com/mig-1g.5gb",
+        "nvidia.com/mig-3g.40gb",
+    ]:
+        allowed, why = _admission(_pod([("main", {name: "1"})]))
+        assert not allowed and "main" in why[0], (name, why)
+        assert _admission(_pod([("main", {name: "1", "npud.io/streams": "4"})])) == (True, []), name
+    # Names that only look alike are not accelerators.
+    assert _admission(_pod([("main", {"huawei.com/hccs": "1", "nvidia.com/gpumem": "1000"})])) == (True, [])
+
+
+def test_the_examples_are_what_they_say():
+    """Each example passes the admission policy, and the two servers each take an NPU and
+    their streams in the same container."""
+    import yaml
+
+    kube = DEPLOY / "kubernetes"
+    pod = yaml.safe_load((kube / "example-workload.yaml").read_text())
+    assert _admission(pod) == (True, [])
+    (deployment,) = [d for d in yaml.safe_load_all((kube / "example-two-servers.yaml").read_text()) if d]
+    template = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"}, "spec": deployment["spec"]["template"]["spec"]}
+    assert _admission(template) == (True, [])
+    (server,) = template["spec"]["containers"]
+    assert server["resources"]["limits"]["huawei.com/Ascend910"] == "1"
+    assert int(server["resources"]["limits"]["npud.io/streams"]) * 8 >= 70, "a torch_npu process's streams"
+    assert "LD_PRELOAD" not in (kube / "example-workload.yaml").read_text().split("(no LD_PRELOAD")[0]
 
 
 def test_the_admission_policy_refuses_accelerators_without_streams():

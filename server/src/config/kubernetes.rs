@@ -38,6 +38,9 @@ pub struct FileKubernetes {
     /// Streams each process of a pod may make past its grant, per device, while npud is
     /// away (0..=64); it declares them when npud is back.
     process_cushion: Option<u32>,
+    /// The oldest glibc the cluster's images have (`2.17`): an interposer that needs a
+    /// newer one is refused at install, naming the symbol.
+    interposer_glibc: Option<String>,
     /// The vendors' device resources and how their ids name devices (replaces the
     /// defaults when given; an empty list books every allocation per acquisition).
     device_resources: Option<Vec<FileDeviceResource>>,
@@ -55,6 +58,13 @@ pub const DEFAULT_POD_RESOURCES_PERIOD: std::time::Duration = std::time::Duratio
 /// back-off reaches 300 s between restarts, but the pod's cgroup stays meanwhile), and
 /// long enough for a kubelet restart's empty listings to pass for one never presented.
 pub const DEFAULT_ALLOCATION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A glibc version as its symbol versions spell it: `2.17` is `[2, 17]`, `2.3.4`
+/// (`GLIBC_2.3.4`) `[2, 3, 4]`; None for anything else.
+pub fn parse_glibc(text: &str) -> Option<Vec<u32>> {
+    let parts: Option<Vec<u32>> = text.split('.').map(|p| p.parse().ok()).collect();
+    parts.filter(|v| (2..=3).contains(&v.len()))
+}
 
 /// A pod's container without an allocation gets no streams: identity fails closed.
 pub const DEFAULT_UNALLOCATED_QUOTA: u32 = 0;
@@ -83,6 +93,8 @@ pub struct KubernetesConfig {
     pub unallocated_quota: u32,
     /// Streams each process of a pod may make past its grant, per device, while npud is away.
     pub process_cushion: u32,
+    /// The oldest glibc the images have: what the interposer may need at most.
+    pub interposer_glibc: Vec<u32>,
     /// The vendors' device resources: which devices the kubelet gave a container.
     pub device_resources: Vec<DeviceResource>,
 }
@@ -135,6 +147,14 @@ impl FileKubernetes {
             preload_dir: self.preload_dir.clone(),
             unallocated_quota: self.unallocated_quota.unwrap_or(DEFAULT_UNALLOCATED_QUOTA),
             process_cushion: self.process_cushion.unwrap_or(DEFAULT_PROCESS_CUSHION),
+            interposer_glibc: match self.interposer_glibc.as_deref() {
+                None => vec![2, 17],
+                Some(text) => parse_glibc(text).ok_or_else(|| {
+                    ConfigError::new(format!(
+                        "kubernetes.interposer_glibc must be a glibc version such as \"2.17\", got {text:?}"
+                    ))
+                })?,
+            },
             device_resources: match &self.device_resources {
                 None => default_resources(),
                 Some(list) if list.len() > 32 => {

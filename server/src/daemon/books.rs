@@ -60,16 +60,32 @@ impl Daemon {
         }
     }
 
-    /// The declarations' time is over: what no process declared is let go of.
-    pub async fn expire_recorded(&self) {
-        let left = self.natives.expire_recorded();
+    /// Lets go of what recorded processes that ended, or (`all`: the declarations' time is
+    /// over) any that did not declare, were booked at the start.
+    pub async fn expire_recorded(&self, all: bool) {
+        let proc_root = &self.config.proc_root;
+        let left = self.natives.expire_recorded(|pid, start| {
+            all || crate::tenancy::identity::process_start(proc_root, pid) != Some(start)
+        });
         if !left.is_empty() {
-            tracing::info!(holdings = left.len(), "recorded holdings no process declared are let go of");
+            tracing::info!(holdings = left.len(), all, "recorded holdings no process declared are let go of");
         }
         for (tenant, device, streams) in left {
             self.admission.forget_recorded(device, &crate::types::Tenant::from(tenant), streams).await;
         }
     }
+}
+
+/// Until the declarations' time is over: every second, what recorded processes that ended
+/// before declaring were booked is let go of; at its end, whatever no process declared.
+pub async fn expire(daemon: Arc<Daemon>) {
+    let grace = daemon.natives.declare_grace();
+    let end = Instant::now() + grace;
+    while Instant::now() < end {
+        tokio::time::sleep(Duration::from_secs(1).min(grace)).await;
+        daemon.expire_recorded(false).await;
+    }
+    daemon.expire_recorded(true).await;
 }
 
 /// Writes the books after each change until the daemon goes. Without a state directory

@@ -34,7 +34,7 @@ pub fn install_interposer(
         .preload_dir
         .clone()
         .unwrap_or_else(|| state_dir.unwrap_or(std::path::Path::new("/var/lib/npud")).join("lib"));
-    let installed = interposer::install(&k8s.preload_library, &dir)
+    let installed = interposer::install(&k8s.preload_library, &dir, Some(&k8s.interposer_glibc))
         .map_err(|e| format!("cannot install the interposer in {} ([kubernetes] preload_dir): {e}", dir.display()))?;
     interposer::remove_unused(&dir, &installed.name(), &allocations.libraries());
     tracing::info!(library = %installed.library.display(), "the interposer is installed for allocated containers");

@@ -74,11 +74,7 @@ fn spawn_background(daemon: &Arc<Daemon>) {
     tokio::spawn(crate::daemon::books::keep(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::exits::watch(Arc::clone(daemon)));
     tokio::spawn(crate::daemon::faults::watch(Arc::clone(daemon)));
-    let d = Arc::clone(daemon);
-    tokio::spawn(async move {
-        tokio::time::sleep(d.natives().declare_grace()).await;
-        d.expire_recorded().await;
-    });
+    tokio::spawn(crate::daemon::books::expire(Arc::clone(daemon)));
     let d = Arc::clone(daemon);
     let period = (d.config().lease / 4).clamp(Duration::from_millis(20), Duration::from_secs(1));
     tokio::spawn(async move {

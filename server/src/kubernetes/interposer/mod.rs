@@ -10,6 +10,7 @@
 //! it (and for the kubelet, which reuses a container's checkpointed Allocate answer when
 //! it restarts): an old file goes only once no allocation that mounted it is left.
 
+pub mod elf;
 mod trusted;
 
 use sha2::Digest;
@@ -47,8 +48,20 @@ impl Installed {
 /// Installs `source` into `dir` under its content hash (see the module), unless npud's
 /// own file of that name is there already; returns what Allocate mounts. A directory or a
 /// file anyone but root could have written is refused, naming it (`trusted`).
-pub fn install(source: &Path, dir: &Path) -> std::io::Result<Installed> {
+pub fn install(source: &Path, dir: &Path, glibc: Option<&[u32]>) -> std::io::Result<Installed> {
     let bytes = read_source(source)?;
+    if let Some(floor) = glibc {
+        let newer = elf::newer_than(&bytes, floor).map_err(std::io::Error::other)?;
+        if !newer.is_empty() {
+            let floor: Vec<String> = floor.iter().map(u32::to_string).collect();
+            return Err(std::io::Error::other(format!(
+                "{} needs a glibc newer than {} ([kubernetes] interposer_glibc), the oldest the images may have:                  {}; preloaded into an older image it stops every process there. Install the build for glibc 2.17                  (scripts/old-glibc.sh, the shipped image's), or raise interposer_glibc if every image is newer",
+                source.display(),
+                floor.join("."),
+                newer.join(", ")
+            )));
+        }
+    }
     let hash: String = sha2::Sha256::digest(&bytes).iter().take(8).map(|b| format!("{b:02x}")).collect();
     let name = format!("{LIBRARY_PREFIX}{hash}.so");
     trusted::check_dir(dir)?;
@@ -132,14 +145,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (src, lib) = (dir.path().join("src.so"), dir.path().join("lib"));
         std::fs::write(&src, b"release one").unwrap();
-        let one = install(&src, &lib).unwrap();
+        let one = install(&src, &lib, None).unwrap();
         assert!(one.name().starts_with("libnpud_preload-") && one.name().ends_with(".so"));
         assert_eq!(std::fs::read_to_string(&one.preload_file).unwrap(), format!("{}\n", one.container_path));
         let inode = std::fs::metadata(&one.library).unwrap().ino();
-        assert_eq!(install(&src, &lib).unwrap(), one, "the same content, the same file");
+        assert_eq!(install(&src, &lib, None).unwrap(), one, "the same content, the same file");
         assert_eq!(std::fs::metadata(&one.library).unwrap().ino(), inode, "not rewritten");
         std::fs::write(&src, b"release two").unwrap();
-        let two = install(&src, &lib).unwrap();
+        let two = install(&src, &lib, None).unwrap();
         assert_ne!(two.library, one.library);
         assert_eq!(std::fs::read(&one.library).unwrap(), b"release one", "the old file is as it was");
         assert_eq!(std::fs::metadata(&one.library).unwrap().ino(), inode);
@@ -147,6 +160,6 @@ mod tests {
         assert_eq!(remove_unused(&lib, &two.name(), std::slice::from_ref(&one.name())), 0);
         assert_eq!(remove_unused(&lib, &two.name(), &[]), 2, "the library and its preload file");
         assert!(!one.library.exists() && two.library.exists() && two.preload_file.exists());
-        assert!(install(&dir.path().join("missing"), &lib).is_err());
+        assert!(install(&dir.path().join("missing"), &lib, None).is_err());
     }
 }

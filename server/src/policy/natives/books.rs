@@ -121,12 +121,19 @@ impl super::Natives {
         kept.values().filter_map(|r| r.streams.get(&device)).fold(0u32, |a, &n| a.saturating_add(n))
     }
 
-    /// The declarations' time is over: every record still undeclared is dropped, and
-    /// returned as (tenant, device, streams) for the ledger to let go of.
-    pub fn expire_recorded(&self) -> Vec<(String, u32, u32)> {
+    /// Drops the records `gone` says are of processes that are gone (every record, once the
+    /// declarations' time is over), returned as (tenant, device, streams) for the ledger to
+    /// let go of.
+    pub fn expire_recorded(&self, gone: impl Fn(u32, u64) -> bool) -> Vec<(String, u32, u32)> {
         let mut kept = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
-        let left = kept.values().flat_map(|r| r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n))).collect();
-        kept.clear();
+        let mut left = Vec::new();
+        kept.retain(|&(pid, start), r| {
+            if !gone(pid, start) {
+                return true;
+            }
+            left.extend(r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n)));
+            false
+        });
         left
     }
 

@@ -142,6 +142,10 @@ pub struct Peer {
     /// Why the peer gets no identity at all: its cgroup could not be read (the process is
     /// gone, or there is no pid), or the container runtime contradicts its cgroup.
     pub refused: Option<String>,
+    /// It runs in npud's own container, as npud's uid: what `kubectl exec` into npud's pod
+    /// starts. npud's own cgroup, not a name, proves it: only who can move a process into
+    /// npud's cgroup (root on the host, or npud's container itself) can make one.
+    pub own: bool,
 }
 
 impl Peer {
@@ -246,11 +250,22 @@ impl PeerStream {
     }
 }
 
+/// Whether a peer of `uid` whose cgroup file reads `text` (a verified container's) is in
+/// npud's own container: the same cgroup as npud's own process, and npud's uid.
+fn in_npuds_container(text: &str, uid: u32, inspector: &dyn PeerInspector) -> bool {
+    if uid != rustix::process::geteuid().as_raw() {
+        return false;
+    }
+    let own = i32::try_from(std::process::id()).ok().and_then(|pid| inspector.cgroup(pid).ok());
+    let placing = crate::tenancy::cgroup::placing_path;
+    own.as_deref().and_then(placing).is_some_and(|mine| placing(text) == Some(mine))
+}
+
 /// What the kernel and the cgroup filesystem say about the process `pid` of `uid`.
 /// Fails closed: a peer whose cgroup cannot be read might be in a container (root there is
 /// not root here), so it gets no identity at all.
 pub fn identify(uid: u32, gid: u32, pid: Option<i32>, inspector: &dyn PeerInspector) -> Peer {
-    let mut peer = Peer { uid, gid, pid, cgroup: None, container: None, elsewhere: None, refused: None };
+    let mut peer = Peer { uid, gid, pid, cgroup: None, container: None, elsewhere: None, refused: None, own: false };
     let Some(pid) = pid else {
         peer.refused = Some("the peer has no pid npud can see".into());
         return peer;
@@ -259,7 +274,10 @@ pub fn identify(uid: u32, gid: u32, pid: Option<i32>, inspector: &dyn PeerInspec
         Ok(text) => {
             peer.cgroup = crate::tenancy::cgroup::placing_path(&text).map(|p| p.chars().take(256).collect());
             match place_of(&text, inspector.owners()) {
-                Place::Container(c) => peer.container = Some(c),
+                Place::Container(c) => {
+                    peer.own = in_npuds_container(&text, uid, inspector);
+                    peer.container = Some(c);
+                }
                 Place::Other(why) => peer.elsewhere = Some(why),
                 Place::Host => peer.elsewhere = in_hosts_pid_namespace(inspector, pid, uid).err(),
             }

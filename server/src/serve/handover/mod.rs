@@ -16,16 +16,13 @@
 //! second npud refuses to start, as before.
 
 use super::ServeError;
-use rustix::net::{
-    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
-};
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
 use std::future::Future;
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the message says first: a successor of another version refuses what it cannot read.
@@ -66,7 +63,7 @@ const PLUGIN_WORD: Duration = Duration::from_secs(10);
 /// (`signals`; at once without one) it tells the predecessor, which then ends its own
 /// plugin; when it says so (or goes), every ListAndWatch stream sends the units again, so
 /// the kubelet counts them unhealthy only between the two (`plugin::Signals`).
-pub(super) fn follow(
+pub(in crate::serve) fn follow(
     predecessor: &mut Option<std::os::unix::net::UnixStream>,
     signals: Option<Arc<crate::kubernetes::plugin::Signals>>,
 ) {
@@ -240,217 +237,9 @@ fn network_namespace() -> Option<String> {
     std::fs::read_link("/proc/self/ns/net").ok().map(|p| p.to_string_lossy().into_owned())
 }
 
-/// The serving npud's side: its handover socket and the newest standby connected to it.
-pub struct Standbys {
-    path: PathBuf,
-    newest: Arc<Mutex<Option<std::os::unix::net::UnixStream>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Standbys {
-    /// Listens on the handover socket (replacing a predecessor's), 0600.
-    pub fn listen(state_dir: Option<&Path>) -> Option<Standbys> {
-        let path = socket_path(state_dir)?;
-        let _ = std::fs::remove_file(&path);
-        let listener = match tokio::net::UnixListener::bind(&path) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::warn!(path = %path.display(), error = %e, "no handover socket; an upgrade will restart instead");
-                return None;
-            }
-        };
-        if let Err(e) = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)) {
-            tracing::warn!(path = %path.display(), error = %e, "cannot make the handover socket private; not serving it");
-            let _ = std::fs::remove_file(&path);
-            return None;
-        }
-        let newest = Arc::new(Mutex::new(None));
-        let slot = Arc::clone(&newest);
-        let task = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                if !same_uid(&stream) {
-                    continue;
-                }
-                let Ok(stream) = stream.into_std() else { continue };
-                tracing::info!("a successor npud is standing by");
-                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream);
-            }
-        });
-        Some(Standbys { path, newest, task })
-    }
-
-    /// The standby to hand over to, if one is connected and still there.
-    pub fn take(&self) -> Option<std::os::unix::net::UnixStream> {
-        self.task.abort();
-        let stream = self.newest.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-        // A standby that went away has closed its end: a read sees the end at once.
-        let _ = stream.set_nonblocking(true);
-        let mut probe = [0u8; 1];
-        match std::io::Read::read(&mut &stream, &mut probe) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Some(stream),
-            _ => None,
-        }
-    }
-}
-
-impl Drop for Standbys {
-    fn drop(&mut self) {
-        self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
-    }
-}
-
-/// Sends the listening sockets, named, to the standby on `to`.
-pub fn hand_over(
-    to: &std::os::unix::net::UnixStream,
-    sockets: &[(&str, std::os::fd::BorrowedFd<'_>)],
-) -> std::io::Result<()> {
-    let names: Vec<&str> = sockets.iter().map(|(n, _)| *n).collect();
-    let net = network_namespace().map(|ns| format!(" net={ns}")).unwrap_or_default();
-    let text = format!("{MAGIC}{net} {}", names.join(" "));
-    let fds: Vec<std::os::fd::BorrowedFd<'_>> = sockets.iter().map(|(_, fd)| *fd).collect();
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
-        return Err(std::io::Error::other("too many sockets to hand over"));
-    }
-    let _ = to.set_nonblocking(false);
-    let sent = rustix::net::sendmsg(to.as_fd(), &[IoSlice::new(text.as_bytes())], &mut control, SendFlags::NOSIGNAL)?;
-    if sent != text.len() {
-        return Err(std::io::Error::other("the handover message went out short"));
-    }
-    Ok(())
-}
-
-/// Copies of the listening sockets, kept to hand over once the servers have let theirs
-/// go, and the device plugin's task, which ends (removing its socket) before a successor
-/// may register.
-pub(super) struct Kept {
-    unix: Option<OwnedFd>,
-    pub tcp: Option<OwnedFd>,
-    pub metrics: Option<OwnedFd>,
-    pub plugin: Option<tokio::task::JoinHandle<()>>,
-    /// Stops the device plugin (`register::run`).
-    pub plugin_stop: tokio::sync::watch::Sender<bool>,
-}
-
-impl Kept {
-    pub fn new(unix: &tokio::net::UnixListener) -> Kept {
-        Kept {
-            unix: unix.as_fd().try_clone_to_owned().ok(),
-            tcp: None,
-            metrics: None,
-            plugin: None,
-            plugin_stop: tokio::sync::watch::channel(false).0,
-        }
-    }
-
-    /// A copy of `listener`'s socket.
-    pub fn keep(&self, listener: &impl AsFd) -> Option<OwnedFd> {
-        listener.as_fd().try_clone_to_owned().ok()
-    }
-
-    /// Hands the node to `to` (the servers have stopped accepting, the books are written a
-    /// last time): the sockets go, then, once the successor's device plugin is registered,
-    /// this one's ends, and the successor is told. True when the sockets went.
-    pub async fn hand_over(&mut self, to: &std::os::unix::net::UnixStream) -> bool {
-        let handed = self.send_sockets(to);
-        if handed && self.plugin.is_some() {
-            let to = to.try_clone();
-            let registered = tokio::task::spawn_blocking(move || {
-                use std::io::Read;
-                let to = to?;
-                to.set_read_timeout(Some(PLUGIN_WORD))?;
-                let mut word = [0u8; 1];
-                (&to).read(&mut word).map(|n| n == 1 && word[0] == REGISTERED)
-            })
-            .await;
-            if !matches!(registered, Ok(Ok(true))) {
-                tracing::warn!("the successor did not say its device plugin is registered; ending this one's");
-            }
-        }
-        self.plugin_stop.send_replace(true);
-        if let Some(plugin) = self.plugin.take() {
-            // Its ListAndWatch streams end within a watch period; its own bound is 5 s.
-            let _ = tokio::time::timeout(Duration::from_secs(7), plugin).await;
-        }
-        if handed {
-            use std::io::Write;
-            let _ = to.set_nonblocking(false);
-            let _ = (&*to).write_all(&[PLUGIN_ENDED]);
-        }
-        handed
-    }
-
-    fn send_sockets(&self, to: &std::os::unix::net::UnixStream) -> bool {
-        let Some(unix) = &self.unix else { return false };
-        let mut sockets = vec![("unix", unix.as_fd())];
-        sockets.extend(self.tcp.as_ref().map(|fd| ("tcp", fd.as_fd())));
-        sockets.extend(self.metrics.as_ref().map(|fd| ("metrics", fd.as_fd())));
-        match hand_over(to, &sockets) {
-            Ok(()) => {
-                tracing::info!(sockets = sockets.len(), "handed the node over to the successor npud");
-                true
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "the handover failed; stopping as usual");
-                false
-            }
-        }
-    }
-}
-
-/// A TCP listener on `addr`: the one handed over when it listens there, else a new one.
-pub(super) async fn tcp(
-    inherited: Option<std::net::TcpListener>,
-    addr: std::net::SocketAddr,
-) -> std::io::Result<tokio::net::TcpListener> {
-    match inherited.filter(|l| l.local_addr().is_ok_and(|a| a == addr)) {
-        Some(l) => {
-            l.set_nonblocking(true)?;
-            tokio::net::TcpListener::from_std(l)
-        }
-        None => tokio::net::TcpListener::bind(addr).await,
-    }
-}
-
+mod serving;
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    #[test]
-    fn a_message_names_its_sockets_in_order_and_anything_else_is_refused() {
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let fd = OwnedFd::from(a);
-        let got = inherited("npud-handover v1 unix", vec![fd]).unwrap();
-        assert!(got.unix.is_some() && got.tcp.is_none());
-        // TCP sockets of another network namespace (another pod's) are not taken.
-        let (tcp, here) = (std::net::TcpListener::bind("127.0.0.1:0").unwrap(), network_namespace().unwrap());
-        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        let same = inherited(&format!("npud-handover v1 net={here} unix tcp"), vec![a.into(), tcp.into()]).unwrap();
-        assert!(same.tcp.is_some());
-        let (tcp, (a, _b)) =
-            (std::net::TcpListener::bind("127.0.0.1:0").unwrap(), std::os::unix::net::UnixStream::pair().unwrap());
-        let other = inherited("npud-handover v1 net=net:[1] unix tcp", vec![a.into(), tcp.into()]).unwrap();
-        assert!(other.unix.is_some() && other.tcp.is_none());
-        assert!(inherited("npud-handover v2 unix", vec![]).is_err());
-        assert!(inherited("npud-handover v1 unix tcp", vec![]).is_err());
-        assert!(inherited("npud-handover v1", vec![]).is_err(), "no Unix socket");
-    }
-
-    #[tokio::test]
-    async fn sockets_sent_arrive_as_the_same_listening_socket() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.sock");
-        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
-        let (old, new) = std::os::unix::net::UnixStream::pair().unwrap();
-        hand_over(&old, &[("unix", listener.as_fd())]).unwrap();
-        drop(listener);
-        new.set_nonblocking(true).unwrap();
-        let got = receive(tokio::net::UnixStream::from_std(new).unwrap()).await.unwrap().unwrap();
-        let taken = got.unix.unwrap();
-        // A connect after the sender's copy closed reaches the receiver's.
-        let _client = std::os::unix::net::UnixStream::connect(&path).unwrap();
-        assert!(taken.accept().is_ok());
-    }
-}
+pub use serving::Standbys;
+pub(in crate::serve) use serving::{Kept, tcp};
