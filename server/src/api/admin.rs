@@ -92,6 +92,15 @@ impl AdminService for Api {
         for pod in &pods {
             all.entry(Arc::clone(pod)).or_insert_with(|| self.daemon.quotas().get(pod));
         }
+        // And every tenant that holds or waits for streams anywhere, on whatever quota it
+        // has (the default one included): the list is of who uses npud, not of the config.
+        for device in 0..self.daemon.devices().len() as u32 {
+            for (tenant, figures) in &self.daemon.budget(device).tenants {
+                if figures.streams > 0 || figures.waiting_requests > 0 {
+                    all.entry(Arc::clone(tenant)).or_insert_with(|| self.daemon.quotas().get(tenant));
+                }
+            }
+        }
         let tenants = all
             .into_iter()
             .filter(|(t, _)| caller.admin || t.as_ref() == caller.tenant.as_ref())
