@@ -1,7 +1,7 @@
 //! What the interposer's ELF needs of glibc, read before npud installs it: glibc's loader
 //! preloads it into every process of every allocated container (`/etc/ld.so.preload`),
 //! and a library that needs a symbol version the image's glibc lacks makes each of those
-//! processes exit at once ("version `GLIBC_2.34' not found"), the image's own programs
+//! processes exit at once ("version 'GLIBC_2.34' not found"), the image's own programs
 //! included. So an interposer that needs a glibc newer than the oldest the cluster's
 //! images have (`[kubernetes] interposer_glibc`, 2.17 by default: the build
 //! `scripts/old-glibc.sh` makes) is refused, naming the symbol.
