@@ -177,3 +177,29 @@ async fn the_escape_hatch_lets_pods_run_without_npud_and_they_are_counted_after(
     assert_eq!(tokio::task::block_in_place(|| app.line()), "done");
     node.settles_at(&[0; 8]).await;
 }
+
+/// Two rollouts in a row: the first successor serves its own handover socket (the npud it
+/// replaced leaves it in place on its way out), so the second rollout is a handover too,
+/// and a process running through both is counted after each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_upgrade_is_a_handover_too() {
+    let o = NodeOptions { kubelet_watches: true, ..Default::default() };
+    let mut node = Node::with(o).await.unwrap();
+    let (ids, a) = node.allocate(4, 0).await;
+    let uid = pod_uid();
+    node.pods.set_pods(&[("ml", "twice", vec![Container::new("main", &ids, ascend(&[3]))])]);
+    let mut app = node.steps(&a, (&uid, 'a'), 3, 9);
+    assert_eq!(step(&mut app, "+8"), "held 8");
+    node.settles_at(&on(3, 9)).await;
+    for round in 0..2 {
+        let next = node.successor(str::to_string);
+        node.hand_over(next).await;
+        assert!(node.d.log().contains("took over the socket"), "round {round}:\n{}", node.d.log());
+        assert_eq!(step(&mut app, "+1"), format!("held {}", 9 + round), "round {round}");
+        node.settles_at(&on(3, 10 + round)).await;
+    }
+    assert_eq!(node.kubelet.watch.lock().unwrap().windows.len(), 2, "one brief window per handover");
+    drop(app.child.stdin.take());
+    assert_eq!(tokio::task::block_in_place(|| app.line()), "done");
+    node.settles_at(&[0; 8]).await;
+}

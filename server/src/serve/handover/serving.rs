@@ -14,6 +14,9 @@ use std::time::Duration;
 /// The serving npud's side: its handover socket and the newest standby connected to it.
 pub struct Standbys {
     path: PathBuf,
+    /// The socket file this npud bound (device, inode): a successor binds its own at the
+    /// same path, which this one must not remove on its way out.
+    bound: Option<(u64, u64)>,
     newest: Arc<Mutex<Option<std::os::unix::net::UnixStream>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -47,7 +50,8 @@ impl Standbys {
                 *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream);
             }
         });
-        Some(Standbys { path, newest, task })
+        let bound = file_id(&path);
+        Some(Standbys { path, bound, newest, task })
     }
 
     /// The standby to hand over to, if one is connected and still there.
@@ -67,8 +71,16 @@ impl Standbys {
 impl Drop for Standbys {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.path);
+        if self.bound.is_some() && file_id(&self.path) == self.bound {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
+}
+
+/// Which file `path` is now (device, inode).
+fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// Sends the listening sockets, named, to the standby on `to`.
