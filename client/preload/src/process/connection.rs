@@ -62,10 +62,6 @@ impl Process {
         result
     }
 
-    pub(super) fn connect(&'static self) -> Result<Connection, WireError> {
-        self.connect_with(None, None).map(|(conn, _)| conn)
-    }
-
     /// The program has initialised AscendCL (or the CUDA driver): it is about to use a
     /// device. The watcher starts, and the connection opens with its hello sent but no
     /// answer awaited, so npud wakes, identifies the process and opens its session while

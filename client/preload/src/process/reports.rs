@@ -100,9 +100,6 @@ impl Process {
                 reconnected = coarse_now();
                 self.reconnect_holding(&mut guard);
             }
-            if guard.is_none() && holding {
-                *guard = self.connect().ok();
-            }
         }
     }
 
