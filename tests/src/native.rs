@@ -633,7 +633,7 @@ pub fn release_as_granted_checking(
     let deadline = Instant::now() + timeout;
     while !apps.is_empty() {
         check();
-        assert!(Instant::now() < deadline, "{} programs never got their streams", apps.len());
+        assert!(Instant::now() < deadline, "{} programs never got their streams:\n{}", apps.len(), d.log());
         let granted = holder_pids(d).into_iter().find(|p| apps.contains_key(p));
         let Some(mut app) = granted.and_then(|p| apps.remove(&p)) else {
             std::thread::sleep(Duration::from_millis(25));

@@ -290,11 +290,41 @@ impl NativeSession {
     }
 }
 
+/// How long a client slot waits, after its session's connection closed, for its process
+/// to exit: a process's connection closes a moment before it has exited (its descriptors
+/// go first), and a device that limits its processes (MPS, an exclusive GPU) counts it
+/// until it has.
+const SLOT_EXIT_WAIT: Duration = Duration::from_secs(5);
+
+impl NativeSession {
+    /// Gives the session's client slots back once its process has exited (at most
+    /// [`SLOT_EXIT_WAIT`] after the connection closed): handed on sooner, the next process
+    /// would find the device still full and fail its context (MPS's
+    /// CUDA_ERROR_MPS_MAX_CLIENTS_REACHED), as under load it did.
+    fn release_slots(&self) {
+        use crate::tenancy::liveness::{Liveness, of};
+        let running = self.pid != 0 && of(self.pid) == Liveness::Running;
+        let runtime = tokio::runtime::Handle::try_current();
+        let (Ok(runtime), true) = (runtime, running && self.daemon.slots.any()) else {
+            self.daemon.slots.release_all(self.id);
+            return;
+        };
+        let (daemon, id, pid) = (Arc::clone(&self.daemon), self.id, self.pid);
+        runtime.spawn(async move {
+            let until = tokio::time::Instant::now() + SLOT_EXIT_WAIT;
+            while of(pid) == Liveness::Running && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            daemon.slots.release_all(id);
+        });
+    }
+}
+
 /// Gives back everything the session held when it ends, however it ends.
 impl Drop for NativeSession {
     fn drop(&mut self) {
         let _mutation = self.daemon.health.mutation();
-        self.daemon.slots.release_all(self.id);
+        self.release_slots();
         if let Some(h) = self.daemon.natives.close(self.id) {
             let total: u32 = h.held.values().sum();
             for (&device, &n) in &h.held {
