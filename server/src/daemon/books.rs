@@ -41,7 +41,7 @@ impl Daemon {
         let books = Books::new(self.config.state_dir.as_deref());
         let mut recorded = books.load();
         // Only processes still running (the same pid and start time) hold anything.
-        recorded.retain(|r| crate::tenancy::identity::process_start(&self.config.proc_root, r.pid) == Some(r.start));
+        recorded.retain(|r| self.still_runs(r.pid, r.start));
         // And only on devices this npud has (a node's devices may change across a restart).
         let devices = self.devices().len();
         for r in &mut recorded {
@@ -60,13 +60,16 @@ impl Daemon {
         }
     }
 
+    /// Whether the process the books name (pid and start time: a recycled pid is another
+    /// process) still runs.
+    fn still_runs(&self, pid: u32, start: u64) -> bool {
+        crate::tenancy::identity::process_start(&self.config.proc_root, pid) == Some(start)
+    }
+
     /// Lets go of what recorded processes that ended, or (`all`: the declarations' time is
     /// over) any that did not declare, were booked at the start.
     pub async fn expire_recorded(&self, all: bool) {
-        let proc_root = &self.config.proc_root;
-        let left = self.natives.expire_recorded(|pid, start| {
-            all || crate::tenancy::identity::process_start(proc_root, pid) != Some(start)
-        });
+        let left = self.natives.expire_recorded(|pid, start| all || !self.still_runs(pid, start));
         if !left.is_empty() {
             tracing::info!(holdings = left.len(), all, "recorded holdings no process declared are let go of");
         }

@@ -94,6 +94,11 @@ impl Books {
     }
 }
 
+/// A record's streams as (tenant, device, streams), what the ledger books for it.
+fn holdings(r: &Recorded) -> impl Iterator<Item = (String, u32, u32)> + '_ {
+    r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n))
+}
+
 /// Records kept from the last run, at most (npud never writes more: holders are bounded
 /// per tenant, and a file is not trusted to be npud's).
 const MAX_RECORDS: usize = 65_536;
@@ -111,7 +116,7 @@ impl super::Natives {
     /// recorded processes until they declare (`Daemon::restore_books`).
     pub fn recorded_holdings(&self) -> Vec<(String, u32, u32)> {
         let kept = self.recorded.lock().unwrap_or_else(|e| e.into_inner());
-        kept.values().flat_map(|r| r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n))).collect()
+        kept.values().flat_map(holdings).collect()
     }
 
     /// Recorded streams on `device` not declared yet: booked, so the device's count of them
@@ -131,7 +136,7 @@ impl super::Natives {
             if !gone(pid, start) {
                 return true;
             }
-            left.extend(r.streams.iter().map(|(&d, &n)| (r.tenant.clone(), d, n)));
+            left.extend(holdings(r));
             false
         });
         left
