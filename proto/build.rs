@@ -15,8 +15,13 @@ const PROTOS: &[&str] = &[
     "npud/v1/budget.proto",
 ];
 
-const KUBELET: [&str; 3] =
-    ["k8s/deviceplugin/v1beta1/api.proto", "k8s/podresources/v1/api.proto", "k8s/cri/runtime/v1/api.proto"];
+const KUBELET: [&str; 5] = [
+    "k8s/deviceplugin/v1beta1/api.proto",
+    "k8s/podresources/v1/api.proto",
+    "k8s/cri/runtime/v1/api.proto",
+    "k8s/dra/v1/api.proto",
+    "k8s/pluginregistration/v1/api.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     for proto in PROTOS {
@@ -26,8 +31,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out.join("npud_descriptor.bin"), fds.encode_to_vec())?;
     tonic_prost_build::configure().build_client(true).build_server(true).compile_fds(fds)?;
-    // The kubelet's device plugin and pod-resources APIs and the runtime's CRI (vendored
-    // wire facts), served or called by npud on Kubernetes, and faked by the tests.
+    // The kubelet's device plugin, pod-resources, DRA and plugin registration APIs and the
+    // runtime's CRI (vendored wire facts), served or called by npud on Kubernetes, and
+    // faked by the tests.
     for proto in KUBELET {
         println!("cargo:rerun-if-changed={proto}");
         let kubelet = protox::compile([proto], ["."])?;

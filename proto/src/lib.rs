@@ -34,6 +34,18 @@ pub mod cri {
     tonic::include_proto!("runtime.v1");
 }
 
+/// The kubelet's DRA plugin API, package `k8s.io.kubelet.pkg.apis.dra.v1`, vendored.
+#[allow(clippy::all, missing_docs)]
+pub mod dra {
+    tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1");
+}
+
+/// The kubelet's plugin registration API, package `pluginregistration` (v1), vendored.
+#[allow(clippy::all, missing_docs)]
+pub mod pluginregistration {
+    tonic::include_proto!("pluginregistration");
+}
+
 /// Metadata key (and budget-wire hello field) through which a container presents the
 /// allocation token its device-plugin allocation mounted into it.
 pub const ALLOCATION_METADATA_KEY: &str = "npud-allocation";

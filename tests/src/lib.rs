@@ -6,6 +6,7 @@
 
 pub mod bench;
 pub mod contention;
+pub mod dra;
 pub mod h2raw;
 pub mod host;
 pub mod inproc;

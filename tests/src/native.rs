@@ -588,6 +588,17 @@ impl App {
     }
 }
 
+/// `apps`' start-up verdicts ([`App::started`]), read off the blocking runtime's threads.
+pub async fn started_all(apps: Vec<App>) -> (Vec<Result<Vec<String>, i64>>, Vec<App>) {
+    tokio::task::spawn_blocking(move || {
+        let mut apps = apps;
+        let verdicts = apps.iter_mut().map(App::started).collect();
+        (verdicts, apps)
+    })
+    .await
+    .expect("the start-up readers")
+}
+
 /// Pids of the processes npud lists as native holders.
 pub fn holder_pids(d: &Daemon) -> Vec<u32> {
     let status = d.npuctl_json(&["status"]);

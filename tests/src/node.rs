@@ -65,6 +65,9 @@ pub struct NodeOptions<'a> {
     /// The fake kubelet lists the plugin's units as the kubelet does and records how long
     /// they were unhealthy between plugins (`Kubelet::start_watching`).
     pub kubelet_watches: bool,
+    /// npud is the node's DRA plugin too (`mode = "both"`), its claims read from a fake
+    /// API server (`Node::api`), its sockets and CDI specs under the node's directory.
+    pub dra: bool,
 }
 
 impl Default for NodeOptions<'_> {
@@ -80,6 +83,7 @@ impl Default for NodeOptions<'_> {
             cuda_mig: None,
             faults: false,
             kubelet_watches: false,
+            dra: false,
         }
     }
 }
@@ -104,6 +108,8 @@ pub struct Node {
     /// The NPUs' device nodes (`NodeOptions::device_nodes`): their paths, and the pty
     /// masters that keep them there.
     pub nodes: Option<(String, Vec<std::os::fd::OwnedFd>)>,
+    /// The API server DRA claims are read from (`NodeOptions::dra`).
+    pub api: Option<crate::dra::ApiServer>,
 }
 
 impl Node {
@@ -161,6 +167,19 @@ impl Node {
                 lib.to_str().unwrap()
             );
         }
+        let api = o.dra.then(crate::dra::ApiServer::start);
+        if let Some(api) = &api {
+            let at = |p: &str| dir.path().join(p).to_str().unwrap().to_string();
+            config += &format!(
+                "mode = \"both\"\n[kubernetes.dra]\nplugins_dir = {:?}\nregistry_dir = {:?}\ncdi_dir = {:?}\n\
+                 node_name = {:?}\napi_server = {:?}\n",
+                at("plugins"),
+                at("plugins_registry"),
+                at("cdi"),
+                crate::dra::NODE,
+                api.url
+            );
+        }
         let metrics = crate::free_port();
         let listen = format!("127.0.0.1:{metrics}");
         let args: Vec<String> =
@@ -196,6 +215,7 @@ impl Node {
             dp_dir,
             started,
             nodes,
+            api,
         })
     }
 
@@ -388,6 +408,16 @@ impl Node {
         let app = self.in_pod(acl_steps_app(), &[], &a, who, &npu.to_string(), &go);
         std::fs::write(&go, b"").unwrap();
         app
+    }
+
+    /// The DRA plugin's endpoint and registration socket, and the CDI directory.
+    pub fn dra_paths(&self) -> (PathBuf, PathBuf, PathBuf) {
+        let d = self.dir.path();
+        (
+            d.join("plugins").join(crate::dra::DRIVER).join("dra.sock"),
+            d.join("plugins_registry").join(format!("{}-reg.sock", crate::dra::DRIVER)),
+            d.join("cdi"),
+        )
     }
 
     pub fn go(&self, name: &str) -> PathBuf {

@@ -14,17 +14,6 @@ use std::time::Duration;
 
 const ASCEND: &str = "huawei.com/Ascend910";
 
-/// `n` processes' start-up verdicts, read off the blocking runtime's threads.
-async fn started(apps: Vec<App>) -> (Vec<Result<Vec<String>, i64>>, Vec<App>) {
-    tokio::task::spawn_blocking(move || {
-        let mut apps = apps;
-        let verdicts = apps.iter_mut().map(App::started).collect();
-        (verdicts, apps)
-    })
-    .await
-    .unwrap()
-}
-
 async fn release(apps: Vec<App>) {
     tokio::task::spawn_blocking(move || apps.into_iter().for_each(App::release)).await.unwrap();
 }
@@ -75,7 +64,7 @@ async fn eight_one_npu_pods_are_each_booked_on_the_npu_they_were_given() {
             Ok(())
         })
     };
-    let (verdicts, apps) = started(apps).await;
+    let (verdicts, apps) = npud_tests::native::started_all(apps).await;
     for (i, v) in verdicts.iter().enumerate() {
         assert_eq!(v, &Ok(vec!["1799".into(), "available".into(), "0".into()]), "pod {i}:\n{}", node.d.log());
     }
@@ -120,7 +109,7 @@ async fn tensor_parallel_pods_are_admitted_on_every_npu_they_use() {
     let go = node.go("go-tp8");
     let apps: Vec<App> = all.iter().map(|r| node.program(&a, (&pod_uid(1), 'a'), (view, *r), 1599, &go)).collect();
     std::fs::write(&go, b"").unwrap();
-    let (verdicts, apps) = started(apps).await;
+    let (verdicts, apps) = npud_tests::native::started_all(apps).await;
     assert!(verdicts.iter().all(|v| v.as_ref().is_ok_and(|w| w[0] == "1599")), "{verdicts:?}\n{}", node.d.log());
     node.settles_at(&[1600; 8]).await;
     assert_eq!(node.books().await, vec![(1600, 1600); 8]);
@@ -142,7 +131,7 @@ async fn tensor_parallel_pods_are_admitted_on_every_npu_they_use() {
     let mut apps: Vec<App> = (0..4).map(|r| node.program(&a, (&pod_uid(2), 'b'), ("0,1,2,3", r), 1599, &go)).collect();
     apps.extend((0..4).map(|r| node.program(&b, (&pod_uid(3), 'c'), ("4,5,6,7", r), 1599, &go)));
     std::fs::write(&go, b"").unwrap();
-    let (verdicts, apps) = started(apps).await;
+    let (verdicts, apps) = npud_tests::native::started_all(apps).await;
     assert!(verdicts.iter().all(|v| v.as_ref().is_ok_and(|w| w[0] == "1599")), "{verdicts:?}\n{}", node.d.log());
     node.settles_at(&[1600; 8]).await;
     assert_eq!(node.books().await, vec![(1600, 1600); 8], "each half booked by its own pod");
@@ -165,7 +154,7 @@ async fn tensor_parallel_pods_are_admitted_on_every_npu_they_use() {
     let go = node.go("go-fallback");
     let apps: Vec<App> = all.iter().map(|r| node.program(&a, (&pod_uid(4), 'd'), (view, *r), 1599, &go)).collect();
     std::fs::write(&go, b"").unwrap();
-    let (verdicts, apps) = started(apps).await;
+    let (verdicts, apps) = npud_tests::native::started_all(apps).await;
     assert!(verdicts.iter().all(|v| v.as_ref().is_ok_and(|w| w[0] == "1599")), "{verdicts:?}\n{}", node.d.log());
     node.settles_at(&[1600; 8]).await;
     let status = node.host.status().await.unwrap();

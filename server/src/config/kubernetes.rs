@@ -48,6 +48,10 @@ pub struct FileKubernetes {
     /// CRI-O's `/var/run/crio/crio.sock`): where set, a pod's container is named by its
     /// pod only when the runtime's `io.kubernetes.pod.uid` label agrees with its cgroup.
     cri_socket: Option<PathBuf>,
+    /// How pods are booked: "device-plugin" (the default), "dra" or "both".
+    mode: Option<String>,
+    /// The DRA kubelet plugin's settings (`mode` "dra" or "both").
+    dra: Option<super::dra::FileDra>,
 }
 
 /// How often pod-resources is read: far under the kubelet's 100 requests a second.
@@ -97,6 +101,10 @@ pub struct KubernetesConfig {
     pub interposer_glibc: Vec<u32>,
     /// The vendors' device resources: which devices the kubelet gave a container.
     pub device_resources: Vec<DeviceResource>,
+    /// Which kubelet interface books pods: the device plugin, DRA, or both.
+    pub mode: super::dra::Mode,
+    /// The DRA plugin's settings where `mode` has it.
+    pub dra: Option<super::dra::DraConfig>,
 }
 
 impl FileKubernetes {
@@ -122,7 +130,22 @@ impl FileKubernetes {
         if !self.enabled.unwrap_or(false) && flag_dir.is_none() {
             return Ok(None);
         }
+        let mode = super::dra::Mode::parse(self.mode.as_deref())?;
+        let dra = match mode {
+            super::dra::Mode::DevicePlugin if self.dra.is_some() => {
+                return Err(ConfigError::new(
+                    "[kubernetes.dra] is set but kubernetes.mode is \"device-plugin\": set mode = \"dra\" or \"both\"",
+                ));
+            }
+            super::dra::Mode::DevicePlugin => None,
+            _ => Some(self.dra.as_ref().map_or_else(
+                || super::dra::FileDra::default().resolve(std::env::var("NODE_NAME").ok()),
+                |d| d.resolve(std::env::var("NODE_NAME").ok()),
+            )?),
+        };
         let c = KubernetesConfig {
+            mode,
+            dra,
             resource_name: self.resource_name.clone().unwrap_or_else(|| DEFAULT_RESOURCE_NAME.into()),
             stream_unit: self.stream_unit.unwrap_or(DEFAULT_STREAM_UNIT),
             device_plugin_dir: flag_dir

@@ -9,6 +9,7 @@
 pub mod defaults;
 pub mod descriptors;
 pub mod device_ids;
+pub mod dra;
 pub mod faults;
 mod file;
 pub mod flags;

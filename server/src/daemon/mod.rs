@@ -8,6 +8,7 @@ mod allocations;
 pub mod books;
 pub mod budget;
 pub mod callbacks;
+pub mod claims_dra;
 mod delivery;
 pub mod events;
 pub mod exits;

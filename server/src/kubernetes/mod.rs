@@ -11,6 +11,8 @@
 //! refused, so a token copied out of one container does not buy another its streams.
 
 pub mod cri;
+pub mod dra;
+pub mod edits;
 pub mod interposer;
 pub mod plugin;
 pub mod pods;

@@ -7,7 +7,6 @@ use crate::daemon::Daemon;
 use crate::policy::allocations::{Allocations, CONTAINER_TOKEN_PATH};
 use npud_proto::deviceplugin as dp;
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tonic::{Request, Response, Status};
@@ -82,49 +81,26 @@ impl Plugin {
             .allocations
             .allocate(ids.to_vec(), streams, library)
             .map_err(|e| Status::internal(format!("writing the allocation token: {e}")))?;
-        let socket = &self.daemon.config().socket;
-        let socket_dir = socket.parent().unwrap_or(Path::new("/"));
-        let envs = std::collections::HashMap::from([
-            ("NPUD_SOCKET".to_string(), socket.display().to_string()),
-            // What a process asks for at once: the whole allocation, which the interposer
-            // lowers to its own device's booking (npud's welcome says it) once bound.
-            ("NPUD_STREAMS".to_string(), total.to_string()),
-            ("NPUD_ALLOCATED_STREAMS".to_string(), total.to_string()),
-            ("NPUD_ALLOCATION".to_string(), CONTAINER_TOKEN_PATH.to_string()),
-            // Fail closed: a container npud cannot be reached from (it is restarting, its
-            // socket is not there) waits for it a moment and is then refused its streams;
-            // it never takes them unadmitted.
-            ("NPUD_REQUIRED".to_string(), "1".to_string()),
-        ]);
-        let mut mounts = vec![
-            // Read-only: clients only connect (a socket on a read-only mount still accepts
-            // connections), and a pod's root must not replace npud's socket for the next pod.
-            dp::Mount {
-                container_path: socket_dir.display().to_string(),
-                host_path: socket_dir.display().to_string(),
-                read_only: true,
-            },
+        let edits = super::edits::booked(&self.daemon.config().socket, self.interposer.as_ref());
+        let mut envs: std::collections::HashMap<String, String> = edits.env.into_iter().collect();
+        // What a process asks for at once: the whole allocation, which the interposer
+        // lowers to its own device's booking (npud's welcome says it) once bound.
+        envs.insert("NPUD_STREAMS".into(), total.to_string());
+        envs.insert("NPUD_ALLOCATED_STREAMS".into(), total.to_string());
+        envs.insert("NPUD_ALLOCATION".into(), CONTAINER_TOKEN_PATH.to_string());
+        let mut mounts: Vec<dp::Mount> = edits
+            .mounts
+            .into_iter()
+            .map(|m| dp::Mount { container_path: m.container_path, host_path: m.host_path, read_only: m.read_only })
+            .collect();
+        mounts.insert(
+            1,
             dp::Mount {
                 container_path: CONTAINER_TOKEN_PATH.into(),
                 host_path: file.display().to_string(),
                 read_only: true,
             },
-        ];
-        // An unmodified framework image is admitted: glibc's loader preloads what
-        // /etc/ld.so.preload names in every process, after what the image's or the pod
-        // spec's own LD_PRELOAD names, which stays as it was (docs/security.md).
-        if let Some(i) = &self.interposer {
-            mounts.push(dp::Mount {
-                container_path: i.container_path.clone(),
-                host_path: i.library.display().to_string(),
-                read_only: true,
-            });
-            mounts.push(dp::Mount {
-                container_path: super::interposer::LD_SO_PRELOAD.into(),
-                host_path: i.preload_file.display().to_string(),
-                read_only: true,
-            });
-        }
+        );
         Ok(dp::ContainerAllocateResponse { envs, mounts, ..Default::default() })
     }
 }

@@ -83,7 +83,7 @@ pub async fn watch(
     allocations: Arc<Allocations>,
     interposer: Option<super::interposer::Installed>,
     lister: Option<Arc<Lister>>,
-    resource: String,
+    (resource, cdi_dir): (String, Option<PathBuf>),
     (period, grace): (Duration, Duration),
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -126,13 +126,19 @@ pub async fn watch(
                 pod = a.pod.as_deref().unwrap_or("-"),
                 tenant = a.bound.as_deref().unwrap_or("-"),
                 "an allocation ends: {}",
-                if a.bound.is_some() && a.pod.is_some() {
+                if a.claim().is_some() {
+                    "its claim was unprepared and its pod's cgroup is gone"
+                } else if a.bound.is_some() && a.pod.is_some() {
                     "its pod's cgroup is gone"
                 } else {
                     "complete listings no longer name it"
                 }
             );
             daemon.forget_allocation(a).await;
+            // A claim's CDI spec goes with its pod's cgroup, as its other files do.
+            if let (Some(dir), Some(uid)) = (&cdi_dir, a.claim()) {
+                super::dra::cdi::remove(dir, uid);
+            }
         }
         // Bookings follow the devices pods' processes hold open.
         for tenant in allocations.bound_tenants() {

@@ -164,20 +164,25 @@ pub async fn serve_inherited(
         tokio::spawn(metrics::serve(Arc::clone(&daemon), listener, stop_rx.clone()));
     }
     if let (Some(k8s), Some(allocations)) = (&config.kubernetes, daemon.allocations()) {
-        let plugin = crate::kubernetes::plugin::Plugin {
-            daemon: Arc::clone(&daemon),
-            config: k8s.clone(),
-            allocations: Arc::clone(allocations),
-            interposer: interposer.clone(),
-            generation: Arc::default(),
-            signals: Arc::default(),
-        };
-        let signals = Arc::clone(&plugin.signals);
-        // The plugin stops on a signal of its own: handing over, it outlives the sockets
-        // until the successor's plugin is registered (`handover`).
-        let stop = kept.plugin_stop.subscribe();
-        kept.plugin = Some(tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop)));
-        handover::follow(&mut predecessor, Some(signals));
+        if k8s.mode.device_plugin() {
+            let plugin = crate::kubernetes::plugin::Plugin {
+                daemon: Arc::clone(&daemon),
+                config: k8s.clone(),
+                allocations: Arc::clone(allocations),
+                interposer: interposer.clone(),
+                generation: Arc::default(),
+                signals: Arc::default(),
+            };
+            let signals = Arc::clone(&plugin.signals);
+            // The plugin stops on a signal of its own: handing over, it outlives the sockets
+            // until the successor's plugin is registered (`handover`).
+            let stop = kept.plugin_stop.subscribe();
+            kept.plugin = Some(tokio::spawn(crate::kubernetes::register::run(Arc::new(plugin), stop)));
+            handover::follow(&mut predecessor, Some(signals));
+        }
+        if let Some(dra) = &k8s.dra {
+            crate::kubernetes::dra::start(Arc::clone(&daemon), dra.clone(), interposer.clone(), stop_rx.clone());
+        }
         let lister = k8s.pod_resources_socket.as_ref().map(|socket| {
             let lister = Arc::new(crate::kubernetes::pods::Lister { socket: socket.clone() });
             daemon.set_pod_lister(Arc::clone(&lister) as Arc<dyn crate::policy::allocations::PodLister>);
@@ -188,7 +193,7 @@ pub async fn serve_inherited(
             Arc::clone(allocations),
             interposer,
             lister,
-            k8s.resource_name.clone(),
+            (k8s.resource_name.clone(), k8s.dra.as_ref().map(|d| d.cdi_dir.clone())),
             (k8s.pod_resources_period, k8s.allocation_grace),
             stop_rx.clone(),
         ));

@@ -165,9 +165,7 @@ impl Identities {
             None => match &peer.container {
                 // Every container of a pod is one tenant: a pod holds what its containers'
                 // allocations give, whichever container presents a token or restarts.
-                Some(c) if let Some(uid) = c.pod_uid.as_ref().filter(|u| u.len() <= 36) => {
-                    Arc::from(format!("pod-{}", uid.to_ascii_lowercase()))
-                }
+                Some(c) if let Some(uid) = c.pod_uid.as_ref().filter(|u| u.len() <= 36) => pod_tenant_name(uid),
                 Some(c) => Arc::from(format!("container-{}", c.short())),
                 None if peer.is_host_root() => Arc::from("root"),
                 None => Arc::from(format!("uid-{}", peer.uid)),
@@ -176,6 +174,19 @@ impl Identities {
         let admin = !unproven_root && (host_admin || self.admin_tenants.contains(&tenant));
         Ok(Caller { tenant, admin, uid: peer.uid })
     }
+}
+
+impl Identities {
+    /// The tenant pod `uid`'s containers are (a configured one, else `pod-<uid>`), where
+    /// no container of it is configured by id: what a DRA claim of the pod is booked to.
+    pub fn pod_tenant(&self, uid: &str) -> Tenant {
+        self.by_pod.get(uid).cloned().unwrap_or_else(|| pod_tenant_name(uid))
+    }
+}
+
+/// `pod-<uid>`: the tenant a pod's containers are unless the config says otherwise.
+fn pod_tenant_name(uid: &str) -> Tenant {
+    Arc::from(format!("pod-{}", uid.to_ascii_lowercase()))
 }
 
 /// Hex SHA-256 of a bearer token, as the config stores it.

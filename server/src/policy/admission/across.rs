@@ -21,6 +21,11 @@ impl Admission {
         self.lock(device).ledger.reservation_of(tenant)
     }
 
+    /// See `Ledger::room_for`.
+    pub fn room_for(&self, device: u32, tenant: &str) -> u32 {
+        self.lock(device).ledger.room_for(tenant)
+    }
+
     /// Asks waiting on `device`.
     pub fn queued(&self, device: u32) -> u32 {
         self.lock(device).ledger.queued()

@@ -60,7 +60,7 @@ impl PodBooking {
 /// holds it (the app container's, where it reuses its init container's ids). An allocation
 /// whose every unit a later one holds counts nothing and is left out.
 fn counted_in<'a>(allocations: impl Iterator<Item = &'a Allocation>) -> Vec<(&'a Allocation, u32)> {
-    let mut bound: Vec<&Allocation> = allocations.filter(|a| a.bound.is_some()).collect();
+    let mut bound: Vec<&Allocation> = allocations.filter(|a| a.bound.is_some() && !a.ended).collect();
     bound.sort_by_key(|a| std::cmp::Reverse(a.seq));
     let mut seen: HashMap<&Tenant, HashSet<&str>> = HashMap::new();
     let mut out = Vec::new();

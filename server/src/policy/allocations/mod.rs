@@ -4,12 +4,14 @@
 //! `crate::kubernetes`, and what binding does to the ledgers in `crate::daemon`.
 
 mod booking;
+mod claims;
 pub mod listing;
 mod records;
 #[cfg(test)]
 mod tests;
 
 pub use booking::{BookingRow, PodBooking, split};
+pub use claims::ClaimBooking;
 pub use listing::{Listed, PodLister};
 
 use crate::error::{NpudError, NpudResult, Reason};
@@ -73,6 +75,9 @@ pub struct Allocation {
     /// Its booking followed the devices its pod's processes hold open, away from those
     /// its vendor's ids named (Volcano, an id scheme npud does not know, a vNPU).
     pub moved: bool,
+    /// A DRA claim's allocation the kubelet unprepared: it books nothing, and its files
+    /// stay until its pod's cgroup is gone (its containers may still have them mounted).
+    pub ended: bool,
 }
 
 impl Allocation {
@@ -118,7 +123,8 @@ impl Listing {
         alive: &HashMap<String, Option<bool>>,
     ) -> bool {
         let mut named: HashMap<&str, bool> = HashMap::new();
-        for a in allocations {
+        // A claim's pod is not listed under npud's resource: DRA pods prove nothing here.
+        for a in allocations.filter(|a| a.claim().is_none()) {
             let (Some(_), Some(pod)) = (&a.bound, &a.pod) else { continue };
             if alive.get(pod).copied().flatten() == Some(false) {
                 continue;
@@ -210,6 +216,7 @@ impl Allocations {
             names: None,
             library,
             moved: false,
+            ended: false,
         };
         map.insert(token.clone(), fresh);
         order.push(token.clone());
@@ -303,7 +310,18 @@ impl Allocations {
         let listed = sweep.listing.map(|l| Listing::of(l, sweep.resource));
         let complete = listed.as_ref().is_some_and(|l| l.names_every_live_pod(map.values(), &alive));
         let mut gone = Vec::new();
+        let removed = &mut gone;
         map.retain(|_, a| {
+            // A claim lives until the kubelet unprepares it (no grace: its pod may not have
+            // a cgroup yet); its files then go with its pod's cgroup.
+            if a.claim().is_some() {
+                let gone = a.ended && a.pod.as_ref().is_some_and(|p| alive.get(p).copied().flatten() == Some(false));
+                if gone {
+                    records::remove_files(&a.file);
+                    removed.push(a.clone());
+                }
+                return !gone;
+            }
             let evidence = match (a.bound.as_ref().and(a.pod.as_ref()), &listed) {
                 (Some(pod), _) => match alive.get(pod).copied().flatten() {
                     Some(false) => Some(true),
@@ -321,7 +339,7 @@ impl Allocations {
                     let since = *a.gone_since.get_or_insert(sweep.now);
                     if sweep.now.saturating_duration_since(since) >= sweep.grace {
                         records::remove_files(&a.file);
-                        gone.push(a.clone());
+                        removed.push(a.clone());
                         return false;
                     }
                 }
@@ -360,7 +378,8 @@ impl Allocations {
     pub fn rebook(&self, tenant: &str, devices: &[u32]) -> (bool, Option<PodNames>) {
         let mut inner = self.lock();
         let (mut moved, mut names) = (false, None);
-        for a in inner.map.values_mut().filter(|a| a.bound.as_deref() == Some(tenant)) {
+        // A claim stays where the scheduler placed it: it counted the streams there.
+        for a in inner.map.values_mut().filter(|a| a.bound.as_deref() == Some(tenant) && a.claim().is_none()) {
             names = names.or_else(|| a.names.clone());
             if a.placement.as_ref() == Some(&Placement::Devices(devices.to_vec())) {
                 continue;

@@ -70,6 +70,7 @@ pub(super) fn reload(dir: &Path) -> Books {
                     names: binding.names,
                     library,
                     moved: binding.moved,
+                    ended: binding.ended,
                 };
                 books.map.insert(token.clone(), a);
                 books.order.push(token);
@@ -141,6 +142,9 @@ pub(super) fn write_binding(a: &Allocation) {
     if a.moved {
         text += "moved\n";
     }
+    if a.ended {
+        text += "ended\n";
+    }
     if let Err(e) = crate::policy::state::write_atomically(path, text.as_bytes()) {
         tracing::warn!(file = %path.display(), error = %e, "cannot write an allocation's binding; a restart forgets it");
     }
@@ -154,6 +158,7 @@ struct Binding {
     placement: Option<Placement>,
     names: Option<PodNames>,
     moved: bool,
+    ended: bool,
 }
 
 /// Reads a binding written by [`write_binding`] (or by an earlier npud, which booked an
@@ -181,7 +186,8 @@ fn read_binding(path: &Path) -> Binding {
         parts.next().is_none().then_some(names)
     });
     let moved = text.lines().any(|l| l.trim() == "moved");
-    Binding { bound, pod, seq, placement: devices.or(fallback).or(single), names, moved }
+    let ended = text.lines().any(|l| l.trim() == "ended");
+    Binding { bound, pod, seq, placement: devices.or(fallback).or(single), names, moved, ended }
 }
 
 /// `bytes` random bytes from the kernel, as hex.

@@ -17,6 +17,19 @@ pub struct TenantFigures {
 }
 
 impl<W> Ledger<W> {
+    /// What a new booking of `tenant`'s may count on here: the capacity less what the
+    /// device holds outside the books and what every other tenant holds or has reserved
+    /// (the larger of the two each). A DRA claim is booked only where it fits this.
+    pub fn room_for(&self, tenant: &str) -> u32 {
+        let mut others = u64::from(self.untracked());
+        let names: std::collections::HashSet<&str> =
+            self.used.keys().chain(self.reservations.keys()).map(|t| t.as_ref()).collect();
+        for t in names.into_iter().filter(|t| *t != tenant) {
+            others += u64::from(self.used_by(t).max(self.reservation_of(t)));
+        }
+        u64::from(self.capacity).saturating_sub(others) as u32
+    }
+
     /// The numbers a refusal explains itself with.
     pub fn figures(&self, tenant: &str, quota: &Quota) -> Vec<(&'static str, i64)> {
         vec![

@@ -267,3 +267,17 @@ fn eight_devices_at_once_never_pass_a_pods_total_in_10000_rounds() {
     assert_eq!(most.load(Ordering::SeqCst), 64, "four asks of 16 at most, each round, never five");
     assert_eq!(spread.held("pod-x"), 0);
 }
+
+#[test]
+fn a_claims_room_is_what_others_hold_or_reserve_and_untracked_streams_leave() {
+    let mut l = Ledger::new(100);
+    granted(l.request(&t("a"), 30, &quota(1000, 0, 1), 1));
+    l.set_reservations(HashMap::from([(t("a"), 10), (t("b"), 25)]));
+    l.set_untracked(15);
+    // a holds 30 (more than its 10 reserved), b reserves 25 holding nothing, 15 untracked.
+    assert_eq!(l.room_for("c"), 100 - 30 - 25 - 15);
+    // A tenant's own holdings and reservation are its own room.
+    assert_eq!(l.room_for("a"), 100 - 25 - 15);
+    l.set_untracked(500);
+    assert_eq!(l.room_for("c"), 0, "never below zero");
+}

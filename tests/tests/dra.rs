@@ -1,0 +1,200 @@
+//! Issue 77: npud as a DRA kubelet plugin. A fake kubelet registers it through the plugin
+//! watcher's API and calls the DRA v1 service; a fake API server serves the ResourceClaims
+//! (allocation results with the streams each consumes on an NPU, the pod each is reserved
+//! for). Prepare books exactly a claim's streams on its NPU for its pod and returns a CDI
+//! device whose spec gives containers npud's socket and the interposer; the pods'
+//! processes run under the interposer with what the spec sets, and npud's count equals
+//! the fake driver's throughout.
+// Test helpers may unwrap: a failure there is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use npud_tests::dra::{DRIVER, claim, named, plugin, prepare, register, unprepare};
+use npud_tests::kubelet::Allocated;
+use npud_tests::native::App;
+use npud_tests::node::{DEVICES, Node, NodeOptions};
+use std::collections::HashMap;
+use std::time::Duration;
+
+fn pod_uid(i: u32) -> String {
+    format!("{i:08x}-0000-4000-8000-00000000d7a0")
+}
+
+fn claim_uid(i: u32) -> String {
+    format!("{i:08x}-1111-4000-8000-00000000c1a1")
+}
+
+async fn dra_node() -> Node {
+    Node::with(NodeOptions { dra: true, interposer: true, ..Default::default() }).await.unwrap()
+}
+
+/// What the CDI spec of claim `uid` sets: its variables, and (container path, host path)
+/// of each mount; the spec is checked for CDI's required fields on the way.
+fn spec_of(node: &Node, uid: &str) -> (HashMap<String, String>, Vec<(String, String)>) {
+    let path = node.dra_paths().2.join(format!("npud.io-streams_{uid}.json"));
+    let spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!((spec["cdiVersion"].as_str(), spec["kind"].as_str()), (Some("0.5.0"), Some("npud.io/streams")));
+    let device = &spec["devices"][0];
+    assert_eq!(device["name"].as_str(), Some(uid));
+    let edits = &device["containerEdits"];
+    let env = edits["env"].as_array().unwrap().iter().map(|e| {
+        let (k, v) = e.as_str().unwrap().split_once('=').unwrap();
+        (k.to_string(), v.to_string())
+    });
+    let mounts = edits["mounts"].as_array().unwrap().iter().map(|m| {
+        assert!(m["options"].as_array().unwrap().iter().any(|o| o == "ro"), "read-only: {m}");
+        (m["containerPath"].as_str().unwrap().to_string(), m["hostPath"].as_str().unwrap().to_string())
+    });
+    (env.collect(), mounts.collect())
+}
+
+/// What a pod's container gets from the claim's CDI spec, as the node runs its processes.
+fn from_spec(env: HashMap<String, String>) -> Allocated {
+    Allocated { envs: env, token: std::path::PathBuf::new() }
+}
+
+/// Registration names a DRA plugin of npud's driver at its endpoint, serving DRA v1. Eight
+/// pods' claims, one per NPU, each consuming 200 streams there: each is booked and
+/// reserved exactly there, each pod's process (under the interposer, with what the CDI
+/// spec sets) makes 199 streams and its default one, and npud equals the driver. A process
+/// asking for more than its claim on its NPU is refused, with the claim's figure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_claims_on_eight_npus_are_each_booked_exactly_and_their_pods_admitted() {
+    let node = dra_node().await;
+    let (endpoint, registration, _) = node.dra_paths();
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let info = register(&registration).await;
+    assert_eq!((info.r#type.as_str(), info.name.as_str()), ("DRAPlugin", DRIVER));
+    assert_eq!(info.endpoint, endpoint.to_str().unwrap());
+    assert_eq!(info.supported_versions, vec!["v1.DRAPlugin".to_string()]);
+    let api = node.api.as_ref().unwrap();
+    let mut claims = Vec::new();
+    for i in 0..DEVICES {
+        api.put_claim(claim(
+            "ml",
+            &format!("streams-{i}"),
+            &claim_uid(i),
+            &pod_uid(i),
+            &[(&format!("npu-{i}"), Some(200))],
+        ));
+        claims.push(named("ml", &claim_uid(i), &format!("streams-{i}")));
+    }
+    let mut kubelet = plugin(&endpoint).await;
+    let answers = prepare(&mut kubelet, claims).await;
+    assert_eq!(answers.len(), 8);
+    for i in 0..DEVICES {
+        let a = &answers[&claim_uid(i)];
+        assert_eq!(a.error, "", "{}", node.d.log());
+        assert_eq!(a.devices.len(), 1);
+        let d = &a.devices[0];
+        assert_eq!((d.pool_name.as_str(), d.device_name.clone()), (npud_tests::dra::NODE, format!("npu-{i}")));
+        assert_eq!(d.request_names, vec!["streams".to_string()]);
+        assert_eq!(d.cdi_device_ids, vec![format!("npud.io/streams={}", claim_uid(i))]);
+    }
+    assert_eq!(node.books().await, vec![(0, 200); 8], "each claim reserved on its own NPU");
+    let (env, mounts) = spec_of(&node, &claim_uid(0));
+    assert_eq!(env["NPUD_SOCKET"], node.d.socket.to_str().unwrap());
+    assert_eq!(env["NPUD_REQUIRED"], "1");
+    assert!(mounts.iter().any(|(c, _)| c == "/etc/ld.so.preload"), "the interposer is injected: {mounts:?}");
+    assert!(mounts.iter().any(|(c, h)| c.ends_with(".so") && std::path::Path::new(h).is_file()), "{mounts:?}");
+    let go = node.go("go");
+    let a = from_spec(env);
+    let apps: Vec<App> =
+        (0..DEVICES).map(|i| node.program(&a, (&pod_uid(i), 'a'), (&i.to_string(), 0), 199, &go)).collect();
+    std::fs::write(&go, b"").unwrap();
+    let (verdicts, apps) = npud_tests::native::started_all(apps).await;
+    for (i, v) in verdicts.iter().enumerate() {
+        assert_eq!(v, &Ok(vec!["199".into(), "available".into(), "0".into()]), "pod {i}:\n{}", node.d.log());
+    }
+    node.settles_at(&[200; 8]).await;
+    assert_eq!(node.books().await, vec![(200, 200); 8]);
+    // One more process of pod 0 wants 10 streams on NPU 0: its claim is used up there.
+    let extra = node.program(&a, (&pod_uid(0), 'b'), ("0", 0), 10, &go);
+    let (verdicts, extra) = npud_tests::native::started_all(vec![extra]).await;
+    assert!(verdicts[0].is_err(), "refused past its claim: {:?}\n{}", verdicts[0], node.d.log());
+    drop(extra);
+    tokio::task::spawn_blocking(move || apps.into_iter().for_each(App::release)).await.unwrap();
+    node.settles_at(&[0; 8]).await;
+    let claims: Vec<_> = (0..DEVICES).map(|i| named("ml", &claim_uid(i), &format!("streams-{i}"))).collect();
+    let done = unprepare(&mut kubelet, claims).await;
+    assert!(done.values().all(String::is_empty) && done.len() == 8, "{done:?}");
+    assert_eq!(node.books().await, vec![(0, 0); 8], "unprepared: nothing booked");
+}
+
+/// Prepare twice, Unprepare of a claim never prepared, Unprepare twice, Prepare again
+/// after an Unprepare, and Prepare again after npud restarts: each claim is booked once,
+/// an npud restart keeps the booking (and answers without the API server), nothing is
+/// left booked after the last Unprepare, and the claim's CDI spec goes with its pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_and_unprepare_are_idempotent_in_any_order_and_across_npud_restarts() {
+    let mut node = dra_node().await;
+    let (endpoint, registration, cdi) = node.dra_paths();
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let api = node.api.as_ref().unwrap();
+    api.put_claim(claim("ns", "c", &claim_uid(1), &pod_uid(1), &[("npu-2", Some(48)), ("npu-5", Some(16))]));
+    let c = || vec![named("ns", &claim_uid(1), "c")];
+    let mut kubelet = plugin(&endpoint).await;
+    let never = unprepare(&mut kubelet, vec![named("ns", &claim_uid(9), "other")]).await;
+    assert_eq!(never[&claim_uid(9)], "", "unpreparing a claim never prepared is done already");
+    let first = prepare(&mut kubelet, c()).await;
+    let again = prepare(&mut kubelet, c()).await;
+    assert_eq!(first, again);
+    let reserved = |books: Vec<(u32, u32)>| books.iter().map(|b| b.1).collect::<Vec<_>>();
+    assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0], "booked once");
+    // npud restarts: the booking is read back; Prepare answers the same without asking.
+    node.restart_npud().await;
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let mut kubelet = plugin(&endpoint).await;
+    assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0], "kept across the restart");
+    let after = prepare(&mut kubelet, c()).await;
+    assert_eq!(after[&claim_uid(1)].error, "");
+    assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0], "still once");
+    for _ in 0..2 {
+        assert_eq!(unprepare(&mut kubelet, c()).await[&claim_uid(1)], "");
+        assert_eq!(reserved(node.books().await), vec![0; 8], "{}", node.d.log());
+    }
+    // Prepared again (a pod re-created with the same claim): booked again, once.
+    assert_eq!(prepare(&mut kubelet, c()).await[&claim_uid(1)].error, "");
+    assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0]);
+    assert_eq!(unprepare(&mut kubelet, c()).await[&claim_uid(1)], "");
+    // The spec stays while the pod's cgroup does, and goes with it.
+    let spec = cdi.join(format!("npud.io-streams_{}.json", claim_uid(1)));
+    assert!(spec.exists());
+    node.place(std::process::id() + 1_000_000, &pod_uid(1), 'a');
+    node.end_pod(&pod_uid(1));
+    assert!(npud_tests::eventually(Duration::from_secs(30), || !spec.exists()), "{}", node.d.log());
+    assert_eq!(reserved(node.books().await), vec![0; 8]);
+}
+
+/// A claim on an NPU whose room others took (a claim there already) is refused by
+/// Prepare, saying how many streams are left; one on a faulted NPU is refused naming the
+/// fault; neither books anything, and the refused claim is prepared once room returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_an_npu_without_room_or_faulted_is_refused_with_its_reason() {
+    let node = Node::with(NodeOptions { dra: true, faults: true, ..Default::default() }).await.unwrap();
+    let (endpoint, registration, _) = node.dra_paths();
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let capacity = node.host.devices().await.unwrap()[0].capacity;
+    let api = node.api.as_ref().unwrap();
+    api.put_claim(claim("ns", "big", &claim_uid(1), &pod_uid(1), &[("npu-0", Some(capacity - 10))]));
+    api.put_claim(claim("ns", "more", &claim_uid(2), &pod_uid(2), &[("npu-0", Some(20))]));
+    api.put_claim(claim("ns", "sick", &claim_uid(3), &pod_uid(3), &[("npu-1", Some(20))]));
+    let mut kubelet = plugin(&endpoint).await;
+    assert_eq!(prepare(&mut kubelet, vec![named("ns", &claim_uid(1), "big")]).await[&claim_uid(1)].error, "");
+    let more = prepare(&mut kubelet, vec![named("ns", &claim_uid(2), "more")]).await;
+    let why = &more[&claim_uid(2)].error;
+    assert!(why.contains("npu-0 has 10 streams left") && why.contains("consumes 20"), "{why}");
+    node.fault(1, Some("8C03A000"));
+    assert!(
+        npud_tests::eventually(Duration::from_secs(30), || node.d.log().contains("the device reports a fault")),
+        "{}",
+        node.d.log()
+    );
+    let sick = prepare(&mut kubelet, vec![named("ns", &claim_uid(3), "sick")]).await;
+    let why = &sick[&claim_uid(3)].error;
+    assert!(why.contains("npu-1 is faulted") && why.contains("RestartNPU"), "{why}");
+    let reserved: Vec<u32> = node.books().await.iter().map(|b| b.1).collect();
+    assert_eq!(reserved[..2], [capacity - 10, 0], "the refused claims booked nothing");
+    assert_eq!(unprepare(&mut kubelet, vec![named("ns", &claim_uid(1), "big")]).await[&claim_uid(1)], "");
+    assert_eq!(prepare(&mut kubelet, vec![named("ns", &claim_uid(2), "more")]).await[&claim_uid(2)].error, "");
+    assert_eq!(node.books().await[0].1, 20);
+}
