@@ -34,6 +34,14 @@ if [[ $(id -u) == 0 ]] && ! command -v runc >/dev/null && command -v apt-get >/d
     { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends runc >/dev/null 2>&1; } ||
     echo "runc could not be installed: the real-container test will say it skipped"
 fi
+# A real container engine for tests/tests/dra_podman.rs (issue 77): podman applies the CDI
+# spec npud writes for a DRA claim; the test skips loudly where it cannot run.
+if [[ $(id -u) == 0 ]] && ! command -v podman >/dev/null && command -v apt-get >/dev/null; then
+  echo "== installing podman for the CDI test"
+  apt-get install -y --no-install-recommends podman >/dev/null 2>&1 ||
+    { apt-get update >/dev/null 2>&1 && apt-get install -y --no-install-recommends podman >/dev/null 2>&1; } ||
+    echo "podman could not be installed: the CDI test will say it skipped"
+fi
 echo "== build the binaries and fake vendor libraries the end-to-end tests run"
 if ! cargo build --workspace --locked; then
   echo "summary: the build failed; no tests ran"

@@ -16,28 +16,38 @@ use std::sync::{Arc, Mutex};
 pub const DRIVER: &str = "streams.npud.io";
 pub const NODE: &str = "node-1";
 
-/// An API server on loopback holding ResourceClaims by namespace and name; every GET is
-/// counted. HTTP/1.1, one request per connection.
+/// What the fake API server holds: claims by (namespace, name), slices by name, and how
+/// many reads of claims and writes of slices it answered.
+#[derive(Default)]
+struct Store {
+    claims: HashMap<(String, String), serde_json::Value>,
+    slices: HashMap<String, serde_json::Value>,
+    claim_gets: u64,
+    slice_writes: u64,
+    version: u64,
+}
+
+/// An API server on loopback: ResourceClaims to read (GET), ResourceSlices to read,
+/// create (POST) and replace (PUT, refused unless its resourceVersion is the stored one,
+/// as the API server's optimistic concurrency does). HTTP/1.1, one request per connection.
 pub struct ApiServer {
     pub url: String,
-    claims: Arc<Mutex<HashMap<(String, String), serde_json::Value>>>,
-    gets: Arc<Mutex<u64>>,
+    store: Arc<Mutex<Store>>,
 }
 
 impl ApiServer {
     pub fn start() -> ApiServer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let claims: Arc<Mutex<HashMap<(String, String), serde_json::Value>>> = Arc::default();
-        let gets: Arc<Mutex<u64>> = Arc::default();
-        let (c, g) = (Arc::clone(&claims), Arc::clone(&gets));
+        let store: Arc<Mutex<Store>> = Arc::default();
+        let s = Arc::clone(&store);
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (c, g) = (Arc::clone(&c), Arc::clone(&g));
-                std::thread::spawn(move || answer(conn, &c, &g));
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || answer(conn, &s));
             }
         });
-        ApiServer { url, claims, gets }
+        ApiServer { url, store }
     }
 
     /// Serves `claim` (a ResourceClaim object) from now on, replacing one of its name.
@@ -46,51 +56,114 @@ impl ApiServer {
             claim["metadata"]["namespace"].as_str().unwrap().to_string(),
             claim["metadata"]["name"].as_str().unwrap().to_string(),
         );
-        self.claims.lock().unwrap().insert(key, claim);
+        self.store.lock().unwrap().claims.insert(key, claim);
     }
 
+    /// How many times a claim was read.
     pub fn gets(&self) -> u64 {
-        *self.gets.lock().unwrap()
+        self.store.lock().unwrap().claim_gets
+    }
+
+    /// The slices written, by name.
+    pub fn slices(&self) -> HashMap<String, serde_json::Value> {
+        self.store.lock().unwrap().slices.clone()
+    }
+
+    /// How many slice writes (creates and replaces) were taken.
+    pub fn slice_writes(&self) -> u64 {
+        self.store.lock().unwrap().slice_writes
     }
 }
 
-fn answer(conn: std::net::TcpStream, claims: &Mutex<HashMap<(String, String), serde_json::Value>>, gets: &Mutex<u64>) {
+fn status(code: u16, reason: &str, message: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+        "message": message, "reason": reason, "code": code});
+    (code, body)
+}
+
+fn answer(conn: std::net::TcpStream, store: &Mutex<Store>) {
+    use std::io::Read;
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut line = String::new();
     if reader.read_line(&mut line).is_err() {
         return;
     }
+    let mut length = 0usize;
     loop {
         let mut header = String::new();
         if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
             break;
         }
+        if let Some((k, v)) = header.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length.min(1 << 20)];
+    if reader.read_exact(&mut body).is_err() {
+        return;
     }
     let mut parts = line.split_whitespace();
     let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = path.split('?').next().unwrap_or("");
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let found = match (method, segments.as_slice()) {
+    let sent: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
+    let mut st = store.lock().unwrap();
+    let (code, reply) = match (method, segments.as_slice()) {
         ("GET", ["apis", "resource.k8s.io", "v1", "namespaces", ns, "resourceclaims", name]) => {
-            *gets.lock().unwrap() += 1;
-            claims.lock().unwrap().get(&(ns.to_string(), name.to_string())).cloned()
+            st.claim_gets += 1;
+            match st.claims.get(&(ns.to_string(), name.to_string())) {
+                Some(c) => (200, c.clone()),
+                None => status(404, "NotFound", &format!("resourceclaims {name:?} not found")),
+            }
         }
-        _ => None,
+        ("GET", ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => match st.slices.get(*name) {
+            Some(s) => (200, s.clone()),
+            None => status(404, "NotFound", &format!("resourceslices {name:?} not found")),
+        },
+        ("POST", ["apis", "resource.k8s.io", "v1", "resourceslices"]) => {
+            let mut slice = sent.unwrap();
+            let name = slice["metadata"]["name"].as_str().unwrap().to_string();
+            if st.slices.contains_key(&name) {
+                status(409, "AlreadyExists", &format!("resourceslices {name:?} already exists"))
+            } else {
+                st.version += 1;
+                slice["metadata"]["resourceVersion"] = st.version.to_string().into();
+                st.slice_writes += 1;
+                st.slices.insert(name, slice.clone());
+                (201, slice)
+            }
+        }
+        ("PUT", ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => {
+            let mut slice = sent.unwrap();
+            let stored = st.slices.get(*name).map(|s| s["metadata"]["resourceVersion"].clone());
+            match stored {
+                None => status(404, "NotFound", &format!("resourceslices {name:?} not found")),
+                Some(v) if v != slice["metadata"]["resourceVersion"] => status(
+                    409,
+                    "Conflict",
+                    "the object has been modified; please apply your changes to the latest version",
+                ),
+                Some(_) => {
+                    st.version += 1;
+                    slice["metadata"]["resourceVersion"] = st.version.to_string().into();
+                    st.slice_writes += 1;
+                    st.slices.insert(name.to_string(), slice.clone());
+                    (200, slice)
+                }
+            }
+        }
+        _ => status(404, "NotFound", &format!("{method} {path} is not served here")),
     };
-    let (status, body) = match found {
-        Some(claim) => ("200 OK", claim.to_string()),
-        None => (
-            "404 Not Found",
-            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                "message": format!("{path} not found"), "reason": "NotFound", "code": 404})
-            .to_string(),
-        ),
-    };
+    drop(st);
+    let text = reply.to_string();
     let mut conn = conn;
     let _ = write!(
         conn,
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 {code} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{text}",
+        if code < 300 { "OK" } else { "Error" },
+        text.len()
     );
 }
 
@@ -156,4 +229,86 @@ pub async fn unprepare(
 ) -> HashMap<String, String> {
     let answer = client.node_unprepare_resources(dra::NodeUnprepareResourcesRequest { claims }).await.unwrap();
     answer.into_inner().claims.into_iter().map(|(k, v)| (k, v.error)).collect()
+}
+
+/// A scheduler's side of consumable capacity, small: it allocates claims for `streams`
+/// against the devices of a published ResourceSlice by KEP-5075's rules, as the
+/// `resource.k8s.io/v1` API documents them (`CapacityRequirements`,
+/// `CapacityRequestPolicyRange`):
+/// - an amount not asked for is the policy's `default` (with no policy, the whole device);
+/// - an amount under `min` is rounded up to it, and one off the step up to `min + n·step`;
+/// - an amount over `max` after rounding makes the device ineligible;
+/// - on a device with `allowMultipleAllocations`, the consumed amounts of every claim
+///   together stay within its capacity; on any other, one claim takes it whole.
+pub struct Allocator {
+    devices: Vec<Offered>,
+    consumed: HashMap<String, u64>,
+}
+
+struct Offered {
+    name: String,
+    capacity: u64,
+    multiple: bool,
+    /// (default, min, max, step)
+    policy: Option<(u64, u64, u64, u64)>,
+}
+
+impl Allocator {
+    /// The devices `slice` offers, none allocated yet.
+    pub fn new(slice: &serde_json::Value) -> Allocator {
+        let n = |v: &serde_json::Value| v.as_str().and_then(|s| s.parse::<u64>().ok());
+        let devices = slice["spec"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                let streams = &d["capacity"]["streams"];
+                let policy = &streams["requestPolicy"];
+                let range = &policy["validRange"];
+                Offered {
+                    name: d["name"].as_str().unwrap().to_string(),
+                    capacity: n(&streams["value"]).unwrap(),
+                    multiple: d["allowMultipleAllocations"].as_bool() == Some(true),
+                    policy: n(&policy["default"]).map(|default| {
+                        (
+                            default,
+                            n(&range["min"]).unwrap_or(0),
+                            n(&range["max"]).unwrap_or(u64::MAX),
+                            n(&range["step"]).unwrap_or(1),
+                        )
+                    }),
+                }
+            })
+            .collect();
+        Allocator { devices, consumed: HashMap::new() }
+    }
+
+    /// What asking `asked` streams (None: nothing named) consumes of `device`, or None
+    /// where its policy refuses it.
+    fn consumes(device: &Offered, asked: Option<u64>) -> Option<u64> {
+        let Some((default, min, max, step)) = device.policy else { return Some(asked.unwrap_or(device.capacity)) };
+        let mut amount = asked.unwrap_or(default).max(min);
+        if step > 1 && (amount - min) % step != 0 {
+            amount = min + (amount - min).div_ceil(step) * step;
+        }
+        (amount <= max).then_some(amount)
+    }
+
+    /// Allocates one claim asking `asked` streams on the first device (in the slice's
+    /// order) that passes `select` and has room: (device, consumed), or None.
+    pub fn allocate(&mut self, asked: Option<u64>, select: impl Fn(&str) -> bool) -> Option<(String, u64)> {
+        for d in self.devices.iter().filter(|d| select(&d.name)) {
+            let Some(amount) = Self::consumes(d, asked) else { continue };
+            let used = self.consumed.get(&d.name).copied();
+            let fits = match (d.multiple, used) {
+                (false, Some(_)) => false,
+                (_, used) => used.unwrap_or(0) + amount <= d.capacity,
+            };
+            if fits {
+                *self.consumed.entry(d.name.clone()).or_insert(0) += amount;
+                return Some((d.name.clone(), amount));
+            }
+        }
+        None
+    }
 }

@@ -588,6 +588,19 @@ impl App {
     }
 }
 
+/// The files `elf` loads (ldd's answer, the fake vendor libraries found where they are
+/// built), the interpreter included: what a rootfs needs beside it.
+pub fn loads(elf: &Path) -> Vec<PathBuf> {
+    let out = Command::new("ldd").arg(elf).env("LD_LIBRARY_PATH", fake_dir()).output().expect("ldd");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let path = l.split("=>").nth(1).unwrap_or(l).split_whitespace().next()?;
+            path.starts_with('/').then(|| PathBuf::from(path))
+        })
+        .collect()
+}
+
 /// `apps`' start-up verdicts ([`App::started`]), read off the blocking runtime's threads.
 pub async fn started_all(apps: Vec<App>) -> (Vec<Result<Vec<String>, i64>>, Vec<App>) {
     tokio::task::spawn_blocking(move || {

@@ -11,7 +11,7 @@
 // Test helpers may unwrap: a failure there is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use npud_tests::native::{App, Shared, acl_builder, acl_steps_app, fake_dir, preload_library};
+use npud_tests::native::{App, Shared, acl_builder, acl_steps_app, fake_dir, loads, preload_library};
 use npud_tests::{Daemon, eventually};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -33,18 +33,6 @@ fn runc() -> Option<PathBuf> {
         return None;
     }
     found
-}
-
-/// The files `elf` loads (ldd's answer), the interpreter included.
-fn loads(elf: &Path) -> Vec<PathBuf> {
-    let out = Command::new("ldd").arg(elf).env("LD_LIBRARY_PATH", fake_dir()).output().expect("ldd");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let path = l.split("=>").nth(1).unwrap_or(l).split_whitespace().next()?;
-            path.starts_with('/').then(|| PathBuf::from(path))
-        })
-        .collect()
 }
 
 /// A rootfs with the program at `/prog`, every library in `/lib` and the interpreter where

@@ -59,6 +59,22 @@ pub struct FileDra {
     /// The API server's URL, for npud run outside a pod (`kubectl proxy`'s, say);
     /// default: the in-cluster one, with the pod's service account.
     api_server: Option<String>,
+    /// What a claim that names no amount consumes (default 8), the least one may ask
+    /// (default 1) and the step amounts are rounded up by (default 1): each device's
+    /// `streams` capacity's `requestPolicy` (KEP-5075), its most the device's capacity.
+    request_default: Option<u32>,
+    request_min: Option<u32>,
+    request_step: Option<u32>,
+}
+
+/// A `streams` capacity's request policy (KEP-5075's `CapacityRequestPolicyRange`): a
+/// claim's amount is rounded up to `min` and to `min + k × step`; one that names none
+/// consumes `default`. The API wants `default` (and the range's max) a multiple of `step`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestPolicy {
+    pub default: u32,
+    pub min: u32,
+    pub step: u32,
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +85,7 @@ pub struct DraConfig {
     pub cdi_dir: PathBuf,
     pub node_name: String,
     pub api_server: Option<String>,
+    pub request: RequestPolicy,
 }
 
 impl DraConfig {
@@ -104,7 +121,24 @@ impl FileDra {
         {
             return bad(format!("kubernetes.dra.api_server must be an http:// or https:// URL, got {url:?}"));
         }
+        let request = RequestPolicy {
+            default: self.request_default.unwrap_or(8),
+            min: self.request_min.unwrap_or(1),
+            step: self.request_step.unwrap_or(1),
+        };
+        let RequestPolicy { default, min, step } = request;
+        if !(1..=65_536).contains(&min) || !(1..=65_536).contains(&step) || !(min..=65_536).contains(&default) {
+            return bad(format!(
+                "kubernetes.dra: request_min and request_step must be 1..=65536 and request_default at least request_min and at most 65536, got {min}, {step} and {default}"
+            ));
+        }
+        if default % step != 0 {
+            return bad(format!(
+                "kubernetes.dra.request_default ({default}) must be a multiple of request_step ({step}), as the API requires of a request policy"
+            ));
+        }
         let c = DraConfig {
+            request,
             driver,
             plugins_dir: self.plugins_dir.clone().unwrap_or_else(|| DEFAULT_PLUGINS_DIR.into()),
             registry_dir: self.registry_dir.clone().unwrap_or_else(|| DEFAULT_REGISTRY_DIR.into()),
@@ -156,6 +190,8 @@ mod tests {
         assert!(upper.resolve(Some("n".into())).unwrap_err().0.contains("DNS subdomain"));
         let url = FileDra { api_server: Some("localhost:6443".into()), ..Default::default() };
         assert!(url.resolve(Some("n".into())).unwrap_err().0.contains("api_server"));
+        let off_step = FileDra { request_default: Some(10), request_step: Some(4), ..Default::default() };
+        assert!(off_step.resolve(Some("n".into())).unwrap_err().0.contains("a multiple of request_step"));
         assert_eq!(Mode::parse(Some("dra")).unwrap(), Mode::Dra);
         assert!(Mode::parse(Some("DRA")).is_err());
     }

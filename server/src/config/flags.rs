@@ -70,6 +70,10 @@ pub struct Args {
     /// npud's own socket goes in DIR): streams become the `[kubernetes] resource_name`.
     #[arg(long, value_name = "DIR")]
     pub device_plugin_dir: Option<PathBuf>,
+    /// How pods are booked on Kubernetes: device-plugin, dra (a DRA kubelet plugin, which
+    /// reads ResourceClaims from the API server) or both; overrides `[kubernetes] mode`.
+    #[arg(long, value_name = "MODE", env = "NPUD_KUBERNETES_MODE")]
+    pub kubernetes_mode: Option<String>,
     /// Log level or filter (error, warn, info, debug, trace, or a RUST_LOG-style filter).
     /// Without it, RUST_LOG applies, else info.
     #[arg(long, value_name = "LEVEL")]

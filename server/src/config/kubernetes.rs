@@ -126,11 +126,16 @@ impl FileKubernetes {
     }
 
     /// The section with the flag applied; `None` when the device plugin is off.
-    pub fn resolve(&self, flag_dir: Option<&PathBuf>) -> Result<Option<KubernetesConfig>, ConfigError> {
-        if !self.enabled.unwrap_or(false) && flag_dir.is_none() {
+    /// `flag_mode` is `--kubernetes-mode`, over the section's `mode`.
+    pub fn resolve(
+        &self,
+        flag_dir: Option<&PathBuf>,
+        flag_mode: Option<&str>,
+    ) -> Result<Option<KubernetesConfig>, ConfigError> {
+        if !self.enabled.unwrap_or(false) && flag_dir.is_none() && flag_mode.is_none() {
             return Ok(None);
         }
-        let mode = super::dra::Mode::parse(self.mode.as_deref())?;
+        let mode = super::dra::Mode::parse(flag_mode.or(self.mode.as_deref()))?;
         let dra = match mode {
             super::dra::Mode::DevicePlugin if self.dra.is_some() => {
                 return Err(ConfigError::new(
@@ -244,12 +249,12 @@ mod tests {
 
     #[test]
     fn off_unless_enabled_or_flagged_and_validated_when_on() {
-        assert!(FileKubernetes::default().resolve(None).unwrap().is_none());
-        let on = FileKubernetes::default().resolve(Some(&PathBuf::from("/tmp/dp"))).unwrap().unwrap();
+        assert!(FileKubernetes::default().resolve(None, None).unwrap().is_none());
+        let on = FileKubernetes::default().resolve(Some(&PathBuf::from("/tmp/dp")), None).unwrap().unwrap();
         assert_eq!((on.resource_name.as_str(), on.stream_unit), (DEFAULT_RESOURCE_NAME, DEFAULT_STREAM_UNIT));
         let zero = FileKubernetes { enabled: Some(true), stream_unit: Some(0), ..Default::default() };
-        assert!(zero.resolve(None).is_err());
+        assert!(zero.resolve(None, None).is_err());
         let name = FileKubernetes { enabled: Some(true), resource_name: Some("streams".into()), ..Default::default() };
-        assert!(name.resolve(None).unwrap_err().0.contains("resource_name"));
+        assert!(name.resolve(None, None).unwrap_err().0.contains("resource_name"));
     }
 }

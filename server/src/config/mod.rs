@@ -382,7 +382,7 @@ impl Config {
         // As a node's device plugin, pods' processes of any uid (runAsUser, user
         // namespaces, rootless runtimes) connect: the socket accepts every uid, and who a
         // peer is comes from the kernel (SO_PEERCRED and its cgroup), not from file modes.
-        let plugin = f.kubernetes.enabled() || args.device_plugin_dir.is_some();
+        let plugin = f.kubernetes.enabled() || args.device_plugin_dir.is_some() || args.kubernetes_mode.is_some();
         let (socket_mode, dir_mode) = match plugin {
             true => (d::PLUGIN_SOCKET_MODE, d::PLUGIN_SOCKET_DIR_MODE),
             false => (d::SOCKET_MODE, d::SOCKET_DIR_MODE),
@@ -420,7 +420,8 @@ impl Config {
             proc_root: f.identity.proc_root.clone().unwrap_or_else(|| PathBuf::from(d::PROC_ROOT)),
             cgroup_root: f.identity.cgroup_root.clone().unwrap_or_else(|| PathBuf::from(d::CGROUP_ROOT)),
             cri_socket: p.take(f.kubernetes.cri_socket(), None),
-            kubernetes: p.take(f.kubernetes.resolve(args.device_plugin_dir.as_ref()), None),
+            kubernetes: p
+                .take(f.kubernetes.resolve(args.device_plugin_dir.as_ref(), args.kubernetes_mode.as_deref()), None),
             faults: p.take(f.faults.resolve(), faults::FaultsConfig::default()),
         })
     }

@@ -31,6 +31,14 @@ impl Daemon {
         (d < self.devices().len() as u32 && self.dra_device_name(d) == name).then_some(d)
     }
 
+    /// What claims may have of device `d` in all: its ledger's capacity less what the
+    /// tenants' own quotas reserve there for good (`reserved_streams`). What DRA publishes
+    /// as the device's `streams`, which changes only with the configuration.
+    pub fn claimable(&self, d: u32) -> u32 {
+        let fixed = self.quotas.reservations().values().fold(0u32, |n, r| n.saturating_add(*r));
+        self.admission.capacity(d).saturating_sub(fixed)
+    }
+
     /// The tenant pod `uid` is booked as.
     pub fn pod_tenant(&self, uid: &str) -> Tenant {
         self.identities.read().unwrap_or_else(|e| e.into_inner()).pod_tenant(uid)

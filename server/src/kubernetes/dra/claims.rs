@@ -25,7 +25,7 @@ pub trait ClaimReader: Send + Sync {
 /// The API server through kube-rs: in-cluster (the pod's service account), or at the URL
 /// `[kubernetes.dra] api_server` gives.
 pub struct ApiServer {
-    client: kube::Client,
+    pub client: kube::Client,
 }
 
 impl ApiServer {

@@ -12,6 +12,7 @@
 pub mod cdi;
 pub mod claims;
 pub mod registration;
+pub mod slices;
 
 use crate::config::dra::DraConfig;
 use crate::daemon::Daemon;
@@ -101,7 +102,7 @@ impl Dra {
 
 /// Starts the DRA plugin: the API server's client (a failure to make one is every
 /// Prepare's answer, logged once here), the specs of claims npud's books no longer know
-/// removed, then the sockets served until `stop`.
+/// removed, then the node's ResourceSlice kept and the sockets served until `stop`.
 pub fn start(
     daemon: Arc<Daemon>,
     config: DraConfig,
@@ -109,7 +110,10 @@ pub fn start(
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let reader: Arc<dyn ClaimReader> = match claims::ApiServer::connect(config.api_server.as_deref()) {
-        Ok(api) => Arc::new(api),
+        Ok(api) => {
+            tokio::spawn(slices::publish(Arc::clone(&daemon), config.clone(), api.client.clone(), stop.clone()));
+            Arc::new(api)
+        }
         Err(why) => {
             tracing::error!(%why, "npud cannot reach the API server: no claim can be prepared");
             Arc::new(claims::Unreachable(why))
