@@ -64,6 +64,11 @@ impl ApiServer {
         self.store.lock().unwrap().claim_gets
     }
 
+    /// The claim `ns/name` as stored now (its status as reported).
+    pub fn claim(&self, ns: &str, name: &str) -> serde_json::Value {
+        self.store.lock().unwrap().claims[&(ns.to_string(), name.to_string())].clone()
+    }
+
     /// The slices written, by name.
     pub fn slices(&self) -> HashMap<String, serde_json::Value> {
         self.store.lock().unwrap().slices.clone()
@@ -116,6 +121,27 @@ fn answer(conn: std::net::TcpStream, store: &Mutex<Store>) {
             match st.claims.get(&(ns.to_string(), name.to_string())) {
                 Some(c) => (200, c.clone()),
                 None => status(404, "NotFound", &format!("resourceclaims {name:?} not found")),
+            }
+        }
+        // Server-side apply of a driver's `status.devices` entries: each replaces the one
+        // of its (driver, pool, device, shareID), as the entries' list-map keys say.
+        ("PATCH", ["apis", "resource.k8s.io", "v1", "namespaces", ns, "resourceclaims", name, "status"]) => {
+            let key = (ns.to_string(), name.to_string());
+            let sent = sent.unwrap_or_default();
+            match st.claims.get_mut(&key) {
+                None => status(404, "NotFound", &format!("resourceclaims {name:?} not found")),
+                Some(claim) => {
+                    let id = |d: &serde_json::Value| {
+                        (d["driver"].clone(), d["pool"].clone(), d["device"].clone(), d["shareID"].clone())
+                    };
+                    let mut devices = claim["status"]["devices"].as_array().cloned().unwrap_or_default();
+                    for entry in sent["status"]["devices"].as_array().into_iter().flatten() {
+                        devices.retain(|d| id(d) != id(entry));
+                        devices.push(entry.clone());
+                    }
+                    claim["status"]["devices"] = devices.into();
+                    (200, claim.clone())
+                }
             }
         }
         ("GET", ["apis", "resource.k8s.io", "v1", "resourceslices", name]) => match st.slices.get(*name) {

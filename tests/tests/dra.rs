@@ -136,6 +136,14 @@ async fn eight_claims_on_eight_npus_are_each_booked_exactly_and_their_pods_admit
         assert_eq!(d.cdi_device_ids, vec![format!("npud.io/streams={}", claim_uid(i))]);
     }
     assert_eq!(node.books().await, vec![(0, 200); 8], "each claim reserved on its own NPU");
+    // The claim's status says what npud booked on which device (KEP-4817).
+    let reported = &api.claim("ml", "streams-3")["status"]["devices"];
+    assert_eq!(reported.as_array().map(Vec::len), Some(1), "{reported}");
+    let entry = &reported[0];
+    assert_eq!((entry["driver"].as_str(), entry["device"].as_str()), (Some(DRIVER), Some("npu-3")));
+    assert_eq!(entry["shareID"], format!("{}-npu-3", claim_uid(3)));
+    assert_eq!(entry["data"]["bookedStreams"], 200);
+    assert_eq!(entry["conditions"][0]["type"], "Ready");
     // CDI's schema is a real check: a spec without a device's edits fails it.
     let broken = serde_json::json!({"cdiVersion": "0.5.0", "kind": "npud.io/streams", "devices": [{"name": "x"}]});
     assert_eq!(schema_errors(&broken), vec!["\"containerEdits\" is a required property".to_string()]);

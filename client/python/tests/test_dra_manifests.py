@@ -47,6 +47,7 @@ def test_the_dra_component_gives_npud_its_token_role_and_directories(tmp_path, o
     rules = {(tuple(r["resources"]), tuple(r["verbs"])) for r in by_kind["ClusterRole"]["rules"]}
     assert rules == {
         (("resourceclaims",), ("get",)),
+        (("resourceclaims/status",), ("patch",)),
         (("resourceslices",), ("get", "list", "watch", "create", "update", "delete")),
     }, "the least it needs: no pods, no secrets, no writes to claims"
     (npud,) = spec["containers"]

@@ -13,23 +13,34 @@ use std::time::Duration;
 /// The capacity npud publishes per device and a claim consumes.
 pub const STREAMS: &str = "streams";
 
-/// Reads one ResourceClaim; the fake API server answers it in the tests.
+/// Reads one ResourceClaim, and reports in its status what npud booked for it; the fake
+/// API server answers both in the tests.
 pub trait ClaimReader: Send + Sync {
     fn get<'a>(
         &'a self,
         namespace: &'a str,
         name: &'a str,
     ) -> Pin<Box<dyn Future<Output = Result<ResourceClaim, String>> + Send + 'a>>;
+
+    /// Applies `devices` (`status.devices` entries of npud's driver) to the claim's status.
+    fn report<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        devices: serde_json::Value,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
 }
 
 /// The API server through kube-rs: in-cluster (the pod's service account), or at the URL
 /// `[kubernetes.dra] api_server` gives.
 pub struct ApiServer {
     pub client: kube::Client,
+    /// The field manager npud's writes are applied as: its driver's name.
+    pub manager: String,
 }
 
 impl ApiServer {
-    pub fn connect(url: Option<&str>) -> Result<ApiServer, String> {
+    pub fn connect(url: Option<&str>, driver: &str) -> Result<ApiServer, String> {
         let mut config = match url {
             Some(url) => kube::Config::new(url.parse().map_err(|e| format!("api_server {url:?}: {e}"))?),
             None => kube::Config::incluster()
@@ -38,7 +49,7 @@ impl ApiServer {
         config.connect_timeout = Some(Duration::from_secs(10));
         config.read_timeout = Some(Duration::from_secs(10));
         let client = kube::Client::try_from(config).map_err(|e| format!("the API server's client: {e}"))?;
-        Ok(ApiServer { client })
+        Ok(ApiServer { client, manager: driver.to_string() })
     }
 }
 
@@ -58,6 +69,32 @@ impl ClaimReader for ApiServer {
             }
         })
     }
+
+    /// Server-side apply on the status subresource, as npud's driver (the field manager):
+    /// npud owns its own entries of `status.devices` and no others' (KEP-4817).
+    fn report<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        devices: serde_json::Value,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move {
+            let api: kube::Api<ResourceClaim> = kube::Api::namespaced(self.client.clone(), namespace);
+            let patch = serde_json::json!({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "status": {"devices": devices},
+            });
+            let manager = kube::api::PatchParams::apply(&self.manager).force();
+            let patch = kube::api::Patch::Apply(patch);
+            let apply = api.patch_status(name, &manager, &patch);
+            match tokio::time::timeout(Duration::from_secs(15), apply).await {
+                Err(_) => Err("the API server did not answer within 15 s".into()),
+                Ok(Err(e)) => Err(format!("reporting the claim's status: {e}")),
+                Ok(Ok(_)) => Ok(()),
+            }
+        })
+    }
 }
 
 /// No client could be made: every read fails, saying why.
@@ -71,6 +108,15 @@ impl ClaimReader for Unreachable {
     ) -> Pin<Box<dyn Future<Output = Result<ResourceClaim, String>> + Send + 'a>> {
         Box::pin(async move { Err(format!("npud cannot reach the API server: {}", self.0)) })
     }
+
+    fn report<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a str,
+        _: serde_json::Value,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move { Err(format!("npud cannot reach the API server: {}", self.0)) })
+    }
 }
 
 /// One allocation result of npud's driver, for the kubelet's answer.
@@ -79,6 +125,11 @@ pub struct Picked {
     pub request: String,
     pub pool: String,
     pub device: String,
+    /// The share of a device many claims share (consumable capacity), which names its
+    /// entry in the claim's `status.devices`.
+    pub share: Option<String>,
+    /// The streams this result consumes (None: the device whole).
+    pub streams: Option<u32>,
 }
 
 /// What the kubelet named (`uid`) and the API server holds (`claim`), as npud books it:
@@ -130,7 +181,13 @@ pub fn ask_of(claim: &ResourceClaim, uid: &str, driver: &str, node: &str) -> Res
             Some((_, known)) => *known = known.zip(consumed).map(|(a, b)| a.saturating_add(b)),
             None => devices.push((r.device.clone(), consumed)),
         }
-        results.push(Picked { request: r.request.clone(), pool: r.pool.clone(), device: r.device.clone() });
+        results.push(Picked {
+            request: r.request.clone(),
+            pool: r.pool.clone(),
+            device: r.device.clone(),
+            share: r.share_id.clone(),
+            streams: consumed,
+        });
     }
     if devices.len() > 64 {
         return Err(format!("the claim names {} of npud's devices; at most 64", devices.len()));

@@ -56,6 +56,8 @@ impl Dra {
                         request: String::new(),
                         pool: self.config.node_name.clone(),
                         device: self.daemon.dra_device_name(d),
+                        share: None,
+                        streams: None,
                     });
                     return Ok(self.answer(&c.uid, picked.collect()));
                 }
@@ -67,11 +69,47 @@ impl Dra {
         cdi::write(&self.config.cdi_dir, &c.uid, &edits)
             .map_err(|e| format!("writing the claim's CDI spec in {}: {e}", self.config.cdi_dir.display()))?;
         let library = self.interposer.as_ref().map(super::interposer::Installed::name);
-        if let Err(e) = self.daemon.book_claim(&ask, library) {
-            cdi::remove(&self.config.cdi_dir, &c.uid);
-            return Err(e.message);
+        let booked = match self.daemon.book_claim(&ask, library) {
+            Ok(booked) => booked,
+            Err(e) => {
+                cdi::remove(&self.config.cdi_dir, &c.uid);
+                return Err(e.message);
+            }
+        };
+        // What was booked, in the claim's status where the API takes it (KEP-4817); a
+        // refusal there (an API server without it) costs the pod nothing.
+        let status = self.status(&picked, &booked);
+        if let Err(e) = self.reader.report(&c.namespace, &c.name, status).await {
+            tracing::info!(claim = %c.uid, error = %e, "the claim's device status was not reported");
         }
         Ok(self.answer(&c.uid, picked))
+    }
+
+    /// `status.devices` entries of npud's driver: for each result, the streams booked for
+    /// the pod on its device, and a Ready condition.
+    fn status(&self, picked: &[Picked], booked: &[(u32, u32)]) -> serde_json::Value {
+        let entries: Vec<serde_json::Value> = picked
+            .iter()
+            .map(|p| {
+                let on = self.daemon.dra_device(&p.device);
+                let device_total = booked.iter().filter(|(d, _)| Some(*d) == on).map(|(_, n)| *n).sum::<u32>();
+                let streams = p.streams.unwrap_or(device_total);
+                let mut entry = serde_json::json!({
+                    "driver": self.config.driver, "pool": p.pool, "device": p.device,
+                    "data": {"bookedStreams": streams, "deviceBookedStreams": device_total},
+                    "conditions": [{
+                        "type": "Ready", "status": "True", "reason": "Booked",
+                        "message": format!("npud booked {streams} streams for the pod on {}", p.device),
+                        "lastTransitionTime": k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                    }],
+                });
+                if let Some(share) = &p.share {
+                    entry["shareID"] = share.clone().into();
+                }
+                entry
+            })
+            .collect();
+        serde_json::Value::Array(entries)
     }
 
     fn answer(&self, uid: &str, picked: Vec<Picked>) -> Vec<dra::Device> {
@@ -109,7 +147,7 @@ pub fn start(
     interposer: Option<super::interposer::Installed>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let reader: Arc<dyn ClaimReader> = match claims::ApiServer::connect(config.api_server.as_deref()) {
+    let reader: Arc<dyn ClaimReader> = match claims::ApiServer::connect(config.api_server.as_deref(), &config.driver) {
         Ok(api) => {
             tokio::spawn(slices::publish(Arc::clone(&daemon), config.clone(), api.client.clone(), stop.clone()));
             Arc::new(api)
