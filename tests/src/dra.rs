@@ -25,6 +25,8 @@ struct Store {
     claim_gets: u64,
     slice_writes: u64,
     version: u64,
+    /// How long a claim's GET is held before it is answered.
+    delay: std::time::Duration,
 }
 
 /// An API server on loopback: ResourceClaims to read (GET), ResourceSlices to read,
@@ -57,6 +59,11 @@ impl ApiServer {
             claim["metadata"]["name"].as_str().unwrap().to_string(),
         );
         self.store.lock().unwrap().claims.insert(key, claim);
+    }
+
+    /// Claims are answered `delay` after they are asked for, from now on.
+    pub fn delay_claims(&self, delay: std::time::Duration) {
+        self.store.lock().unwrap().delay = delay;
     }
 
     /// How many times a claim was read.
@@ -115,9 +122,15 @@ fn answer(conn: std::net::TcpStream, store: &Mutex<Store>) {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
     let sent: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
     let mut st = store.lock().unwrap();
+    if method == "GET" && segments.get(5) == Some(&"resourceclaims") {
+        st.claim_gets += 1;
+        let delay = st.delay;
+        drop(st);
+        std::thread::sleep(delay);
+        st = store.lock().unwrap();
+    }
     let (code, reply) = match (method, segments.as_slice()) {
         ("GET", ["apis", "resource.k8s.io", "v1", "namespaces", ns, "resourceclaims", name]) => {
-            st.claim_gets += 1;
             match st.claims.get(&(ns.to_string(), name.to_string())) {
                 Some(c) => (200, c.clone()),
                 None => status(404, "NotFound", &format!("resourceclaims {name:?} not found")),

@@ -263,3 +263,93 @@ async fn a_claim_on_an_npu_without_room_or_faulted_is_refused_with_its_reason() 
     assert_eq!(prepare(&mut kubelet, vec![named("ns", &claim_uid(2), "more")]).await[&claim_uid(2)].error, "");
     assert_eq!(node.books().await[0].1, 20);
 }
+
+/// The kubelet gives up on a Prepare while npud waits on the API server, and npud is
+/// killed while another waits there: in each case the claim ends up booked once, by the
+/// call that finishes it or by the kubelet's next one, and nothing is left half done (no
+/// booking without its spec, no spec without its booking).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prepare_cut_at_its_await_or_by_npud_dying_books_a_claim_once() {
+    let mut node = dra_node().await;
+    let (endpoint, registration, cdi) = node.dra_paths();
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let api = node.api.as_ref().unwrap();
+    api.put_claim(claim("ns", "a", &claim_uid(1), &pod_uid(1), &[("npu-1", Some(32))]));
+    api.put_claim(claim("ns", "b", &claim_uid(2), &pod_uid(2), &[("npu-2", Some(16))]));
+    let reserved = |books: Vec<(u32, u32)>| books.iter().map(|b| b.1).collect::<Vec<_>>();
+    // The kubelet's call dropped while npud waits for the claim.
+    api.delay_claims(Duration::from_secs(2));
+    let call = {
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move { prepare(&mut plugin(&endpoint).await, vec![named("ns", &claim_uid(1), "a")]).await })
+    };
+    assert!(npud_tests::eventually(Duration::from_secs(30), || api.gets() >= 1));
+    call.abort();
+    let _ = call.await;
+    api.delay_claims(Duration::ZERO);
+    let mut kubelet = plugin(&endpoint).await;
+    assert_eq!(prepare(&mut kubelet, vec![named("ns", &claim_uid(1), "a")]).await[&claim_uid(1)].error, "");
+    assert!(
+        npud_tests::eventually_async(Duration::from_secs(30), || async {
+            reserved(node.books().await) == vec![0, 32, 0, 0, 0, 0, 0, 0]
+        })
+        .await,
+        "booked once: {:?}\n{}",
+        node.books().await,
+        node.d.log()
+    );
+    // npud killed while a Prepare waits on the API server: nothing of it is booked or
+    // written, and the kubelet's next call books it.
+    api.delay_claims(Duration::from_secs(30));
+    let gets = api.gets();
+    let call = {
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            plugin(&endpoint)
+                .await
+                .node_prepare_resources(npud_proto::dra::NodePrepareResourcesRequest {
+                    claims: vec![named("ns", &claim_uid(2), "b")],
+                })
+                .await
+        })
+    };
+    assert!(npud_tests::eventually(Duration::from_secs(30), || api.gets() > gets));
+    node.d.kill9();
+    assert!(call.await.unwrap().is_err(), "the call died with npud");
+    api.delay_claims(Duration::ZERO);
+    node.start_npud_again().await;
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    assert_eq!(reserved(node.books().await), vec![0, 32, 0, 0, 0, 0, 0, 0], "the first kept, the second not begun");
+    assert!(!cdi.join(format!("npud.io-streams_{}.json", claim_uid(2))).exists());
+    let mut kubelet = plugin(&endpoint).await;
+    assert_eq!(prepare(&mut kubelet, vec![named("ns", &claim_uid(2), "b")]).await[&claim_uid(2)].error, "");
+    assert_eq!(reserved(node.books().await), vec![0, 32, 16, 0, 0, 0, 0, 0]);
+}
+
+/// What a hostile or broken kubelet might send is refused per claim, saying why, and
+/// books nothing: a uid that would leave the CDI directory, a claim without a name, one
+/// the API server does not have, too many claims in one call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_claims_are_refused_each_saying_why_and_book_nothing() {
+    let node = dra_node().await;
+    let (endpoint, registration, cdi) = node.dra_paths();
+    assert!(npud_tests::eventually(Duration::from_secs(30), || registration.exists()), "{}", node.d.log());
+    let mut kubelet = plugin(&endpoint).await;
+    let answers = prepare(
+        &mut kubelet,
+        vec![
+            named("ns", "../../etc/passwd", "x"),
+            named("ns", &claim_uid(5), ""),
+            named("ns", &claim_uid(6), "missing"),
+        ],
+    )
+    .await;
+    assert!(answers["../../etc/passwd"].error.contains("not a Kubernetes uid"), "{answers:?}");
+    assert!(answers[&claim_uid(5)].error.contains("namespace and name"), "{answers:?}");
+    assert!(answers[&claim_uid(6)].error.contains("not found"), "{answers:?}");
+    let many: Vec<_> = (0..300).map(|i| named("ns", &claim_uid(100 + i), "c")).collect();
+    let refused = kubelet.node_prepare_resources(npud_proto::dra::NodePrepareResourcesRequest { claims: many }).await;
+    assert_eq!(refused.unwrap_err().code(), tonic::Code::InvalidArgument);
+    assert_eq!(node.books().await.iter().map(|b| b.1).sum::<u32>(), 0);
+    assert!(std::fs::read_dir(&cdi).map(|d| d.count()).unwrap_or(0) == 0, "no spec written");
+}
