@@ -15,12 +15,13 @@ const PROTOS: &[&str] = &[
     "npud/v1/budget.proto",
 ];
 
-const KUBELET: [&str; 5] = [
+const KUBELET: [&str; 6] = [
     "k8s/deviceplugin/v1beta1/api.proto",
     "k8s/podresources/v1/api.proto",
     "k8s/cri/runtime/v1/api.proto",
     "k8s/dra/v1/api.proto",
     "k8s/pluginregistration/v1/api.proto",
+    "k8s/dra-health/v1alpha1/api.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -40,6 +40,12 @@ pub mod dra {
     tonic::include_proto!("k8s.io.kubelet.pkg.apis.dra.v1");
 }
 
+/// The kubelet's DRA resource health API, package `v1alpha1` (KEP-4680), vendored.
+#[allow(clippy::all, missing_docs)]
+pub mod dra_health {
+    tonic::include_proto!("v1alpha1");
+}
+
 /// The kubelet's plugin registration API, package `pluginregistration` (v1), vendored.
 #[allow(clippy::all, missing_docs)]
 pub mod pluginregistration {

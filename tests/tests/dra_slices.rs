@@ -55,20 +55,45 @@ async fn the_node_publishes_every_npu_with_its_streams_for_claims() {
     }
 }
 
-/// A fault on NPU 3 republishes the slice without it (a new pool generation); recovery
-/// republishes it with NPU 3 again. Then a steady node writes nothing for 60 s, nor does
-/// an npud restarted on it.
+/// Health as the kubelet's DRAResourceHealth watch gets it: (device, healthy) each.
+async fn health_of(
+    watch: &mut tonic::Streaming<npud_proto::dra_health::NodeWatchResourcesResponse>,
+) -> Vec<(String, bool)> {
+    let next = tokio::time::timeout(Duration::from_secs(30), watch.message()).await.unwrap().unwrap().unwrap();
+    next.devices
+        .iter()
+        .map(|d| {
+            let id = d.device.as_ref().unwrap();
+            assert_eq!(id.pool_name, NODE);
+            (id.device_name.clone(), d.health == npud_proto::dra_health::HealthStatus::Healthy as i32)
+        })
+        .collect()
+}
+
+/// A fault on NPU 3 republishes the slice without it (a new pool generation), and the
+/// kubelet's health watch hears it unhealthy; recovery republishes it with NPU 3 again,
+/// healthy. Then a steady node writes nothing for 60 s, nor does an npud restarted on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_republishes_and_a_steady_node_writes_nothing() {
+    use npud_proto::dra_health::dra_resource_health_client::DraResourceHealthClient;
     let mut node = Node::with(NodeOptions { dra: true, faults: true, ..Default::default() }).await.unwrap();
     let api_writes = |node: &Node| node.api.as_ref().unwrap().slice_writes();
     published(&node, 8).await;
     assert_eq!(api_writes(&node), 1);
+    let mut health = DraResourceHealthClient::new(npud_tests::npud_channel(&node.dra_paths().0).await);
+    let request = npud_proto::dra_health::NodeWatchResourcesRequest {};
+    let mut watch = health.node_watch_resources(request).await.unwrap().into_inner();
+    let all_healthy: Vec<(String, bool)> = (0..8).map(|i| (format!("npu-{i}"), true)).collect();
+    assert_eq!(health_of(&mut watch).await, all_healthy);
     node.fault(3, Some("8C03A000"));
     let slice = published(&node, 7).await;
     assert!(!names(&slice).contains(&"npu-3".to_string()));
     assert_eq!(slice["spec"]["pool"]["generation"], 2);
+    let mut sick = all_healthy.clone();
+    sick[3].1 = false;
+    assert_eq!(health_of(&mut watch).await, sick);
     node.fault(3, None);
+    assert_eq!(health_of(&mut watch).await, all_healthy);
     let slice = published(&node, 8).await;
     assert_eq!(slice["spec"]["pool"]["generation"], 3);
     assert_eq!(api_writes(&node), 3);

@@ -11,6 +11,7 @@
 
 pub mod cdi;
 pub mod claims;
+pub mod health;
 pub mod registration;
 pub mod slices;
 

@@ -1,7 +1,7 @@
 //! Serving the DRA plugin's two sockets: `Registration` in the kubelet's plugins_registry
 //! directory (its plugin watcher finds the socket, asks `GetInfo` and says whether it
 //! registered the driver: pluginregistration v1) and `DRAPlugin` at the endpoint it
-//! names. A socket that disappears (a node clean-up, a successor npud that took over and
+//! names, with `DRAResourceHealth` beside it (`health`). A socket that disappears (a node clean-up, a successor npud that took over and
 //! stopped) is bound again; at npud's stop both go, unless a successor's replaced them.
 
 use super::Dra;
@@ -126,17 +126,24 @@ fn serve(dra: &Arc<Dra>, endpoint: &Path, registration: &Path) -> std::io::Resul
     let registrar = Registrar { driver: dra.config.driver.clone(), endpoint: endpoint.to_path_buf() };
     let service = DraPluginServer::new(super::Service(Arc::clone(dra)));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let (tx2, rx2) = tokio::sync::watch::channel(false);
+    // Beside it on the same endpoint, for a kubelet with ResourceHealthStatus.
+    let health =
+        npud_proto::dra_health::dra_resource_health_server::DraResourceHealthServer::new(super::health::Health {
+            daemon: Arc::clone(&dra.daemon),
+            config: dra.config.clone(),
+            stop: rx2.clone(),
+        });
     let task = tokio::spawn(async move {
-        let (tx2, rx2) = tokio::sync::watch::channel(false);
-        let plugin = tonic::transport::Server::builder().add_service(service).serve_with_incoming_shutdown(
-            tokio_stream::wrappers::UnixListenerStream::new(endpoint_listener),
-            {
+        let plugin = tonic::transport::Server::builder()
+            .add_service(service)
+            .add_service(health)
+            .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(endpoint_listener), {
                 let mut rx2 = rx2.clone();
                 async move {
                     let _ = rx2.wait_for(|s| *s).await;
                 }
-            },
-        );
+            });
         let registrar = tonic::transport::Server::builder()
             .add_service(reg::registration_server::RegistrationServer::new(registrar))
             .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(registration_listener), {
