@@ -220,12 +220,17 @@ async fn prepare_and_unprepare_are_idempotent_in_any_order_and_across_npud_resta
     // Prepared again (a pod re-created with the same claim): booked again, once.
     assert_eq!(prepare(&mut kubelet, c()).await[&claim_uid(1)].error, "");
     assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0]);
-    assert_eq!(unprepare(&mut kubelet, c()).await[&claim_uid(1)], "");
-    // The spec stays while the pod's cgroup does, and goes with it.
+    // The first booking's pod goes: its files go with it, not the spec the claim's live
+    // booking uses.
     let spec = cdi.join(format!("npud.io-streams_{}.json", claim_uid(1)));
-    assert!(spec.exists());
     node.place(std::process::id() + 1_000_000, &pod_uid(1), 'a');
     node.end_pod(&pod_uid(1));
+    let swept = || node.d.log().contains("its claim was unprepared and its pod's cgroup is gone");
+    assert!(npud_tests::eventually(Duration::from_secs(30), swept), "{}", node.d.log());
+    assert!(spec.exists(), "the live booking's spec stays");
+    assert_eq!(reserved(node.books().await), vec![0, 0, 48, 0, 0, 16, 0, 0]);
+    // Unprepared for good: with the pod's cgroup gone, the spec goes too.
+    assert_eq!(unprepare(&mut kubelet, c()).await[&claim_uid(1)], "");
     assert!(npud_tests::eventually(Duration::from_secs(30), || !spec.exists()), "{}", node.d.log());
     assert_eq!(reserved(node.books().await), vec![0; 8]);
 }

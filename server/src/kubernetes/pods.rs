@@ -135,8 +135,11 @@ pub async fn watch(
                 }
             );
             daemon.forget_allocation(a).await;
-            // A claim's CDI spec goes with its pod's cgroup, as its other files do.
-            if let (Some(dir), Some(uid)) = (&cdi_dir, a.claim()) {
+            // A claim's CDI spec goes with its pod's cgroup, as its other files do, unless
+            // the claim was prepared again since (another pod of it uses the spec).
+            if let (Some(dir), Some(uid)) = (&cdi_dir, a.claim())
+                && allocations.claim(uid).is_empty()
+            {
                 super::dra::cdi::remove(dir, uid);
             }
         }
