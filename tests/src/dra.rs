@@ -234,7 +234,7 @@ pub fn claim(ns: &str, name: &str, uid: &str, pod_uid: &str, devices: &[(&str, O
 /// The kubelet's plugin watcher: asks the registration socket `GetInfo` and tells it the
 /// plugin is registered.
 pub async fn register(socket: &Path) -> reg::PluginInfo {
-    let mut client = reg::registration_client::RegistrationClient::new(crate::npud_channel(socket).await);
+    let mut client = reg::registration_client::RegistrationClient::new(served(socket).await);
     let info = client.get_info(reg::InfoRequest {}).await.unwrap().into_inner();
     client
         .notify_registration_status(reg::RegistrationStatus { plugin_registered: true, error: String::new() })
@@ -243,9 +243,24 @@ pub async fn register(socket: &Path) -> reg::PluginInfo {
     info
 }
 
-/// The kubelet's client of the DRA plugin at `endpoint`.
+/// The kubelet's client of the DRA plugin at `endpoint`, once npud serves it there (a
+/// socket left by an npud that was killed refuses connections until its successor binds
+/// a new one), within 30 s.
 pub async fn plugin(endpoint: &Path) -> DraPluginClient<tonic::transport::Channel> {
-    DraPluginClient::new(crate::npud_channel(endpoint).await)
+    DraPluginClient::new(served(endpoint).await)
+}
+
+/// A channel to one of npud's DRA sockets once it accepts connections, within 30 s.
+pub async fn served(socket: &Path) -> tonic::transport::Channel {
+    let target = npud_client::Target::Socket(socket.to_path_buf());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        match npud_client::channel(&target).await {
+            Ok(channel) => return channel,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{} is not served: {e}", socket.display()),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        }
+    }
 }
 
 /// (namespace, uid, name) as the kubelet names a claim.

@@ -80,7 +80,7 @@ async fn a_fault_republishes_and_a_steady_node_writes_nothing() {
     let api_writes = |node: &Node| node.api.as_ref().unwrap().slice_writes();
     published(&node, 8).await;
     assert_eq!(api_writes(&node), 1);
-    let mut health = DraResourceHealthClient::new(npud_tests::npud_channel(&node.dra_paths().0).await);
+    let mut health = DraResourceHealthClient::new(npud_tests::dra::served(&node.dra_paths().0).await);
     let request = npud_proto::dra_health::NodeWatchResourcesRequest {};
     let mut watch = health.node_watch_resources(request).await.unwrap().into_inner();
     let all_healthy: Vec<(String, bool)> = (0..8).map(|i| (format!("npu-{i}"), true)).collect();
