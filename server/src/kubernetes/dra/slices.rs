@@ -65,19 +65,20 @@ pub fn devices(daemon: &Daemon, config: &DraConfig) -> Vec<api::Device> {
         if let Some(bus) = &desc.identity.pci_bus_id {
             attributes.insert(PCI_BUS_ID.into(), text(&bus.to_ascii_lowercase()));
         }
-        let policy = config.request;
-        // The range's max a multiple of its step, as the API wants.
-        let most = daemon.claimable(d);
-        let most = most - most % policy.step;
+        let Some(offer) = Offer::of(daemon.claimable(d), config.request) else {
+            // Nothing claims could have (the tenants' own reservations take it all): the
+            // API would refuse the slice over such a device, so it is left out.
+            continue;
+        };
         let q = |n: u32| Quantity(n.to_string());
         let streams = api::DeviceCapacity {
-            value: q(most),
+            value: q(offer.max),
             request_policy: Some(api::CapacityRequestPolicy {
-                default: Some(q(policy.default.min(most))),
+                default: Some(q(offer.default)),
                 valid_range: Some(api::CapacityRequestPolicyRange {
-                    min: q(policy.min.min(most)),
-                    max: Some(q(most)),
-                    step: Some(q(policy.step)),
+                    min: q(offer.min),
+                    max: Some(q(offer.max)),
+                    step: Some(q(offer.step)),
                 }),
                 valid_values: None,
             }),
@@ -91,6 +92,32 @@ pub fn devices(daemon: &Daemon, config: &DraConfig) -> Vec<api::Device> {
         });
     }
     out
+}
+
+/// A device's `streams` as published: its capacity (the range's max) and request policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Offer {
+    max: u32,
+    default: u32,
+    min: u32,
+    step: u32,
+}
+
+impl Offer {
+    /// The offer of `most` streams under `policy`, kept within what the API validates
+    /// (KEP-5075's `CapacityRequestPolicyRange`: max and default multiples of step, min <=
+    /// default <= max, min + step <= capacity); None where `most` leaves no such range.
+    fn of(most: u32, policy: crate::config::dra::RequestPolicy) -> Option<Offer> {
+        let max = most - most % policy.step;
+        let min = policy.min;
+        let default = (policy.default.min(max) / policy.step) * policy.step;
+        (min.checked_add(policy.step)? <= max && default >= min).then_some(Offer {
+            max,
+            default,
+            min,
+            step: policy.step,
+        })
+    }
 }
 
 /// The slice with `devices`, in pool generation `generation`.
@@ -201,5 +228,36 @@ async fn write(
         }
         // Someone else's write came between (or ours raced itself): read again next time.
         Err(e) => Err(format!("writing it: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::dra::RequestPolicy;
+
+    #[test]
+    fn an_offer_is_always_one_the_api_takes_or_none() {
+        let p = |default, min, step| RequestPolicy { default, min, step };
+        let o = Offer::of(2045, p(8, 1, 1)).unwrap();
+        assert_eq!((o.max, o.default, o.min, o.step), (2045, 8, 1, 1));
+        // Max a multiple of the step, and the default too.
+        let o = Offer::of(2045, p(16, 8, 8)).unwrap();
+        assert_eq!((o.max, o.default), (2040, 16));
+        // A device nearly all reserved: the default comes down to what is there.
+        let o = Offer::of(5, p(8, 1, 1)).unwrap();
+        assert_eq!((o.max, o.default), (5, 5));
+        // Nothing, or too little for min + step: left out.
+        assert_eq!(Offer::of(0, p(8, 1, 1)), None);
+        assert_eq!(Offer::of(1, p(8, 1, 1)), None);
+        assert_eq!(Offer::of(12, p(8, 8, 8)), None);
+        for most in 0..300 {
+            for (default, min, step) in [(8, 1, 1), (16, 8, 8), (64, 1, 4), (1, 1, 1)] {
+                if let Some(o) = Offer::of(most, p(default, min, step)) {
+                    assert!(o.max <= most && o.max % step == 0 && o.default % step == 0);
+                    assert!(o.min <= o.default && o.default <= o.max && o.min + step <= o.max);
+                }
+            }
+        }
     }
 }
