@@ -57,6 +57,7 @@ impl Daemon {
             return Ok(booked.iter().flat_map(|a| a.streams.clone()).collect());
         }
         let tenant = self.pod_tenant(&ask.pod);
+        let pod = all.booking(&tenant);
         let mut streams = Vec::new();
         for (name, consumed) in &ask.devices {
             let Some(d) = self.dra_device(name) else {
@@ -72,7 +73,7 @@ impl Daemon {
             let want = consumed.unwrap_or_else(|| self.admission.capacity(d));
             let earlier = streams.iter().filter(|(x, _)| *x == d).fold(0u32, |n, (_, s)| n.saturating_add(*s));
             let room = self.admission.room_for(d, &tenant).saturating_sub(earlier);
-            let mine = self.allocations.as_ref().and_then(|a| a.booking(&tenant)).map_or(0, |b| b.on(d));
+            let mine = pod.as_ref().map_or(0, |b| b.on(d));
             if want > room.saturating_sub(mine) {
                 let view = self.admission.view(d);
                 let others = view.capacity.saturating_sub(view.untracked).saturating_sub(room);

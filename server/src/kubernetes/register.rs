@@ -93,7 +93,7 @@ async fn wait(stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
 
 /// Which file `path` is: a restarted kubelet's new socket may reuse the old inode
 /// number, never also its change time to the nanosecond.
-fn inode(path: &Path) -> Option<(u64, u64, i64, i64)> {
+pub(super) fn inode(path: &Path) -> Option<(u64, u64, i64, i64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
 }
 

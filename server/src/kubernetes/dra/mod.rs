@@ -42,7 +42,7 @@ impl Dra {
     async fn prepare(&self, c: &dra::Claim) -> Result<Vec<dra::Device>, String> {
         check_claim(c)?;
         let read = self.reader.get(&c.namespace, &c.name).await;
-        let _turn = self.turn.lock().await;
+        let turn = self.turn.lock().await;
         let booked = self.daemon.allocations().map(|a| a.claim(&c.uid)).unwrap_or_default();
         let (ask, picked) =
             match read.and_then(|claim| claims::ask_of(&claim, &c.uid, &self.config.driver, &self.config.node_name)) {
@@ -77,6 +77,8 @@ impl Dra {
                 return Err(e.message);
             }
         };
+        // Booked: the next claim's turn need not wait on the API server's answer below.
+        drop(turn);
         // What was booked, in the claim's status where the API takes it (KEP-4817); a
         // refusal there (an API server without it) costs the pod nothing.
         let status = self.status(&picked, &booked);
@@ -131,7 +133,7 @@ impl Dra {
         check_claim(c)?;
         let _turn = self.turn.lock().await;
         if self.daemon.end_claim(&c.uid).await.is_empty()
-            && self.daemon.allocations().is_none_or(|a| !a.list().iter().any(|x| x.claim() == Some(c.uid.as_str())))
+            && self.daemon.allocations().is_none_or(|a| !a.claim_uids().contains(&c.uid))
         {
             cdi::remove(&self.config.cdi_dir, &c.uid);
         }
@@ -158,10 +160,7 @@ pub fn start(
             Arc::new(claims::Unreachable(why))
         }
     };
-    let known: Vec<String> = daemon
-        .allocations()
-        .map(|a| a.list().iter().filter_map(|x| x.claim().map(str::to_string)).collect())
-        .unwrap_or_default();
+    let known = daemon.allocations().map(|a| a.claim_uids()).unwrap_or_default();
     for uid in cdi::written(&config.cdi_dir).into_iter().filter(|u| !known.contains(u)) {
         cdi::remove(&config.cdi_dir, &uid);
     }

@@ -4,10 +4,10 @@
 //! names, with `DRAResourceHealth` beside it (`health`). A socket that disappears (a node clean-up, a successor npud that took over and
 //! stopped) is bound again; at npud's stop both go, unless a successor's replaced them.
 
+use super::super::register::inode;
 use super::Dra;
 use npud_proto::dra::dra_plugin_server::DraPluginServer;
 use npud_proto::pluginregistration as reg;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,12 +59,10 @@ pub async fn run(dra: Arc<Dra>, mut stop: tokio::sync::watch::Receiver<bool>) {
     let mut warned = false;
     loop {
         let current = [inode(&endpoint), inode(&registration)];
-        let intact =
-            served.as_ref().is_some_and(|(bound, _, _)| current.iter().zip(bound).all(|(c, b)| c == &Some(*b)));
+        let intact = served.as_ref().is_some_and(|s| current.iter().zip(&s.bound).all(|(c, b)| c == &Some(*b)));
         if !intact {
-            if let Some((_, tx, task)) = served.take() {
-                let _ = tx.send(());
-                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            if let Some(s) = served.take() {
+                s.stop().await;
                 tracing::info!("a DRA plugin socket went; serving both again");
             }
             match serve(&dra, &endpoint, &registration) {
@@ -82,9 +80,9 @@ pub async fn run(dra: Arc<Dra>, mut stop: tokio::sync::watch::Receiver<bool>) {
         }
         let _ = tokio::time::timeout(WATCH_PERIOD, stop.wait_for(|s| *s)).await;
         if *stop.borrow() {
-            if let Some((bound, tx, task)) = served.take() {
-                let _ = tx.send(());
-                let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+            if let Some(s) = served.take() {
+                let bound = s.bound.clone();
+                s.stop().await;
                 for (path, ours) in [&endpoint, &registration].into_iter().zip(bound) {
                     if inode(path) == Some(ours) {
                         let _ = std::fs::remove_file(path);
@@ -98,12 +96,21 @@ pub async fn run(dra: Arc<Dra>, mut stop: tokio::sync::watch::Receiver<bool>) {
 
 type Inode = (u64, u64, i64, i64);
 
-/// Which file `path` is (its change time too: an inode number is reused).
-fn inode(path: &Path) -> Option<Inode> {
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
+/// The two sockets as bound, and their server, stopped by turning `stop` true.
+struct Served {
+    bound: Vec<Inode>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
 }
 
-type Served = (Vec<Inode>, tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>);
+impl Served {
+    /// Stops the server; its streams end within a watch period, a stuck one is not waited
+    /// for past 5 s.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.task).await;
+    }
+}
 
 /// Binds both sockets (replacing stale files; the endpoint's directory made 0750) and
 /// serves them from one task.
@@ -125,41 +132,33 @@ fn serve(dra: &Arc<Dra>, endpoint: &Path, registration: &Path) -> std::io::Resul
     let endpoint_listener = listeners.pop().ok_or_else(|| std::io::Error::other("no listener"))?;
     let registrar = Registrar { driver: dra.config.driver.clone(), endpoint: endpoint.to_path_buf() };
     let service = DraPluginServer::new(super::Service(Arc::clone(dra)));
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let (tx2, rx2) = tokio::sync::watch::channel(false);
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     // Beside it on the same endpoint, for a kubelet with ResourceHealthStatus.
     let health =
         npud_proto::dra_health::dra_resource_health_server::DraResourceHealthServer::new(super::health::Health {
             daemon: Arc::clone(&dra.daemon),
             config: dra.config.clone(),
-            stop: rx2.clone(),
+            stop: stopping.clone(),
         });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let plugin =
+        tonic::transport::Server::builder().add_service(service).add_service(health).serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(endpoint_listener),
+            stopped(stopping.clone()),
+        );
+    let registrar = tonic::transport::Server::builder()
+        .add_service(reg::registration_server::RegistrationServer::new(registrar))
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::UnixListenerStream::new(registration_listener),
+            stopped(stopping),
+        );
     let task = tokio::spawn(async move {
-        let plugin = tonic::transport::Server::builder()
-            .add_service(service)
-            .add_service(health)
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(endpoint_listener), {
-                let mut rx2 = rx2.clone();
-                async move {
-                    let _ = rx2.wait_for(|s| *s).await;
-                }
-            });
-        let registrar = tonic::transport::Server::builder()
-            .add_service(reg::registration_server::RegistrationServer::new(registrar))
-            .serve_with_incoming_shutdown(tokio_stream::wrappers::UnixListenerStream::new(registration_listener), {
-                let mut rx2 = rx2.clone();
-                async move {
-                    let _ = rx2.wait_for(|s| *s).await;
-                }
-            });
-        tokio::spawn(async move {
-            let _ = rx.await;
-            let _ = tx2.send(true);
-        });
         let (a, b) = tokio::join!(plugin, registrar);
         if let Err(e) = a.and(b) {
             tracing::error!(error = %e, "the DRA plugin's server stopped");
         }
     });
-    Ok((bound, tx, task))
+    Ok(Served { bound, stop, task })
 }

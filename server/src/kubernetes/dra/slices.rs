@@ -38,18 +38,23 @@ pub fn slice_name(config: &DraConfig) -> String {
 /// The devices this node offers claims now, by name.
 pub fn devices(daemon: &Daemon, config: &DraConfig) -> Vec<api::Device> {
     let backend = daemon.config().backend;
+    let vendor = match backend {
+        BackendKind::Acl => "huawei",
+        BackendKind::Cuda => "nvidia",
+        BackendKind::Sim => "simulated",
+    };
+    let text = |s: &str| api::DeviceAttribute { string: Some(s.to_string()), ..Default::default() };
+    let int = |n: u32| api::DeviceAttribute { int: Some(i64::from(n)), ..Default::default() };
     let mut out = Vec::new();
     for (d, desc) in daemon.devices().iter().enumerate() {
         let d = d as u32;
         if !daemon.health().is_healthy(d) {
             continue;
         }
-        let text = |s: &str| api::DeviceAttribute { string: Some(s.to_string()), ..Default::default() };
-        let int = |n: u32| api::DeviceAttribute { int: Some(i64::from(n)), ..Default::default() };
-        let vendor = match backend {
-            BackendKind::Acl => "huawei",
-            BackendKind::Cuda => "nvidia",
-            BackendKind::Sim => "simulated",
+        let Some(offer) = Offer::of(daemon.claimable(d), config.request) else {
+            // Nothing claims could have (the tenants' own reservations take it all): the
+            // API would refuse the slice over such a device, so it is left out.
+            continue;
         };
         let mut attributes = BTreeMap::from([("vendor".to_string(), text(vendor)), ("model".into(), text(&desc.name))]);
         if let Some(p) = desc.identity.physical_id {
@@ -65,11 +70,6 @@ pub fn devices(daemon: &Daemon, config: &DraConfig) -> Vec<api::Device> {
         if let Some(bus) = &desc.identity.pci_bus_id {
             attributes.insert(PCI_BUS_ID.into(), text(&bus.to_ascii_lowercase()));
         }
-        let Some(offer) = Offer::of(daemon.claimable(d), config.request) else {
-            // Nothing claims could have (the tenants' own reservations take it all): the
-            // API would refuse the slice over such a device, so it is left out.
-            continue;
-        };
         let q = |n: u32| Quantity(n.to_string());
         let streams = api::DeviceCapacity {
             value: q(offer.max),

@@ -34,6 +34,11 @@ impl Allocations {
         self.lock().map.values().filter(|a| !a.ended && a.claim() == Some(uid)).cloned().collect()
     }
 
+    /// Every claim the books hold files of, booking or ended.
+    pub fn claim_uids(&self) -> std::collections::HashSet<String> {
+        self.lock().map.values().filter_map(|a| a.claim().map(str::to_string)).collect()
+    }
+
     /// Books `c`: one allocation per device, bound to its pod and placed on that device,
     /// its files written (a restart reads it back). Idempotent: a claim booked already
     /// is returned as it is.
