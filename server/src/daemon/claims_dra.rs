@@ -70,7 +70,9 @@ impl Daemon {
                 let why = self.health().fault(d).unwrap_or_else(|| "it does not answer its probe".into());
                 return Err(NpudError::new(Reason::DeviceUnhealthy, format!("device {name} is faulted: {why}")));
             }
-            let want = consumed.unwrap_or_else(|| self.admission.capacity(d));
+            // A device allocated whole: what the slice offered of it, which leaves out the
+            // tenants' own reservations (the whole capacity never fits beside those).
+            let want = consumed.unwrap_or_else(|| self.claimable(d));
             let earlier = streams.iter().filter(|(x, _)| *x == d).fold(0u32, |n, (_, s)| n.saturating_add(*s));
             let room = self.admission.room_for(d, &tenant).saturating_sub(earlier);
             let mine = pod.as_ref().map_or(0, |b| b.on(d));
